@@ -1,0 +1,254 @@
+"""Float64 NumPy reference oracle for the operators pyvkgrad implements.
+
+Written from the formulas of /work/shared/spec/dml-semantics.md (sections 3-7) and the choices of
+DECISIONS.md, without looking at any GPU code, so that the two implementations stay independent.
+Every function converts its inputs with ``np.asarray(x, dtype=np.float64)`` (inputs are never
+modified) and returns float64 arrays.
+
+Deliberate precision choices:
+
+* Resample coordinates are computed in float32 (DECISIONS item 2), because that is what a GPU
+  shader with float32 ``Scales`` does; ties such as align-corners ``1/(2/7) = 3.4999998`` therefore
+  round the way the device rounds.  Everything after the coordinate (index selection on the exact
+  float32 value, weight products, accumulation) is float64.
+* Batch normalization is float64 throughout.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+__all__ = [
+    "BatchNormGradResult",
+    "activation_relu_grad",
+    "resample1",
+    "resample_grad",
+    "batch_normalization",
+    "batch_normalization_training",
+    "batch_normalization_grad",
+    "batch_normalization_training_grad",
+]
+
+BatchNormGradResult = namedtuple(
+    "BatchNormGradResult", "output_gradient output_scale_gradient output_bias_gradient"
+)
+
+_MODES = ("nearest_neighbor", "linear")
+_ROUNDING = (None, "decreasing", "increasing")
+
+
+def _f64(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# ReLU grad (spec section 3)
+# --------------------------------------------------------------------------------------------
+
+
+def activation_relu_grad(input, input_gradient):
+    """dX = (X > 0) ? dY : +0.0, element-wise (DML_ACTIVATION_RELU_GRAD).
+
+    A select, not ``dY * (X > 0)``: NaN/Inf in dY pass through where X > 0 and give exactly +0.0
+    elsewhere; X = 0, -0.0 and NaN all compare false and give +0.0.
+    """
+    x = _f64(input)
+    dy = _f64(input_gradient)
+    with np.errstate(invalid="ignore"):  # NaN > 0 is simply False
+        keep = x > 0
+    # 0.0 literal is +0.0, so every dropped element is a positive zero.
+    return np.where(keep, dy, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Resample forward / grad (spec sections 4 and 5)
+# --------------------------------------------------------------------------------------------
+
+
+def _axis_coordinates(out_size, scale, in_off, out_off):
+    """x(o) = (o - OutputPixelOffset) / Scale - InputPixelOffset, in float32, in this order."""
+    o = np.arange(out_size).astype(np.float32)
+    t = o - np.float32(out_off)
+    t = t / np.float32(scale)
+    return t - np.float32(in_off)  # float32 array
+
+
+def _axis_weights(in_size, out_size, mode, scale, in_off, out_off, rounding_direction):
+    """Per-dimension forward weights W[o, i] (shape [out_size, in_size], float64).
+
+    Forward along this axis is ``y = W @ x``, its gradient ``dx = W.T @ dy``.
+    Nearest: W[o, i(o)] = 1 with i(o) = clamp(round(x)) (RESAMPLE1: floor(x + 0.5), ties up;
+    RESAMPLE2 "decreasing": floor(x); "increasing": ceil(x)).
+    Linear: taps floor(x) with 1 - f and floor(x) + 1 with f (f, 1 - f in float32), each tap
+    clamped to [0, In-1]; weights of taps that land on the same element add up.
+    """
+    x32 = _axis_coordinates(out_size, scale, in_off, out_off)
+    # float32 -> float64 is exact, so the rounding below acts on the exact float32 coordinate
+    # (a float32 "x + 0.5" could itself round a value just below a tie up to the tie).
+    x = x32.astype(np.float64)
+    rows = np.arange(out_size)
+    w = np.zeros((out_size, in_size), dtype=np.float64)
+    last = in_size - 1
+    if mode == "nearest_neighbor":
+        if rounding_direction is None:
+            idx = np.floor(x + 0.5)
+        elif rounding_direction == "decreasing":
+            idx = np.floor(x)
+        else:
+            idx = np.ceil(x)
+        # Clip in float before the int conversion so far out-of-range coordinates cannot overflow.
+        idx = np.clip(idx, 0, last).astype(np.int64)
+        w[rows, idx] = 1.0
+    else:
+        fl32 = np.floor(x32)
+        f = x32 - fl32  # float32, exact (the fraction of a float32 is representable)
+        w0 = (np.float32(1) - f).astype(np.float64)  # 1 - f rounded to float32, as on the device
+        w1 = f.astype(np.float64)
+        fl = fl32.astype(np.float64)
+        i0 = np.clip(fl, 0, last).astype(np.int64)
+        i1 = np.clip(fl + 1, 0, last).astype(np.int64)
+        # add.at, not assignment: at a clamped edge both taps hit one element and must add.
+        np.add.at(w, (rows, i0), w0)
+        np.add.at(w, (rows, i1), w1)
+    return w
+
+
+def _check_resample_args(rank, sizes, mode, scales, in_offs, out_offs, rounding_direction):
+    if not 1 <= rank <= 4:
+        raise ValueError(f"resample: rank must be 1..4, got {rank}")
+    for name, arr in (("sizes", sizes), ("scales", scales), ("input_pixel_offsets", in_offs),
+                      ("output_pixel_offsets", out_offs)):
+        if len(arr) != rank:
+            raise ValueError(f"resample: {name} has {len(arr)} entries, tensor rank is {rank}")
+    if mode not in _MODES:
+        raise ValueError(f"resample: interpolation_mode must be one of {_MODES}, got {mode!r}")
+    if rounding_direction not in _ROUNDING:
+        raise ValueError(f"resample: rounding_direction must be one of {_ROUNDING}, "
+                         f"got {rounding_direction!r}")
+    for s in scales:
+        if not (np.isfinite(s) and s > 0):
+            raise ValueError(f"resample: scales must be finite and > 0, got {s!r}")
+
+
+def _apply_along(mats, t):
+    """Apply matrix mats[d] (shape [new_d, old_d]) along axis d of t, for every axis."""
+    for d, m in enumerate(mats):
+        t = np.moveaxis(np.tensordot(m, t, axes=([1], [d])), 0, d)
+    return t
+
+
+def resample1(input, output_sizes, interpolation_mode, scales, input_pixel_offsets,
+              output_pixel_offsets, rounding_direction=None):
+    """Forward DML_RESAMPLE1 (DML_RESAMPLE2 when rounding_direction is given).
+
+    out = (W_0 (x) W_1 (x) ... ) x: each dimension d is resampled by its own matrix
+    W_d = _axis_weights(In_d, Out_d, ...), i.e. separable nearest / N-linear interpolation.
+    """
+    x = _f64(input)
+    _check_resample_args(x.ndim, output_sizes, interpolation_mode, scales, input_pixel_offsets,
+                         output_pixel_offsets, rounding_direction)
+    mats = [
+        _axis_weights(x.shape[d], int(output_sizes[d]), interpolation_mode, scales[d],
+                      input_pixel_offsets[d], output_pixel_offsets[d], rounding_direction)
+        for d in range(x.ndim)
+    ]
+    return _apply_along(mats, x)
+
+
+def resample_grad(input_gradient, output_gradient_sizes, interpolation_mode, scales,
+                  input_pixel_offsets, output_pixel_offsets, rounding_direction=None):
+    """DML_RESAMPLE_GRAD (DML_RESAMPLE_GRAD1 with rounding_direction): dX = W^T dY.
+
+    The parameters are those of the forward being differentiated (R-doc, DECISIONS item 1);
+    input_gradient has the forward output's shape, the result has shape output_gradient_sizes
+    (the forward input's).  Built from the same per-axis matrices as resample1, transposed, so it
+    is the exact adjoint: <resample1(x), dY> == <x, resample_grad(dY)>.
+    """
+    dy = _f64(input_gradient)
+    _check_resample_args(dy.ndim, output_gradient_sizes, interpolation_mode, scales,
+                         input_pixel_offsets, output_pixel_offsets, rounding_direction)
+    mats = [
+        _axis_weights(int(output_gradient_sizes[d]), dy.shape[d], interpolation_mode, scales[d],
+                      input_pixel_offsets[d], output_pixel_offsets[d], rounding_direction).T
+        for d in range(dy.ndim)
+    ]
+    return _apply_along(mats, dy)
+
+
+# --------------------------------------------------------------------------------------------
+# Batch normalization (spec section 7)
+# --------------------------------------------------------------------------------------------
+
+
+def _reduced_axes(input_shape, stats_shape, what):
+    """R = {d : stats size is 1}; every other stats dim must equal the input's (spec 7)."""
+    if len(stats_shape) != len(input_shape):
+        raise ValueError(f"batch_normalization: {what} has rank {len(stats_shape)}, "
+                         f"input has rank {len(input_shape)}")
+    for s, n in zip(stats_shape, input_shape):
+        if s != 1 and s != n:
+            raise ValueError(f"batch_normalization: {what} sizes {tuple(stats_shape)} are not "
+                             f"1 or equal to input sizes {tuple(input_shape)}")
+    return tuple(d for d, s in enumerate(stats_shape) if s == 1)
+
+
+def batch_normalization(input, mean, variance, scale, bias, epsilon):
+    """Inference forward: Y = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias (broadcast)."""
+    x, m, v, s, b = (_f64(a) for a in (input, mean, variance, scale, bias))
+    np.broadcast_shapes(x.shape, m.shape, v.shape, s.shape, b.shape)  # light check
+    return s * (x - m) / np.sqrt(v + epsilon) + b
+
+
+def batch_normalization_training(input, scale, bias, epsilon):
+    """Training forward -> (output, mean, variance), statistics over R = {d : scale size is 1}.
+
+    Mean = mean_R(X); Variance = mean_R((X - Mean)^2) (biased, spec 7.3);
+    Output = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias.  Mean/variance have the
+    statistics shape (size 1 on R, input size elsewhere).
+    """
+    x, s, b = _f64(input), _f64(scale), _f64(bias)
+    axes = _reduced_axes(x.shape, s.shape, "scale")
+    mean = x.mean(axis=axes, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    output = s * (x - mean) / np.sqrt(variance + epsilon) + b
+    return output, mean, variance
+
+
+def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon):
+    """DML_BATCH_NORMALIZATION_GRAD (spec 7.2); Mean/Variance are constants.
+
+    dX = dY * Scale / sigma;  dScale = sum_R dY * (X - Mean) / sigma;  dBias = sum_R dY,
+    sigma = sqrt(Variance + Epsilon), R = {d : mean size is 1} (possibly empty: element-wise).
+    """
+    x, dy, m, v, s = (_f64(a) for a in (input, input_gradient, mean, variance, scale))
+    axes = _reduced_axes(x.shape, m.shape, "mean")
+    sigma = np.sqrt(v + epsilon)
+    dx = dy * s / sigma
+    # keepdims keeps size 1 on R and the input size elsewhere, i.e. exactly mean's shape.
+    dscale = np.sum(dy * (x - m) / sigma, axis=axes, keepdims=True).reshape(m.shape)
+    dbias = np.sum(np.broadcast_to(dy, x.shape), axis=axes, keepdims=True).reshape(m.shape)
+    return BatchNormGradResult(dx, dscale, dbias)
+
+
+def batch_normalization_training_grad(input, input_gradient, mean, variance, scale, epsilon):
+    """DML_BATCH_NORMALIZATION_TRAINING_GRAD, spec 7.4 followed literally (DECISIONS item 7).
+
+    Coef0 = 1/sqrt(Variance + Epsilon); Xc = X - mean_R(X); dYc = dY - mean_R(dY);
+    Coef1 = dY * Xc;
+    dX = Scale * Coef0 * (dYc - Xc * mean_R(Coef1) / (Variance + Epsilon));
+    dScale = sum_R dY * (X - Mean) * Coef0;  dBias = sum_R dY.   R = {d : mean size is 1}.
+    """
+    x, dy, m, v, s = (_f64(a) for a in (input, input_gradient, mean, variance, scale))
+    axes = _reduced_axes(x.shape, m.shape, "mean")
+    dy = np.broadcast_to(dy, x.shape)
+    coef0 = 1.0 / np.sqrt(v + epsilon)
+    # Literal reading (open question 7): dX recentres X with its own mean_R(X), while dScale uses
+    # the supplied Mean; the two agree when Mean comes from the training forward on the same X.
+    x_centered = x - x.mean(axis=axes, keepdims=True)
+    dy_centered = dy - dy.mean(axis=axes, keepdims=True)
+    coef1 = dy * x_centered
+    mean_coef1 = coef1.mean(axis=axes, keepdims=True)
+    dx = s * coef0 * (dy_centered - x_centered * mean_coef1 / (v + epsilon))
+    dscale = np.sum(dy * (x - m) * coef0, axis=axes, keepdims=True).reshape(m.shape)
+    dbias = np.sum(dy, axis=axes, keepdims=True).reshape(m.shape)
+    return BatchNormGradResult(dx, dscale, dbias)
