@@ -1,0 +1,408 @@
+"""Dependency-free probe of Vulkan physical devices (ctypes + stdlib only).
+
+Why this exists: pyvkgrad runs its compute through Kompute (``kp``), but kp
+only exposes a device's name, its compute work-group limits and timestamp
+support.  The device layer also needs the vendor, device type, API/driver
+versions, subgroup size, buffer/shared-memory limits and whether float32
+buffer atomics are available, so we ask the Vulkan loader directly.
+
+Everything here is valid Vulkan usage (pyvkgrad's test suite runs under
+VK_LAYER_KHRONOS_validation): a throw-away instance is created, queried and
+destroyed on every call.  Nothing is cached except the loader handle; the
+caller decides what to cache.
+"""
+from __future__ import annotations
+
+import ctypes
+from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_float,
+                    c_int32, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
+from dataclasses import dataclass
+
+__all__ = ["PhysicalDeviceInfo", "VulkanUnavailable", "physical_devices"]
+
+
+class VulkanUnavailable(RuntimeError):
+    """The Vulkan loader is missing or vkCreateInstance failed."""
+
+
+@dataclass(frozen=True)
+class PhysicalDeviceInfo:
+    index: int                  # order of vkEnumeratePhysicalDevices (kp's order)
+    name: str
+    vendor_id: int
+    vendor: str
+    device_id: int
+    device_type: str
+    api_version: str            # "major.minor.patch"; variant ignored
+    driver_version: int         # raw, vendor-specific encoding
+    driver_name: str            # "" unless device and instance are >= 1.2
+    driver_info: str
+    subgroup_size: int          # 0 unless device and instance are >= 1.1
+    subgroup_operations: int    # VkSubgroupFeatureFlags bitmask
+    max_storage_buffer_range: int
+    max_push_constants_size: int
+    max_compute_shared_memory_size: int
+    max_compute_work_group_count: tuple[int, int, int]
+    max_compute_work_group_invocations: int
+    max_compute_work_group_size: tuple[int, int, int]
+    timestamp_compute_and_graphics: bool
+    timestamp_period: float     # nanoseconds per timestamp tick
+    shader_buffer_float32_atomic_add: bool
+
+
+# --- constants -------------------------------------------------------------
+VK_SUCCESS, VK_INCOMPLETE = 0, 5
+_RESULT_NAMES = {-1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY",
+                 -3: "VK_ERROR_INITIALIZATION_FAILED", -6: "VK_ERROR_LAYER_NOT_PRESENT",
+                 -7: "VK_ERROR_EXTENSION_NOT_PRESENT", -9: "VK_ERROR_INCOMPATIBLE_DRIVER"}
+_ST_APPLICATION_INFO = 0
+_ST_INSTANCE_CREATE_INFO = 1
+_ST_PHYSICAL_DEVICE_FEATURES_2 = 1000059000
+_ST_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001
+_ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000
+_ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000
+_ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
+
+_VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x106B: "Apple",
+            0x13B5: "ARM", 0x5143: "Qualcomm", 0x10005: "Mesa"}
+_DEVICE_TYPES = ("other", "integrated_gpu", "discrete_gpu", "virtual_gpu", "cpu")
+
+
+def _make_version(major: int, minor: int, patch: int = 0) -> int:
+    return (major << 22) | (minor << 12) | patch
+
+
+def _version_str(v: int) -> str:
+    # VK_API_VERSION_MAJOR/MINOR/PATCH; the top 3 variant bits are dropped.
+    return f"{(v >> 22) & 0x7F}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+def _major_minor(v: int) -> int:
+    # Compare versions ignoring patch and variant.
+    return v & 0x1FFFF000
+
+
+_V1_1 = _make_version(1, 1)
+_V1_2 = _make_version(1, 2)
+# Highest instance apiVersion we request: 1.2 is all the structures below need.
+_MAX_INSTANCE_VERSION = _V1_2
+
+
+# --- structures (64-bit layouts; ctypes computes padding like the C ABI) ---
+VkBool32 = c_uint32
+VkDeviceSize = c_uint64
+
+
+def _fields(ctype, names):
+    return [(n.strip(), ctype) for n in names.split()]
+
+
+class VkApplicationInfo(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("pApplicationName", c_char_p),
+                ("applicationVersion", c_uint32), ("pEngineName", c_char_p),
+                ("engineVersion", c_uint32), ("apiVersion", c_uint32)]
+
+
+class VkInstanceCreateInfo(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("flags", c_uint32),
+                ("pApplicationInfo", POINTER(VkApplicationInfo)),
+                ("enabledLayerCount", c_uint32), ("ppEnabledLayerNames", POINTER(c_char_p)),
+                ("enabledExtensionCount", c_uint32), ("ppEnabledExtensionNames", POINTER(c_char_p))]
+
+
+class VkExtensionProperties(Structure):
+    _fields_ = [("extensionName", c_char * 256), ("specVersion", c_uint32)]
+
+
+# Every field of VkPhysicalDeviceLimits, in spec order, so the layout is exact.
+class VkPhysicalDeviceLimits(Structure):
+    _fields_ = (
+        _fields(c_uint32, """maxImageDimension1D maxImageDimension2D maxImageDimension3D
+            maxImageDimensionCube maxImageArrayLayers maxTexelBufferElements
+            maxUniformBufferRange maxStorageBufferRange maxPushConstantsSize
+            maxMemoryAllocationCount maxSamplerAllocationCount""")
+        + _fields(VkDeviceSize, "bufferImageGranularity sparseAddressSpaceSize")
+        + _fields(c_uint32, """maxBoundDescriptorSets maxPerStageDescriptorSamplers
+            maxPerStageDescriptorUniformBuffers maxPerStageDescriptorStorageBuffers
+            maxPerStageDescriptorSampledImages maxPerStageDescriptorStorageImages
+            maxPerStageDescriptorInputAttachments maxPerStageResources
+            maxDescriptorSetSamplers maxDescriptorSetUniformBuffers
+            maxDescriptorSetUniformBuffersDynamic maxDescriptorSetStorageBuffers
+            maxDescriptorSetStorageBuffersDynamic maxDescriptorSetSampledImages
+            maxDescriptorSetStorageImages maxDescriptorSetInputAttachments
+            maxVertexInputAttributes maxVertexInputBindings maxVertexInputAttributeOffset
+            maxVertexInputBindingStride maxVertexOutputComponents
+            maxTessellationGenerationLevel maxTessellationPatchSize
+            maxTessellationControlPerVertexInputComponents
+            maxTessellationControlPerVertexOutputComponents
+            maxTessellationControlPerPatchOutputComponents
+            maxTessellationControlTotalOutputComponents
+            maxTessellationEvaluationInputComponents maxTessellationEvaluationOutputComponents
+            maxGeometryShaderInvocations maxGeometryInputComponents maxGeometryOutputComponents
+            maxGeometryOutputVertices maxGeometryTotalOutputComponents
+            maxFragmentInputComponents maxFragmentOutputAttachments
+            maxFragmentDualSrcAttachments maxFragmentCombinedOutputResources
+            maxComputeSharedMemorySize""")
+        + [("maxComputeWorkGroupCount", c_uint32 * 3), ("maxComputeWorkGroupInvocations", c_uint32),
+           ("maxComputeWorkGroupSize", c_uint32 * 3)]
+        + _fields(c_uint32, """subPixelPrecisionBits subTexelPrecisionBits mipmapPrecisionBits
+            maxDrawIndexedIndexValue maxDrawIndirectCount""")
+        + _fields(c_float, "maxSamplerLodBias maxSamplerAnisotropy")
+        + [("maxViewports", c_uint32), ("maxViewportDimensions", c_uint32 * 2),
+           ("viewportBoundsRange", c_float * 2), ("viewportSubPixelBits", c_uint32),
+           ("minMemoryMapAlignment", c_size_t)]
+        + _fields(VkDeviceSize, """minTexelBufferOffsetAlignment minUniformBufferOffsetAlignment
+            minStorageBufferOffsetAlignment""")
+        + [("minTexelOffset", c_int32), ("maxTexelOffset", c_uint32),
+           ("minTexelGatherOffset", c_int32), ("maxTexelGatherOffset", c_uint32),
+           ("minInterpolationOffset", c_float), ("maxInterpolationOffset", c_float)]
+        + _fields(c_uint32, """subPixelInterpolationOffsetBits maxFramebufferWidth
+            maxFramebufferHeight maxFramebufferLayers framebufferColorSampleCounts
+            framebufferDepthSampleCounts framebufferStencilSampleCounts
+            framebufferNoAttachmentsSampleCounts maxColorAttachments
+            sampledImageColorSampleCounts sampledImageIntegerSampleCounts
+            sampledImageDepthSampleCounts sampledImageStencilSampleCounts
+            storageImageSampleCounts maxSampleMaskWords timestampComputeAndGraphics""")
+        + [("timestampPeriod", c_float)]
+        + _fields(c_uint32, """maxClipDistances maxCullDistances
+            maxCombinedClipAndCullDistances discreteQueuePriorities""")
+        + [("pointSizeRange", c_float * 2), ("lineWidthRange", c_float * 2),
+           ("pointSizeGranularity", c_float), ("lineWidthGranularity", c_float),
+           ("strictLines", VkBool32), ("standardSampleLocations", VkBool32)]
+        + _fields(VkDeviceSize, """optimalBufferCopyOffsetAlignment
+            optimalBufferCopyRowPitchAlignment nonCoherentAtomSize""")
+    )
+
+
+class VkPhysicalDeviceSparseProperties(Structure):
+    _fields_ = _fields(VkBool32, """residencyStandard2DBlockShape
+        residencyStandard2DMultisampleBlockShape residencyStandard3DBlockShape
+        residencyAlignedMipSize residencyNonResidentStrict""")
+
+
+class VkPhysicalDeviceProperties(Structure):
+    _fields_ = [("apiVersion", c_uint32), ("driverVersion", c_uint32), ("vendorID", c_uint32),
+                ("deviceID", c_uint32), ("deviceType", c_uint32), ("deviceName", c_char * 256),
+                ("pipelineCacheUUID", c_uint8 * 16), ("limits", VkPhysicalDeviceLimits),
+                ("sparseProperties", VkPhysicalDeviceSparseProperties)]
+
+
+class VkPhysicalDeviceProperties2(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("properties", VkPhysicalDeviceProperties)]
+
+
+class VkPhysicalDeviceSubgroupProperties(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("subgroupSize", c_uint32),
+                ("supportedStages", c_uint32), ("supportedOperations", c_uint32),
+                ("quadOperationsInAllStages", VkBool32)]
+
+
+class VkPhysicalDeviceDriverProperties(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("driverID", c_uint32),
+                ("driverName", c_char * 256), ("driverInfo", c_char * 256),
+                ("conformanceVersion", c_uint8 * 4)]
+
+
+class VkPhysicalDeviceFeatures(Structure):
+    _fields_ = _fields(VkBool32, """robustBufferAccess fullDrawIndexUint32 imageCubeArray
+        independentBlend geometryShader tessellationShader sampleRateShading dualSrcBlend
+        logicOp multiDrawIndirect drawIndirectFirstInstance depthClamp depthBiasClamp
+        fillModeNonSolid depthBounds wideLines largePoints alphaToOne multiViewport
+        samplerAnisotropy textureCompressionETC2 textureCompressionASTC_LDR
+        textureCompressionBC occlusionQueryPrecise pipelineStatisticsQuery
+        vertexPipelineStoresAndAtomics fragmentStoresAndAtomics
+        shaderTessellationAndGeometryPointSize shaderImageGatherExtended
+        shaderStorageImageExtendedFormats shaderStorageImageMultisample
+        shaderStorageImageReadWithoutFormat shaderStorageImageWriteWithoutFormat
+        shaderUniformBufferArrayDynamicIndexing shaderSampledImageArrayDynamicIndexing
+        shaderStorageBufferArrayDynamicIndexing shaderStorageImageArrayDynamicIndexing
+        shaderClipDistance shaderCullDistance shaderFloat64 shaderInt64 shaderInt16
+        shaderResourceResidency shaderResourceMinLod sparseBinding sparseResidencyBuffer
+        sparseResidencyImage2D sparseResidencyImage3D sparseResidency2Samples
+        sparseResidency4Samples sparseResidency8Samples sparseResidency16Samples
+        sparseResidencyAliased variableMultisampleRate inheritedQueries""")
+
+
+class VkPhysicalDeviceFeatures2(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("features", VkPhysicalDeviceFeatures)]
+
+
+class VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p)] + _fields(VkBool32, """
+        shaderBufferFloat32Atomics shaderBufferFloat32AtomicAdd shaderBufferFloat64Atomics
+        shaderBufferFloat64AtomicAdd shaderSharedFloat32Atomics shaderSharedFloat32AtomicAdd
+        shaderSharedFloat64Atomics shaderSharedFloat64AtomicAdd shaderImageFloat32Atomics
+        shaderImageFloat32AtomicAdd sparseImageFloat32Atomics sparseImageFloat32AtomicAdd""")
+
+
+# --- loader access ---------------------------------------------------------
+_lib = None  # the only module-level cache: the loaded libvulkan handle
+
+
+def _loader() -> ctypes.CDLL:
+    global _lib
+    if _lib is None:
+        try:
+            lib = ctypes.CDLL("libvulkan.so.1")
+        except OSError as e:
+            raise VulkanUnavailable(
+                f"cannot load the Vulkan loader libvulkan.so.1 ({e}); "
+                "on Debian/Ubuntu install the package libvulkan1") from e
+        lib.vkGetInstanceProcAddr.restype = c_void_p
+        lib.vkGetInstanceProcAddr.argtypes = [c_void_p, c_char_p]
+        _lib = lib
+    return _lib
+
+
+_VkResult = c_int32
+
+
+def _proc(lib, instance, name: str, restype, *argtypes):
+    """Resolve a function through vkGetInstanceProcAddr (None if absent)."""
+    addr = lib.vkGetInstanceProcAddr(instance, name.encode())
+    return ctypes.CFUNCTYPE(restype, *argtypes)(addr) if addr else None
+
+
+def _check(res: int, what: str) -> None:
+    if res not in (VK_SUCCESS, VK_INCOMPLETE):
+        raise VulkanUnavailable(f"{what} failed with {_RESULT_NAMES.get(res, res)}")
+
+
+def _cstr(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+# --- the probe -------------------------------------------------------------
+def physical_devices() -> list[PhysicalDeviceInfo]:
+    """Describe every Vulkan physical device, in vkEnumeratePhysicalDevices order.
+
+    Returns [] when the loader works but reports no device.  Raises
+    VulkanUnavailable when the loader is missing or vkCreateInstance fails.
+    """
+    lib = _loader()
+
+    # vkEnumerateInstanceVersion only exists in 1.1+ loaders; absent => 1.0.
+    loader_version = _make_version(1, 0)
+    enum_version = _proc(lib, None, "vkEnumerateInstanceVersion", _VkResult, POINTER(c_uint32))
+    if enum_version is not None:
+        v = c_uint32()
+        if enum_version(byref(v)) == VK_SUCCESS:
+            loader_version = v.value
+    instance_version = min(_major_minor(loader_version), _MAX_INSTANCE_VERSION)
+
+    app = VkApplicationInfo(sType=_ST_APPLICATION_INFO, pApplicationName=b"pyvkgrad",
+                            pEngineName=b"pyvkgrad", apiVersion=instance_version)
+    create_info = VkInstanceCreateInfo(sType=_ST_INSTANCE_CREATE_INFO,
+                                       pApplicationInfo=ctypes.pointer(app))
+    create_instance = _proc(lib, None, "vkCreateInstance", _VkResult,
+                            POINTER(VkInstanceCreateInfo), c_void_p, POINTER(c_void_p))
+    if create_instance is None:
+        raise VulkanUnavailable("libvulkan.so.1 does not provide vkCreateInstance")
+    instance = c_void_p()
+    res = create_instance(byref(create_info), None, byref(instance))
+    if res != VK_SUCCESS or not instance.value:
+        raise VulkanUnavailable(
+            f"vkCreateInstance failed with {_RESULT_NAMES.get(res, res)} "
+            "(no usable Vulkan driver/ICD?)")
+
+    destroy_instance = _proc(lib, instance, "vkDestroyInstance", None, c_void_p, c_void_p)
+    try:
+        return _probe(lib, instance, instance_version)
+    finally:
+        destroy_instance(instance, None)
+
+
+def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
+    enum_devices = _proc(lib, instance, "vkEnumeratePhysicalDevices", _VkResult,
+                         c_void_p, POINTER(c_uint32), POINTER(c_void_p))
+    get_props = _proc(lib, instance, "vkGetPhysicalDeviceProperties", None,
+                      c_void_p, POINTER(VkPhysicalDeviceProperties))
+    enum_exts = _proc(lib, instance, "vkEnumerateDeviceExtensionProperties", _VkResult,
+                      c_void_p, c_char_p, POINTER(c_uint32), POINTER(VkExtensionProperties))
+    get_props2 = get_feats2 = None
+    if instance_version >= _V1_1:  # core entry points of 1.1 instances
+        get_props2 = _proc(lib, instance, "vkGetPhysicalDeviceProperties2", None,
+                           c_void_p, POINTER(VkPhysicalDeviceProperties2))
+        get_feats2 = _proc(lib, instance, "vkGetPhysicalDeviceFeatures2", None,
+                           c_void_p, POINTER(VkPhysicalDeviceFeatures2))
+
+    # Two-call idiom; retry if the count changed in between (VK_INCOMPLETE).
+    while True:
+        count = c_uint32()
+        _check(enum_devices(instance, byref(count), None), "vkEnumeratePhysicalDevices")
+        handles = (c_void_p * count.value)()
+        res = enum_devices(instance, byref(count), handles)
+        _check(res, "vkEnumeratePhysicalDevices")
+        if res == VK_SUCCESS:
+            break
+
+    infos = []
+    for index, phys in enumerate(handles[:count.value]):
+        # Basic properties first: the device's own apiVersion decides which
+        # pNext structures it may legally be asked to fill.
+        props = VkPhysicalDeviceProperties()
+        get_props(phys, byref(props))
+        usable = min(_major_minor(props.apiVersion), instance_version)
+
+        subgroup = VkPhysicalDeviceSubgroupProperties(sType=_ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+        driver = VkPhysicalDeviceDriverProperties(sType=_ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+        if get_props2 is not None and usable >= _V1_1:
+            if usable >= _V1_2:
+                subgroup.pNext = ctypes.addressof(driver)
+            props2 = VkPhysicalDeviceProperties2(sType=_ST_PHYSICAL_DEVICE_PROPERTIES_2,
+                                                 pNext=ctypes.addressof(subgroup))
+            get_props2(phys, byref(props2))
+            props = props2.properties
+
+        atomic_add = False
+        if get_feats2 is not None and usable >= _V1_1 and \
+                "VK_EXT_shader_atomic_float" in _device_extensions(enum_exts, phys):
+            atomics = VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+                sType=_ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+            feats2 = VkPhysicalDeviceFeatures2(sType=_ST_PHYSICAL_DEVICE_FEATURES_2,
+                                               pNext=ctypes.addressof(atomics))
+            get_feats2(phys, byref(feats2))
+            atomic_add = bool(atomics.shaderBufferFloat32AtomicAdd)
+
+        lim = props.limits
+        infos.append(PhysicalDeviceInfo(
+            index=index,
+            name=_cstr(props.deviceName),
+            vendor_id=props.vendorID,
+            vendor=_VENDORS.get(props.vendorID, hex(props.vendorID)),
+            device_id=props.deviceID,
+            device_type=(_DEVICE_TYPES[props.deviceType]
+                         if props.deviceType < len(_DEVICE_TYPES) else "other"),
+            api_version=_version_str(props.apiVersion),
+            driver_version=props.driverVersion,
+            driver_name=_cstr(driver.driverName),
+            driver_info=_cstr(driver.driverInfo),
+            subgroup_size=subgroup.subgroupSize,
+            subgroup_operations=subgroup.supportedOperations,
+            max_storage_buffer_range=lim.maxStorageBufferRange,
+            max_push_constants_size=lim.maxPushConstantsSize,
+            max_compute_shared_memory_size=lim.maxComputeSharedMemorySize,
+            max_compute_work_group_count=tuple(lim.maxComputeWorkGroupCount),
+            max_compute_work_group_invocations=lim.maxComputeWorkGroupInvocations,
+            max_compute_work_group_size=tuple(lim.maxComputeWorkGroupSize),
+            timestamp_compute_and_graphics=bool(lim.timestampComputeAndGraphics),
+            timestamp_period=float(lim.timestampPeriod),
+            shader_buffer_float32_atomic_add=atomic_add,
+        ))
+    return infos
+
+
+def _device_extensions(enum_exts, phys) -> set[str]:
+    while True:
+        count = c_uint32()
+        _check(enum_exts(phys, None, byref(count), None), "vkEnumerateDeviceExtensionProperties")
+        exts = (VkExtensionProperties * count.value)()
+        res = enum_exts(phys, None, byref(count), exts)
+        _check(res, "vkEnumerateDeviceExtensionProperties")
+        if res == VK_SUCCESS:
+            return {_cstr(e.extensionName) for e in exts[:count.value]}
+
+
+if __name__ == "__main__":  # quick manual check: python -m pyvkgrad._vulkan_info
+    for info in physical_devices():
+        print(info)

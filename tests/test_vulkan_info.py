@@ -1,0 +1,164 @@
+"""Tests for pyvkgrad._vulkan_info against Mesa's lavapipe (llvmpipe) CPU driver."""
+import ctypes
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+_MODULE_PATH = Path(__file__).resolve().parents[1] / "pyvkgrad" / "_vulkan_info.py"
+try:
+    from pyvkgrad import _vulkan_info as vi
+except Exception:  # package mid-edit elsewhere: load this module by path
+    _spec = importlib.util.spec_from_file_location("pyvkgrad_vulkan_info", _MODULE_PATH)
+    vi = importlib.util.module_from_spec(_spec)
+    sys.modules[_spec.name] = vi  # dataclasses needs the module registered
+    _spec.loader.exec_module(vi)
+
+LVP_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
+
+
+@pytest.fixture
+def lavapipe(monkeypatch):
+    # The loader reads these at vkCreateInstance time, i.e. inside physical_devices().
+    monkeypatch.setenv("VK_DRIVER_FILES", LVP_ICD)
+    monkeypatch.setenv("VK_ICD_FILENAMES", LVP_ICD)
+
+
+def _lavapipe_device():
+    devices = vi.physical_devices()
+    assert len(devices) == 1
+    return devices[0]
+
+
+def test_struct_layout_matches_c_abi():
+    # Offsets/sizes as computed by a C compiler from vulkan_core.h (x86-64).
+    L = vi.VkPhysicalDeviceLimits
+    assert L.maxStorageBufferRange.offset == 28
+    assert L.maxPushConstantsSize.offset == 32
+    assert L.maxComputeSharedMemorySize.offset == 216
+    assert L.maxComputeWorkGroupCount.offset == 220
+    assert L.maxComputeWorkGroupInvocations.offset == 232
+    assert L.maxComputeWorkGroupSize.offset == 236
+    assert L.timestampComputeAndGraphics.offset == 420
+    assert L.timestampPeriod.offset == 424
+    assert ctypes.sizeof(L) == 504
+    assert vi.VkPhysicalDeviceProperties.limits.offset == 296
+    assert ctypes.sizeof(vi.VkPhysicalDeviceProperties) == 824
+    assert ctypes.sizeof(vi.VkPhysicalDeviceProperties2) == 840
+    assert ctypes.sizeof(vi.VkPhysicalDeviceSubgroupProperties) == 32
+    assert ctypes.sizeof(vi.VkPhysicalDeviceDriverProperties) == 536
+    assert ctypes.sizeof(vi.VkPhysicalDeviceFeatures) == 55 * 4
+    assert ctypes.sizeof(vi.VkPhysicalDeviceFeatures2) == 240
+    assert ctypes.sizeof(vi.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT) == 64
+    assert ctypes.sizeof(vi.VkApplicationInfo) == 48
+    assert ctypes.sizeof(vi.VkInstanceCreateInfo) == 64
+    assert ctypes.sizeof(vi.VkExtensionProperties) == 260
+
+
+def test_lavapipe_properties(lavapipe):
+    d = _lavapipe_device()
+    assert d.index == 0
+    assert "llvmpipe" in d.name
+    assert d.vendor_id == 0x10005 and d.vendor == "Mesa"
+    assert d.device_type == "cpu"
+    assert d.max_storage_buffer_range == 134217728
+    assert d.max_compute_work_group_count == (65535, 65535, 65535)
+    assert d.max_compute_shared_memory_size == 32768
+    assert d.max_compute_work_group_invocations >= 128
+    assert len(d.max_compute_work_group_size) == 3
+    assert d.max_push_constants_size >= 128
+    assert d.timestamp_period == 1.0
+    assert d.timestamp_compute_and_graphics is True
+    assert d.subgroup_size == 8
+    assert d.subgroup_operations & 0x1  # VK_SUBGROUP_FEATURE_BASIC_BIT
+    assert d.driver_name == "llvmpipe"
+    assert "Mesa" in d.driver_info
+    assert isinstance(d.shader_buffer_float32_atomic_add, bool)
+
+
+def test_api_version_format(lavapipe):
+    d = _lavapipe_device()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", d.api_version)
+    major, minor, _ = map(int, d.api_version.split("."))
+    assert (major, minor) >= (1, 1)
+    assert vi._version_str(vi._make_version(1, 3, 230)) == "1.3.230"
+    assert vi._version_str((7 << 29) | vi._make_version(1, 2, 3)) == "1.2.3"  # variant ignored
+
+
+def test_result_is_frozen_and_uncached(lavapipe):
+    a, b = vi.physical_devices(), vi.physical_devices()
+    assert a == b and a is not b
+    with pytest.raises(Exception):
+        a[0].name = "x"
+
+
+@pytest.mark.parametrize("cap", [(1, 1), (1, 0)])
+def test_older_instance_versions(lavapipe, monkeypatch, cap):
+    # Exercise the fallbacks used with older loaders: 1.1 => no driver
+    # properties; 1.0 => basic properties only.
+    monkeypatch.setattr(vi, "_MAX_INSTANCE_VERSION", vi._make_version(*cap))
+    d = _lavapipe_device()
+    assert d.driver_name == "" and d.driver_info == ""
+    assert d.max_storage_buffer_range == 134217728
+    assert d.timestamp_period == 1.0
+    if cap == (1, 1):
+        assert d.subgroup_size == 8
+    else:
+        assert d.subgroup_size == 0 and d.shader_buffer_float32_atomic_add is False
+
+
+_SUBPROCESS_PROBE = f"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("vi", {str(_MODULE_PATH)!r})
+vi = importlib.util.module_from_spec(spec); sys.modules["vi"] = vi; spec.loader.exec_module(vi)
+try:
+    print("DEVICES", len(vi.physical_devices()))
+except vi.VulkanUnavailable as e:
+    print("UNAVAILABLE", e)
+"""
+
+
+def _run_probe(**env):
+    return subprocess.run([sys.executable, "-c", _SUBPROCESS_PROBE], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_bogus_driver_file_does_not_crash(tmp_path):
+    # In a subprocess so that a crash in the loader would fail the test, not pytest.
+    bogus = str(tmp_path / "does_not_exist_icd.json")
+    proc = _run_probe(VK_DRIVER_FILES=bogus, VK_ICD_FILENAMES=bogus)
+    assert proc.returncode == 0, proc.stderr
+    assert "DEVICES 0" in proc.stdout or "UNAVAILABLE" in proc.stdout, proc.stdout
+
+
+def test_bogus_driver_file_in_process(monkeypatch, tmp_path):
+    bogus = str(tmp_path / "does_not_exist_icd.json")
+    monkeypatch.setenv("VK_DRIVER_FILES", bogus)
+    monkeypatch.setenv("VK_ICD_FILENAMES", bogus)
+    try:
+        assert vi.physical_devices() == []
+    except vi.VulkanUnavailable as e:
+        assert "vkCreateInstance" in str(e)
+
+
+def test_clean_under_validation_layer():
+    # The layer prints to stdout by default; any VUID/error/warning fails this.
+    proc = _run_probe(VK_DRIVER_FILES=LVP_ICD, VK_ICD_FILENAMES=LVP_ICD,
+                      VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "DEVICES 1" in proc.stdout, out
+    assert not re.search(r"VUID|Validation (Error|Warning)|UNASSIGNED", out), out
+
+
+def test_missing_loader_message(monkeypatch):
+    def fail(name, *a, **k):
+        raise OSError(f"{name}: cannot open shared object file")
+    monkeypatch.setattr(vi, "_lib", None)
+    monkeypatch.setattr(vi.ctypes, "CDLL", fail)
+    with pytest.raises(vi.VulkanUnavailable, match=r"libvulkan\.so\.1.*libvulkan1"):
+        vi.physical_devices()
