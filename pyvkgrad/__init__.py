@@ -1,0 +1,25 @@
+"""pyvkgrad: DirectML's backpropagation operators on every Vulkan GPU, through Kompute.
+
+Describe an operator with DirectML's fields, compile it once for a device, bind device
+tensors, record and execute; or call the one-call function with numpy arrays.
+"""
+
+from .tensor import DataType, TensorDesc
+from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
+
+
+def devices():
+    """Every Vulkan device (imports kp on first use)."""
+    from .device import devices as _devices
+    return _devices()
+
+
+def default_device():
+    """The device one-call functions use: PYVKGRAD_DEVICE, else the first GPU, else lavapipe."""
+    from .device import default_device as _default
+    return _default()
+
+
+__all__ = ["DataType", "TensorDesc", "ActivationReluGradDesc", "activation_relu_grad",
+           "devices", "default_device"]
+__version__ = "0.1.0"

@@ -1,0 +1,277 @@
+"""DirectML buffer tensor descriptors and the checks every operator shares.
+
+`TensorDesc` mirrors `DML_BUFFER_TENSOR_DESC` (spec section 1): a data type, sizes (outermost
+first) and optional element strides (0 broadcasts, larger than packed pads). Operators validate
+their descriptors with the helpers here so that every message has one shape:
+
+    ACTIVATION_RELU_GRAD: InputGradientTensor.Sizes must equal InputTensor.Sizes: expected (2, 3), got (2, 4)
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
+MAX_ELEMENTS = 2**32 - 1  # a DirectML buffer tensor may not exceed 2^32 - 1 elements
+BUFFER_ALIGNMENT = 16  # device buffers are allocated in 16-byte units (vectorised kernels read uvec4)
+
+
+class DataType(enum.IntEnum):
+    """`DML_TENSOR_DATA_TYPE` values pyvkgrad supports (same numbers as DirectML)."""
+
+    FLOAT32 = 1
+    FLOAT16 = 2
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(np.float32 if self is DataType.FLOAT32 else np.float16)
+
+    @property
+    def element_size(self) -> int:
+        return 4 if self is DataType.FLOAT32 else 2
+
+    @classmethod
+    def from_numpy(cls, dtype, operator: str, field: str) -> "DataType":
+        dtype = np.dtype(dtype)
+        if dtype == np.float32:
+            return cls.FLOAT32
+        if dtype == np.float16:
+            return cls.FLOAT16
+        raise TypeError(
+            f"{operator}: {field} has unsupported dtype: expected float32 or float16, got {dtype}"
+        )
+
+
+def fail(operator: str, field: str, rule: str, expected, actual, kind=ValueError):
+    """Raise `kind` with the message shape every pyvkgrad check uses."""
+    raise kind(f"{operator}: {field} {rule}: expected {expected}, got {actual}")
+
+
+def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
+    """Row-major element strides, last dimension fastest (DirectML's null strides)."""
+    strides = [1] * len(sizes)
+    for d in range(len(sizes) - 2, -1, -1):
+        strides[d] = strides[d + 1] * sizes[d + 1]
+    return tuple(strides)
+
+
+def _as_uint_tuple(values, operator: str, field: str) -> Tuple[int, ...]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        fail(operator, field, "must be a sequence of integers", "a sequence", type(values).__name__,
+             TypeError)
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            fail(operator, field, "must hold integers", "int", type(v).__name__, TypeError)
+        if v < 0:
+            fail(operator, field, "must not be negative", ">= 0", int(v))
+        out.append(int(v))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """`DML_BUFFER_TENSOR_DESC`: data_type, sizes and element strides (None = packed).
+
+    Element (i_0..i_{n-1}) lives at element offset sum(i_d * strides[d]); a stride of 0
+    broadcasts. The buffer must hold at least `total_tensor_size_in_bytes` bytes
+    (`DMLCalcBufferTensorSize`: (last index + 1) * element size, rounded up to 4).
+    """
+
+    data_type: DataType
+    sizes: Tuple[int, ...]
+    strides: Optional[Tuple[int, ...]] = None
+
+    def __post_init__(self):
+        self.validate("TensorDesc", "TensorDesc")
+
+    def validate(self, operator: str, field: str) -> None:
+        if not isinstance(self.data_type, DataType):
+            try:
+                object.__setattr__(self, "data_type", DataType(self.data_type))
+            except ValueError:
+                fail(operator, f"{field}.DataType", "is not supported",
+                     "DataType.FLOAT32 or DataType.FLOAT16", self.data_type, TypeError)
+        sizes = _as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
+        object.__setattr__(self, "sizes", sizes)
+        if not 1 <= len(sizes) <= MAX_DIMENSIONS:
+            fail(operator, f"{field}.DimensionCount", "is out of range", f"1 to {MAX_DIMENSIONS}",
+                 len(sizes))
+        if min(sizes) == 0:
+            fail(operator, f"{field}.Sizes", "must all be at least 1", ">= 1", sizes)
+        if self.strides is not None:
+            strides = _as_uint_tuple(self.strides, operator, f"{field}.Strides")
+            object.__setattr__(self, "strides", strides)
+            if len(strides) != len(sizes):
+                fail(operator, f"{field}.Strides", "must have one entry per dimension",
+                     len(sizes), len(strides))
+        if self.element_count > MAX_ELEMENTS:
+            fail(operator, f"{field}.Sizes", "hold too many elements", f"<= {MAX_ELEMENTS}",
+                 self.element_count)
+
+    @property
+    def rank(self) -> int:
+        return len(self.sizes)
+
+    @property
+    def element_strides(self) -> Tuple[int, ...]:
+        return self.strides if self.strides is not None else packed_strides(self.sizes)
+
+    @property
+    def element_count(self) -> int:
+        return math.prod(self.sizes)
+
+    @property
+    def element_span(self) -> int:
+        """Elements from the first to one past the last addressed element."""
+        return sum((s - 1) * st for s, st in zip(self.sizes, self.element_strides)) + 1
+
+    @property
+    def total_tensor_size_in_bytes(self) -> int:
+        """DirectML's minimum buffer size (`DMLCalcBufferTensorSize`), a multiple of 4."""
+        nbytes = self.element_span * self.data_type.element_size
+        return (nbytes + 3) // 4 * 4
+
+    @property
+    def is_packed(self) -> bool:
+        return self.element_strides == packed_strides(self.sizes)
+
+    def has_overlap(self) -> bool:
+        """True when two logical elements share memory (a zero stride, or strides that alias).
+
+        Outputs must not overlap: several results would race for one cell (spec 1.2).
+        Sorting dimensions by stride, each stride must exceed the reach of the inner ones.
+        """
+        reach = 0
+        for size, stride in sorted((p for p in zip(self.sizes, self.element_strides) if p[0] > 1),
+                                   key=lambda p: p[1]):
+            if stride <= reach:
+                return True
+            reach += (size - 1) * stride
+        return False
+
+    def with_sizes(self, sizes) -> "TensorDesc":
+        return TensorDesc(self.data_type, tuple(sizes), None)
+
+
+def check_desc(operator: str, field: str, desc) -> TensorDesc:
+    """The descriptor field is a TensorDesc (re-validated with the operator's name)."""
+    if not isinstance(desc, TensorDesc):
+        fail(operator, field, "must be a TensorDesc", "TensorDesc", type(desc).__name__, TypeError)
+    desc.validate(operator, field)
+    return desc
+
+
+def check_same(operator: str, attr: str, reference: Tuple[str, TensorDesc],
+               *others: Tuple[str, TensorDesc]) -> None:
+    """Every `others` descriptor has the same `attr` ("data_type" or "sizes") as `reference`."""
+    label = {"data_type": "DataType", "sizes": "Sizes"}[attr]
+    ref_name, ref = reference
+    for name, desc in others:
+        if getattr(desc, attr) != getattr(ref, attr):
+            fail(operator, f"{name}.{label}", f"must equal {ref_name}.{label}",
+                 _show(getattr(ref, attr)), _show(getattr(desc, attr)),
+                 TypeError if attr == "data_type" else ValueError)
+
+
+def check_rank(operator: str, field: str, desc: TensorDesc, low: int, high: int) -> None:
+    if not low <= desc.rank <= high:
+        fail(operator, f"{field}.DimensionCount", "is out of range", f"{low} to {high}", desc.rank)
+
+
+def check_output(operator: str, field: str, desc: TensorDesc) -> None:
+    """Outputs may not alias themselves (zero or overlapping strides)."""
+    if desc.has_overlap():
+        fail(operator, f"{field}.Strides", "must not make output elements overlap",
+             "non-overlapping strides", desc.element_strides)
+
+
+def _show(value):
+    return value.name if isinstance(value, DataType) else value
+
+
+def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
+    """Merge dimensions that every tensor walks contiguously and drop size-1 dimensions.
+
+    Returns (sizes, [strides per tensor]) of the smallest rank (at least 1) addressing the
+    same elements in the same order: fewer index divisions in element-wise kernels, and a
+    fully packed trio becomes rank 1 with stride 1 (the vectorised fast path).
+    """
+    dims = [(s, [st[d] for st in strides_list]) for d, s in enumerate(sizes) if s != 1]
+    merged = []
+    for size, strides in dims:
+        if merged:
+            psize, pstrides = merged[-1]
+            if all(ps == st * size for ps, st in zip(pstrides, strides)):
+                merged[-1] = (psize * size, strides)
+                continue
+        merged.append((size, strides))
+    if not merged:
+        merged = [(1, [1 for _ in strides_list])]
+    return (tuple(s for s, _ in merged),
+            [tuple(st[i] for _, st in merged) for i in range(len(strides_list))])
+
+
+# ---- numpy arrays <-> buffer words -------------------------------------------------------------
+
+def describe_array(array: np.ndarray, operator: str, field: str):
+    """Describe a numpy array as (TensorDesc, words) without copying more than it addresses.
+
+    Non-contiguous views and broadcast views (zero strides) keep their element strides, so a
+    broadcast input uploads only its distinct elements. Negative or non-element-multiple
+    strides fall back to a packed copy. `words` is a fresh uint32 array (inputs are never
+    modified or aliased), padded to whole 16-byte units.
+    """
+    if not isinstance(array, np.ndarray):
+        fail(operator, field, "must be a numpy array", "numpy.ndarray", type(array).__name__,
+             TypeError)
+    data_type = DataType.from_numpy(array.dtype, operator, field)
+    if array.ndim == 0:
+        array = array.reshape(1)
+    if not 1 <= array.ndim <= MAX_DIMENSIONS:
+        fail(operator, f"{field}.DimensionCount", "is out of range", f"1 to {MAX_DIMENSIONS}",
+             array.ndim)
+    if array.size == 0:
+        fail(operator, f"{field}.Sizes", "must all be at least 1", ">= 1", array.shape)
+    item = array.itemsize
+    byte_strides = array.strides
+    strided_ok = all(s >= 0 and s % item == 0 for s in byte_strides)
+    strides = tuple(s // item for s in byte_strides) if strided_ok else None
+    if strided_ok:
+        desc = TensorDesc(data_type, array.shape, strides)
+        # A view that addresses far more memory than it uses is cheaper packed.
+        if desc.element_span > 2 * array.size + 64:
+            strided_ok = False
+    if not strided_ok:
+        array = np.ascontiguousarray(array)
+        desc = TensorDesc(data_type, array.shape, None)
+    span = np.lib.stride_tricks.as_strided(array, shape=(desc.element_span,), strides=(item,))
+    return desc, elements_to_words(span, data_type)
+
+
+def elements_to_words(elements: np.ndarray, data_type: DataType) -> np.ndarray:
+    """Copy a 1-D element array into uint32 words, zero-padded to a 16-byte multiple."""
+    nbytes = elements.size * data_type.element_size
+    nwords = -(-nbytes // BUFFER_ALIGNMENT) * (BUFFER_ALIGNMENT // 4)
+    words = np.zeros(nwords, dtype=np.uint32)
+    words.view(data_type.numpy_dtype)[: elements.size] = elements
+    return words
+
+
+def words_to_array(words: np.ndarray, desc: TensorDesc) -> np.ndarray:
+    """Gather the logical elements of `desc` out of buffer words into a packed array."""
+    elements = words.view(desc.data_type.numpy_dtype)
+    item = desc.data_type.element_size
+    view = np.lib.stride_tricks.as_strided(
+        elements, shape=desc.sizes, strides=tuple(s * item for s in desc.element_strides))
+    return np.array(view, copy=True)
+
+
+def buffer_words(nbytes: int) -> int:
+    """uint32 words of a device buffer of at least `nbytes` bytes (16-byte units)."""
+    return max(1, -(-nbytes // BUFFER_ALIGNMENT)) * (BUFFER_ALIGNMENT // 4)
