@@ -6,10 +6,14 @@ tensors, record and execute; or call the one-call function with numpy arrays.
 
 from .tensor import DataType, TensorDesc
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
+from .ops.resample_grad import ResampleGradDesc, resample_grad
+from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
+from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
+                                                    batch_normalization_training_grad)
 
 
 def devices():
-    """Every Vulkan device (imports kp on first use)."""
+    """Every Vulkan device, in the loader's order (imports kp on first use)."""
     from .device import devices as _devices
     return _devices()
 
@@ -20,6 +24,10 @@ def default_device():
     return _default()
 
 
-__all__ = ["DataType", "TensorDesc", "ActivationReluGradDesc", "activation_relu_grad",
+__all__ = ["DataType", "TensorDesc",
+           "ActivationReluGradDesc", "activation_relu_grad",
+           "ResampleGradDesc", "resample_grad",
+           "BatchNormalizationGradDesc", "batch_normalization_grad",
+           "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "devices", "default_device"]
 __version__ = "0.1.0"

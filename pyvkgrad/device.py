@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _vulkan_info, kernels
 from .plan import Limits, Plan
-from .tensor import BUFFER_ALIGNMENT, TensorDesc, buffer_words, describe_array, fail, \
+from .tensor import TensorDesc, buffer_words, describe_array, fail, \
     words_to_array
 
 
@@ -197,9 +197,19 @@ class CompiledOperator:
         self.plan = plan
         self.operator = desc.OPERATOR
         self._fields = dict(desc.tensor_fields())  # name -> (TensorDesc, access)
-        self._scratch = {s.name: device._create_buffer(s.nbytes, staging=False,
-                                                       what=f"{self.operator} scratch {s.name}")
-                         for s in plan.scratch}
+        self._scratch = {}
+        tables = []
+        for s in plan.scratch:
+            what = f"{self.operator} scratch {s.name}"
+            if s.words is None:
+                self._scratch[s.name] = device._create_buffer(s.nbytes, staging=False, what=what)
+            else:
+                words = np.zeros(buffer_words(s.nbytes), dtype=np.uint32)
+                words[: s.words.size] = s.words
+                self._scratch[s.name] = device._create_buffer(s.nbytes, True, what, words)
+                tables.append(self._scratch[s.name])
+        if tables:  # constant tables reach the device once, at compile time
+            device._submit_ops([kp.OpTensorSyncDevice(tables)], f"{self.operator} tables")
         self._algorithms: "collections.OrderedDict" = collections.OrderedDict()
         for d in plan.dispatches:
             kernels.spirv(d.kernel)  # load (and check) every kernel now, not at the first call
@@ -445,7 +455,10 @@ class Device:
         return Limits(subgroup_size=i.subgroup_size,
                       max_workgroups=min(i.max_compute_work_group_count[0], 65535),
                       max_storage_buffer_range=i.max_storage_buffer_range,
-                      local_size=min(256, i.max_compute_work_group_size[0],
+                      # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to
+                      # show reductions do not depend on the workgroup or subgroup width).
+                      local_size=min(int(os.environ.get("PYVKGRAD_LOCAL_SIZE", 256)),
+                                     i.max_compute_work_group_size[0],
                                      i.max_compute_work_group_invocations),
                       max_shared_memory=i.max_compute_shared_memory_size)
 
@@ -519,7 +532,8 @@ class Device:
         """One-call execution: compile (cached per descriptor), upload, run, read back, in one
         submission. The descriptor's cached buffers are reused when shapes repeat."""
         with self._lock:
-            entry = self._compiled.get(desc)
+            key = (desc, self.limits)
+            entry = self._compiled.get(key)
             if entry is None:
                 op = self.compile(desc)
                 fields = dict(desc.tensor_fields())
@@ -529,13 +543,13 @@ class Device:
                 rec = Recording(self)
                 rec.execute(op, **tensors)
                 rec._download([tensors[n] for n in outputs])
-                self._compiled[desc] = (op, tensors, rec)
+                self._compiled[key] = (op, tensors, rec)
                 if len(self._compiled) > 16:
                     _, (old_op, old_tensors, _) = self._compiled.popitem(last=False)
                     _close_later(old_op, old_tensors)
                 rec.submit()
             else:
-                self._compiled.move_to_end(desc)
+                self._compiled.move_to_end(key)
                 op, tensors, rec = entry
                 for name, words in arrays.items():
                     tensors[name].write(words)

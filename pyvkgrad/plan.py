@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass, field
-from typing import Tuple
+from typing import Optional, Tuple
+
+import numpy as np
 
 READ, WRITE, READ_WRITE = "read", "write", "read_write"
 
@@ -28,10 +30,16 @@ class Limits:
 
 @dataclass(frozen=True)
 class Scratch:
-    """A device buffer owned by the compiled operator (never read back)."""
+    """A device buffer owned by the compiled operator (never read back).
+
+    With `words` (uint32), it is a constant table uploaded once when the operator is compiled
+    (e.g. per-axis index tables computed on the host in exact float32); without, its contents
+    are undefined until a dispatch writes them.
+    """
 
     name: str
     nbytes: int
+    words: Optional[np.ndarray] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
