@@ -1,0 +1,146 @@
+"""The device layer: tensors, compiled operators, recordings, barriers, errors."""
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import DataType, TensorDesc, kernels, reference
+from pyvkgrad.device import DeviceError, get_device
+
+F32 = DataType.FLOAT32
+
+
+def relu_op(device, sizes, dtype=F32):
+    desc = TensorDesc(dtype, sizes)
+    return device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+
+
+def test_upload_round_trip_keeps_strides(device, rng):
+    base = rng.standard_normal((4, 6)).astype(np.float16)
+    view = base[:, ::2]
+    t = device.upload(view)
+    assert t.desc.strides == (6, 2)
+    np.testing.assert_array_equal(t.numpy(), view)
+    b = device.upload(np.broadcast_to(base[0], (4, 6)))
+    assert b.desc.strides == (0, 1)
+    np.testing.assert_array_equal(b.numpy(), np.broadcast_to(base[0], (4, 6)))
+
+
+def test_recorded_chain_is_one_submission_with_barriers(device, rng):
+    """Three dependent operators, one submission, a barrier before each dependent dispatch."""
+    n = 1000
+    op = relu_op(device, (n,))
+    x = device.upload(rng.standard_normal(n).astype(np.float32))
+    g = device.upload(rng.standard_normal(n).astype(np.float32))
+    a, b, c = (device.empty(TensorDesc(F32, (n,))) for _ in range(3))
+    with device.record() as rec:
+        rec.execute(op, input_tensor=x, input_gradient_tensor=g, output_gradient_tensor=a)
+        rec.execute(op, input_tensor=x, input_gradient_tensor=a, output_gradient_tensor=b)
+        rec.execute(op, input_tensor=b, input_gradient_tensor=b, output_gradient_tensor=c)
+        independent = device.empty(TensorDesc(F32, (n,)))
+        rec.execute(op, input_tensor=x, input_gradient_tensor=g, output_gradient_tensor=independent)
+    assert rec._labels.count("barrier") == 2, rec._labels
+    xs, gs = x.numpy().astype(np.float64), g.numpy()
+    want_a = reference.activation_relu_grad(xs, gs)
+    want_b = reference.activation_relu_grad(xs, want_a)
+    np.testing.assert_array_equal(c.numpy(), reference.activation_relu_grad(want_b, want_b))
+    # Replay runs the same command buffer again on whatever the buffers now hold.
+    x2 = rng.standard_normal(n).astype(np.float32)
+    from pyvkgrad.tensor import describe_array
+    x.write(describe_array(x2, "test", "x")[1])
+    rec.replay()
+    want_a = reference.activation_relu_grad(x2, gs)
+    np.testing.assert_array_equal(a.numpy(), want_a)
+    np.testing.assert_array_equal(b.numpy(), reference.activation_relu_grad(x2, want_a))
+
+
+def test_write_after_read_gets_a_barrier(device, rng):
+    op = relu_op(device, (64,))
+    x, g, out = (device.upload(rng.standard_normal(64).astype(np.float32)) for _ in range(3))
+    with device.record() as rec:
+        rec.execute(op, input_tensor=x, input_gradient_tensor=g, output_gradient_tensor=out)
+        rec.execute(op, input_tensor=out, input_gradient_tensor=g, output_gradient_tensor=x)
+    assert rec._labels == ["ACTIVATION_RELU_GRAD:activation_relu_grad_packed", "barrier",
+                           "ACTIVATION_RELU_GRAD:activation_relu_grad_packed"]
+
+
+def test_timestamps(device, rng):
+    op = relu_op(device, (4096,))
+    ts = [device.upload(rng.standard_normal(4096).astype(np.float32)) for _ in range(3)]
+    with device.record(timestamps=True) as rec:
+        rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1], output_gradient_tensor=ts[2])
+    times = rec.kernel_times_ns()
+    assert len(times) >= 1 and all(t >= 0 for t in times)
+
+
+def test_execute_rejects_a_foreign_or_finished_recording(device, rng):
+    op = relu_op(device, (8,))
+    ts = [device.upload(np.ones(8, np.float32)) for _ in range(3)]
+    with device.record() as rec:
+        rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1], output_gradient_tensor=ts[2])
+    with pytest.raises(RuntimeError, match="already submitted"):
+        rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1], output_gradient_tensor=ts[2])
+    with pytest.raises(TypeError, match="CompiledOperator"):
+        device.record().execute("relu")
+
+
+def test_closed_tensor_is_refused(device):
+    t = device.upload(np.ones(4, np.float32))
+    t.close()
+    with pytest.raises(ValueError, match="closed"):
+        t.numpy()
+
+
+def test_device_selection_errors():
+    n = len(pyvkgrad.devices())
+    with pytest.raises(ValueError, match=f"device index {n} is out of range"):
+        get_device(n)
+    with pytest.raises(ValueError, match="no Vulkan device name contains"):
+        get_device("no-such-gpu")
+    with pytest.raises(TypeError):
+        get_device(1.5)
+
+
+def test_pyvkgrad_device_env_selects(monkeypatch, device):
+    monkeypatch.setenv("PYVKGRAD_DEVICE", "0")
+    assert pyvkgrad.default_device() is pyvkgrad.devices()[0]
+    monkeypatch.setenv("PYVKGRAD_DEVICE", device.name.split()[0])
+    assert pyvkgrad.default_device() is device
+
+
+def test_too_large_for_device_is_refused_before_device_work(device):
+    limit = device.info.max_storage_buffer_range
+    desc = TensorDesc(F32, (limit // 4 + 16,))
+    with pytest.raises(ValueError, match="exceeds the maximum storage buffer range"):
+        device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+
+
+def test_corrupt_or_missing_kernel(monkeypatch):
+    kernels.spirv.cache_clear()
+    real = kernels.resources.files
+
+    class Fake:
+        def __init__(self, path):
+            self.path = path
+
+        def joinpath(self, name):
+            return Fake(name) if name.endswith(".spv") else real("pyvkgrad").joinpath(name)
+
+        def read_bytes(self):
+            raise FileNotFoundError(self.path)
+
+    monkeypatch.setattr(kernels.resources, "files", lambda pkg: Fake(pkg))
+    with pytest.raises(kernels.KernelError, match="activation_relu_grad.spv is missing"):
+        kernels.spirv("activation_relu_grad")
+    kernels.spirv.cache_clear()
+    monkeypatch.setattr(kernels, "resources", type("R", (), {"files": staticmethod(
+        lambda pkg: type("F", (), {"joinpath": lambda self, n: type("B", (), {
+            "read_bytes": lambda self: b"garbage!", "read_text": lambda self:
+            real("pyvkgrad").joinpath(n).read_text()})()})())}))
+    with pytest.raises(kernels.KernelError, match="corrupt"):
+        kernels.spirv("activation_relu_grad")
+    kernels.spirv.cache_clear()
+    with pytest.raises(kernels.KernelError, match="no kernel named"):
+        kernels._manifest.cache_clear()
+        monkeypatch.undo()
+        kernels.spirv("no_such_kernel")

@@ -1,0 +1,85 @@
+"""The test environment proves itself: a real Vulkan device, lavapipe in CI, kernels current."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import IN_CI
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_canary_vulkan_device(device):
+    """Fails (never skips) in CI when the suite does not run on a Vulkan device."""
+    assert device.info.name
+    assert device.info.subgroup_size >= 1
+
+
+@pytest.mark.skipif(not IN_CI, reason="only CI must run on lavapipe")
+def test_canary_ci_runs_on_lavapipe(device):
+    assert "llvmpipe" in device.name, f"CI must test on lavapipe, got {device.name}"
+
+
+def test_shipped_spirv_is_current():
+    """`tools/build_shaders.py --check` passes on the committed SPIR-V."""
+    res = subprocess.run([sys.executable, "tools/build_shaders.py", "--check"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_check_reports_stale_and_orphan_spirv(tmp_path):
+    """--check writes nothing and names the fixing command when SPIR-V is stale or orphaned."""
+    tree = tmp_path / "tree"
+    for sub in ("shaders", "pyvkgrad/spirv", "tools"):
+        (tree / sub).mkdir(parents=True)
+    for f in (ROOT / "shaders").rglob("*"):
+        dest = tree / f.relative_to(ROOT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if f.is_file():
+            dest.write_bytes(f.read_bytes())
+    for f in (ROOT / "pyvkgrad/spirv").iterdir():
+        (tree / "pyvkgrad/spirv" / f.name).write_bytes(f.read_bytes())
+    (tree / "tools/build_shaders.py").write_bytes((ROOT / "tools/build_shaders.py").read_bytes())
+    check = [sys.executable, "tools/build_shaders.py", "--check"]
+    assert subprocess.run(check, cwd=tree, capture_output=True).returncode == 0
+
+    comp = tree / "shaders/activation_relu_grad.comp"
+    comp.write_text(comp.read_text().replace("0x7F800000u", "0x7F800001u"))
+    (tree / "pyvkgrad/spirv/orphan.spv").write_bytes(b"\x03\x02\x23\x07")
+    before = {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()}
+    res = subprocess.run(check, cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 1
+    assert "activation_relu_grad.spv is stale" in res.stderr
+    assert "orphan.spv has no source" in res.stderr
+    assert "fix: python tools/build_shaders.py" in res.stderr
+    assert {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()} == before
+
+
+def test_compile_error_names_file_and_message(tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "shaders/include").mkdir(parents=True)
+    (tree / "tools").mkdir()
+    (tree / "pyvkgrad/spirv").mkdir(parents=True)
+    (tree / "tools/build_shaders.py").write_bytes((ROOT / "tools/build_shaders.py").read_bytes())
+    (tree / "shaders/broken.comp").write_text(
+        "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { undefined_name = 1; }\n")
+    res = subprocess.run([sys.executable, "tools/build_shaders.py"], cwd=tree,
+                         capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "shaders/broken.comp: compilation failed" in res.stderr
+    assert "undefined_name" in res.stderr
+    assert not (tree / "pyvkgrad/spirv/broken.spv").exists()
+
+
+def test_missing_vulkan_device_error_names_lavapipe_package():
+    code = ("import pyvkgrad\n"
+            "try:\n    pyvkgrad.default_device()\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    env = dict(os.environ, VK_DRIVER_FILES="/nonexistent/icd.json",
+               VK_ICD_FILENAMES="/nonexistent/icd.json")
+    env.pop("VK_INSTANCE_LAYERS", None)
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "DeviceError" in res.stdout and "mesa-vulkan-drivers" in res.stdout, res.stdout + res.stderr
