@@ -1,0 +1,471 @@
+#!/usr/bin/env python3
+"""pyvkgrad benchmark: kernel time from Vulkan timestamps, GB/s, fraction of a copy roofline
+measured in the same run, and PyTorch's time for the same operation on the same device.
+
+    python -m pyvkgrad bench [--out DIR] [--ops relu,resample,bn] [--quick] [--repeat N]
+
+Bytes are the minimum traffic of the operation (every input read once, every output written
+once). The copy roofline is a device-to-device buffer copy (vkCmdCopyBuffer through kp), read
+plus written, timed with timestamps the same way. PyTorch runs on CUDA when available (CUDA
+events), else on the CPU (wall clock); the ratio is PyTorch time / pyvkgrad time (> 1: faster).
+Also measured: host overhead per call (one-call function, compiled operator, recording replay)
+and a recorded chain of three dependent operators against the sum of its parts.
+Writes results.json and, when matplotlib is importable, results.png into --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pyvkgrad  # noqa: E402
+from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from pyvkgrad.device import kp  # noqa: E402
+
+MiB = 2**20
+
+
+def progress(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- timing ------------------------------------------------------------------------------------
+
+def timed_replays(rec, repeat):
+    """Median kernel time (ns) of a recording over `repeat` replays, from its timestamps."""
+    times = []
+    for _ in range(repeat):
+        rec.replay()
+        times.append(sum(rec.kernel_times_ns()))
+    return statistics.median(times)
+
+
+def vulkan_time(device, op, tensors, repeat):
+    """(median ns, recording) of one compiled operator on bound tensors."""
+    with device.record(timestamps=True) as rec:
+        rec.execute(op, **tensors)
+    return timed_replays(rec, repeat), rec
+
+
+def copy_roofline(device, nbytes, repeat):
+    """Bytes read + written per second of a device-to-device buffer copy."""
+    words = np.zeros(nbytes // 4, dtype=np.uint32)
+    mgr = device._manager()
+    src, dst = mgr.tensor_t(words), mgr.tensor_t(words.copy())
+    seq = mgr.sequence(0, 3)
+    seq.record(kp.OpTensorCopy([src, dst]))
+    times = []
+    for _ in range(repeat + 1):
+        seq.eval()
+        ts = seq.get_timestamps()
+        times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
+    src.destroy()
+    dst.destroy()
+    return 2 * nbytes / (statistics.median(times[1:]) * 1e-9)
+
+
+class Torch:
+    """PyTorch on the same device (CUDA) or the CPU, timed the way it is meant to be."""
+
+    def __init__(self):
+        try:
+            import torch
+        except ImportError:
+            self.torch = None
+            return
+        self.torch = torch
+        self.cuda = torch.cuda.is_available()
+        self.device = "cuda" if self.cuda else "cpu"
+        self.name = (torch.cuda.get_device_name() if self.cuda else platform.processor() or "cpu")
+
+    def tensor(self, array):
+        return self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+    def time_ns(self, fn, repeat):
+        torch = self.torch
+        fn()
+        if self.cuda:
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(repeat):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) * 1e6)
+            return statistics.median(times)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            fn()
+            times.append(time.perf_counter_ns() - t0)
+        return statistics.median(times)
+
+    def copy_roofline(self, nbytes, repeat):
+        if not self.cuda:
+            return None
+        a = self.torch.empty(nbytes, dtype=self.torch.uint8, device="cuda")
+        b = self.torch.empty_like(a)
+        return 2 * nbytes / (self.time_ns(lambda: b.copy_(a), repeat) * 1e-9)
+
+
+# ---- cases -------------------------------------------------------------------------------------
+
+@dataclass
+class Result:
+    operator: str
+    case: str
+    dtype: str
+    bytes: int
+    vk_ns: float
+    vk_gbps: float
+    roofline_fraction: float
+    torch_ns: float = None
+    torch_gbps: float = None
+    speedup_vs_torch: float = None
+    extra: dict = field(default_factory=dict)
+
+
+def _np(dt):
+    return np.float32 if dt == "float32" else np.float16
+
+
+def _dt(dt):
+    return DataType.FLOAT32 if dt == "float32" else DataType.FLOAT16
+
+
+def relu_cases(quick):
+    sizes = [16 * MiB, 64 * MiB] if quick else [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB]
+    for dt in ("float32", "float16"):
+        for nbytes in sizes:
+            n = nbytes // np.dtype(_np(dt)).itemsize
+            yield ("ACTIVATION_RELU_GRAD", f"{nbytes // MiB} MiB per tensor ({n} elements)", dt,
+                   lambda dev, rng, dt=dt, n=n: _relu(dev, rng, dt, n))
+
+
+def _relu(dev, rng, dt, n):
+    desc = TensorDesc(_dt(dt), (n,))
+    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    x = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
+    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                   output_gradient_tensor=dev.empty(desc))
+
+    def torch_fn(T):
+        tx, tdy = T.tensor(x), T.tensor(dy)
+        return lambda: T.torch.ops.aten.threshold_backward(tdy, tx, 0)
+    return op, tensors, 3 * x.nbytes, torch_fn
+
+
+def resample_cases(quick):
+    shapes = ([(4, 16, 64, 64, 2.0), (4, 16, 48, 48, 80 / 48)] if quick else
+              [(32, 64, 64, 64, 2.0), (32, 64, 48, 48, 80 / 48)])
+    for n, c, h, w, ratio in shapes:
+        for mode in ("nearest_neighbor", "linear"):
+            for algorithm in ("gather", "atomic"):
+                for dt in ("float32", "float16"):
+                    oh, ow = round(h * ratio), round(w * ratio)
+                    yield ("RESAMPLE_GRAD",
+                           f"{mode} {algorithm} [{n},{c},{oh},{ow}] -> [{n},{c},{h},{w}]", dt,
+                           lambda dev, rng, a=(n, c, h, w, oh, ow, mode, algorithm, dt):
+                           _resample(dev, rng, *a))
+
+
+def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt):
+    dy_desc = TensorDesc(_dt(dt), (n, c, oh, ow))
+    dx_desc = TensorDesc(_dt(dt), (n, c, h, w))
+    scales = (1.0, 1.0, oh / h, ow / w)
+    desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4, (-0.5,) * 4,
+                                     algorithm=algorithm)
+    op = dev.compile(desc)
+    dy = rng.standard_normal(dy_desc.sizes, dtype=np.float32).astype(_np(dt))
+    tensors = dict(input_gradient_tensor=dev.upload(dy), output_gradient_tensor=dev.empty(dx_desc))
+
+    def torch_fn(T):
+        tdy = T.tensor(dy)
+        aten = T.torch.ops.aten
+        if mode == "linear":  # half-pixel bilinear == align_corners=False
+            return lambda: aten.upsample_bilinear2d_backward(tdy, [oh, ow], [n, c, h, w], False)
+        # DirectML's round-half-up nearest with half-pixel offsets is PyTorch's nearest-exact.
+        return lambda: aten._upsample_nearest_exact2d_backward(tdy, [oh, ow], [n, c, h, w])
+    return op, tensors, dy.nbytes + n * c * h * w * dy.itemsize, torch_fn
+
+
+def bn_cases(quick):
+    shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
+                                                                 (256, 256, 14, 14)]
+    for training in (False, True):
+        name = "BATCH_NORMALIZATION_TRAINING_GRAD" if training else "BATCH_NORMALIZATION_GRAD"
+        for shape in shapes:
+            for dt in ("float32", "float16"):
+                yield (name, f"{list(shape)} per channel", dt,
+                       lambda dev, rng, s=shape, t=training, dt=dt: _bn(dev, rng, s, t, dt))
+
+
+def _bn(dev, rng, shape, training, dt):
+    n, c, h, w = shape
+    x = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    mean = x.astype(np.float32).mean(axis=(0, 2, 3), keepdims=True).astype(_np(dt))
+    var = x.astype(np.float32).var(axis=(0, 2, 3), keepdims=True).astype(_np(dt))
+    scale = rng.standard_normal((1, c, 1, 1)).astype(_np(dt))
+    big, small = TensorDesc(_dt(dt), shape), TensorDesc(_dt(dt), (1, c, 1, 1))
+    cls = (pyvkgrad.BatchNormalizationTrainingGradDesc if training
+           else pyvkgrad.BatchNormalizationGradDesc)
+    op = dev.compile(cls(big, big, small, small, small, big, small, small, 1e-5))
+    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                   mean_tensor=dev.upload(mean), variance_tensor=dev.upload(var),
+                   scale_tensor=dev.upload(scale), output_gradient_tensor=dev.empty(big),
+                   output_scale_gradient_tensor=dev.empty(small),
+                   output_bias_gradient_tensor=dev.empty(small))
+    # Training grad reads X and dY (twice is the minimum for a two-pass algorithm; counted once).
+    nbytes = 3 * x.nbytes if training else (3 * x.nbytes)
+
+    def torch_fn(T):
+        torch = T.torch
+        tx, tdy = T.tensor(x), T.tensor(dy)
+        w_ = T.tensor(scale.reshape(c))
+        m_, v_ = T.tensor(mean.reshape(c)), T.tensor(var.reshape(c))
+        if T.cuda and dt == "float16":  # PyTorch keeps BatchNorm statistics in float32
+            m_, v_, w_ = m_.float(), v_.float(), w_.float()
+        invstd = torch.rsqrt(v_.float() + 1e-5)
+        mask = [True, True, True]
+        if training:
+            return lambda: torch.ops.aten.native_batch_norm_backward(
+                tdy, tx, w_, None, None, m_.float(), invstd, True, 1e-5, mask)
+        return lambda: torch.ops.aten.native_batch_norm_backward(
+            tdy, tx, w_, m_, v_, None, None, False, 1e-5, mask)
+    return op, tensors, nbytes, torch_fn
+
+
+# ---- host overhead and chain -------------------------------------------------------------------
+
+def host_overhead(dev, repeat):
+    """Microseconds per call on a 1024-element ReLU grad, three ways, plus an empty submission."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(1024).astype(np.float32)
+    pyvkgrad.activation_relu_grad(x, x, device=dev)
+    out = {}
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        pyvkgrad.activation_relu_grad(x, x, device=dev)
+    out["one_call_function_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    desc = TensorDesc(DataType.FLOAT32, (1024,))
+    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    ts = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(x),
+              output_gradient_tensor=dev.empty(desc))
+    op(**ts)
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        op(**ts)
+    out["compiled_operator_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    with dev.record() as rec:
+        rec.execute(op, **ts)
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        rec.replay()
+    out["recording_replay_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    with dev.record() as rec10:
+        for _ in range(10):
+            rec10.execute(op, **ts)
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        rec10.replay()
+    out["recording_of_10_replay_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    return out
+
+
+def chain(dev, quick, repeat):
+    """ResampleGrad -> BatchNorm training grad -> ReLU grad, each reading the previous output,
+    as one recording; compared with the sum of the three kernel times plus one submission."""
+    rng = np.random.default_rng(2)
+    n, c, h, w = (4, 32, 32, 32) if quick else (32, 64, 64, 64)
+    f32 = DataType.FLOAT32
+    big, up, small = (TensorDesc(f32, (n, c, h, w)), TensorDesc(f32, (n, c, 2 * h, 2 * w)),
+                      TensorDesc(f32, (1, c, 1, 1)))
+    rs = dev.compile(pyvkgrad.ResampleGradDesc(up, big, "linear", (1, 1, 2, 2), (0.5,) * 4,
+                                               (-0.5,) * 4))
+    bn = dev.compile(pyvkgrad.BatchNormalizationTrainingGradDesc(
+        big, big, small, small, small, big, small, small, 1e-5))
+    relu = dev.compile(pyvkgrad.ActivationReluGradDesc(big, big, big))
+    x = rng.standard_normal(big.sizes).astype(np.float32)
+    t = {k: dev.upload(v) for k, v in dict(
+        dy=rng.standard_normal(up.sizes).astype(np.float32), x=x,
+        mean=x.mean(axis=(0, 2, 3), keepdims=True), var=x.var(axis=(0, 2, 3), keepdims=True),
+        scale=np.ones((1, c, 1, 1), np.float32), relu_x=x).items()}
+    g1, g2, g3 = dev.empty(big), dev.empty(big), dev.empty(big)
+    ds, db = dev.empty(small), dev.empty(small)
+    steps = [
+        (rs, dict(input_gradient_tensor=t["dy"], output_gradient_tensor=g1)),
+        (bn, dict(input_tensor=t["x"], input_gradient_tensor=g1, mean_tensor=t["mean"],
+                  variance_tensor=t["var"], scale_tensor=t["scale"], output_gradient_tensor=g2,
+                  output_scale_gradient_tensor=ds, output_bias_gradient_tensor=db)),
+        (relu, dict(input_tensor=t["relu_x"], input_gradient_tensor=g2, output_gradient_tensor=g3)),
+    ]
+    parts = [vulkan_time(dev, op, ts, repeat)[0] for op, ts in steps]
+    with dev.record(timestamps=True) as rec:
+        for op, ts in steps:
+            rec.execute(op, **ts)
+    chain_kernel = timed_replays(rec, repeat)
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        rec.replay()
+        walls.append(time.perf_counter_ns() - t0)
+    # One submission of a trivial dispatch: the fixed cost a submission adds.
+    desc = TensorDesc(f32, (4,))
+    tiny = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    tt = dict(input_tensor=dev.upload(np.ones(4, np.float32)),
+              input_gradient_tensor=dev.upload(np.ones(4, np.float32)),
+              output_gradient_tensor=dev.empty(desc))
+    with dev.record() as trec:
+        trec.execute(tiny, **tt)
+    subs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        trec.replay()
+        subs.append(time.perf_counter_ns() - t0)
+    budget = sum(parts) + statistics.median(subs)
+    return {"shape": [n, c, h, w], "parts_kernel_ns": parts, "chain_kernel_ns": chain_kernel,
+            "chain_wall_ns": statistics.median(walls), "submission_ns": statistics.median(subs),
+            "sum_parts_plus_submission_ns": budget,
+            "chain_wall_over_budget": statistics.median(walls) / budget}
+
+
+# ---- main --------------------------------------------------------------------------------------
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--ops", default="relu,resample,bn,overhead,chain")
+    ap.add_argument("--quick", action="store_true", help="small shapes (default on a CPU device)")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--no-torch", action="store_true")
+    args = ap.parse_args(argv)
+    dev = pyvkgrad.device.get_device(args.device)
+    quick = args.quick or dev.info.device_type == "cpu"
+    repeat = args.repeat if not quick else min(args.repeat, 5)
+    T = Torch() if not args.no_torch else Torch.__new__(Torch)
+    if args.no_torch:
+        T.torch = None
+    ops = args.ops.split(",")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    progress(f"device: {dev.name} ({dev.info.driver_name} {dev.info.driver_info}); "
+             f"PyTorch: {T.torch.__version__ + ' on ' + T.device if T.torch else 'not available'}")
+
+    roof_bytes = min(64 * MiB if quick else 1024 * MiB, dev.info.max_storage_buffer_range // 2)
+    roof = copy_roofline(dev, roof_bytes, repeat)
+    torch_roof = T.copy_roofline(roof_bytes, repeat) if T.torch else None
+    progress(f"copy roofline: Vulkan {roof / 1e9:.0f} GB/s"
+             + (f", PyTorch {torch_roof / 1e9:.0f} GB/s" if torch_roof else ""))
+
+    rng = np.random.default_rng(0)
+    results = []
+    catalogue = []
+    if "relu" in ops:
+        catalogue += list(relu_cases(quick))
+    if "resample" in ops:
+        catalogue += list(resample_cases(quick))
+    if "bn" in ops:
+        catalogue += list(bn_cases(quick))
+    for i, (name, case, dt, build) in enumerate(catalogue, 1):
+        progress(f"[{i}/{len(catalogue)}] {name} {case} {dt}")
+        try:
+            op, tensors, nbytes, torch_fn = build(dev, rng)
+        except (ValueError, NotImplementedError) as e:
+            progress(f"    skipped: {e}")
+            continue
+        ns, rec = vulkan_time(dev, op, tensors, repeat)
+        r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (roof / 1e9))
+        if T.torch:
+            try:
+                tns = T.time_ns(torch_fn(T), repeat)
+                r.torch_ns, r.torch_gbps, r.speedup_vs_torch = tns, nbytes / tns, tns / ns
+            except Exception as e:  # an op PyTorch lacks for this dtype on this device
+                r.extra["torch_error"] = str(e).splitlines()[0][:120]
+        results.append(r)
+        for t in tensors.values():
+            t.close()
+        op.close()
+        progress(f"    {ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s  {100 * r.roofline_fraction:5.1f}% "
+                 f"of copy" + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
+                               if r.torch_ns else ""))
+    extra = {}
+    if "overhead" in ops:
+        progress("host overhead")
+        extra["host_overhead"] = host_overhead(dev, 200 if not quick else 50)
+        progress(f"    {extra['host_overhead']}")
+    if "chain" in ops:
+        progress("recorded chain")
+        try:
+            extra["chain"] = chain(dev, quick, repeat)
+            progress(f"    {extra['chain']}")
+        except (NotImplementedError, ValueError) as e:
+            progress(f"    skipped: {e}")
+
+    print_table(dev, roof, torch_roof, results)
+    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": dev.name,
+              "driver": f"{dev.info.driver_name} {dev.info.driver_info}",
+              "torch": (f"{T.torch.__version__} ({T.device}: {T.name})" if T.torch else None),
+              "command": " ".join(["python -m pyvkgrad bench", *(argv or sys.argv[1:])]),
+              "copy_roofline_gbps": roof / 1e9,
+              "torch_copy_roofline_gbps": torch_roof / 1e9 if torch_roof else None,
+              "results": [asdict(r) for r in results], **extra}
+    (out / "results.json").write_text(json.dumps(report, indent=2))
+    plot(results, roof, out / "results.png")
+    progress(f"wrote {out / 'results.json'}")
+    return 0
+
+
+def print_table(dev, roof, torch_roof, results):
+    print(f"\n{dev.name}: copy roofline {roof / 1e9:.0f} GB/s (Vulkan)"
+          + (f", {torch_roof / 1e9:.0f} GB/s (PyTorch)" if torch_roof else ""))
+    head = (f"{'operator':<34}{'case':<50}{'dtype':<8}{'pyvkgrad us':>12}{'GB/s':>8}"
+            f"{'%copy':>7}{'torch us':>11}{'x torch':>9}")
+    print(head)
+    print("-" * len(head))
+    for r in results:
+        t = (f"{r.torch_ns / 1e3:>11.1f}{r.speedup_vs_torch:>9.2f}" if r.torch_ns
+             else f"{'-':>11}{'-':>9}")
+        print(f"{r.operator:<34}{r.case[:49]:<50}{r.dtype:<8}{r.vk_ns / 1e3:>12.1f}"
+              f"{r.vk_gbps:>8.0f}{100 * r.roofline_fraction:>7.1f}{t}")
+
+
+def plot(results, roof, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        progress("matplotlib not importable: no plot")
+        return
+    labels = [f"{r.operator.replace('BATCH_NORMALIZATION', 'BN')}\n{r.case[:40]} {r.dtype}"
+              for r in results]
+    y = np.arange(len(results))
+    fig, ax = plt.subplots(figsize=(11, 0.35 * len(results) + 1.5))
+    ax.barh(y - 0.2, [r.vk_gbps for r in results], 0.4, label="pyvkgrad (Vulkan)")
+    ax.barh(y + 0.2, [r.torch_gbps or 0 for r in results], 0.4, label="PyTorch")
+    ax.axvline(roof / 1e9, color="k", ls="--", label="copy roofline")
+    ax.set_yticks(y, labels, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("GB/s (minimum bytes read + written / kernel time)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    progress(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
