@@ -29,3 +29,16 @@ def rng(request):
     """A generator seeded from the test's name: fresh data per test, reproducible per run."""
     seed = int.from_bytes(request.node.nodeid.encode()[-8:].rjust(8, b"\0"), "little")
     return np.random.default_rng(seed ^ int(os.environ.get("PYVKGRAD_TEST_SEED", "0")))
+
+
+# Property tests: a derandomized profile in CI (the same examples every run), random locally.
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", derandomize=True, max_examples=40, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", max_examples=40, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("ci" if IN_CI else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+except ImportError:  # hypothesis is a test dependency; tests that need it import it themselves
+    pass

@@ -1,0 +1,195 @@
+"""Hardening: property tests, descriptor fuzzing, memory, threads and faults (every operator).
+
+Operators are listed once in OPERATORS below; each entry knows how to make a random valid
+call and its oracle, so a new operator joins every hardening test by adding one entry.
+"""
+
+import gc
+import os
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import pyvkgrad
+from pyvkgrad import DataType, TensorDesc, reference
+
+
+# ---- one entry per operator: (name, make_call(rng, shape, dtype) -> (device_fn, oracle_fn)) ----
+
+def relu_call(rng, shape, dtype):
+    x = rng.standard_normal(shape).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    return (lambda dev: pyvkgrad.activation_relu_grad(x, dy, device=dev),
+            lambda: reference.activation_relu_grad(x, dy))
+
+
+OPERATORS = {"activation_relu_grad": relu_call}
+
+
+def assert_close(got, want, dtype):
+    got = [got] if isinstance(got, np.ndarray) else list(got)
+    want = [want] if isinstance(want, np.ndarray) else list(want)
+    tol = 2e-2 if dtype == np.float16 else 1e-4
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape, f"output {i} shape"
+        assert g.dtype == dtype, f"output {i} dtype"
+        scale = max(1.0, float(np.max(np.abs(w))))
+        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol * scale,
+                                   err_msg=f"output {i}")
+
+
+# ---- property tests ----
+
+def strided_array(data, shape, dtype):
+    """A random array of `shape` as a plain, transposed, sliced or broadcast view."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    kind = data.draw(st.sampled_from(["packed", "transposed", "sliced", "broadcast"]))
+    if kind == "transposed":
+        return rng.standard_normal(shape[::-1]).astype(dtype).T
+    if kind == "sliced":
+        return rng.standard_normal(tuple(s * 2 for s in shape)).astype(dtype)[
+            tuple(slice(None, None, 2) for _ in shape)]
+    if kind == "broadcast":
+        axis = data.draw(st.integers(0, len(shape) - 1))
+        small = list(shape)
+        small[axis] = 1
+        return np.broadcast_to(rng.standard_normal(small).astype(dtype), shape)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@given(data=st.data())
+def test_property_activation_relu_grad(device, data):
+    rank = data.draw(st.integers(1, 8))
+    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
+    dtype = data.draw(st.sampled_from([np.float32, np.float16]))
+    x = strided_array(data, shape, dtype)
+    dy = strided_array(data, shape, dtype)
+    got = pyvkgrad.activation_relu_grad(x, dy, device=device)
+    np.testing.assert_array_equal(got, reference.activation_relu_grad(x, dy).astype(dtype))
+
+
+# ---- descriptor fuzzing ----
+
+@given(data=st.data())
+def test_fuzzed_descriptors_never_reach_the_device_unless_valid(device, data):
+    """Random descriptors either raise TypeError/ValueError at construction, or run and give
+    the oracle's answer for the elements their strides address."""
+    # Mostly plausible values, so that both outcomes are common.
+    rank = data.draw(st.sampled_from([0, 9] + list(range(1, 9)) * 3))
+    sizes = data.draw(st.lists(st.sampled_from([-1, 0] + [1, 2, 3, 4] * 6), min_size=rank,
+                               max_size=rank))
+    dtype = data.draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16, 0, 3]))
+
+    def strides():
+        length = data.draw(st.sampled_from([rank] * 6 + [rank + 1]))
+        return data.draw(st.one_of(st.none(), st.lists(st.sampled_from([-1] + list(range(41)) * 3),
+                                                        min_size=length, max_size=length)))
+    try:
+        descs = [TensorDesc(dtype, tuple(sizes), strides()) for _ in range(3)]
+        op_desc = pyvkgrad.ActivationReluGradDesc(*descs)
+    except (TypeError, ValueError):
+        return
+    op = device.compile(op_desc)
+    rng = np.random.default_rng(0)
+    np_dtype = descs[0].data_type.numpy_dtype
+    bufs = [rng.standard_normal(d.element_span).astype(np_dtype) for d in descs[:2]]
+    from pyvkgrad.tensor import elements_to_words, words_to_array
+    tensors = []
+    for d, b in zip(descs[:2], bufs):
+        t = device.empty(d)
+        t.write(elements_to_words(b, d.data_type))
+        tensors.append(t)
+    out = device.empty(descs[2])
+    op(input_tensor=tensors[0], input_gradient_tensor=tensors[1], output_gradient_tensor=out)
+    x = words_to_array(elements_to_words(bufs[0], descs[0].data_type), descs[0])
+    dy = words_to_array(elements_to_words(bufs[1], descs[1].data_type), descs[1])
+    np.testing.assert_array_equal(out.numpy(), reference.activation_relu_grad(x, dy).astype(np_dtype))
+
+
+# ---- memory ----
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS))
+def test_ten_thousand_calls_keep_memory_flat(device, name):
+    """Host memory (and device memory: lavapipe's lives in host memory too) stays flat over
+    10,000 one-call invocations with the same shapes."""
+    rng = np.random.default_rng(0)
+    call, _ = OPERATORS[name](rng, (4, 5), np.float32)
+    for _ in range(200):  # warm-up: caches, allocator pools
+        call(device)
+    gc.collect()
+    before = rss_bytes()
+    for _ in range(10_000):
+        call(device)
+    gc.collect()
+    grown = rss_bytes() - before
+    assert grown < 8 * 2**20, f"{name}: resident memory grew by {grown / 2**20:.1f} MiB"
+
+
+def test_tensors_and_operators_release_deterministically(device):
+    """Creating and closing device tensors and compiled operators in a loop keeps memory flat;
+    garbage collection releases unclosed ones as well."""
+    x = np.ones((256, 256), np.float32)  # 256 KiB per tensor, plus its staging twin
+    desc = TensorDesc(DataType.FLOAT32, x.shape)
+
+    def cycle(close):
+        t = device.upload(x)
+        out = device.empty(desc)
+        op = device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+        op(input_tensor=t, input_gradient_tensor=t, output_gradient_tensor=out)
+        out.numpy()
+        if close:
+            with t, out, op:
+                pass
+
+    for close in (True, False):
+        for _ in range(20):
+            cycle(close)
+        gc.collect()
+        before = rss_bytes()
+        for _ in range(300):
+            cycle(close)
+        gc.collect()
+        grown = rss_bytes() - before
+        assert grown < 16 * 2**20, f"close={close}: grew by {grown / 2**20:.1f} MiB"
+
+
+# ---- threads ----
+
+def test_eight_threads_on_one_device(device):
+    """Calls on one device are serialised by its lock; every thread gets its own right answer."""
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        try:
+            for i in range(15):
+                name = sorted(OPERATORS)[(seed + i) % len(OPERATORS)]
+                shape = tuple(rng.integers(1, 9, size=rng.integers(1, 5)))
+                dtype = [np.float32, np.float16][i % 2]
+                call, oracle = OPERATORS[name](rng, shape, dtype)
+                assert_close(call(device), oracle(), dtype)
+        except Exception as e:  # reported in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+# ---- faults ----
+
+def test_non_finite_inputs_follow_ieee(device):
+    x = np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)
+    dy = np.array([1.0, np.nan, 2.0, np.inf], np.float32)
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, dy, device=device),
+                                  [0.0, np.nan, 0.0, np.inf])
