@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Diagnostic (not part of the benchmark): where the host time of one submission goes.
+
+Times seq.eval() of a pre-recorded tiny dispatch, split into submit (eval_async) and wait
+(eval_await), with few and with many live allocations, before and after CUDA is initialised
+in the same process by PyTorch."""
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import pyvkgrad  # noqa: E402
+from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from pyvkgrad.device import kp  # noqa: E402
+
+dev = pyvkgrad.default_device()
+mgr = dev._manager()
+desc = TensorDesc(DataType.FLOAT32, (16,))
+op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+ts = dict(input_tensor=dev.upload(np.ones(16, np.float32)),
+          input_gradient_tensor=dev.upload(np.ones(16, np.float32)),
+          output_gradient_tensor=dev.empty(desc))
+with dev.record() as rec:
+    rec.execute(op, **ts)
+seq = rec._last
+dispatch = rec._ops[0]
+
+
+def measure(label, n=200):
+    evals, submits, waits = [], [], []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        seq.eval()
+        evals.append(time.perf_counter_ns() - t0)
+    s2 = mgr.sequence()
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        s2.eval_async(dispatch)
+        t1 = time.perf_counter_ns()
+        s2.eval_await()
+        t2 = time.perf_counter_ns()
+        submits.append(t1 - t0)
+        waits.append(t2 - t1)
+    print(f"{label:<44} eval {statistics.median(evals) / 1e3:8.1f} us | record+submit "
+          f"{statistics.median(submits) / 1e3:8.1f} us, wait {statistics.median(waits) / 1e3:8.1f} us",
+          flush=True)
+
+
+measure("few allocations")
+extra = [mgr.tensor_t(np.zeros(1024, np.uint32)) for _ in range(1000)]
+measure("+1000 live tensors (2000 allocations)")
+del extra
+measure("after freeing them")
+try:
+    import torch
+    torch.zeros(1, device="cuda")
+    measure("after CUDA initialised by PyTorch")
+except Exception as e:
+    print("no CUDA:", e)
