@@ -83,3 +83,12 @@ def test_missing_vulkan_device_error_names_lavapipe_package():
     env.pop("VK_INSTANCE_LAYERS", None)
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert "DeviceError" in res.stdout and "mesa-vulkan-drivers" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.skipif("VK_LAYER_KHRONOS_validation" not in os.environ.get("VK_INSTANCE_LAYERS", ""),
+                    reason="the validation pass of tools/test sets VK_INSTANCE_LAYERS")
+def test_validation_layer_is_loaded_in_the_validation_pass(device):
+    """The validation pass really validates this process (not just the canary's)."""
+    device._manager()
+    with open("/proc/self/maps") as f:
+        assert "libVkLayer_khronos_validation" in f.read()
