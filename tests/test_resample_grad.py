@@ -1,0 +1,590 @@
+"""RESAMPLE_GRAD against the float64 oracle, the spec's vectors (10.3 through the transpose,
+10.4 directly), its properties (adjoint identity, sum preservation), both kernels, and its
+error rules.
+
+Tolerances (DECISIONS item 8: float32 accumulation, one rounding on a float16 store), relative
+to the magnitude S = W^T |dY| of each element's contributions (the oracle on |dY|):
+* float32: |dX - oracle| <= 1e-5 * S (a few float32 roundings per contribution);
+* float16: |dX - oracle| <= 2^-10 * S + 2^-24 (one float16 rounding, 2^-11 relative, plus the
+  float32 sum; 2^-24 is float16's subnormal spacing).
+The spec's exact vectors use rtol 1e-6 (float32) and 1e-3 (float16), as section 10 says.
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import DataType, TensorDesc, reference
+from pyvkgrad.ops.resample_grad import AxisDirection, InterpolationMode
+from cases import BEYOND_WORKGROUP_LIMIT, DTYPES, SHAPES_BY_RANK, random_array, strided_view
+
+ALGORITHMS = ["gather", "atomic"]
+NN, LIN = "nearest_neighbor", "linear"
+F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+
+
+def _defaults(rank, scales, ioff, ooff):
+    return (tuple(scales), (0.5,) * rank if ioff is None else tuple(ioff),
+            (-0.5,) * rank if ooff is None else tuple(ooff))
+
+
+def oracle(dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None):
+    """(expected dX, magnitude S) in float64."""
+    scales, ioff, ooff = _defaults(np.ndim(dy), scales, ioff, ooff)
+    args = (sizes, mode, scales, ioff, ooff, rounding)
+    dy64 = np.asarray(dy, np.float64)
+    return reference.resample_grad(dy64, *args), reference.resample_grad(np.abs(dy64), *args)
+
+
+def device_grad(device, dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None,
+                algorithm="gather"):
+    scales, ioff, ooff = _defaults(np.ndim(dy), scales, ioff, ooff)
+    before = dy.copy()
+    out = pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode, scales=scales,
+                                 input_pixel_offsets=ioff, output_pixel_offsets=ooff,
+                                 rounding_direction=rounding, algorithm=algorithm,
+                                 device=device)
+    np.testing.assert_array_equal(dy, before, err_msg="input_gradient was modified")
+    return out
+
+
+def assert_close(out, expected, magnitude, dtype, what=""):
+    assert out.shape == expected.shape, f"{what} shape"
+    assert out.dtype == np.dtype(dtype), f"{what} dtype"
+    if np.dtype(dtype) == np.float16:
+        tol = 2.0**-10 * magnitude + 2.0**-24
+    else:
+        tol = 1e-5 * magnitude
+    err = np.abs(out.astype(np.float64) - expected)
+    bad = ~(err <= tol)
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise AssertionError(f"{what}: {bad.sum()} of {bad.size} elements off, first at {i}: "
+                             f"got {out[i]!r}, expected {expected[i]!r} (tolerance {tol[i]!r})")
+
+
+def check(device, dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None,
+          algorithm="gather"):
+    out = device_grad(device, dy, sizes, mode, scales, ioff, ooff, rounding, algorithm)
+    expected, magnitude = oracle(dy, sizes, mode, scales, ioff, ooff, rounding)
+    assert_close(out, expected, magnitude, dy.dtype,
+                 f"{mode} {algorithm} {dy.dtype} {dy.shape}->{tuple(sizes)} scales={scales} "
+                 f"offsets={ioff}/{ooff} rounding={rounding}")
+    return out
+
+
+def spec_close(out, expected, dtype):
+    assert out.shape == np.shape(expected), "shape"
+    assert out.dtype == np.dtype(dtype), "dtype"
+    rtol = 1e-3 if np.dtype(dtype) == np.float16 else 1e-6
+    np.testing.assert_allclose(out.astype(np.float64), expected, rtol=rtol, atol=1e-7)
+
+
+# ---- the seed's worked example (DECISIONS item 3, spec 4.9) ----
+
+SEED_DY = [[4, 5, 6]]  # sizes {1,1,1,3} viewed as 2-D {1,3}; dX {2,2}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("ioff, ooff, rounding, expected", [
+    ((0.5, 0.5), (0.0, 0.0), None, [[9, 6], [0, 0]]),  # RESAMPLE1, offsets 0.5 / 0
+    (None, None, "decreasing", [[9, 6], [0, 0]]),  # defaults, DML_RESAMPLE_GRAD1 floor
+    (None, None, AxisDirection.DECREASING, [[9, 6], [0, 0]]),
+    (None, None, None, [[0, 0], [4, 11]]),  # defaults, RESAMPLE1: both ties round up
+    ((0.0, 0.0), (0.0, 0.0), None, [[4, 11], [0, 0]]),  # spec 4.9, offsets 0 / 0
+], ids=["in0.5-out0", "decreasing", "enum-decreasing", "defaults-half-up", "zero-offsets"])
+def test_seed_example(device, dtype, algorithm, ioff, ooff, rounding, expected):
+    dy = np.array(SEED_DY, dtype)
+    out = device_grad(device, dy, (2, 2), NN, (0.5, 1.5), ioff, ooff, rounding, algorithm)
+    assert out.shape == (2, 2) and out.dtype == dtype
+    np.testing.assert_array_equal(out, expected)
+
+
+# ---- spec vectors 10.4 (R-doc column): 4-D NCHW, "1-D views" are {1,1,1,W} ----
+
+def _v(w):
+    return (1, 1, 1, w)
+
+
+RG_VECTORS = {
+    # id: (mode, dY sizes, dX sizes, scales, in offsets, out offsets, dY, expected dX)
+    "RG-1": (NN, (1, 1, 1, 3), (1, 1, 2, 2), (1, 1, 0.5, 1.5), (0.5,) * 4, (0,) * 4,
+             [4, 5, 6], [[9, 6], [0, 0]]),
+    "RG-2": (NN, (1, 1, 4, 4), (1, 1, 2, 2), (1, 1, 2, 2), None, None, np.arange(16),
+             [[10, 18], [42, 50]]),
+    "RG-3": (NN, _v(2), _v(4), (1, 1, 1, 0.5), None, None, [1, 2], [0, 1, 0, 2]),
+    "RG-4": (LIN, _v(4), _v(2), (1, 1, 1, 2), None, None, [1, 2, 3, 4], [3.25, 6.75]),
+    "RG-5": (LIN, (1, 1, 4, 4), (1, 1, 2, 2), (1, 1, 2, 2), None, None, np.ones(16),
+             [[4, 4], [4, 4]]),
+    "RG-6": (LIN, (1, 1, 4, 4), (1, 1, 2, 2), (1, 1, 2, 2), None, None, np.arange(16),
+             [[12.5, 19.5], [40.5, 47.5]]),
+    "RG-7": (LIN, _v(5), _v(3), (1, 1, 1, 2), (0,) * 4, (0,) * 4, [1, 2, 3, 4, 5], [2, 6, 7]),
+    "RG-8": (LIN, _v(2), _v(4), (1, 1, 1, 0.5), None, None, [1, 2], [0.5, 0.5, 1, 1]),
+    "RG-9": (LIN, (1, 4, 1, 1), (1, 2, 1, 1), (1, 2, 1, 1), None, None, np.ones(4), [2, 2]),
+    "RG-10": (LIN, _v(6), _v(4), (1, 1, 1, 1), None, None, [1, 2, 3, 4, 5, 6], [1, 2, 3, 15]),
+    "RG-11": (NN, _v(7), _v(3), (1, 1, 1, 7 / 3), (0.5,) * 4, (0,) * 4, np.arange(1, 8),
+              [6, 9, 13]),
+    "RG-12": (NN, _v(4), _v(3), (1, 1, 1, 4 / 3), None, None, [1, 2, 3, 4], [1, 5, 4]),
+    "RG-13": (LIN, (1, 1, 3, 5), (1, 1, 2, 3), (1, 1, 1.5, 5 / 3), None, None, np.ones(15),
+              [[2.4, 2.7, 2.4], [2.4, 2.7, 2.4]]),
+    "RG-14": (LIN, (3, 3, 3, 3), (2, 2, 2, 2), (1.5,) * 4, None, None, np.ones(81),
+              np.full((2, 2, 2, 2), 5.0625)),
+}
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("vector", list(RG_VECTORS))
+def test_spec_vectors_10_4(device, dtype, algorithm, vector):
+    mode, dy_sizes, dx_sizes, scales, ioff, ooff, dy, expected = RG_VECTORS[vector]
+    dy = np.asarray(dy, dtype).reshape(dy_sizes)
+    out = device_grad(device, dy, dx_sizes, mode, scales, ioff, ooff, None, algorithm)
+    spec_close(out, np.asarray(expected, np.float64).reshape(dx_sizes), dtype)
+
+
+# ---- spec vectors 10.3 (forward), through the transpose: y[o] = <e_o, R x> = <grad(e_o), x> ----
+
+R_VECTORS = {
+    # id: (mode, x, y sizes, scales, in offsets, out offsets, rounding, expected y or checks)
+    "R-1": (NN, [[1, 2], [3, 4]], (4, 4), (2, 2), None, None, None,
+            [[1, 1, 2, 2], [1, 1, 2, 2], [3, 3, 4, 4], [3, 3, 4, 4]]),
+    "R-2": (NN, [[1, 2], [3, 4]], (1, 3), (0.5, 1.5), (0.5, 0.5), (0, 0), None, [[1, 1, 2]]),
+    "R-2b": (NN, [[1, 2], [3, 4]], (1, 3), (0.5, 1.5), None, None, None, [[3, 4, 4]]),
+    "R-3": (NN, [10, 20, 30, 40], (2,), (0.5,), None, None, None, [20, 40]),
+    "R-4": (NN, [10, 20, 30], (4,), (4 / 3,), None, None, None, [10, 20, 20, 30]),
+    "R-5": (NN, [10, 20, 30], (7,), (7 / 3,), (0,), (0,), None, [10, 10, 20, 20, 30, 30, 30]),
+    "R-6": (NN, [10, 20, 30], (7,), (7 / 3,), (0.5,), (0,), None, [10, 10, 10, 20, 20, 30, 30]),
+    "R-7": (LIN, [1, 2], (4,), (2,), None, None, None, [1, 1.25, 1.75, 2]),
+    "R-8": (LIN, [[1, 2], [3, 4]], (4, 4), (2, 2), None, None, None,
+            [[1, 1.25, 1.75, 2], [1.5, 1.75, 2.25, 2.5], [2.5, 2.75, 3.25, 3.5],
+             [3, 3.25, 3.75, 4]]),
+    "R-9": (LIN, [1, 2, 3], (5,), (2,), (0,), (0,), None, [1, 1.5, 2, 2.5, 3]),
+    "R-10": (LIN, [1, 2, 3, 4], (2,), (0.5,), None, None, None, [1.5, 3.5]),
+    "R-11": (LIN, np.reshape([0, 10], (1, 2, 1, 1)), (1, 4, 1, 1), (1, 2, 1, 1), None, None,
+             None, np.reshape([0, 2.5, 7.5, 10], (1, 4, 1, 1))),
+    "R-12": (NN, [1, 2, 3, 4], (2,), (1,), None, None, None, [1, 2]),
+    "R-13": (LIN, [1, 2, 3, 4], (6,), (1,), None, None, None, [1, 2, 3, 4, 4, 4]),
+    "R-14": (LIN, np.arange(6).reshape(2, 3), (3, 5), (1.5, 5 / 3), None, None, None,
+             [[0, 0.4, 1, 1.6, 2], [1.5, 1.9, 2.5, 3.1, 3.5], [3, 3.4, 4, 4.6, 5]]),
+    "R-15": (LIN, np.arange(16).reshape(2, 2, 2, 2), (3, 3, 3, 3), (1.5,) * 4, None, None,
+             None, None),  # checked below: out[0,0,0,:], out[1,1,1,1], out[2,2,2,2], sum
+    "R-16": (NN, np.reshape([1, 2, 3], (1, 3, 1, 1)), (1, 2, 1, 1), (1, 2 / 3, 1, 1), None,
+             None, None, np.reshape([1, 3], (1, 2, 1, 1))),
+    "R-17": (LIN, [1, 2], (4,), (2,), None, None, None, [1, 1.25, 1.75, 2]),
+    "R2-1": (NN, [10, 20, 30, 40], (2,), (0.5,), (1.0,), (-0.5,), "increasing", [10, 30]),
+}
+
+
+@pytest.mark.parametrize("vector", list(R_VECTORS))
+def test_spec_vectors_10_3_through_transpose(device, vector):
+    mode, x, y_sizes, scales, ioff, ooff, rounding, expected = R_VECTORS[vector]
+    dtype = np.float16 if vector == "R-17" else np.float32
+    x = np.asarray(x, np.float64)
+    y = np.zeros(y_sizes)
+    outputs = list(itertools.product(*map(range, y_sizes)))
+    if vector == "R-15":
+        outputs = [(0, 0, 0, 0), (0, 0, 0, 1), (0, 0, 0, 2), (1, 1, 1, 1), (2, 2, 2, 2)]
+    for o in outputs:
+        e = np.zeros(y_sizes, dtype)
+        e[o] = 1
+        row = device_grad(device, e, x.shape, mode, scales, ioff, ooff, rounding)
+        y[o] = np.sum(row.astype(np.float64) * x)
+    if vector == "R-15":
+        np.testing.assert_allclose([y[0, 0, 0, 0], y[0, 0, 0, 1], y[0, 0, 0, 2], y[1, 1, 1, 1],
+                                    y[2, 2, 2, 2]], [0, 0.5, 1, 7.5, 15], rtol=1e-6, atol=1e-7)
+        total = device_grad(device, np.ones(y_sizes, np.float32), x.shape, mode, scales)
+        np.testing.assert_allclose(np.sum(total.astype(np.float64) * x), 607.5, rtol=1e-6)
+        return
+    rtol = 1e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(y, np.asarray(expected, np.float64), rtol=rtol, atol=1e-6)
+
+
+# ---- properties ----
+
+def random_params(rng, rank, mode=None):
+    """Random forward parameters: every dimension scaled (up, down, non-integer, 1), offsets
+    from the usual conventions or random, output sizes matching the scale or not (crop and
+    clamp)."""
+    dx_sizes, dy_sizes, scales, ioff, ooff = [], [], [], [], []
+    for _ in range(rank):
+        n = int(rng.integers(1, 7))
+        scale = float(rng.choice([0.5, 2.0, 1.5, 1 / 3, 2.5, 1.0, 0.75, 4.0,
+                                  float(rng.uniform(0.2, 4.0))]))
+        m = max(1, int(round(n * scale))) if rng.random() < 0.6 else int(rng.integers(1, 11))
+        a, b = [(0.5, -0.5), (0.0, 0.0), (0.5, 0.0), (float(rng.uniform(-1, 1)),
+                                                      float(rng.uniform(-1, 1)))][
+            int(rng.integers(0, 4))]
+        dx_sizes.append(n)
+        dy_sizes.append(m)
+        scales.append(scale)
+        ioff.append(a)
+        ooff.append(b)
+    mode = mode or [NN, LIN][int(rng.integers(0, 2))]
+    rounding = [None, "decreasing", "increasing"][int(rng.integers(0, 3))]
+    return tuple(dy_sizes), tuple(dx_sizes), tuple(scales), tuple(ioff), tuple(ooff), mode, \
+        rounding
+
+
+@pytest.mark.parametrize("case", range(16))
+def test_random_parameters(device, rng, case):
+    """Both algorithms and both data types on random parameters of every rank."""
+    rank = case % 4 + 1
+    dy_sizes, dx_sizes, scales, ioff, ooff, mode, rounding = random_params(rng, rank)
+    for dtype in DTYPES:
+        dy = random_array(rng, dy_sizes, dtype)
+        for algorithm in ALGORITHMS:
+            check(device, dy, dx_sizes, mode, scales, ioff, ooff, rounding, algorithm)
+
+
+@pytest.mark.parametrize("mode", [NN, LIN])
+@pytest.mark.parametrize("case", range(3))
+def test_adjoint_identity(device, rng, mode, case):
+    """<resample1(x), dY> == <x, resample_grad(dY)> with the oracle's float64 forward (RG-P)."""
+    dy_sizes, dx_sizes, scales, ioff, ooff, _, rounding = random_params(rng, 4, mode)
+    x = rng.uniform(-1, 1, dx_sizes)
+    dy = random_array(rng, dy_sizes, np.float32)
+    forward = reference.resample1(x, dy_sizes, mode, scales, ioff, ooff, rounding)
+    lhs = np.sum(forward * dy)
+    for algorithm in ALGORITHMS:
+        dx = device_grad(device, dy, dx_sizes, mode, scales, ioff, ooff, rounding, algorithm)
+        rhs = np.sum(x * dx.astype(np.float64))
+        scale = np.sum(np.abs(x) * oracle(dy, dx_sizes, mode, scales, ioff, ooff, rounding)[1])
+        assert abs(lhs - rhs) <= 1e-5 * scale + 1e-12, (algorithm, lhs, rhs)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("mode", [NN, LIN])
+def test_sum_preservation(device, rng, mode, algorithm):
+    """Every forward output reads weights summing to 1, so sum(dX) == sum(dY), crop and clamp
+    included."""
+    for dy_sizes, dx_sizes, scales in [((2, 3, 9, 14), (2, 3, 4, 6), (1, 1, 2, 7 / 3)),
+                                       ((1, 2, 3, 20), (1, 2, 7, 5), (1, 1, 0.5, 3.0)),
+                                       ((5, 17), (5, 9), (1.0, 0.6))]:
+        dy = random_array(rng, dy_sizes, np.float32)
+        dx = device_grad(device, dy, dx_sizes, mode, scales, algorithm=algorithm)
+        total = np.sum(np.abs(dy.astype(np.float64)))
+        assert abs(np.sum(dx.astype(np.float64)) - np.sum(dy.astype(np.float64))) <= 1e-5 * total
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES_BY_RANK[:4], ids=lambda s: f"rank{len(s)}")
+def test_every_rank(device, rng, dtype, shape):
+    """Ranks 1 to 4: up- and down-sampling mixed over the dimensions, both modes."""
+    rank = len(shape)
+    dx_sizes = shape
+    factors = [2.0, 0.5, 1.5, 3.0][:rank]
+    dy_sizes = tuple(max(1, int(n * f)) for n, f in zip(dx_sizes, factors))
+    dy = random_array(rng, dy_sizes, dtype)
+    for mode in (NN, LIN):
+        for algorithm in ALGORITHMS:
+            check(device, dy, dx_sizes, mode, factors, algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_default_parameters(device, rng, dtype, algorithm):
+    """scales = dY size / dX size in float32, offsets 0.5 / -0.5 (DirectMLX)."""
+    dy = random_array(rng, (2, 3, 10, 9), dtype)
+    for mode in (NN, LIN):
+        out = pyvkgrad.resample_grad(dy, (2, 3, 6, 4), interpolation_mode=mode,
+                                     algorithm=algorithm, device=device)
+        scales = tuple(float(np.float32(a) / np.float32(b)) for a, b in zip(dy.shape,
+                                                                             (2, 3, 6, 4)))
+        expected, magnitude = oracle(dy, (2, 3, 6, 4), mode, scales)
+        assert_close(out, expected, magnitude, dtype, mode)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_rounding_directions_on_ties(device, algorithm):
+    """Exact ties x = k + 0.5: RESAMPLE1 rounds up, decreasing floors, increasing ceils;
+    integer coordinates are unaffected by floor/ceil (spec 4.5, R2-1)."""
+    dy = np.array([1, 2], np.float32)
+    cases = [(None, (0.5,), [0, 1, 0, 2]), ("decreasing", (0.5,), [1, 0, 2, 0]),
+             ("increasing", (0.5,), [0, 1, 0, 2]), ("increasing", (1.0,), [1, 0, 2, 0]),
+             ("decreasing", (1.0,), [1, 0, 2, 0]), (AxisDirection.INCREASING, (1.0,), [1, 0, 2, 0])]
+    for rounding, ioff, expected in cases:
+        out = device_grad(device, dy, (4,), NN, (0.5,), ioff, (-0.5,), rounding, algorithm)
+        np.testing.assert_array_equal(out, expected, err_msg=f"{rounding} {ioff}")
+    # Linear ignores the rounding direction.
+    for rounding in (None, "decreasing", "increasing"):
+        out = device_grad(device, dy, (4,), LIN, (0.5,), None, None, rounding, algorithm)
+        np.testing.assert_array_equal(out, [0.5, 0.5, 1, 1])
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("mode", [NN, LIN])
+def test_coordinates_beyond_float32(device, mode, algorithm):
+    """A tiny Scale sends x past FLT_MAX (inf): the tap clamps to the last element."""
+    dy = np.arange(1, 9, dtype=np.float32)
+    out = device_grad(device, dy, (3,), mode, (1e-38,), algorithm=algorithm)
+    np.testing.assert_array_equal(out, [0, 0, 36])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_half_overflow_and_odd_packed_counts(device, rng, dtype):
+    """Packed float16 dX with an odd element count (the last word half used), both kernels
+    identical on data whose sums are exact."""
+    dy = rng.integers(-8, 8, size=(3, 5, 7)).astype(dtype)
+    outs = [device_grad(device, dy, (3, 3, 5), NN, (1, 5 / 3, 1.4), algorithm=a)
+            for a in ALGORITHMS]
+    expected, _ = oracle(dy, (3, 3, 5), NN, (1, 5 / 3, 1.4))
+    for out in outs:
+        np.testing.assert_array_equal(out, expected.astype(dtype))
+
+
+# ---- strided descriptors ----
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_strided_input_gradient_views(device, rng, dtype, algorithm):
+    """A non-contiguous, permuted dY view and a broadcast (zero-stride) dY view."""
+    dy = strided_view(rng, (2, 3, 8, 6), dtype)
+    assert not dy.flags.c_contiguous
+    check(device, dy, (2, 3, 4, 5), LIN, (1, 1, 2, 1.2), algorithm=algorithm)
+    check(device, dy, (2, 3, 4, 5), NN, (1, 1, 2, 1.2), algorithm=algorithm)
+    dyb = np.broadcast_to(random_array(rng, (1, 3, 1, 6), dtype), (2, 3, 8, 6))
+    check(device, dyb, (2, 3, 4, 5), LIN, (1, 1, 2, 1.2), algorithm=algorithm)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("mode", [NN, LIN])
+def test_compiled_operator_with_strided_descriptors(device, rng, dtype, mode, algorithm):
+    """The descriptor API: strided dY (padded rows), NHWC-strided dX, two calls, same buffers."""
+    n, c, h, w, oh, ow = 2, 3, 5, 4, 8, 7
+    dy_desc = TensorDesc(dtype, (n, c, oh, ow), (c * oh * 9, oh * 9, 9, 1))  # rows padded to 9
+    dx_desc = TensorDesc(dtype, (n, c, h, w), (h * w * c, 1, w * c, c))  # NHWC
+    scales = (1, 1, oh / h, ow / w)
+    desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4, (-0.5,) * 4,
+                                     algorithm=algorithm)
+    op = device.compile(desc)
+    np_dtype = dtype.numpy_dtype
+    for _ in range(2):
+        padded = random_array(rng, (n, c, oh, 9), np_dtype)
+        dy = padded[..., :ow]
+        tdy = device.upload(dy)
+        assert tdy.desc.strides == dy_desc.strides
+        tdx = device.empty(dx_desc)
+        op(input_gradient_tensor=tdy, output_gradient_tensor=tdx)
+        out = tdx.numpy()
+        expected, magnitude = oracle(dy, (n, c, h, w), mode, desc.scales)
+        assert_close(out, expected, magnitude, np_dtype, f"{mode} {algorithm} {dtype.name}")
+    op.close()
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_output_gaps_are_not_required(device, rng, algorithm):
+    """A dX with gaps between rows: the logical elements are right (DirectML may write
+    anywhere inside an output's range, so the gaps are not compared)."""
+    dx_desc = TensorDesc(F32, (3, 4), (7, 1))
+    desc = pyvkgrad.ResampleGradDesc(TensorDesc(F32, (6, 8)), dx_desc, LIN, (2, 2),
+                                     (0.5, 0.5), (-0.5, -0.5), algorithm=algorithm)
+    op = device.compile(desc)
+    dy = random_array(rng, (6, 8), np.float32)
+    tdx = device.empty(dx_desc)
+    op(input_gradient_tensor=device.upload(dy), output_gradient_tensor=tdx)
+    expected, magnitude = oracle(dy, (3, 4), LIN, (2, 2))
+    assert_close(tdx.numpy(), expected, magnitude, np.float32)
+
+
+# ---- the two kernels ----
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_algorithms_agree(device, rng, dtype):
+    """gather and atomic differ only by float32 reassociation (before float16 rounding)."""
+    dy = random_array(rng, (2, 4, 23, 17), dtype)
+    for mode in (NN, LIN):
+        g = device_grad(device, dy, (2, 4, 9, 13), mode, (1, 1, 23 / 9, 17 / 13),
+                        algorithm="gather").astype(np.float64)
+        a = device_grad(device, dy, (2, 4, 9, 13), mode, (1, 1, 23 / 9, 17 / 13),
+                        algorithm="atomic").astype(np.float64)
+        _, magnitude = oracle(dy, (2, 4, 9, 13), mode, (1, 1, 23 / 9, 17 / 13))
+        tol = (2.0**-9 * magnitude + 2.0**-23) if dtype == np.float16 else 2e-6 * magnitude
+        assert np.all(np.abs(g - a) <= tol), mode
+
+
+def test_gather_is_bitwise_reproducible(device, rng, monkeypatch):
+    """The gather kernel sums in a fixed order: identical bits from run to run and for any
+    workgroup width (each invocation owns its elements)."""
+    dy = random_array(rng, (2, 3, 40, 33), np.float32)
+    sizes, scales = (2, 3, 17, 15), (1, 1, 40 / 17, 2.2)
+    first = device_grad(device, dy, sizes, LIN, scales).view(np.uint32)
+    second = device_grad(device, dy, sizes, LIN, scales).view(np.uint32)
+    np.testing.assert_array_equal(first, second)
+    monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", "32")
+    assert device.limits.local_size == 32
+    narrow = device_grad(device, dy, sizes, LIN, scales).view(np.uint32)
+    np.testing.assert_array_equal(first, narrow)
+
+
+def test_plan_shapes():
+    """Pure plans: gather is one dispatch; atomic fills, scatters (and converts float16);
+    tables are per axis (summed, not multiplied) and identity axes have none."""
+    from pyvkgrad.plan import Limits
+    dy, dx = TensorDesc(F32, (8, 16, 64, 96)), TensorDesc(F32, (8, 16, 32, 48))
+    desc = pyvkgrad.ResampleGradDesc(dy, dx, "linear", [1, 1, 2, 2], (0.5,) * 4, (-0.5,) * 4)
+    assert desc.algorithm == "gather" and desc.interpolation_mode == InterpolationMode.LINEAR
+    plan = desc.plan(Limits())
+    assert [d.kernel for d in plan.dispatches] == ["resample_grad_gather"]
+    (table,) = plan.scratch
+    assert table.words.size <= 3 * (32 + 48) + 2 * 2 * (64 + 96) + 8  # N and C: identity
+    atomic = pyvkgrad.ResampleGradDesc(dy, dx, "linear", [1, 1, 2, 2], (0.5,) * 4, (-0.5,) * 4,
+                                       algorithm="atomic").plan(Limits())
+    assert [d.kernel for d in atomic.dispatches] == ["fill_words", "resample_grad_atomic"]
+    half = pyvkgrad.ResampleGradDesc(TensorDesc(F16, dy.sizes), TensorDesc(F16, dx.sizes),
+                                     "nearest_neighbor", [1, 1, 2, 2], (0.5,) * 4, (-0.5,) * 4,
+                                     algorithm="atomic").plan(Limits())
+    assert [d.kernel for d in half.dispatches] == ["fill_words", "resample_grad_atomic",
+                                                   "resample_grad_convert"]
+    assert [s.name for s in half.scratch] == ["tables", "accumulator"]
+
+
+def test_descriptor_is_normalised_and_hashable():
+    dy, dx = TensorDesc(F32, (1, 4)), TensorDesc(F32, (1, 2))
+    a = pyvkgrad.ResampleGradDesc(dy, dx, "linear", [1, 2], [0.5, 0.5], np.array([-0.5, -0.5]),
+                                  algorithm="auto")
+    b = pyvkgrad.ResampleGradDesc(dy, dx, InterpolationMode.LINEAR, (1.0, 2.0), (0.5, 0.5),
+                                  (-0.5, -0.5), None, "gather")
+    assert a == b and hash(a) == hash(b)
+    assert a.scales == (1.0, 2.0) and all(type(s) is float for s in a.scales)
+    c = pyvkgrad.ResampleGradDesc(dy, dx, 0, (1, 0.1), (0, 0), (0, 0), "increasing")
+    assert c.interpolation_mode == InterpolationMode.NEAREST_NEIGHBOR
+    assert c.rounding_direction == AxisDirection.INCREASING
+    assert c.scales[1] == float(np.float32(0.1))  # stored as DirectML's FLOAT
+
+
+def test_one_call_reuses_compiled_operator(device, rng):
+    dy = random_array(rng, (5, 9), np.float32)
+    device_grad(device, dy, (3, 4), LIN, (5 / 3, 9 / 4))
+    entry = device._compiled[next(reversed(device._compiled))]
+    check(device, dy * 2, (3, 4), LIN, (5 / 3, 9 / 4))
+    assert device._compiled[next(reversed(device._compiled))] is entry
+
+
+@pytest.mark.slow
+def test_workgroup_count_beyond_limit(device, rng):
+    """More than 65535 * 256 items: the atomic kernel over a large dY (small dX), the gather
+    kernel over a large dX (small dY)."""
+    from pyvkgrad.plan import Limits
+    big = (4097, 4096)
+    assert big[0] * big[1] >= BEYOND_WORKGROUP_LIMIT - 257
+    # Sparse (zero dY elements add nothing, and lavapipe's CAS loops are slow), with nonzeros
+    # throughout and in the last rows, which only the grid-stride loop's second pass reaches.
+    dy = np.where(rng.random(big) < 0.02, random_array(rng, big, np.float32), np.float32(0))
+    dy[-2:] = random_array(rng, (2, big[1]), np.float32)
+    desc = pyvkgrad.ResampleGradDesc(TensorDesc(F32, big), TensorDesc(F32, (3, 5)), LIN,
+                                     (4097 / 3, 4096 / 5), (0.5, 0.5), (-0.5, -0.5),
+                                     algorithm="atomic")
+    assert desc.plan(Limits()).dispatches[1].workgroups == 65535
+    out = device_grad(device, dy, (3, 5), LIN, desc.scales, algorithm="atomic")
+    expected, magnitude = oracle(dy, (3, 5), LIN, desc.scales)
+    # ~2^14 float32 atomic adds per element: a looser, sum-length-aware bound.
+    assert np.all(np.abs(out - expected) <= 1e-4 * magnitude)
+    small = random_array(rng, (3, 5), np.float32)
+    out = device_grad(device, small, big, NN, (3 / 4097, 5 / 4096))
+    expected, _ = oracle(small, big, NN, (3 / 4097, 5 / 4096))
+    np.testing.assert_array_equal(out, expected)  # nearest: each element one copy or 0
+
+
+# ---- errors: raised before any device work, naming the operator and the field ----
+
+def _desc(**over):
+    args = dict(input_gradient_tensor=TensorDesc(F32, (1, 1, 4, 4)),
+                output_gradient_tensor=TensorDesc(F32, (1, 1, 2, 2)),
+                interpolation_mode="nearest_neighbor", scales=(1, 1, 2, 2),
+                input_pixel_offsets=(0.5,) * 4, output_pixel_offsets=(-0.5,) * 4)
+    args.update(over)
+    return pyvkgrad.ResampleGradDesc(**args)
+
+
+@pytest.mark.parametrize("over, kind, message", [
+    (dict(scales=(1, 0, 2, 2)), ValueError,
+     r"^RESAMPLE_GRAD: Scales\[1\] must be positive and finite: expected > 0, got 0.0$"),
+    (dict(scales=(1, 1, -2, 2)), ValueError, r"Scales\[2\] must be positive and finite: "
+                                             r"expected > 0, got -2.0"),
+    (dict(scales=(1, 1, 2, float("nan"))), ValueError, r"Scales\[3\] .* got nan"),
+    (dict(scales=(float("inf"), 1, 2, 2)), ValueError, r"Scales\[0\] .* got inf"),
+    (dict(scales=(1e-50, 1, 2, 2)), ValueError, r"Scales\[0\] must be positive and finite in "
+                                                r"float32"),
+    (dict(scales=(1, 1e39, 2, 2)), ValueError, r"Scales\[1\] must be positive and finite in "
+                                               r"float32"),
+    (dict(scales=(1, 2, 2)), ValueError, r"Scales must have one entry per dimension: "
+                                         r"expected 4, got 3"),
+    (dict(scales=(1, 1, "2", 2)), TypeError, r"Scales\[2\] must be a real number"),
+    (dict(scales=2.0), TypeError, r"Scales must be a sequence of numbers"),
+    (dict(input_pixel_offsets=(0.5,) * 5), ValueError,
+     r"InputPixelOffsets must have one entry per dimension: expected 4, got 5"),
+    (dict(output_pixel_offsets=(0, 0, float("nan"), 0)), ValueError,
+     r"OutputPixelOffsets\[2\] must be finite: expected a finite float32, got nan"),
+    (dict(input_pixel_offsets=(0, float("-inf"), 0, 0)), ValueError,
+     r"InputPixelOffsets\[1\] must be finite"),
+    (dict(interpolation_mode="cubic"), ValueError, r"InterpolationMode is not supported: "
+                                                   r"expected 'nearest_neighbor' or 'linear'"),
+    (dict(interpolation_mode=2), ValueError, r"InterpolationMode is not supported"),
+    (dict(interpolation_mode=1.0), TypeError, r"InterpolationMode must be a string or an enum"),
+    (dict(rounding_direction="up"), ValueError, r"RoundingDirection is not supported: "
+                                                r"expected None, 'decreasing' or 'increasing'"),
+    (dict(algorithm="fast"), ValueError, r"algorithm is not supported: expected 'auto', "
+                                         r"'gather' or 'atomic', got 'fast'"),
+    (dict(output_gradient_tensor=TensorDesc(F16, (1, 1, 2, 2))), TypeError,
+     r"OutputGradientTensor.DataType must equal InputGradientTensor.DataType: "
+     r"expected FLOAT32, got FLOAT16"),
+    (dict(output_gradient_tensor=TensorDesc(F32, (2, 2))), ValueError,
+     r"OutputGradientTensor.DimensionCount must equal InputGradientTensor.DimensionCount: "
+     r"expected 4, got 2"),
+    (dict(input_gradient_tensor=TensorDesc(F32, (1,) * 5),
+          output_gradient_tensor=TensorDesc(F32, (1,) * 5), scales=(1,) * 5), ValueError,
+     r"InputGradientTensor.DimensionCount is out of range: expected 1 to 4, got 5"),
+    (dict(output_gradient_tensor=TensorDesc(F32, (1, 1, 2, 2), (4, 4, 1, 1))), ValueError,
+     r"OutputGradientTensor.Strides must not make output elements overlap"),
+    (dict(input_gradient_tensor="dy"), TypeError, r"InputGradientTensor must be a TensorDesc"),
+])
+def test_descriptor_errors(over, kind, message):
+    with pytest.raises(kind, match=message):
+        _desc(**over)
+
+
+@pytest.mark.parametrize("args, kwargs, kind, message", [
+    ((np.ones((2, 2), np.float32), (2, 2)), dict(scales=(1, 0)), ValueError,
+     r"RESAMPLE_GRAD: Scales\[1\] must be positive and finite: expected > 0, got 0.0"),
+    ((np.ones((2, 2), np.float32), (2, 2, 1)), {}, ValueError,
+     r"OutputGradientTensor.DimensionCount must equal InputGradientTensor.DimensionCount: "
+     r"expected 2, got 3"),
+    ((np.ones((2, 2), np.float32), (2, 0)), {}, ValueError,
+     r"OutputGradientTensor.Sizes must all be at least 1"),
+    ((np.ones((2, 2), np.float32), (2, 2.5)), {}, TypeError,
+     r"output_gradient_sizes must hold integers"),
+    ((np.ones((1,) * 5, np.float32), (1,) * 5), {}, ValueError,
+     r"InputGradientTensor.DimensionCount is out of range: expected 1 to 4, got 5"),
+    ((np.ones(3, np.float64), (3,)), {}, TypeError,
+     r"RESAMPLE_GRAD: input_gradient has unsupported dtype: expected float32 or float16"),
+    (([1.0, 2.0], (2,)), {}, TypeError, r"input_gradient must be a numpy array"),
+    ((np.ones(3, np.float32), (3,)), dict(input_pixel_offsets=(0.5, 0.5)), ValueError,
+     r"InputPixelOffsets must have one entry per dimension: expected 1, got 2"),
+    ((np.ones(3, np.float32), (3,)), dict(algorithm="gpu"), ValueError,
+     r"algorithm is not supported"),
+    ((np.ones(3, np.float32), (3,)), dict(interpolation_mode="bilinear"), ValueError,
+     r"InterpolationMode is not supported"),
+])
+def test_one_call_errors(device, args, kwargs, kind, message, monkeypatch):
+    monkeypatch.setattr(type(device), "run", lambda *a, **k: pytest.fail("reached the device"))
+    with pytest.raises(kind, match=message):
+        pyvkgrad.resample_grad(*args, device=device, **kwargs)
+
+
+def test_binding_errors(device):
+    op = device.compile(_desc(input_gradient_tensor=TensorDesc(F32, (1, 1, 4, 16)),
+                              output_gradient_tensor=TensorDesc(F32, (1, 1, 2, 8))))
+    good_dy = device.empty(TensorDesc(F32, (1, 1, 4, 16)))
+    small_dx = device.empty(TensorDesc(F32, (1, 1, 2, 2)))
+    half_dx = device.empty(TensorDesc(F16, (1, 1, 2, 8)))
+    with pytest.raises(ValueError, match=r"OutputGradientTensor is bound to a buffer too small"):
+        op(input_gradient_tensor=good_dy, output_gradient_tensor=small_dx)
+    with pytest.raises(TypeError, match=r"OutputGradientTensor has the wrong data type"):
+        op(input_gradient_tensor=good_dy, output_gradient_tensor=half_dx)
+    with pytest.raises(TypeError, match=r"missing \['output_gradient_tensor'\]"):
+        op(input_gradient_tensor=good_dy)
+    op.close()
