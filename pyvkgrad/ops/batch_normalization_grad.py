@@ -1,10 +1,59 @@
-"""Placeholder: being implemented (see the issue). Replaced by the real operator."""
+"""DML_OPERATOR_BATCH_NORMALIZATION_GRAD: the gradient of batch normalization with constant
+statistics (spec 7.2, DECISIONS item 7).
+
+    OutputGradient      = dY * Scale / sqrt(Variance + Epsilon)             (element-wise)
+    OutputScaleGradient = sum_R dY * (X - Mean) / sqrt(Variance + Epsilon)
+    OutputBiasGradient  = sum_R dY
+
+R = the dimensions where the statistics' sizes are 1 (possibly none). Validation, axes and
+kernel plan are shared with the training grad in `_batch_normalization.py`; the output
+gradient's kernel needs no reduction and runs beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..plan import Limits, Plan
+from . import _batch_normalization as bn
+from ._batch_normalization import BatchNormalizationGradResult
+
+OPERATOR = "BATCH_NORMALIZATION_GRAD"
 
 
+@dataclass(frozen=True)
 class BatchNormalizationGradDesc:
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("BatchNormalizationGradDesc is not implemented yet")
+    """`DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC`: eight tensors of one data type and rank
+    (1 to 8); X, dY and dX share sizes; Mean, Variance, Scale and the two parameter
+    gradients share sizes, each 1 or the input's; any strides (outputs may not overlap);
+    Epsilon finite and >= 0."""
+
+    input_tensor: object
+    input_gradient_tensor: object
+    mean_tensor: object
+    variance_tensor: object
+    scale_tensor: object
+    output_gradient_tensor: object
+    output_scale_gradient_tensor: object
+    output_bias_gradient_tensor: object
+    epsilon: float
+    OPERATOR: ClassVar[str] = OPERATOR
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", bn.validate(self))
+
+    def tensor_fields(self):
+        return bn.tensor_fields(self)
+
+    def plan(self, limits: Limits) -> Plan:
+        return bn.plan(self, limits, training=False)
 
 
-def batch_normalization_grad(*args, **kwargs):
-    raise NotImplementedError("batch_normalization_grad is not implemented yet")
+def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon, *,
+                             device=None) -> BatchNormalizationGradResult:
+    """(output_gradient, output_scale_gradient, output_bias_gradient) on the device: packed
+    arrays of input's dtype, shaped like input, mean and mean. The statistics have input's
+    rank, each size 1 (reduced) or input's."""
+    return bn.run(BatchNormalizationGradDesc, input, input_gradient, mean, variance, scale,
+                  epsilon, device)

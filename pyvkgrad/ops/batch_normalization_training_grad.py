@@ -1,10 +1,61 @@
-"""Placeholder: being implemented (see the issue). Replaced by the real operator."""
+"""DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD: the full gradient of training-mode batch
+normalization, spec 7.4 followed literally (DECISIONS item 7).
+
+    Coef0          = 1 / sqrt(Variance + Epsilon)
+    OutputGradient = Scale * Coef0 * (dY - mean_R(dY)
+                                      - (X - mean_R(X)) * mean_R(dY * (X - mean_R(X))) / (Variance + Epsilon))
+    OutputScaleGradient = sum_R dY * (X - Mean) * Coef0
+    OutputBiasGradient  = sum_R dY
+
+OutputGradient recentres with the batch's own mean_R(X); the scale gradient uses the supplied
+Mean (the two agree when Mean comes from the training forward on the same X). R = the
+dimensions where the statistics' sizes are 1. Validation, axes and kernel plan are shared with
+BATCH_NORMALIZATION_GRAD in `_batch_normalization.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..plan import Limits, Plan
+from . import _batch_normalization as bn
+from ._batch_normalization import BatchNormalizationGradResult
+
+OPERATOR = "BATCH_NORMALIZATION_TRAINING_GRAD"
 
 
+@dataclass(frozen=True)
 class BatchNormalizationTrainingGradDesc:
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("BatchNormalizationTrainingGradDesc is not implemented yet")
+    """`DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC`: the same eight tensors, rules and
+    Epsilon as `BatchNormalizationGradDesc`."""
+
+    input_tensor: object
+    input_gradient_tensor: object
+    mean_tensor: object
+    variance_tensor: object
+    scale_tensor: object
+    output_gradient_tensor: object
+    output_scale_gradient_tensor: object
+    output_bias_gradient_tensor: object
+    epsilon: float
+    OPERATOR: ClassVar[str] = OPERATOR
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", bn.validate(self))
+
+    def tensor_fields(self):
+        return bn.tensor_fields(self)
+
+    def plan(self, limits: Limits) -> Plan:
+        return bn.plan(self, limits, training=True)
 
 
-def batch_normalization_training_grad(*args, **kwargs):
-    raise NotImplementedError("batch_normalization_training_grad is not implemented yet")
+def batch_normalization_training_grad(input, input_gradient, mean, variance, scale, epsilon, *,
+                                      device=None) -> BatchNormalizationGradResult:
+    """(output_gradient, output_scale_gradient, output_bias_gradient) on the device: packed
+    arrays of input's dtype, shaped like input, mean and mean. Mean and Variance are the
+    training forward's (biased variance); the statistics have input's rank, each size 1
+    (reduced) or input's."""
+    return bn.run(BatchNormalizationTrainingGradDesc, input, input_gradient, mean, variance,
+                  scale, epsilon, device)

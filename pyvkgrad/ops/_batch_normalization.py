@@ -1,0 +1,309 @@
+"""What BATCH_NORMALIZATION_GRAD and BATCH_NORMALIZATION_TRAINING_GRAD share: validation of the
+eight tensors, the reduction-axis analysis, the kernel plan and the one-call driver.
+
+Reduction axes (spec 7, DECISIONS item 7): R = {d : MeanTensor.Sizes[d] == 1} (reduced) and
+K = the other dimensions (kept, the "channels"). Dimensions of size 1 everywhere play no part.
+Channel k is the row-major index over K; element (k, r) has reduced index r, row-major over R.
+Both sets are ordered by InputTensor stride, outermost first, so the innermost dimension in
+memory is last (coalesced reads whatever the layout: NCHW, NHWC by strides, scattered axes).
+
+Plans (all kernels float32 inside; float16 tensors are read and written packed two per word):
+
+* few elements per channel (N_R <= DIRECT_MAX_REDUCED, "no reduction" included):
+  `batch_normalization_direct`, one invocation per channel, everything in one pass;
+* otherwise a reduction in two stages plus an element-wise pass:
+  1. `batch_normalization_partials`: per (channel, chunk of ITERS * lanes elements) the sums
+     (dY, X - Mean, dY * (X - Mean)) into the `partials` scratch buffer, spread over as many
+     workgroups as there are chunks, so a few large channels still fill a large GPU;
+  2. `batch_normalization_finalize`: per channel the fixed-order sum of its partials, the
+     scale and bias gradients, and the training grad's coefficients (`coefficients` scratch);
+  3. OutputGradient, element-wise: `batch_normalization_grad_output[_packed]` (constant
+     statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
+     before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2).
+
+Every sum runs in a fixed order (per-invocation runs of at most ITERS_MAX terms, subgroupAdd,
+then shared memory, then the partials in order): results are bitwise identical run to run,
+and the error stays near float32 rounding for large reductions (pairwise-like tree).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, f32, grid, right_align
+from ..tensor import (TensorDesc, check_desc, check_output, check_rank, check_same, coalesce,
+                      describe_array, fail)
+
+BatchNormalizationGradResult = namedtuple(
+    "BatchNormalizationGradResult", "output_gradient output_scale_gradient output_bias_gradient")
+
+# (descriptor field, DirectML field, access), in DirectML's order.
+FIELDS = (("input_tensor", "InputTensor", READ),
+          ("input_gradient_tensor", "InputGradientTensor", READ),
+          ("mean_tensor", "MeanTensor", READ),
+          ("variance_tensor", "VarianceTensor", READ),
+          ("scale_tensor", "ScaleTensor", READ),
+          ("output_gradient_tensor", "OutputGradientTensor", WRITE),
+          ("output_scale_gradient_tensor", "OutputScaleGradientTensor", WRITE),
+          ("output_bias_gradient_tensor", "OutputBiasGradientTensor", WRITE))
+INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
+STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
+                     "OutputBiasGradientTensor")
+
+DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
+ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
+K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
+
+
+# ---- validation ---------------------------------------------------------------------------------
+
+def validate(desc) -> float:
+    """Spec section 8 for the eight tensors, and Epsilon; returns Epsilon as a float.
+
+    Epsilon must be finite and >= 0 (also in float32). 0 is allowed, as in DirectML: then a
+    zero variance gives infinite or NaN results, as in float64 arithmetic.
+    """
+    op = desc.OPERATOR
+    descs = {dml: check_desc(op, dml, getattr(desc, name)) for name, dml, _ in FIELDS}
+    x = descs["InputTensor"]
+    check_rank(op, "InputTensor", x, 1, 8)
+    others = [(dml, d) for dml, d in descs.items() if dml != "InputTensor"]
+    check_same(op, "data_type", ("InputTensor", x), *others)
+    for dml, d in others:
+        if d.rank != x.rank:
+            fail(op, f"{dml}.DimensionCount", "must equal InputTensor.DimensionCount", x.rank,
+                 d.rank)
+    check_same(op, "sizes", ("InputTensor", x), *[(n, descs[n]) for n in INPUT_SHAPED])
+    mean = descs["MeanTensor"]
+    for d, (m, s) in enumerate(zip(mean.sizes, x.sizes)):
+        if m not in (1, s):
+            fail(op, f"MeanTensor.Sizes[{d}]", f"must be 1 or InputTensor.Sizes[{d}]",
+                 f"1 or {s}", m)
+    check_same(op, "sizes", ("MeanTensor", mean), *[(n, descs[n]) for n in STATISTICS_SHAPED])
+    for name, dml, access in FIELDS:
+        if access == WRITE:
+            check_output(op, dml, descs[dml])
+    return check_epsilon(op, desc.epsilon)
+
+
+def check_epsilon(op: str, epsilon) -> float:
+    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (int, float, np.integer,
+                                                                         np.floating)):
+        fail(op, "Epsilon", "must be a number", "float", type(epsilon).__name__, TypeError)
+    value = float(epsilon)
+    with np.errstate(over="ignore"):
+        if not (math.isfinite(value) and value >= 0 and np.isfinite(np.float32(value))):
+            fail(op, "Epsilon", "must be finite and non-negative (in float32)",
+                 "0 <= Epsilon <= 3.4e38", value)
+    return value
+
+
+def tensor_fields(desc):
+    return tuple((name, (getattr(desc, name), access)) for name, _, access in FIELDS)
+
+
+# ---- reduction axes -----------------------------------------------------------------------------
+
+class Axes:
+    """The kept (K) and reduced (R) dimensions of a descriptor, innermost in memory last."""
+
+    def __init__(self, desc):
+        x = desc.input_tensor
+        xs, dys = x.element_strides, desc.input_gradient_tensor.element_strides
+        means = desc.mean_tensor.sizes
+        live = [d for d in range(x.rank) if x.sizes[d] > 1]
+        order = sorted(live, key=lambda d: (_memory_key(xs[d], dys[d])), reverse=True)
+        self.sizes = x.sizes
+        self.kept = tuple(d for d in order if means[d] > 1)
+        self.reduced = tuple(d for d in order if means[d] == 1)
+        self.channels = math.prod(x.sizes[d] for d in self.kept)
+        self.reduced_count = math.prod(x.sizes[d] for d in self.reduced)
+        # Table strides: channel k's stride along each dimension (0 where reduced).
+        self.channel_strides = [0] * x.rank
+        step = 1
+        for d in reversed(self.kept):
+            self.channel_strides[d] = step
+            step *= x.sizes[d]
+        # Does a kept dimension lie innermost in memory (NHWC-like)?
+        inner = order[-1] if order else None
+        self.kept_innermost = inner is not None and inner in self.kept
+
+    def over(self, dims, *tensors):
+        """Coalesced (sizes, strides per tensor) over `dims` (K or R), right-aligned to 8."""
+        sizes, strides = coalesce([self.sizes[d] for d in dims],
+                                  *[[t.element_strides[d] for d in dims] for t in tensors])
+        return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides]
+
+
+def _memory_key(*strides):
+    """Smallest nonzero stride of a dimension (a broadcast dimension walks no memory)."""
+    nonzero = [s for s in strides if s > 0]
+    return min(nonzero) if nonzero else 0
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+
+def plan(desc, limits: Limits, training: bool) -> Plan:
+    x = desc.input_tensor
+    axes = Axes(desc)
+    is_f16 = int(x.data_type.element_size == 2)
+    eps = f32(desc.epsilon)
+    wg = limits.local_size
+    channels, n = axes.channels, axes.reduced_count
+    t = {name: getattr(desc, name) for name, _, _ in FIELDS}
+
+    if n <= DIRECT_MAX_REDUCED:
+        ksizes, kstrides = axes.over(axes.kept, *t.values())
+        rsizes, rstrides = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"],
+                                     t["output_gradient_tensor"])
+        kx, kdy, km, kv, ks, kdx, kds, kdb = kstrides  # FIELDS order
+        spec = ((wg, is_f16, int(training), eps, f32(float(n))) + ksizes + kx + kdy + kdx + km
+                + kv + ks + kds + kdb + rsizes + sum(rstrides, ()))
+        bindings = tuple((name, access) for name, _, access in FIELDS)
+        return Plan((Dispatch("batch_normalization_direct", bindings, grid(channels, wg, limits),
+                              spec, (channels, n)),))
+
+    # Stage 1: partial sums per (channel group, chunk).
+    if axes.kept_innermost:
+        lk = min(_pow2_floor(wg), K_FAST_MAX, _pow2_ceil(channels))
+    else:
+        lk = max(1, _pow2_floor(wg) // _pow2_ceil(n))
+    lr = wg // lk
+    iters = min(ITERS_MAX, -(-n // lr))
+    chunks = -(-n // (iters * lr))
+    groups = -(-channels // lk)
+    ksizes, (kx, kdy, km) = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
+                                      t["mean_tensor"])
+    rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
+    partials = Dispatch(
+        "batch_normalization_partials",
+        (("input_tensor", READ), ("input_gradient_tensor", READ), ("mean_tensor", READ),
+         ("partials", WRITE)),
+        max(1, min(groups * chunks, limits.max_workgroups)),
+        (wg, is_f16, int(axes.kept_innermost), lk, iters) + ksizes + kx + kdy + km + rsizes + rx
+        + rdy,
+        (channels, n, chunks, groups))
+
+    # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients.
+    lp = min(_pow2_floor(wg), _pow2_ceil(chunks))
+    lc = max(1, wg // lp)
+    ksizes, stats = axes.over(axes.kept, t["mean_tensor"], t["variance_tensor"],
+                              t["scale_tensor"], t["output_scale_gradient_tensor"],
+                              t["output_bias_gradient_tensor"])
+    finalize = Dispatch(
+        "batch_normalization_finalize",
+        (("partials", READ), ("mean_tensor", READ), ("variance_tensor", READ),
+         ("scale_tensor", READ), ("output_scale_gradient_tensor", WRITE),
+         ("output_bias_gradient_tensor", WRITE), ("coefficients", WRITE)),
+        grid(channels, lc, limits),
+        (wg, is_f16, lc, eps, f32(float(n))) + ksizes + sum(stats, ()),
+        (channels, chunks))
+
+    scratch = (Scratch("partials", channels * chunks * 16),
+               Scratch("coefficients", channels * 32))
+    output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
+    order = (partials, finalize, output) if training else (partials, output, finalize)
+    return Plan(order, scratch)
+
+
+def _elementwise_dims(axes, desc, *tensors, extra=()):
+    """Sizes and strides over every dimension for an element-wise kernel, the output's
+    innermost dimension last, coalesced and right-aligned (`extra`: more stride lists)."""
+    dx = desc.output_gradient_tensor.element_strides
+    live = [d for d in range(len(axes.sizes)) if axes.sizes[d] > 1]
+    order = sorted(live, key=lambda d: dx[d], reverse=True)
+    lists = [[t.element_strides[d] for d in order] for t in tensors]
+    lists += [[e[d] for d in order] for e in extra]
+    sizes, strides = coalesce([axes.sizes[d] for d in order], *lists)
+    return sizes, strides
+
+
+def _packed_dims(axes, *stride_lists):
+    """Row-major sizes with per-dimension strides (statistics or channel index) coalesced,
+    for the packed kernels; `same`: every aligned vector of width 4 (float32) or 8 (float16)
+    lies in one channel."""
+    sizes, strides = coalesce(list(axes.sizes), *stride_lists)
+    inner_reduced = all(s[-1] == 0 for s in strides)
+
+    def same(width):
+        return inner_reduced and (sizes[-1] % width == 0 or len(sizes) == 1)
+    return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides], same
+
+
+def _stat_strides(axes, stat: TensorDesc):
+    """A statistic's strides seen from the input: its own on kept dimensions, 0 on reduced."""
+    return [s if d in axes.kept else 0 for d, s in enumerate(stat.element_strides)]
+
+
+def _grad_output(desc, axes, limits, is_f16, eps):
+    dy, dx = desc.input_gradient_tensor, desc.output_gradient_tensor
+    ss = _stat_strides(axes, desc.scale_tensor)
+    vs = _stat_strides(axes, desc.variance_tensor)
+    wg, count = limits.local_size, dy.element_count
+    bindings = (("input_gradient_tensor", READ), ("scale_tensor", READ),
+                ("variance_tensor", READ), ("output_gradient_tensor", WRITE))
+    if dy.is_packed and dx.is_packed:
+        sizes, (s1, s2), same = _packed_dims(axes, ss, vs)
+        width = 8 if is_f16 else 4
+        vectors = -(-count // width)
+        return Dispatch("batch_normalization_grad_output_packed", bindings,
+                        grid(vectors, wg, limits),
+                        (wg, is_f16, int(same(width)), eps) + sizes + s1 + s2, (vectors, count))
+    sizes, (sdy, sdx, s1, s2) = _elementwise_dims(axes, desc, dy, dx, extra=(ss, vs))
+    return Dispatch("batch_normalization_grad_output", bindings, grid(count, wg, limits),
+                    (wg, is_f16, eps) + right_align(sizes, 8, 1)
+                    + sum((right_align(s, 8, 0) for s in (sdy, sdx, s1, s2)), ()),
+                    (count,))
+
+
+def _training_output(desc, axes, limits, is_f16, eps):
+    x, dy, dx = desc.input_tensor, desc.input_gradient_tensor, desc.output_gradient_tensor
+    wg, count = limits.local_size, x.element_count
+    bindings = (("input_tensor", READ), ("input_gradient_tensor", READ), ("coefficients", READ),
+                ("output_gradient_tensor", WRITE))
+    if x.is_packed and dy.is_packed and dx.is_packed:
+        sizes, (ts,), same = _packed_dims(axes, axes.channel_strides)
+        width = 8 if is_f16 else 4
+        vectors = -(-count // width)
+        return Dispatch("batch_normalization_training_grad_output_packed", bindings,
+                        grid(vectors, wg, limits), (wg, is_f16, int(same(width))) + sizes + ts,
+                        (vectors, count))
+    sizes, strides = _elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))
+    return Dispatch("batch_normalization_training_grad_output", bindings,
+                    grid(count, wg, limits),
+                    (wg, is_f16) + right_align(sizes, 8, 1)
+                    + sum((right_align(s, 8, 0) for s in strides), ()),
+                    (count,))
+
+
+# ---- the one-call functions ---------------------------------------------------------------------
+
+def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device):
+    """Describe the arrays, build the descriptor (packed outputs), run, read three outputs."""
+    from ..device import get_device
+
+    op = desc_cls.OPERATOR
+    described = [describe_array(a, op, name) for a, name in
+                 ((input, "input"), (input_gradient, "input_gradient"), (mean, "mean"),
+                  (variance, "variance"), (scale, "scale"))]
+    (x, _), (dy, _), (m, _), (v, _), (s, _) = described
+    desc = desc_cls(x, dy, m, v, s, x.with_sizes(x.sizes), m.with_sizes(m.sizes),
+                    m.with_sizes(m.sizes), epsilon)
+    words = {name: w for (name, _, _), (_, w) in zip(FIELDS, described)}
+    dx, dscale, dbias = get_device(device).run(
+        desc, words, ["output_gradient_tensor", "output_scale_gradient_tensor",
+                      "output_bias_gradient_tensor"])
+    return BatchNormalizationGradResult(dx.reshape(np.shape(input)),
+                                        dscale.reshape(np.shape(mean)),
+                                        dbias.reshape(np.shape(mean)))
