@@ -324,7 +324,7 @@ def test_coordinates_beyond_float32(device, mode, algorithm):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_half_overflow_and_odd_packed_counts(device, rng, dtype):
+def test_odd_packed_float16_counts_exact(device, rng, dtype):
     """Packed float16 dX with an odd element count (the last word half used), both kernels
     identical on data whose sums are exact."""
     dy = rng.integers(-8, 8, size=(3, 5, 7)).astype(dtype)
