@@ -6,7 +6,7 @@ tensors, record and execute; or call the one-call function with numpy arrays.
 
 from .tensor import DataType, TensorDesc
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
-from .ops.resample_grad import ResampleGradDesc, resample_grad
+from .ops.resample_grad import AxisDirection, InterpolationMode, ResampleGradDesc, resample_grad
 from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
@@ -26,7 +26,7 @@ def default_device():
 
 __all__ = ["DataType", "TensorDesc",
            "ActivationReluGradDesc", "activation_relu_grad",
-           "ResampleGradDesc", "resample_grad",
+           "ResampleGradDesc", "resample_grad", "InterpolationMode", "AxisDirection",
            "BatchNormalizationGradDesc", "batch_normalization_grad",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "devices", "default_device"]

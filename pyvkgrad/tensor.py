@@ -60,7 +60,7 @@ def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
     return tuple(strides)
 
 
-def _as_uint_tuple(values, operator: str, field: str) -> Tuple[int, ...]:
+def as_uint_tuple(values, operator: str, field: str) -> Tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         fail(operator, field, "must be a sequence of integers", "a sequence", type(values).__name__,
              TypeError)
@@ -97,7 +97,7 @@ class TensorDesc:
             except ValueError:
                 fail(operator, f"{field}.DataType", "is not supported",
                      "DataType.FLOAT32 or DataType.FLOAT16", self.data_type, TypeError)
-        sizes = _as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
+        sizes = as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
         object.__setattr__(self, "sizes", sizes)
         if not 1 <= len(sizes) <= MAX_DIMENSIONS:
             fail(operator, f"{field}.DimensionCount", "is out of range", f"1 to {MAX_DIMENSIONS}",
@@ -105,7 +105,7 @@ class TensorDesc:
         if min(sizes) == 0:
             fail(operator, f"{field}.Sizes", "must all be at least 1", ">= 1", sizes)
         if self.strides is not None:
-            strides = _as_uint_tuple(self.strides, operator, f"{field}.Strides")
+            strides = as_uint_tuple(self.strides, operator, f"{field}.Strides")
             object.__setattr__(self, "strides", strides)
             if len(strides) != len(sizes):
                 fail(operator, f"{field}.Strides", "must have one entry per dimension",

@@ -45,7 +45,7 @@ from typing import ClassVar, Optional, Tuple
 import numpy as np
 
 from ..plan import READ, READ_WRITE, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
-from ..tensor import (TensorDesc, _as_uint_tuple, check_desc, check_output, check_rank, check_same,
+from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       describe_array, fail, packed_strides)
 
 OPERATOR = "RESAMPLE_GRAD"
@@ -403,7 +403,7 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
 
     dy_desc, dy_words = describe_array(input_gradient, OPERATOR, "input_gradient")
     check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
-    sizes = _as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
+    sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
     if len(sizes) != dy_desc.rank:
         fail(OPERATOR, "OutputGradientTensor.DimensionCount",
              "must equal InputGradientTensor.DimensionCount", dy_desc.rank, len(sizes))
