@@ -25,13 +25,26 @@ def relu_call(rng, shape, dtype):
             lambda: reference.activation_relu_grad(x, dy))
 
 
-OPERATORS = {"activation_relu_grad": relu_call}
+def resample_call(rng, shape, dtype):
+    shape = shape[:4]
+    dy = rng.standard_normal(shape).astype(dtype)
+    sizes = tuple(int(rng.integers(1, s + 3)) for s in shape)
+    mode = ("nearest_neighbor", "linear")[int(rng.integers(2))]
+    scales = tuple(float(np.float32(o) / np.float32(i)) for o, i in zip(shape, sizes))
+    algorithm = ("gather", "atomic")[int(rng.integers(2))]
+    return (lambda dev: pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode,
+                                               algorithm=algorithm, device=dev),
+            lambda: reference.resample_grad(dy, sizes, mode, scales, (0.5,) * len(shape),
+                                            (-0.5,) * len(shape)))
+
+
+OPERATORS = {"activation_relu_grad": relu_call, "resample_grad": resample_call}
 
 
 def assert_close(got, want, dtype):
     got = [got] if isinstance(got, np.ndarray) else list(got)
     want = [want] if isinstance(want, np.ndarray) else list(want)
-    tol = 2e-2 if dtype == np.float16 else 1e-4
+    tol = 2e-2 if dtype == np.float16 else 1e-5
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, f"output {i} shape"
         assert g.dtype == dtype, f"output {i} dtype"
@@ -193,3 +206,29 @@ def test_non_finite_inputs_follow_ieee(device):
     dy = np.array([1.0, np.nan, 2.0, np.inf], np.float32)
     np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, dy, device=device),
                                   [0.0, np.nan, 0.0, np.inf])
+
+
+@given(data=st.data())
+def test_property_resample_grad(device, data):
+    rank = data.draw(st.integers(1, 4))
+    dy_shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
+    sizes = tuple(data.draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
+    floats = st.floats(-1.0, 1.0, allow_nan=False, width=32)
+    scales = tuple(data.draw(st.lists(st.floats(0.2, 4.0, width=32), min_size=rank,
+                                      max_size=rank)))
+    in_off = tuple(data.draw(st.lists(floats, min_size=rank, max_size=rank)))
+    out_off = tuple(data.draw(st.lists(floats, min_size=rank, max_size=rank)))
+    mode = data.draw(st.sampled_from(["nearest_neighbor", "linear"]))
+    rounding = data.draw(st.sampled_from([None, "decreasing", "increasing"]))
+    algorithm = data.draw(st.sampled_from(["gather", "atomic"]))
+    dtype = data.draw(st.sampled_from([np.float32, np.float16]))
+    dy = strided_array(data, dy_shape, dtype)
+    got = pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode, scales=scales,
+                                 input_pixel_offsets=in_off, output_pixel_offsets=out_off,
+                                 rounding_direction=rounding, algorithm=algorithm, device=device)
+    args = (sizes, mode, scales, in_off, out_off, rounding)
+    want = reference.resample_grad(dy, *args)
+    magnitude = reference.resample_grad(np.abs(dy.astype(np.float64)), *args)
+    assert got.shape == want.shape and got.dtype == dtype
+    tol = 2.0**-10 if dtype == np.float16 else 1e-5
+    assert np.all(np.abs(got - want) <= tol * magnitude + 2.0**-24)
