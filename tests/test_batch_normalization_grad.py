@@ -173,6 +173,7 @@ def nhwc_views(x, dy, mean, var, scale):
 LAYOUTS = {
     # name: (input shape, statistics shape, views)
     "nchw": ((3, 4, 5, 6), (1, 4, 1, 1), None),
+    "nchw_14x14": ((3, 4, 14, 14), (1, 4, 1, 1), None),
     "nhwc_stats": ((2, 5, 6, 8), (1, 1, 1, 8), None),
     "nhwc_strides": ((3, 8, 5, 6), (1, 8, 1, 1), nhwc_views),
     "batchnorm1d": ((37, 6), (1, 6), None),
@@ -399,6 +400,9 @@ def test_plan_nchw_and_nhwc():
                                                 "batch_normalization_finalize"]
     part = p.dispatches[0]
     assert part.spec_constants[2:4] == (0, 1)  # lanes along the reduced run, one channel
+    assert part.spec_constants[-1] == 4  # 16-byte loads
+    assert plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1), dtype=F16).dispatches[0] \
+        .spec_constants[-1] == 4  # 8-byte loads of float16 (196 is no multiple of 8)
     # The output gradient reads nothing the reduction writes: no barrier before it.
     assert not set(p.dispatches[1].reads) & set(part.writes)
     assert p.dispatches[1].spec_constants[2] == 1  # a vector never straddles two channels

@@ -21,9 +21,10 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
      statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
      before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2).
 
-Every sum runs in a fixed order (per-invocation runs of at most ITERS_MAX terms, subgroupAdd,
-then shared memory, then the partials in order): results are bitwise identical run to run,
-and the error stays near float32 rounding for large reductions (pairwise-like tree).
+Every sum runs in a fixed order (per invocation at most 16 elements, or 4 pairwise-added vectors
+of up to 16 bytes where the reduced run is contiguous, then subgroupAdd, shared memory, and the partials
+in order): results are bitwise identical run to run, and the error stays near float32 rounding
+for large reductions (a tree, not one long running sum).
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor
 
 DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
 ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
+ITERS_MAX_VECTORS = 4  # the same in vectors (up to 16 float32 or 32 float16 elements)
 K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
 
 
@@ -175,24 +177,27 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                               spec, (channels, n)),))
 
     # Stage 1: partial sums per (channel group, chunk).
-    if axes.kept_innermost:
-        lk = min(_pow2_floor(wg), K_FAST_MAX, _pow2_ceil(channels))
-    else:
-        lk = max(1, _pow2_floor(wg) // _pow2_ceil(n))
-    lr = wg // lk
-    iters = min(ITERS_MAX, -(-n // lr))
-    chunks = -(-n // (iters * lr))
-    groups = -(-channels // lk)
     ksizes, (kx, kdy, km) = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
                                       t["mean_tensor"])
     rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
+    vec = 1
+    if axes.kept_innermost:
+        lk = min(_pow2_floor(wg), K_FAST_MAX, _pow2_ceil(channels))
+    else:
+        vec = next((w for w in ((8, 4, 2) if is_f16 else (4, 2))
+                    if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
+        lk = max(1, _pow2_floor(wg) // _pow2_ceil(-(-n // vec)))
+    lr = wg // lk
+    iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
+    chunks = -(-n // (iters * lr * vec))
+    groups = -(-channels // lk)
     partials = Dispatch(
         "batch_normalization_partials",
         (("input_tensor", READ), ("input_gradient_tensor", READ), ("mean_tensor", READ),
          ("partials", WRITE)),
         max(1, min(groups * chunks, limits.max_workgroups)),
         (wg, is_f16, int(axes.kept_innermost), lk, iters) + ksizes + kx + kdy + km + rsizes + rx
-        + rdy,
+        + rdy + (vec,),
         (channels, n, chunks, groups))
 
     # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients.
@@ -215,6 +220,17 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch)
+
+
+def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
+    """`width` when X and dY walk the innermost reduced dimension contiguously and every
+    16-byte vector of it is aligned and inside one run (its size and all other strides are
+    multiples of `width`), else 1."""
+    if rsizes[-1] % width or any(s[-1] != 1 for s in rstrides):
+        return 1
+    others = [(n, s[d]) for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
+              for s in strides for d, n in enumerate(sizes[:last])]
+    return width if all(n == 1 or st % width == 0 for n, st in others) else 1
 
 
 def _elementwise_dims(axes, desc, *tensors, extra=()):
