@@ -5,7 +5,7 @@
 //   OutputBiasGradient  = sum dY;  OutputScaleGradient = (sum dY * a) * c0
 //   GRAD:          OutputGradient = dY * (Scale / sqrt(Variance + Epsilon))            (7.2)
 //   TRAINING_GRAD: OutputGradient = alpha * ((dY - mean_R(dY)) - (a - ma) * q)         (7.4)
-//                  alpha = Scale * c0, ma = mean_R(a), q = mean_R(dY * (X - mean_R(X))) / (Var + eps)
+//     alpha = Scale * c0, ma = mean_R(a), q = mean_R(dY * (X - mean_R(X))) / (Var + eps)
 //
 // Sequential float32 sums of at most the plan's small bound of terms (the reduction kernels
 // take longer channels). Invocation k owns channel k; neighbouring float16 elements may

@@ -8,7 +8,7 @@
 //
 // Shifting X by the supplied Mean keeps the sums small when Mean is near the batch mean (the
 // intended use), so the training grad's covariance needs no second pass. Sums are float32 in
-// a fixed order: ITERS terms per invocation, then a subgroupAdd tree and a fixed loop over
+// a fixed order: ITERS terms (or vectors) per invocation, then subgroupAdd and a fixed loop over
 // subgroups in shared memory; stage 2 (batch_normalization_finalize) reduces the partials of
 // a channel the same way. No atomics: results are bitwise identical run to run.
 //

@@ -30,7 +30,7 @@ NAMES = ("output_gradient", "output_scale_gradient", "output_bias_gradient")
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 
 
-# ---- helpers ------------------------------------------------------------------------------------
+# ---- helpers -------------------------------------------------------------------------------------
 
 def make_inputs(rng, shape, stat_shape, dtype, op, offset=0.0):
     """X, dY and statistics; the training grad gets Mean and Variance from the training forward
@@ -97,7 +97,7 @@ def check(device, rng, op, shape, stat_shape, dtype, eps=1e-3, views=None, offse
     return result
 
 
-# ---- spec vectors (section 10.5) ----------------------------------------------------------------
+# ---- spec vectors (section 10.5) -----------------------------------------------------------------
 
 X75 = np.array([1, 3, 2, 6, 5, 7, 4, 0], np.float32).reshape(2, 2, 1, 2)
 DY75 = np.arange(1, 9, dtype=np.float32).reshape(2, 2, 1, 2)
@@ -161,7 +161,7 @@ def test_spec_vectors_float16(device, op):
     assert_vector(r, dx, [6, -8 / 3], [14, 22], np.float16)
 
 
-# ---- every layout, both operators, both data types ----------------------------------------------
+# ---- every layout, both operators, both data types -----------------------------------------------
 
 def nhwc_views(x, dy, mean, var, scale):
     """X and dY as NCHW-sized views of NHWC memory (descriptor strides {HWC, 1, WC, C})."""
@@ -325,10 +325,10 @@ def test_workgroup_stride_loops(device, rng, op, monkeypatch):
         check(device, rng, op, shape, stat_shape, np.float32)
 
 
-# ---- the descriptor API ---------------------------------------------------------------------------
+# ---- the descriptor API --------------------------------------------------------------------------
 
 def describe(op, x, dy, mean, var, scale, eps, out_strides=None):
-    xd, md = TensorDesc(DataType.from_numpy(x.dtype, "", ""), x.shape), None
+    xd = TensorDesc(DataType.from_numpy(x.dtype, "", ""), x.shape)
     md = TensorDesc(xd.data_type, mean.shape)
     dx = TensorDesc(xd.data_type, x.shape, out_strides)
     return DESCS[op](xd, xd, md, md, md, dx, md, md, eps)
@@ -385,7 +385,7 @@ def test_descriptor_fields_and_result_type():
     assert isinstance(d.epsilon, float) and hash(d) == hash(dataclasses.replace(d))
 
 
-# ---- plans (pure: no device) ------------------------------------------------------------------------
+# ---- plans (pure: no device) ---------------------------------------------------------------------
 
 def plan_of(op, sizes, stat, strides=None, dtype=F32, limits=Limits(local_size=256)):
     x = TensorDesc(dtype, sizes, strides)

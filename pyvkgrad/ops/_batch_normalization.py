@@ -21,10 +21,10 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
      statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
      before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2).
 
-Every sum runs in a fixed order (per invocation at most 16 elements, or 4 pairwise-added vectors
-of up to 16 bytes where the reduced run is contiguous, then subgroupAdd, shared memory, and the partials
-in order): results are bitwise identical run to run, and the error stays near float32 rounding
-for large reductions (a tree, not one long running sum).
+Every sum runs in a fixed order (per invocation at most 16 elements, or 4 pairwise-added
+vectors of up to 16 bytes where the reduced run is contiguous; then subgroupAdd, shared memory,
+and the partials in order): results are bitwise identical run to run, and the error stays near
+float32 rounding for large reductions (a tree, not one long running sum).
 """
 
 from __future__ import annotations
@@ -224,8 +224,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
 
 def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
     """`width` when X and dY walk the innermost reduced dimension contiguously and every
-    16-byte vector of it is aligned and inside one run (its size and all other strides are
-    multiples of `width`), else 1."""
+    vector of `width` elements along it is aligned and inside one run (its size and all other
+    strides are multiples of `width`), else 1."""
     if rsizes[-1] % width or any(s[-1] != 1 for s in rstrides):
         return 1
     others = [(n, s[d]) for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
@@ -234,15 +234,14 @@ def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
 
 
 def _elementwise_dims(axes, desc, *tensors, extra=()):
-    """Sizes and strides over every dimension for an element-wise kernel, the output's
-    innermost dimension last, coalesced and right-aligned (`extra`: more stride lists)."""
+    """Sizes and strides over every dimension for an element-wise kernel, ordered so that the
+    output's innermost dimension is last, then coalesced (`extra`: more stride lists)."""
     dx = desc.output_gradient_tensor.element_strides
     live = [d for d in range(len(axes.sizes)) if axes.sizes[d] > 1]
     order = sorted(live, key=lambda d: dx[d], reverse=True)
     lists = [[t.element_strides[d] for d in order] for t in tensors]
     lists += [[e[d] for d in order] for e in extra]
-    sizes, strides = coalesce([axes.sizes[d] for d in order], *lists)
-    return sizes, strides
+    return coalesce([axes.sizes[d] for d in order], *lists)
 
 
 def _packed_dims(axes, *stride_lists):

@@ -2,8 +2,8 @@
 normalization, spec 7.4 followed literally (DECISIONS item 7).
 
     Coef0          = 1 / sqrt(Variance + Epsilon)
-    OutputGradient = Scale * Coef0 * (dY - mean_R(dY)
-                                      - (X - mean_R(X)) * mean_R(dY * (X - mean_R(X))) / (Variance + Epsilon))
+    Xc             = X - mean_R(X)
+    OutputGradient = Scale * Coef0 * (dY - mean_R(dY) - Xc * mean_R(dY * Xc) / (Variance + Epsilon))
     OutputScaleGradient = sum_R dY * (X - Mean) * Coef0
     OutputBiasGradient  = sum_R dY
 
