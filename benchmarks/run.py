@@ -355,6 +355,51 @@ def chain(dev, quick, repeat):
             "chain_wall_over_budget": statistics.median(walls) / budget}
 
 
+# ---- one case ---------------------------------------------------------------------------------
+
+def run_case(dev, T, entry, repeat, seed):
+    """Time one catalogue entry on the device and in PyTorch; None when it cannot run."""
+    name, case, dt, build = entry
+    try:
+        op, tensors, nbytes, torch_fn = build(dev, np.random.default_rng(seed))
+    except (ValueError, NotImplementedError) as e:
+        progress(f"    skipped: {e}")
+        return None
+    ns, _ = vulkan_time(dev, op, tensors, repeat)
+    # The roofline at this size: the best copy moving the same bytes (read + written).
+    half = min(nbytes // 2 // 16 * 16, dev.info.max_storage_buffer_range // 16 * 16)
+    size_roof = max(copy_roofline(dev, half, repeat),
+                    (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
+    r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (size_roof / 1e9))
+    r.extra["copy_roofline_gbps_same_bytes"] = size_roof / 1e9
+    if T.torch:
+        try:
+            tns = T.time_ns(torch_fn(T), repeat)
+            r.torch_ns, r.torch_gbps, r.speedup_vs_torch = tns, nbytes / tns, tns / ns
+        except Exception as e:  # an op PyTorch lacks for this dtype on this device
+            r.extra["torch_error"] = str(e).splitlines()[0][:120]
+    for t in tensors.values():
+        t.close()
+    op.close()
+    return r
+
+
+def run_isolated(index, argv):
+    """Run case `index` in a fresh process. Several large cases in one process were measured
+    up to 2x slower after the first few on the H100 (both pyvkgrad and PyTorch), so each case
+    gets a clean driver and allocator state."""
+    import subprocess
+    args = [a for a in (argv if argv is not None else sys.argv[1:]) if a != "--isolate"]
+    res = subprocess.run([sys.executable, __file__, *args, "--case", str(index)],
+                         capture_output=True, text=True)
+    for line in res.stdout.splitlines():
+        if line.startswith("RESULT "):
+            data = json.loads(line[len("RESULT "):])
+            return Result(**data) if data else None
+    progress(f"    failed: {(res.stderr or res.stdout).strip().splitlines()[-1:]}")
+    return None
+
+
 # ---- main --------------------------------------------------------------------------------------
 
 def main(argv=None):
@@ -365,6 +410,9 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--device", default=None)
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--isolate", action="store_true",
+                    help="run every case in its own process (recommended on a GPU)")
+    ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     dev = pyvkgrad.device.get_device(args.device)
     quick = args.quick or dev.info.device_type == "cpu"
@@ -375,18 +423,19 @@ def main(argv=None):
     ops = args.ops.split(",")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    progress(f"device: {dev.name} ({dev.info.driver_name} {dev.info.driver_info}); "
-             f"PyTorch: {T.torch.__version__ + ' on ' + T.device if T.torch else 'not available'}")
+    if args.case is None:
+        progress(f"device: {dev.name} ({dev.info.driver_name} {dev.info.driver_info}); "
+                 f"PyTorch: {T.torch.__version__ + ' on ' + T.device if T.torch else 'not available'}")
 
     roof_bytes = min(64 * MiB if quick else 1024 * MiB, dev.info.max_storage_buffer_range // 2)
-    roof = copy_roofline(dev, roof_bytes, repeat)
-    torch_roof = T.copy_roofline(roof_bytes, repeat) if T.torch else None
-    progress(f"copy roofline ({roof_bytes // MiB} MiB): Vulkan {roof / 1e9:.0f} GB/s"
-             + (f", PyTorch {torch_roof / 1e9:.0f} GB/s" if torch_roof else ""))
+    roof = torch_roof = None
+    if args.case is None:
+        roof = copy_roofline(dev, roof_bytes, repeat)
+        torch_roof = T.copy_roofline(roof_bytes, repeat) if T.torch else None
+    if roof:
+        progress(f"copy roofline ({roof_bytes // MiB} MiB): Vulkan {roof / 1e9:.0f} GB/s"
+                 + (f", PyTorch {torch_roof / 1e9:.0f} GB/s" if torch_roof else ""))
 
-    rng = np.random.default_rng(0)
-    results = []
-    rooflines = {}
     catalogue = []
     if "relu" in ops:
         catalogue += list(relu_cases(quick))
@@ -394,36 +443,25 @@ def main(argv=None):
         catalogue += list(resample_cases(quick))
     if "bn" in ops:
         catalogue += list(bn_cases(quick))
-    for i, (name, case, dt, build) in enumerate(catalogue, 1):
-        progress(f"[{i}/{len(catalogue)}] {name} {case} {dt}")
-        try:
-            op, tensors, nbytes, torch_fn = build(dev, rng)
-        except (ValueError, NotImplementedError) as e:
-            progress(f"    skipped: {e}")
+    if args.case is not None:  # a child of --isolate: one case, one JSON line
+        r = run_case(dev, T, catalogue[args.case], repeat, args.case)
+        print("RESULT " + json.dumps(asdict(r) if r else None), flush=True)
+        return 0
+    results = []
+    for i, entry in enumerate(catalogue):
+        name, case, dt, _ = entry
+        progress(f"[{i + 1}/{len(catalogue)}] {name} {case} {dt}")
+        if args.isolate:
+            r = run_isolated(i, argv)
+        else:
+            r = run_case(dev, T, entry, repeat, i)
+        if r is None:
             continue
-        ns, rec = vulkan_time(dev, op, tensors, repeat)
-        # The roofline at this size: a copy moving the same bytes (read + written).
-        size_roof = rooflines.get(nbytes)
-        if size_roof is None:
-            half = min(nbytes // 2 // 16 * 16, dev.info.max_storage_buffer_range // 16 * 16)
-            size_roof = rooflines[nbytes] = max(copy_roofline(dev, half, repeat),
-                                                (T.copy_roofline(half, repeat) or 0)
-                                                if T.torch else 0)
-        r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (size_roof / 1e9))
-        r.extra["copy_roofline_gbps_same_bytes"] = size_roof / 1e9
-        if T.torch:
-            try:
-                tns = T.time_ns(torch_fn(T), repeat)
-                r.torch_ns, r.torch_gbps, r.speedup_vs_torch = tns, nbytes / tns, tns / ns
-            except Exception as e:  # an op PyTorch lacks for this dtype on this device
-                r.extra["torch_error"] = str(e).splitlines()[0][:120]
         results.append(r)
-        for t in tensors.values():
-            t.close()
-        op.close()
-        progress(f"    {ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s  {100 * r.roofline_fraction:5.1f}% "
-                 f"of copy" + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
-                               if r.torch_ns else ""))
+        progress(f"    {r.vk_ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s  "
+                 f"{100 * r.roofline_fraction:5.1f}% of copy"
+                 + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
+                    if r.torch_ns else ""))
     extra = {}
     if "overhead" in ops:
         progress("host overhead")
