@@ -21,8 +21,18 @@ except Exception:  # package mid-edit elsewhere: load this module by path
 LVP_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 
 
+def _require_lavapipe():
+    # These tests pin lavapipe's reported limits: they need it installed (tools/test installs
+    # it, and CI must have it), and skip on a machine that has only a GPU driver.
+    if not os.path.exists(LVP_ICD):
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI=true but lavapipe is missing ({LVP_ICD})")
+        pytest.skip("lavapipe is not installed")
+
+
 @pytest.fixture
 def lavapipe(monkeypatch):
+    _require_lavapipe()
     # The loader reads these at vkCreateInstance time, i.e. inside physical_devices().
     monkeypatch.setenv("VK_DRIVER_FILES", LVP_ICD)
     monkeypatch.setenv("VK_ICD_FILENAMES", LVP_ICD)
@@ -147,6 +157,7 @@ def test_bogus_driver_file_in_process(monkeypatch, tmp_path):
 
 def test_clean_under_validation_layer():
     # The layer prints to stdout by default; any VUID/error/warning fails this.
+    _require_lavapipe()
     proc = _run_probe(VK_DRIVER_FILES=LVP_ICD, VK_ICD_FILENAMES=LVP_ICD,
                       VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation")
     assert proc.returncode == 0, proc.stderr
