@@ -158,6 +158,10 @@ def test_bogus_driver_file_in_process(monkeypatch, tmp_path):
 def test_clean_under_validation_layer():
     # The layer prints to stdout by default; any VUID/error/warning fails this.
     _require_lavapipe()
+    if not os.path.exists("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"):
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI=true but the Khronos validation layer is missing")
+        pytest.skip("vulkan-validationlayers is not installed")
     proc = _run_probe(VK_DRIVER_FILES=LVP_ICD, VK_ICD_FILENAMES=LVP_ICD,
                       VK_INSTANCE_LAYERS="VK_LAYER_KHRONOS_validation")
     assert proc.returncode == 0, proc.stderr
