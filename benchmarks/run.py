@@ -490,7 +490,7 @@ def main(argv=None):
               "torch_copy_roofline_gbps": torch_roof / 1e9 if torch_roof else None,
               "results": [asdict(r) for r in results], **extra}
     (out / "results.json").write_text(json.dumps(report, indent=2))
-    plot(results, roof, out / "results.png")
+    plot(results, max(roof, torch_roof or 0), out / "results.png")
     progress(f"wrote {out / 'results.json'}")
     return 0
 
@@ -524,7 +524,7 @@ def plot(results, roof, path):
     fig, ax = plt.subplots(figsize=(11, 0.35 * len(results) + 1.5))
     ax.barh(y - 0.2, [r.vk_gbps for r in results], 0.4, label="pyvkgrad (Vulkan)")
     ax.barh(y + 0.2, [r.torch_gbps or 0 for r in results], 0.4, label="PyTorch")
-    ax.axvline(roof / 1e9, color="k", ls="--", label="copy roofline")
+    ax.axvline(roof / 1e9, color="k", ls="--", label="copy roofline (best of Vulkan, PyTorch)")
     ax.set_yticks(y, labels, fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("GB/s (minimum bytes read + written / kernel time)")
