@@ -38,7 +38,26 @@ def resample_call(rng, shape, dtype):
                                             (-0.5,) * len(shape)))
 
 
-OPERATORS = {"activation_relu_grad": relu_call, "resample_grad": resample_call}
+def batch_normalization_call(training):
+    def make(rng, shape, dtype):
+        x = rng.standard_normal(shape).astype(dtype)
+        dy = rng.standard_normal(shape).astype(dtype)
+        stats_shape = tuple(s if rng.random() < 0.4 else 1 for s in shape)
+        mean = rng.standard_normal(stats_shape).astype(dtype)
+        variance = rng.uniform(0.5, 2.0, stats_shape).astype(dtype)
+        scale = rng.standard_normal(stats_shape).astype(dtype)
+        fn = (pyvkgrad.batch_normalization_training_grad if training
+              else pyvkgrad.batch_normalization_grad)
+        ref = (reference.batch_normalization_training_grad if training
+               else reference.batch_normalization_grad)
+        return (lambda dev: fn(x, dy, mean, variance, scale, 1e-3, device=dev),
+                lambda: ref(x, dy, mean, variance, scale, 1e-3))
+    return make
+
+
+OPERATORS = {"activation_relu_grad": relu_call, "resample_grad": resample_call,
+             "batch_normalization_grad": batch_normalization_call(False),
+             "batch_normalization_training_grad": batch_normalization_call(True)}
 
 
 def assert_close(got, want, dtype):
@@ -232,3 +251,24 @@ def test_property_resample_grad(device, data):
     assert got.shape == want.shape and got.dtype == dtype
     tol = 2.0**-10 if dtype == np.float16 else 1e-5
     assert np.all(np.abs(got - want) <= tol * magnitude + 2.0**-24)
+
+
+@given(data=st.data())
+def test_property_batch_normalization_grads(device, data):
+    rank = data.draw(st.integers(1, 8))
+    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
+    kept = data.draw(st.lists(st.booleans(), min_size=rank, max_size=rank))
+    stats_shape = tuple(s if k else 1 for s, k in zip(shape, kept))
+    dtype = data.draw(st.sampled_from([np.float32, np.float16]))
+    training = data.draw(st.booleans())
+    x, dy = strided_array(data, shape, dtype), strided_array(data, shape, dtype)
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    mean = rng.standard_normal(stats_shape).astype(dtype)
+    variance = rng.uniform(0.5, 2.0, stats_shape).astype(dtype)
+    scale = rng.standard_normal(stats_shape).astype(dtype)
+    epsilon = data.draw(st.sampled_from([0.0, 1e-5, 0.5]))
+    fn = pyvkgrad.batch_normalization_training_grad if training else pyvkgrad.batch_normalization_grad
+    ref = (reference.batch_normalization_training_grad if training
+           else reference.batch_normalization_grad)
+    got = fn(x, dy, mean, variance, scale, epsilon, device=device)
+    assert_close(got, ref(x, dy, mean, variance, scale, epsilon), dtype)
