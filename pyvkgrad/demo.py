@@ -67,15 +67,11 @@ def run(device=None) -> int:
     rng = np.random.default_rng(0)
     failures = 0
     for name, text, call, oracle in _cases(rng):
-        try:
-            t0 = time.perf_counter()
-            got = call(dev)
-            t1 = time.perf_counter()
-            got = call(dev)
-            t2 = time.perf_counter()
-        except NotImplementedError:
-            print(f"{name:<36}{text:<58}{'not implemented yet':>14}")
-            continue
+        t0 = time.perf_counter()
+        got = call(dev)
+        t1 = time.perf_counter()
+        got = call(dev)  # the repeat replays the cached compiled operator
+        t2 = time.perf_counter()
         err = _error(got, oracle())
         bad = err > 1e-3
         failures += bad
