@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 from collections import namedtuple
+from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -108,6 +110,34 @@ def tensor_fields(desc):
 
 
 # ---- reduction axes -----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchNormalizationGradFields:
+    """The eight tensor fields (DirectML's order) and Epsilon both BatchNorm grad descriptors
+    share, with their validation and plan; each operator file subclasses it with its
+    `OPERATOR` and `TRAINING`."""
+
+    input_tensor: object
+    input_gradient_tensor: object
+    mean_tensor: object
+    variance_tensor: object
+    scale_tensor: object
+    output_gradient_tensor: object
+    output_scale_gradient_tensor: object
+    output_bias_gradient_tensor: object
+    epsilon: float
+    OPERATOR: ClassVar[str] = ""
+    TRAINING: ClassVar[bool] = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "epsilon", validate(self))
+
+    def tensor_fields(self):
+        return tensor_fields(self)
+
+    def plan(self, limits: Limits) -> Plan:
+        return plan(self, limits, training=self.TRAINING)
+
 
 class Axes:
     """The kept (K) and reduced (R) dimensions of a descriptor, innermost in memory last."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..plan import Limits, Plan
 from . import _batch_normalization as bn
 from ._batch_normalization import BatchNormalizationGradResult
 
@@ -23,31 +22,14 @@ OPERATOR = "BATCH_NORMALIZATION_GRAD"
 
 
 @dataclass(frozen=True)
-class BatchNormalizationGradDesc:
+class BatchNormalizationGradDesc(bn.BatchNormalizationGradFields):
     """`DML_BATCH_NORMALIZATION_GRAD_OPERATOR_DESC`: eight tensors of one data type and rank
     (1 to 8); X, dY and dX share sizes; Mean, Variance, Scale and the two parameter
     gradients share sizes, each 1 or the input's; any strides (outputs may not overlap);
     Epsilon finite and >= 0."""
 
-    input_tensor: object
-    input_gradient_tensor: object
-    mean_tensor: object
-    variance_tensor: object
-    scale_tensor: object
-    output_gradient_tensor: object
-    output_scale_gradient_tensor: object
-    output_bias_gradient_tensor: object
-    epsilon: float
     OPERATOR: ClassVar[str] = OPERATOR
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", bn.validate(self))
-
-    def tensor_fields(self):
-        return bn.tensor_fields(self)
-
-    def plan(self, limits: Limits) -> Plan:
-        return bn.plan(self, limits, training=False)
+    TRAINING: ClassVar[bool] = False
 
 
 def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon, *,

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..plan import Limits, Plan
 from . import _batch_normalization as bn
 from ._batch_normalization import BatchNormalizationGradResult
 
@@ -26,29 +25,12 @@ OPERATOR = "BATCH_NORMALIZATION_TRAINING_GRAD"
 
 
 @dataclass(frozen=True)
-class BatchNormalizationTrainingGradDesc:
+class BatchNormalizationTrainingGradDesc(bn.BatchNormalizationGradFields):
     """`DML_BATCH_NORMALIZATION_TRAINING_GRAD_OPERATOR_DESC`: the same eight tensors, rules and
     Epsilon as `BatchNormalizationGradDesc`."""
 
-    input_tensor: object
-    input_gradient_tensor: object
-    mean_tensor: object
-    variance_tensor: object
-    scale_tensor: object
-    output_gradient_tensor: object
-    output_scale_gradient_tensor: object
-    output_bias_gradient_tensor: object
-    epsilon: float
     OPERATOR: ClassVar[str] = OPERATOR
-
-    def __post_init__(self):
-        object.__setattr__(self, "epsilon", bn.validate(self))
-
-    def tensor_fields(self):
-        return bn.tensor_fields(self)
-
-    def plan(self, limits: Limits) -> Plan:
-        return bn.plan(self, limits, training=True)
+    TRAINING: ClassVar[bool] = True
 
 
 def batch_normalization_training_grad(input, input_gradient, mean, variance, scale, epsilon, *,
