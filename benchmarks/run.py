@@ -358,7 +358,7 @@ def chain(dev, quick, repeat):
             "chain_wall_ns": statistics.median(walls), "submission_ns": statistics.median(subs),
             "sum_parts_plus_submission_ns": float(budget),
             "chain_wall_over_budget": float(statistics.median(walls) / budget),
-            "barriers": plain._labels.count("barrier")}
+            "barriers": plain._labels.count("barrier"), "wait_spin_us": dev.wait_spin_us}
 
 
 # ---- one case ---------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 """Diagnostic (not part of the benchmark): where the host time of one submission goes.
 
 Times seq.eval() of a pre-recorded tiny dispatch, split into submit (eval_async) and wait
-(eval_await), with few and with many live allocations, before and after CUDA is initialised
-in the same process by PyTorch."""
+(eval_await), for several fence-polling budgets (Sequence.set_wait_spin, from pyvkgrad's kp
+patch), with few and with many live allocations, before and after CUDA is initialised in the
+same process by PyTorch."""
 
 import statistics
 import sys
@@ -15,7 +16,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
-from pyvkgrad.device import kp  # noqa: E402
+
+SPINS_US = (0, 50, 2000)
 
 dev = pyvkgrad.default_device()
 mgr = dev._manager()
@@ -30,31 +32,38 @@ seq = rec._last
 dispatch = rec._ops[0]
 
 
-def measure(label, n=200):
-    evals, submits, waits = [], [], []
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        seq.eval()
-        evals.append(time.perf_counter_ns() - t0)
-    s2 = mgr.sequence()
-    for _ in range(n):
-        t0 = time.perf_counter_ns()
-        s2.eval_async(dispatch)
-        t1 = time.perf_counter_ns()
-        s2.eval_await()
-        t2 = time.perf_counter_ns()
-        submits.append(t1 - t0)
-        waits.append(t2 - t1)
-    print(f"{label:<44} eval {statistics.median(evals) / 1e3:8.1f} us | record+submit "
-          f"{statistics.median(submits) / 1e3:8.1f} us, wait {statistics.median(waits) / 1e3:8.1f} us",
-          flush=True)
+def median_us(samples):
+    return statistics.median(samples[len(samples) // 4:]) / 1e3
+
+
+def measure(label, n=400):
+    for spin in SPINS_US:
+        seq.set_wait_spin(spin * 1000)
+        evals, submits, waits = [], [], []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            seq.eval()
+            evals.append(time.perf_counter_ns() - t0)
+        s2 = mgr.sequence()
+        s2.set_wait_spin(spin * 1000)
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            s2.eval_async(dispatch)
+            t1 = time.perf_counter_ns()
+            s2.eval_await()
+            t2 = time.perf_counter_ns()
+            submits.append(t1 - t0)
+            waits.append(t2 - t1)
+        s2.destroy()
+        print(f"{label:<40} spin {spin:5d} us: eval {median_us(evals):8.1f} us | "
+              f"record+submit {median_us(submits):8.1f} us, wait {median_us(waits):8.1f} us",
+              flush=True)
 
 
 measure("few allocations")
 extra = [mgr.tensor_t(np.zeros(1024, np.uint32)) for _ in range(1000)]
 measure("+1000 live tensors (2000 allocations)")
 del extra
-measure("after freeing them")
 try:
     import torch
     torch.zeros(1, device="cuda")

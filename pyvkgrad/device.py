@@ -7,9 +7,12 @@ Quirks handled here (../shared/kompute.md):
   sent as float32 and a kernel reading `uint` would see the float's bit pattern);
 - workgroup counts are always explicit (kp defaults them to the tensor size);
 - kp records no compute->compute barrier; we record `OpMemoryBarrier` (bound by our kp patch,
-  tools/kp-0.9.0-memory-barrier.patch) exactly where a dispatch reads or overwrites what an
+  tools/kp-0.9.0.patch) exactly where a dispatch reads or overwrites what an
   earlier one in the same submission touched;
-- kp is not thread-safe: every call into it holds the device's lock.
+- kp is not thread-safe: every call into it holds the device's lock;
+- a blocking fence wait can return long after a short submission finished (about 150 us late
+  on an NVIDIA H100), so on hardware devices we poll the fence for a while first (our kp patch
+  adds `Sequence.set_wait_spin`; PYVKGRAD_WAIT_SPIN_US overrides, 0 disables).
 
 Model (DirectML's): compile a descriptor once (`Device.compile`), bind device tensors, record
 any number of compiled operators into one submission (`Device.record`), replay it.
@@ -54,6 +57,10 @@ _ACCESS_SHADER_READ = 0x20
 _ACCESS_SHADER_WRITE = 0x40
 _STAGE_COMPUTE_SHADER = 0x800
 _HAS_MEMORY_BARRIER = hasattr(kp, "OpMemoryBarrier")
+_HAS_WAIT_SPIN = hasattr(kp.Sequence, "set_wait_spin")
+# How long a wait polls the fence before it blocks, on a hardware device. Not on a CPU device:
+# there the polling thread would take a core from the driver's own worker threads.
+DEFAULT_WAIT_SPIN_US = 2000
 
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
@@ -386,7 +393,7 @@ class Recording:
 
     def _build(self, uploads):
         n_stamps = len(self._ops) + 2 if self._timestamps else 0
-        seq = self.device._manager().sequence(0, n_stamps)
+        seq = self.device._sequence(n_stamps)
         if uploads:
             seq.record(kp.OpTensorSyncDevice([t._kp for t in uploads]))
         for op in self._ops:
@@ -467,6 +474,28 @@ class Device:
                 raise DeviceError(f"creating a Vulkan device on {self.name} failed: {e}") from e
         return self._mgr
 
+    def _sequence(self, timestamps: int = 0):
+        seq = self._manager().sequence(0, timestamps)
+        if _HAS_WAIT_SPIN:
+            seq.set_wait_spin(self.wait_spin_us * 1000)
+        return seq
+
+    @property
+    def wait_spin_us(self) -> int:
+        """Microseconds a wait for a submission polls before it blocks (see module notes)."""
+        default = 0 if self.info.device_type == "cpu" else DEFAULT_WAIT_SPIN_US
+        value = os.environ.get("PYVKGRAD_WAIT_SPIN_US", "").strip()
+        if not value:
+            return default
+        try:
+            spin = int(value)
+        except ValueError:
+            spin = -1
+        if spin < 0:
+            raise ValueError(f"PYVKGRAD_WAIT_SPIN_US must be a whole number of microseconds "
+                             f">= 0, got {value!r}")
+        return spin
+
     @property
     def limits(self) -> Limits:
         i = self.info
@@ -504,7 +533,7 @@ class Device:
 
     def _submit_ops(self, ops, what):
         with self._lock:
-            seq = self._manager().sequence()
+            seq = self._sequence()
             for op in ops:
                 seq.record(op)
             self._eval(seq, [what])

@@ -144,3 +144,39 @@ def test_corrupt_or_missing_kernel(monkeypatch):
         kernels._manifest.cache_clear()
         monkeypatch.undo()
         kernels.spirv("no_such_kernel")
+
+
+def test_wait_spin_setting(monkeypatch, device):
+    """Fence polling is off on a CPU device by default, follows PYVKGRAD_WAIT_SPIN_US, and a
+    bad value is refused with the variable named."""
+    from pyvkgrad.device import DEFAULT_WAIT_SPIN_US
+    monkeypatch.delenv("PYVKGRAD_WAIT_SPIN_US", raising=False)
+    assert device.wait_spin_us == (0 if device.info.device_type == "cpu"
+                                   else DEFAULT_WAIT_SPIN_US)
+    monkeypatch.setenv("PYVKGRAD_WAIT_SPIN_US", "300")
+    assert device.wait_spin_us == 300
+    for bad in ("-1", "1.5", "soon"):
+        monkeypatch.setenv("PYVKGRAD_WAIT_SPIN_US", bad)
+        with pytest.raises(ValueError, match="PYVKGRAD_WAIT_SPIN_US"):
+            device.wait_spin_us
+
+
+@pytest.mark.parametrize("spin_us", ["0", "1", "100000"])
+def test_polled_and_blocking_waits_give_the_same_results(monkeypatch, device, rng, spin_us):
+    """The patched kp reuses one fence per sequence and may poll it before blocking: replays
+    that finish within, and beyond, the polling budget all see completed work."""
+    from pyvkgrad.device import kp
+    assert hasattr(kp.Sequence, "set_wait_spin"), "kp lacks pyvkgrad's patch (tools/kp-0.9.0.patch)"
+    monkeypatch.setenv("PYVKGRAD_WAIT_SPIN_US", spin_us)
+    n = 300_001
+    op = relu_op(device, (n,))
+    x = device.upload(rng.standard_normal(n).astype(np.float32))
+    g = device.upload(rng.standard_normal(n).astype(np.float32))
+    a, b = device.empty(TensorDesc(F32, (n,))), device.empty(TensorDesc(F32, (n,)))
+    with device.record() as rec:
+        rec.execute(op, input_tensor=x, input_gradient_tensor=g, output_gradient_tensor=a)
+        rec.execute(op, input_tensor=x, input_gradient_tensor=a, output_gradient_tensor=b)
+    want = reference.activation_relu_grad(x.numpy(), g.numpy())
+    for _ in range(3):
+        rec.replay()
+        np.testing.assert_array_equal(b.numpy(), want)

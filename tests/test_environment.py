@@ -1,6 +1,7 @@
 """The test environment proves itself: a real Vulkan device, lavapipe in CI, kernels current."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,12 @@ import pytest
 from conftest import IN_CI
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The build tool's tests need glslangValidator; a machine that only runs the shipped SPIR-V
+# (a lent GPU box) may lack it. CI has it (tools/test installs it), so CI never skips these.
+needs_compiler = pytest.mark.skipif(
+    not IN_CI and shutil.which("glslangValidator") is None,
+    reason="glslangValidator is not installed (apt-get install glslang-tools spirv-tools)")
 
 
 def test_canary_vulkan_device(device):
@@ -23,6 +30,7 @@ def test_canary_ci_runs_on_lavapipe(device):
     assert "llvmpipe" in device.name, f"CI must test on lavapipe, got {device.name}"
 
 
+@needs_compiler
 def test_shipped_spirv_is_current():
     """`tools/build_shaders.py --check` passes on the committed SPIR-V."""
     res = subprocess.run([sys.executable, "tools/build_shaders.py", "--check"], cwd=ROOT,
@@ -30,6 +38,7 @@ def test_shipped_spirv_is_current():
     assert res.returncode == 0, res.stderr
 
 
+@needs_compiler
 def test_check_reports_stale_and_orphan_spirv(tmp_path):
     """--check writes nothing and names the fixing command when SPIR-V is stale or orphaned."""
     tree = tmp_path / "tree"
@@ -58,6 +67,7 @@ def test_check_reports_stale_and_orphan_spirv(tmp_path):
     assert {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()} == before
 
 
+@needs_compiler
 def test_compile_error_names_file_and_message(tmp_path):
     tree = tmp_path / "tree"
     (tree / "shaders/include").mkdir(parents=True)

@@ -3,7 +3,7 @@
 #   1. Debian packages (lavapipe, Vulkan loader/headers/validation layer, glslang, SPIR-V tools,
 #      and what building kp needs); as root they are installed, otherwise the apt-get line is shown.
 #   2. A virtual environment in .venv.
-#   3. kp 0.9.0 built offline from its sdist with tools/kp-0.9.0-memory-barrier.patch applied;
+#   3. kp 0.9.0 built offline from its sdist with tools/kp-0.9.0.patch applied;
 #      the wheel is cached in $PYVKGRAD_CACHE (default ~/.cache/pyvkgrad) outside the repository.
 #   4. pyvkgrad installed in editable mode with its test extras.
 # Set PYVKGRAD_QUIET=1 to hide progress lines.
@@ -53,11 +53,11 @@ _ensure_venv() {
 
 _kp_wheel_tag() {
   # The cached wheel is named after the patch's hash, so a changed patch rebuilds it.
-  echo "$(sha256sum "$ROOT/tools/kp-$KP_VERSION-memory-barrier.patch" | cut -c1-12)-$(python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+  echo "$(sha256sum "$ROOT/tools/kp-$KP_VERSION.patch" | cut -c1-12)-$(python -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
 }
 
 _ensure_kp() {
-  python -c 'import kp; kp.OpMemoryBarrier' 2>/dev/null && return 0
+  python -c 'import kp; kp.OpMemoryBarrier; kp.Sequence.set_wait_spin' 2>/dev/null && return 0
   local tag wheeldir
   tag="$(_kp_wheel_tag)"
   wheeldir="$CACHE/wheels/kp-$KP_VERSION-$tag"
@@ -67,7 +67,7 @@ _ensure_kp() {
     work="$(mktemp -d)"
     python -m pip download -q --no-deps --no-binary :all: -d "$work" "kp==$KP_VERSION"
     tar -xzf "$work/kp-$KP_VERSION.tar.gz" -C "$work"
-    patch -s -p1 -d "$work/kp-$KP_VERSION" < "$ROOT/tools/kp-$KP_VERSION-memory-barrier.patch"
+    patch -s -p1 -d "$work/kp-$KP_VERSION" < "$ROOT/tools/kp-$KP_VERSION.patch"
     python -m pip install -q setuptools wheel
     # Offline build: system Vulkan headers, fmt and pybind11 instead of CMake downloads.
     # Debug layers are off in kp so that validation runs only when we ask for it
