@@ -298,6 +298,27 @@ def host_overhead(dev, repeat):
     return out
 
 
+def replay_walls_ns(rec, repeat):
+    """Host wall time of each of `repeat` replays of a finished recording."""
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        rec.replay()
+        walls.append(time.perf_counter_ns() - t0)
+    return walls
+
+
+def tiny_recording(dev):
+    """A recorded ReLU grad over 4 elements: a submission with next to no GPU work."""
+    desc = TensorDesc(DataType.FLOAT32, (4,))
+    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    ones = dev.upload(np.ones(4, np.float32))
+    with dev.record() as rec:
+        rec.execute(op, input_tensor=ones, input_gradient_tensor=ones,
+                    output_gradient_tensor=dev.empty(desc))
+    return rec
+
+
 def chain(dev, quick, repeat):
     """ResampleGrad -> BatchNorm training grad -> ReLU grad, each reading the previous output,
     as one recording; compared with the sum of the three kernel times plus one submission."""
@@ -334,24 +355,9 @@ def chain(dev, quick, repeat):
     with dev.record() as plain:
         for op, ts in steps:
             plain.execute(op, **ts)
-    walls = []
-    for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        plain.replay()
-        walls.append(time.perf_counter_ns() - t0)
+    walls = replay_walls_ns(plain, repeat)
     # One submission of a trivial dispatch: the fixed cost a submission adds.
-    desc = TensorDesc(f32, (4,))
-    tiny = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
-    tt = dict(input_tensor=dev.upload(np.ones(4, np.float32)),
-              input_gradient_tensor=dev.upload(np.ones(4, np.float32)),
-              output_gradient_tensor=dev.empty(desc))
-    with dev.record() as trec:
-        trec.execute(tiny, **tt)
-    subs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        trec.replay()
-        subs.append(time.perf_counter_ns() - t0)
+    subs = replay_walls_ns(tiny_recording(dev), repeat)
     budget = sum(parts) + statistics.median(subs)
     parts = [float(p) for p in parts]
     return {"shape": [n, c, h, w], "parts_kernel_ns": parts, "chain_kernel_ns": float(chain_kernel),

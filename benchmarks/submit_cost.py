@@ -15,19 +15,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyvkgrad  # noqa: E402
-from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from benchmarks.run import tiny_recording  # noqa: E402
 
 SPINS_US = (0, 50, 2000)
 
 dev = pyvkgrad.default_device()
 mgr = dev._manager()
-desc = TensorDesc(DataType.FLOAT32, (16,))
-op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
-ts = dict(input_tensor=dev.upload(np.ones(16, np.float32)),
-          input_gradient_tensor=dev.upload(np.ones(16, np.float32)),
-          output_gradient_tensor=dev.empty(desc))
-with dev.record() as rec:
-    rec.execute(op, **ts)
+rec = tiny_recording(dev)
 seq = rec._last
 dispatch = rec._ops[0]
 

@@ -17,8 +17,9 @@ import ctypes
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_float,
                     c_int32, c_size_t, c_uint8, c_uint32, c_uint64, c_void_p)
 from dataclasses import dataclass
+from typing import Optional
 
-__all__ = ["PhysicalDeviceInfo", "VulkanUnavailable", "physical_devices"]
+__all__ = ["PhysicalDeviceInfo", "VulkanUnavailable", "device_memory_in_use", "physical_devices"]
 
 
 class VulkanUnavailable(RuntimeError):
@@ -62,6 +63,9 @@ _ST_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001
 _ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000
 _ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000
 _ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
+_ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2 = 1000059006
+_ST_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT = 1000237000
+_MEMORY_HEAP_DEVICE_LOCAL = 0x1
 
 _VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x106B: "Apple",
             0x13B5: "ARM", 0x5143: "Qualcomm", 0x10005: "Mesa"}
@@ -239,6 +243,25 @@ class VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(Structure):
 _lib = None  # the only module-level cache: the loaded libvulkan handle
 
 
+class VkMemoryType(Structure):
+    _fields_ = [("propertyFlags", c_uint32), ("heapIndex", c_uint32)]
+
+
+class VkMemoryHeap(Structure):
+    _fields_ = [("size", VkDeviceSize), ("flags", c_uint32)]
+
+
+class VkPhysicalDeviceMemoryProperties2(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p),
+                ("memoryTypeCount", c_uint32), ("memoryTypes", VkMemoryType * 32),
+                ("memoryHeapCount", c_uint32), ("memoryHeaps", VkMemoryHeap * 16)]
+
+
+class VkPhysicalDeviceMemoryBudgetPropertiesEXT(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p),
+                ("heapBudget", VkDeviceSize * 16), ("heapUsage", VkDeviceSize * 16)]
+
+
 def _loader() -> ctypes.CDLL:
     global _lib
     if _lib is None:
@@ -279,6 +302,19 @@ def physical_devices() -> list[PhysicalDeviceInfo]:
     Returns [] when the loader works but reports no device.  Raises
     VulkanUnavailable when the loader is missing or vkCreateInstance fails.
     """
+    return _with_instance(_probe)
+
+
+def device_memory_in_use(index: int) -> Optional[int]:
+    """Bytes this process holds in device-local heaps of physical device `index`, from
+    VK_EXT_memory_budget; None where the device lacks that extension (lavapipe in Mesa 22
+    does: its device memory is host memory, which the process's resident size covers)."""
+    return _with_instance(lambda lib, instance, version: _heap_usage(lib, instance, version,
+                                                                    index))
+
+
+def _with_instance(fn):
+    """fn(lib, instance, instance_version) with a short-lived VkInstance."""
     lib = _loader()
 
     # vkEnumerateInstanceVersion only exists in 1.1+ loaders; absent => 1.0.
@@ -307,14 +343,46 @@ def physical_devices() -> list[PhysicalDeviceInfo]:
 
     destroy_instance = _proc(lib, instance, "vkDestroyInstance", None, c_void_p, c_void_p)
     try:
-        return _probe(lib, instance, instance_version)
+        return fn(lib, instance, instance_version)
     finally:
         destroy_instance(instance, None)
 
 
-def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
+def _physical_device_handles(lib, instance) -> list:
     enum_devices = _proc(lib, instance, "vkEnumeratePhysicalDevices", _VkResult,
                          c_void_p, POINTER(c_uint32), POINTER(c_void_p))
+    # Two-call idiom; retry if the count changed in between (VK_INCOMPLETE).
+    while True:
+        count = c_uint32()
+        _check(enum_devices(instance, byref(count), None), "vkEnumeratePhysicalDevices")
+        handles = (c_void_p * count.value)()
+        res = enum_devices(instance, byref(count), handles)
+        _check(res, "vkEnumeratePhysicalDevices")
+        if res == VK_SUCCESS:
+            return handles[:count.value]
+
+
+def _heap_usage(lib, instance, instance_version, index) -> Optional[int]:
+    handles = _physical_device_handles(lib, instance)
+    if not 0 <= index < len(handles) or instance_version < _V1_1:
+        return None
+    phys = handles[index]
+    enum_exts = _proc(lib, instance, "vkEnumerateDeviceExtensionProperties", _VkResult,
+                      c_void_p, c_char_p, POINTER(c_uint32), POINTER(VkExtensionProperties))
+    if "VK_EXT_memory_budget" not in _device_extensions(enum_exts, phys):
+        return None
+    get_mem2 = _proc(lib, instance, "vkGetPhysicalDeviceMemoryProperties2", None,
+                     c_void_p, POINTER(VkPhysicalDeviceMemoryProperties2))
+    budget = VkPhysicalDeviceMemoryBudgetPropertiesEXT(
+        sType=_ST_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT)
+    mem = VkPhysicalDeviceMemoryProperties2(sType=_ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+                                            pNext=ctypes.addressof(budget))
+    get_mem2(phys, byref(mem))
+    return sum(budget.heapUsage[i] for i in range(mem.memoryHeapCount)
+               if mem.memoryHeaps[i].flags & _MEMORY_HEAP_DEVICE_LOCAL)
+
+
+def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
     get_props = _proc(lib, instance, "vkGetPhysicalDeviceProperties", None,
                       c_void_p, POINTER(VkPhysicalDeviceProperties))
     enum_exts = _proc(lib, instance, "vkEnumerateDeviceExtensionProperties", _VkResult,
@@ -326,18 +394,8 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
         get_feats2 = _proc(lib, instance, "vkGetPhysicalDeviceFeatures2", None,
                            c_void_p, POINTER(VkPhysicalDeviceFeatures2))
 
-    # Two-call idiom; retry if the count changed in between (VK_INCOMPLETE).
-    while True:
-        count = c_uint32()
-        _check(enum_devices(instance, byref(count), None), "vkEnumeratePhysicalDevices")
-        handles = (c_void_p * count.value)()
-        res = enum_devices(instance, byref(count), handles)
-        _check(res, "vkEnumeratePhysicalDevices")
-        if res == VK_SUCCESS:
-            break
-
     infos = []
-    for index, phys in enumerate(handles[:count.value]):
+    for index, phys in enumerate(_physical_device_handles(lib, instance)):
         # Basic properties first: the device's own apiVersion decides which
         # pNext structures it may legally be asked to fill.
         props = VkPhysicalDeviceProperties()

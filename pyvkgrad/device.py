@@ -603,6 +603,11 @@ class Device:
                 rec.replay()
             return [tensors[n].numpy() for n in outputs]
 
+    def memory_in_use(self) -> Optional[int]:
+        """Bytes this process holds in the device's device-local heaps (VK_EXT_memory_budget),
+        or None where the driver lacks the extension."""
+        return _vulkan_info.device_memory_in_use(self.index)
+
     def close(self) -> None:
         """Release every Vulkan object of this device (it reopens on next use)."""
         with self._lock:

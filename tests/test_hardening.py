@@ -147,21 +147,38 @@ def rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def growth_bytes(device, step, warm_up, calls):
+    """(host, device) memory gained over `calls` calls of `step`, after `warm_up` calls (caches
+    and allocator pools fill there). Device memory comes from VK_EXT_memory_budget; a CPU device
+    without it (lavapipe) allocates its device memory in our process, so the resident size
+    counts it, and its device figure is 0."""
+    def sample():
+        gc.collect()
+        used = device.memory_in_use()
+        if used is None:
+            assert device.info.device_type == "cpu", \
+                f"{device.name} reports no VK_EXT_memory_budget: device memory cannot be measured"
+            used = 0
+        return rss_bytes(), used
+
+    for _ in range(warm_up):
+        step()
+    host0, dev0 = sample()
+    for _ in range(calls):
+        step()
+    host1, dev1 = sample()
+    return host1 - host0, dev1 - dev0
+
+
 @pytest.mark.parametrize("name", sorted(OPERATORS))
 def test_ten_thousand_calls_keep_memory_flat(device, name):
     """Host memory (and device memory: lavapipe's lives in host memory too) stays flat over
     10,000 one-call invocations with the same shapes."""
     rng = np.random.default_rng(0)
     call, _ = OPERATORS[name](rng, (4, 5), np.float32)
-    for _ in range(200):  # warm-up: caches, allocator pools
-        call(device)
-    gc.collect()
-    before = rss_bytes()
-    for _ in range(10_000):
-        call(device)
-    gc.collect()
-    grown = rss_bytes() - before
-    assert grown < 8 * 2**20, f"{name}: resident memory grew by {grown / 2**20:.1f} MiB"
+    host, dev = growth_bytes(device, lambda: call(device), 200, 10_000)
+    assert host < 8 * 2**20, f"{name}: resident memory grew by {host / 2**20:.1f} MiB"
+    assert dev < 8 * 2**20, f"{name}: device memory grew by {dev / 2**20:.1f} MiB"
 
 
 def test_tensors_and_operators_release_deterministically(device):
@@ -181,15 +198,9 @@ def test_tensors_and_operators_release_deterministically(device):
                 pass
 
     for close in (True, False):
-        for _ in range(20):
-            cycle(close)
-        gc.collect()
-        before = rss_bytes()
-        for _ in range(300):
-            cycle(close)
-        gc.collect()
-        grown = rss_bytes() - before
-        assert grown < 16 * 2**20, f"close={close}: grew by {grown / 2**20:.1f} MiB"
+        host, dev = growth_bytes(device, lambda: cycle(close), 20, 300)
+        assert host < 16 * 2**20, f"close={close}: grew by {host / 2**20:.1f} MiB"
+        assert dev < 16 * 2**20, f"close={close}: device memory grew by {dev / 2**20:.1f} MiB"
 
 
 # ---- threads ----

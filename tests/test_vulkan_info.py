@@ -67,6 +67,18 @@ def test_struct_layout_matches_c_abi():
     assert ctypes.sizeof(vi.VkApplicationInfo) == 48
     assert ctypes.sizeof(vi.VkInstanceCreateInfo) == 64
     assert ctypes.sizeof(vi.VkExtensionProperties) == 260
+    assert ctypes.sizeof(vi.VkPhysicalDeviceMemoryProperties2) == 16 + 520
+    assert vi.VkPhysicalDeviceMemoryProperties2.memoryHeaps.offset == 16 + 264
+    assert ctypes.sizeof(vi.VkPhysicalDeviceMemoryBudgetPropertiesEXT) == 272
+
+
+def test_device_memory_in_use():
+    """Device-local bytes in use where VK_EXT_memory_budget exists, else None; an index past
+    the last device is None too."""
+    for info in vi.physical_devices():
+        used = vi.device_memory_in_use(info.index)
+        assert used is None or used >= 0
+    assert vi.device_memory_in_use(len(vi.physical_devices())) is None
 
 
 def test_lavapipe_properties(lavapipe):
