@@ -11,7 +11,7 @@ from pathlib import Path
 def info() -> int:
     """Print every Vulkan device pyvkgrad sees, and which one is the default."""
     from .device import default_device, devices
-    from .device import _HAS_MEMORY_BARRIER
+    from .device import _HAS_MEMORY_BARRIER, _HAS_WAIT_SPIN
 
     found = devices()
     if not found:
@@ -38,10 +38,19 @@ def info() -> int:
                                  f"adds through compare-and-swap)"),
             ("compute barriers", "kp.OpMemoryBarrier (patched kp)" if _HAS_MEMORY_BARRIER else
                                  "stock kp: barriers through staging copies (slower)"),
+            ("submission wait", _wait_policy(d, _HAS_WAIT_SPIN)),
         ]
         for key, value in rows:
             print(f"  {key:<26}{value}")
     return 0
+
+
+def _wait_policy(device, has_wait_spin: bool) -> str:
+    if not has_wait_spin:
+        return "blocks on a new fence per submission (stock kp)"
+    spin = device.wait_spin_us
+    return (f"polls the fence up to {spin} us, then blocks (PYVKGRAD_WAIT_SPIN_US)" if spin
+            else "blocks at once (PYVKGRAD_WAIT_SPIN_US=0 or a CPU device)")
 
 
 def main(argv=None) -> int:

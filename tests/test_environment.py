@@ -102,3 +102,29 @@ def test_validation_layer_is_loaded_in_the_validation_pass(device):
     device._manager()
     with open("/proc/self/maps") as f:
         assert "libVkLayer_khronos_validation" in f.read()
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "pyvkgrad", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_info_reports_the_default_device(device):
+    """`python -m pyvkgrad info` names the default device and every row of its report."""
+    res = _cli("info")
+    assert res.returncode == 0, res.stderr
+    assert f"{device.name}  (default)" in res.stdout
+    for row in ("vendor", "driver", "vulkan", "subgroup size", "max storage buffer range",
+                "max workgroup count", "shared memory", "timestamps", "float atomic add",
+                "compute barriers", "submission wait"):
+        assert f"  {row} " in res.stdout, (row, res.stdout)
+
+
+def test_cli_demo_checks_every_operator(device):
+    """`python -m pyvkgrad demo` (what tools/demo runs) runs each operator against the oracle."""
+    res = _cli("demo")
+    assert res.returncode == 0, res.stderr
+    assert device.name in res.stdout
+    for op in ("ACTIVATION_RELU_GRAD", "RESAMPLE_GRAD", "BATCH_NORMALIZATION_GRAD",
+               "BATCH_NORMALIZATION_TRAINING_GRAD"):
+        assert op in res.stdout, res.stdout
