@@ -33,9 +33,7 @@ def info() -> int:
                                    f"{i.max_compute_work_group_invocations} invocations"),
             ("shared memory", f"{i.max_compute_shared_memory_size} bytes"),
             ("timestamps", f"{i.timestamp_compute_and_graphics}, {i.timestamp_period} ns/tick"),
-            ("float atomic add", f"supported by the device: {i.shader_buffer_float32_atomic_add}; "
-                                 f"usable: False (kp enables no device features; pyvkgrad "
-                                 f"adds through compare-and-swap)"),
+            ("float atomic add", _float_atomics(d)),
             ("compute barriers", "kp.OpMemoryBarrier (patched kp)" if _HAS_MEMORY_BARRIER else
                                  "stock kp: barriers through staging copies (slower)"),
             ("submission wait", _wait_policy(d, _HAS_WAIT_SPIN)),
@@ -43,6 +41,17 @@ def info() -> int:
         for key, value in rows:
             print(f"  {key:<26}{value}")
     return 0
+
+
+def _float_atomics(device) -> str:
+    if device.float_atomic_add:
+        return "native (VK_EXT_shader_atomic_float, enabled by pyvkgrad's kp patch)"
+    if not device.info.shader_buffer_float32_atomic_add:
+        return "compare-and-swap (the device has no shaderBufferFloat32AtomicAdd)"
+    from .device import _CAN_ENABLE_FLOAT_ATOMICS
+    return ("compare-and-swap (the device has shaderBufferFloat32AtomicAdd, but "
+            + ("PYVKGRAD_FLOAT_ATOMICS=0)" if _CAN_ENABLE_FLOAT_ATOMICS
+               else "stock kp cannot enable it)"))
 
 
 def _wait_policy(device, has_wait_spin: bool) -> str:

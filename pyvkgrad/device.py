@@ -61,6 +61,9 @@ _ACCESS_SHADER_WRITE = 0x40
 _STAGE_COMPUTE_SHADER = 0x800
 _HAS_MEMORY_BARRIER = hasattr(kp, "OpMemoryBarrier")
 _HAS_WAIT_SPIN = hasattr(kp.Sequence, "set_wait_spin")
+# Patch level 2 enables VK_EXT_shader_atomic_float's float32 buffer atomics when asked.
+_CAN_ENABLE_FLOAT_ATOMICS = getattr(kp, "pyvkgrad_patch", 0) >= 2
+_ATOMIC_FLOAT_EXTENSION = "VK_EXT_shader_atomic_float"
 # How long a wait polls the fence before it blocks, on a hardware device. Not on a CPU device:
 # there the polling thread would take a core from the driver's own worker threads.
 DEFAULT_WAIT_SPIN_US = 2000
@@ -469,10 +472,23 @@ class Device:
         self._compiled: "collections.OrderedDict" = collections.OrderedDict()
 
     # -- kp plumbing --
+    @property
+    def float_atomic_add(self) -> bool:
+        """Whether kernels may use native float32 atomicAdd on storage buffers: the device
+        supports it and our kp patch enables it at device creation (stock kp enables no
+        feature). PYVKGRAD_FLOAT_ATOMICS=0 turns it off (kernels then add through
+        compare-and-swap, as on every other device)."""
+        return (self.info.shader_buffer_float32_atomic_add and _CAN_ENABLE_FLOAT_ATOMICS
+                and os.environ.get("PYVKGRAD_FLOAT_ATOMICS", "1").strip() != "0")
+
     def _manager(self):
         if self._mgr is None:
+            # The extension is requested whenever the device has the feature, so that
+            # PYVKGRAD_FLOAT_ATOMICS may change between calls without a new Vulkan device.
+            extensions = ([_ATOMIC_FLOAT_EXTENSION] if self.info.shader_buffer_float32_atomic_add
+                          and _CAN_ENABLE_FLOAT_ATOMICS else [])
             try:
-                self._mgr = kp.Manager(self.index)
+                self._mgr = kp.Manager(self.index, [], extensions)
             except Exception as e:
                 raise DeviceError(f"creating a Vulkan device on {self.name} failed: {e}") from e
         return self._mgr
@@ -510,7 +526,8 @@ class Device:
                       local_size=min(int(os.environ.get("PYVKGRAD_LOCAL_SIZE", 256)),
                                      i.max_compute_work_group_size[0],
                                      i.max_compute_work_group_invocations),
-                      max_shared_memory=i.max_compute_shared_memory_size)
+                      max_shared_memory=i.max_compute_shared_memory_size,
+                      float_atomic_add=self.float_atomic_add)
 
     def _create_buffer(self, nbytes: int, staging: bool, what: str, words=None):
         if nbytes > self.info.max_storage_buffer_range:

@@ -26,6 +26,7 @@ class Limits:
     max_storage_buffer_range: int = 2**27
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
     max_shared_memory: int = 32768
+    float_atomic_add: bool = False  # native float32 atomicAdd on storage buffers is enabled
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ to the magnitude S = W^T |dY| of each element's contributions (the oracle on |dY
 The spec's exact vectors use rtol 1e-6 (float32) and 1e-3 (float16), as section 10 says.
 """
 
+import contextlib
 import itertools
+import os
 
 import numpy as np
 import pytest
@@ -20,7 +22,10 @@ from pyvkgrad import DataType, TensorDesc, reference
 from pyvkgrad.ops.resample_grad import AxisDirection, InterpolationMode
 from cases import BEYOND_WORKGROUP_LIMIT, DTYPES, SHAPES_BY_RANK, random_array, strided_view
 
-ALGORITHMS = ["gather", "atomic"]
+# "atomic-cas" is the atomic algorithm with native float atomics turned off: the
+# compare-and-swap kernel that devices without float atomics run. Where the device has them
+# (lavapipe does), "atomic" runs the native kernel, so both atomic kernels are tested.
+ALGORITHMS = ["gather", "atomic", "atomic-cas"]
 NN, LIN = "nearest_neighbor", "linear"
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 
@@ -38,14 +43,41 @@ def oracle(dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None):
     return reference.resample_grad(dy64, *args), reference.resample_grad(np.abs(dy64), *args)
 
 
+@contextlib.contextmanager
+def kernel_choice(algorithm):
+    """The `algorithm` argument for one of ALGORITHMS, with its environment."""
+    if algorithm != "atomic-cas":
+        yield algorithm
+        return
+    old = os.environ.get("PYVKGRAD_FLOAT_ATOMICS")
+    os.environ["PYVKGRAD_FLOAT_ATOMICS"] = "0"
+    try:
+        yield "atomic"
+    finally:
+        if old is None:
+            del os.environ["PYVKGRAD_FLOAT_ATOMICS"]
+        else:
+            os.environ["PYVKGRAD_FLOAT_ATOMICS"] = old
+
+
+@pytest.fixture(params=ALGORITHMS)
+def algorithm(request, monkeypatch):
+    """Each of ALGORITHMS in turn, as the `algorithm` argument a test passes on."""
+    if request.param == "atomic-cas":
+        monkeypatch.setenv("PYVKGRAD_FLOAT_ATOMICS", "0")
+        return "atomic"
+    return request.param
+
+
 def device_grad(device, dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None,
                 algorithm="gather"):
     scales, ioff, ooff = _defaults(np.ndim(dy), scales, ioff, ooff)
     before = dy.copy()
-    out = pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode, scales=scales,
-                                 input_pixel_offsets=ioff, output_pixel_offsets=ooff,
-                                 rounding_direction=rounding, algorithm=algorithm,
-                                 device=device)
+    with kernel_choice(algorithm) as algo:
+        out = pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode, scales=scales,
+                                     input_pixel_offsets=ioff, output_pixel_offsets=ooff,
+                                     rounding_direction=rounding, algorithm=algo,
+                                     device=device)
     np.testing.assert_array_equal(dy, before, err_msg="input_gradient was modified")
     return out
 
@@ -87,7 +119,6 @@ def spec_close(out, expected, dtype):
 SEED_DY = [[4, 5, 6]]  # sizes {1,1,1,3} viewed as 2-D {1,3}; dX {2,2}
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("ioff, ooff, rounding, expected", [
     ((0.5, 0.5), (0.0, 0.0), None, [[9, 6], [0, 0]]),  # RESAMPLE1, offsets 0.5 / 0
@@ -135,7 +166,6 @@ RG_VECTORS = {
 }
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("vector", list(RG_VECTORS))
 def test_spec_vectors_10_4(device, dtype, algorithm, vector):
@@ -255,7 +285,6 @@ def test_adjoint_identity(device, rng, mode, case):
         assert abs(lhs - rhs) <= 1e-5 * scale + 1e-12, (algorithm, lhs, rhs)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("mode", [NN, LIN])
 def test_sum_preservation(device, rng, mode, algorithm):
     """Every forward output reads weights summing to 1, so sum(dX) == sum(dY), crop and clamp
@@ -283,7 +312,6 @@ def test_every_rank(device, rng, dtype, shape):
             check(device, dy, dx_sizes, mode, factors, algorithm=algorithm)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_default_parameters(device, rng, dtype, algorithm):
     """scales = dY size / dX size in float32, offsets 0.5 / -0.5 (DirectMLX)."""
@@ -297,7 +325,6 @@ def test_default_parameters(device, rng, dtype, algorithm):
         assert_close(out, expected, magnitude, dtype, mode)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_rounding_directions_on_ties(device, algorithm):
     """Exact ties x = k + 0.5: RESAMPLE1 rounds up, decreasing floors, increasing ceils;
     integer coordinates are unaffected by floor/ceil (spec 4.5, R2-1)."""
@@ -314,7 +341,6 @@ def test_rounding_directions_on_ties(device, algorithm):
         np.testing.assert_array_equal(out, [0.5, 0.5, 1, 1])
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("mode", [NN, LIN])
 def test_coordinates_beyond_float32(device, mode, algorithm):
     """A tiny Scale sends x past FLT_MAX (inf): the tap clamps to the last element."""
@@ -337,7 +363,6 @@ def test_odd_packed_float16_counts_exact(device, rng, dtype):
 
 # ---- strided descriptors ----
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_strided_input_gradient_views(device, rng, dtype, algorithm):
     """A non-contiguous, permuted dY view and a broadcast (zero-stride) dY view."""
@@ -349,7 +374,6 @@ def test_strided_input_gradient_views(device, rng, dtype, algorithm):
     check(device, dyb, (2, 3, 4, 5), LIN, (1, 1, 2, 1.2), algorithm=algorithm)
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("dtype", [F32, F16])
 @pytest.mark.parametrize("mode", [NN, LIN])
 def test_compiled_operator_with_strided_descriptors(device, rng, dtype, mode, algorithm):
@@ -375,7 +399,6 @@ def test_compiled_operator_with_strided_descriptors(device, rng, dtype, mode, al
     op.close()
 
 
-@pytest.mark.parametrize("algorithm", ALGORITHMS)
 def test_output_gaps_are_not_required(device, rng, algorithm):
     """A dX with gaps between rows: the logical elements are right (DirectML may write
     anywhere inside an output's range, so the gaps are not compared)."""
@@ -392,15 +415,16 @@ def test_output_gaps_are_not_required(device, rng, algorithm):
 
 # ---- the two kernels ----
 
+@pytest.mark.parametrize("atomic", ["atomic", "atomic-cas"])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_algorithms_agree(device, rng, dtype):
+def test_algorithms_agree(device, rng, dtype, atomic):
     """gather and atomic differ only by float32 reassociation (before float16 rounding)."""
     dy = random_array(rng, (2, 4, 23, 17), dtype)
     for mode in (NN, LIN):
         g = device_grad(device, dy, (2, 4, 9, 13), mode, (1, 1, 23 / 9, 17 / 13),
                         algorithm="gather").astype(np.float64)
         a = device_grad(device, dy, (2, 4, 9, 13), mode, (1, 1, 23 / 9, 17 / 13),
-                        algorithm="atomic").astype(np.float64)
+                        algorithm=atomic).astype(np.float64)
         _, magnitude = oracle(dy, (2, 4, 9, 13), mode, (1, 1, 23 / 9, 17 / 13))
         tol = (2.0**-9 * magnitude + 2.0**-23) if dtype == np.float16 else 2e-6 * magnitude
         assert np.all(np.abs(g - a) <= tol), mode
@@ -440,6 +464,29 @@ def test_plan_shapes():
     assert [d.kernel for d in half.dispatches] == ["fill_words", "resample_grad_atomic",
                                                    "resample_grad_convert"]
     assert [s.name for s in half.scratch] == ["tables", "accumulator"]
+    native = pyvkgrad.ResampleGradDesc(dy, dx, "linear", [1, 1, 2, 2], (0.5,) * 4, (-0.5,) * 4,
+                                       algorithm="atomic").plan(Limits(float_atomic_add=True))
+    assert [d.kernel for d in native.dispatches] == ["fill_words", "resample_grad_atomic_native"]
+
+
+def test_native_float_atomics_where_the_device_has_them(device, monkeypatch):
+    """With pyvkgrad's kp patch, a device reporting shaderBufferFloat32AtomicAdd gets it enabled
+    and the atomic algorithm uses it (lavapipe does, so CI runs the native kernel);
+    PYVKGRAD_FLOAT_ATOMICS=0 falls back to compare-and-swap."""
+    from conftest import IN_CI
+    monkeypatch.delenv("PYVKGRAD_FLOAT_ATOMICS", raising=False)
+    assert device.float_atomic_add == device.info.shader_buffer_float32_atomic_add
+    if IN_CI:
+        assert device.float_atomic_add, "CI's lavapipe should run the native atomic kernel"
+    desc = pyvkgrad.ResampleGradDesc(TensorDesc(F32, (4, 6)), TensorDesc(F32, (2, 3)),
+                                     "linear", [2, 2], (0.5, 0.5), (-0.5, -0.5),
+                                     algorithm="atomic")
+    kernels = [d.kernel for d in device.compile(desc).plan.dispatches]
+    assert kernels[-1] == ("resample_grad_atomic_native" if device.float_atomic_add
+                           else "resample_grad_atomic")
+    monkeypatch.setenv("PYVKGRAD_FLOAT_ATOMICS", "0")
+    assert not device.float_atomic_add
+    assert [d.kernel for d in device.compile(desc).plan.dispatches][-1] == "resample_grad_atomic"
 
 
 def test_descriptor_is_normalised_and_hashable():
@@ -465,8 +512,9 @@ def test_one_call_reuses_compiled_operator(device, rng):
 
 
 @pytest.mark.slow
-def test_workgroup_count_beyond_limit(device, rng):
-    """More than 65535 * 256 items: the atomic kernel over a large dY (small dX), the gather
+@pytest.mark.parametrize("atomic", ["atomic", "atomic-cas"])
+def test_workgroup_count_beyond_limit(device, rng, atomic):
+    """More than 65535 * 256 items: the atomic kernels over a large dY (small dX), the gather
     kernel over a large dX (small dY)."""
     from pyvkgrad.plan import Limits
     big = (4097, 4096)
@@ -479,7 +527,7 @@ def test_workgroup_count_beyond_limit(device, rng):
                                      (4097 / 3, 4096 / 5), (0.5, 0.5), (-0.5, -0.5),
                                      algorithm="atomic")
     assert desc.plan(Limits()).dispatches[1].workgroups == 65535
-    out = device_grad(device, dy, (3, 5), LIN, desc.scales, algorithm="atomic")
+    out = device_grad(device, dy, (3, 5), LIN, desc.scales, algorithm=atomic)
     expected, magnitude = oracle(dy, (3, 5), LIN, desc.scales)
     # ~2^14 float32 atomic adds per element: a looser, sum-length-aware bound.
     assert np.all(np.abs(out - expected) <= 1e-4 * magnitude)

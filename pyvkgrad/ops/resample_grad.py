@@ -20,8 +20,9 @@ summed over axes, never multiplied); the kernels only look them up:
   fixed order (no atomics), so results are bitwise identical from run to run. Per axis the
   forward outputs that read input i form a contiguous range (the map is monotone), stored as
   BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
-* "atomic": one invocation per dY element scatters into its taps with float32 adds through a
-  compare-and-swap loop, after `fill_words` zeroes the accumulator: float32 dX itself (any
+* "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
+  (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
+  `resample_grad_atomic`, a compare-and-swap loop), after `fill_words` zeroes the accumulator: float32 dX itself (any
   strides; DirectML lets an operator write anywhere in an output's range), or a packed float32
   scratch that `resample_grad_convert` rounds once into a float16 dX. Per axis the forward
   table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1 (linear only).
@@ -247,7 +248,9 @@ class ResampleGradDesc:
         dispatches = [
             Dispatch("fill_words", ((target, WRITE),), grid(fill_count, local, limits),
                      (local,), (fill_count, 0)),
-            Dispatch("resample_grad_atomic",
+            # Native float atomics where the device has them enabled, else compare-and-swap.
+            Dispatch("resample_grad_atomic_native" if limits.float_atomic_add
+                     else "resample_grad_atomic",
                      (("tables", READ), ("input_gradient_tensor", READ), (target, READ_WRITE)),
                      grid(count_y, local, limits),
                      (local, is_f16, is_linear) + right_align(dy.sizes, _AXES, 1)
