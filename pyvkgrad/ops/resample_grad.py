@@ -22,9 +22,9 @@ summed over axes, never multiplied); the kernels only look them up:
   BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
 * "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
-  `resample_grad_atomic`, a compare-and-swap loop), after `fill_words` zeroes the accumulator: float32 dX itself (any
-  strides; DirectML lets an operator write anywhere in an output's range), or a packed float32
-  scratch that `resample_grad_convert` rounds once into a float16 dX. Per axis the forward
+  `resample_grad_atomic`, a compare-and-swap loop), after `fill_words` zeroes the accumulator:
+  float32 dX itself (any strides; DirectML lets an operator write anywhere in an output's
+  range), or a packed float32 scratch that `resample_grad_convert` rounds once into a float16 dX. Per axis the forward
   table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1 (linear only).
 
 Choices where DirectML is silent:
