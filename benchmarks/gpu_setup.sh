@@ -2,7 +2,7 @@
 # .gpu/remote-env.sh alone: builds kp with pyvkgrad's OpMemoryBarrier patch into /tmp/site
 # first (remote-env.sh would build stock kp), then sources remote-env.sh.
 for f in .gpu/debs/*.deb; do dpkg -x "$f" /; done; ldconfig
-if ! PYTHONPATH=/tmp/site python3 -c 'import sys, kp; sys.exit(getattr(kp, "pyvkgrad_patch", 0) < 2)' 2>/dev/null; then
+if ! PYTHONPATH=/tmp/site python3 -c 'import sys, kp; sys.exit(getattr(kp, "pyvkgrad_patch", 0) < 3)' 2>/dev/null; then
   rm -rf /tmp/site /tmp/kp-src && mkdir -p /tmp/kp-src
   tar -xzf .gpu/kp-0.9.0.tar.gz -C /tmp/kp-src
   patch -s -p1 -d /tmp/kp-src/kp-0.9.0 < tools/kp-0.9.0.patch

@@ -59,6 +59,8 @@ kp = _import_kp()
 _ACCESS_SHADER_READ = 0x20
 _ACCESS_SHADER_WRITE = 0x40
 _STAGE_COMPUTE_SHADER = 0x800
+_ACCESS_TRANSFER_WRITE = 0x1000
+_STAGE_TRANSFER = 0x1000
 _HAS_MEMORY_BARRIER = hasattr(kp, "OpMemoryBarrier")
 _HAS_WAIT_SPIN = hasattr(kp.Sequence, "set_wait_spin")
 # Patch level 2 enables VK_EXT_shader_atomic_float's float32 buffer atomics when asked.
@@ -402,6 +404,14 @@ class Recording:
         seq = self.device._sequence(n_stamps)
         if uploads:
             seq.record(kp.OpTensorSyncDevice([t._kp for t in uploads]))
+            if _HAS_MEMORY_BARRIER:
+                # kp's own barrier before each dispatch makes copies visible to shader reads
+                # only; a dispatch that overwrites an uploaded tensor also needs its writes
+                # ordered after the copy's (write-after-write).
+                seq.record(kp.OpMemoryBarrier(
+                    [t._kp for t in uploads], _ACCESS_TRANSFER_WRITE,
+                    _ACCESS_SHADER_READ | _ACCESS_SHADER_WRITE, _STAGE_TRANSFER,
+                    _STAGE_COMPUTE_SHADER))
         for op in self._ops:
             seq.record(op)
         if self._downloads:

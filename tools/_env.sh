@@ -57,7 +57,7 @@ _kp_wheel_tag() {
 }
 
 _ensure_kp() {
-  python -c 'import sys, kp; sys.exit(getattr(kp, "pyvkgrad_patch", 0) < 2)' 2>/dev/null && return 0
+  python -c 'import sys, kp; sys.exit(getattr(kp, "pyvkgrad_patch", 0) < 3)' 2>/dev/null && return 0
   local tag wheeldir
   tag="$(_kp_wheel_tag)"
   wheeldir="$CACHE/wheels/kp-$KP_VERSION-$tag"
