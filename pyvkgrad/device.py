@@ -503,6 +503,23 @@ class Device:
                 raise DeviceError(f"creating a Vulkan device on {self.name} failed: {e}") from e
         return self._mgr
 
+    @property
+    def max_buffer_bytes(self) -> int:
+        """The largest buffer a kernel may bind: the device's maxStorageBufferRange, or less
+        with PYVKGRAD_MAX_BUFFER_BYTES (tests use it to exercise splitting on small arrays)."""
+        limit = self.info.max_storage_buffer_range
+        value = os.environ.get("PYVKGRAD_MAX_BUFFER_BYTES", "").strip()
+        if value:
+            try:
+                forced = int(value)
+            except ValueError:
+                forced = 0
+            if forced < 16:
+                raise ValueError(f"PYVKGRAD_MAX_BUFFER_BYTES must be a whole number of bytes "
+                                 f">= 16, got {value!r}")
+            limit = min(limit, forced)
+        return limit
+
     def _sequence(self, timestamps: int = 0):
         seq = self._manager().sequence(0, timestamps)
         if _HAS_WAIT_SPIN:
@@ -530,7 +547,7 @@ class Device:
         i = self.info
         return Limits(subgroup_size=i.subgroup_size,
                       max_workgroups=min(i.max_compute_work_group_count[0], 65535),
-                      max_storage_buffer_range=i.max_storage_buffer_range,
+                      max_storage_buffer_range=self.max_buffer_bytes,
                       # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to
                       # show reductions do not depend on the workgroup or subgroup width).
                       local_size=min(int(os.environ.get("PYVKGRAD_LOCAL_SIZE", 256)),
@@ -540,9 +557,9 @@ class Device:
                       float_atomic_add=self.float_atomic_add)
 
     def _create_buffer(self, nbytes: int, staging: bool, what: str, words=None):
-        if nbytes > self.info.max_storage_buffer_range:
+        if nbytes > self.max_buffer_bytes:
             raise ValueError(f"{what}: {nbytes} bytes exceed this device's maximum storage "
-                             f"buffer range ({self.info.max_storage_buffer_range} bytes on "
+                             f"buffer range ({self.max_buffer_bytes} bytes on "
                              f"{self.name})")
         if words is None:
             words = np.zeros(buffer_words(nbytes), dtype=np.uint32)
@@ -594,10 +611,11 @@ class Device:
             raise TypeError(f"Device.compile needs an operator descriptor, got {type(desc).__name__}")
         plan = desc.plan(self.limits)
         for t, _ in dict(desc.tensor_fields()).values():
-            if t.total_tensor_size_in_bytes > self.info.max_storage_buffer_range:
+            if t.total_tensor_size_in_bytes > self.max_buffer_bytes:
                 raise ValueError(f"{desc.OPERATOR}: a tensor of {t.total_tensor_size_in_bytes} "
                                  f"bytes exceeds the maximum storage buffer range of "
-                                 f"{self.name} ({self.info.max_storage_buffer_range} bytes)")
+                                 f"{self.name} ({self.max_buffer_bytes} bytes; the one-call "
+                                 f"functions split such problems where they can)")
         with self._lock:
             return CompiledOperator(self, desc, plan)
 

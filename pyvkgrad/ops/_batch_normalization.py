@@ -39,6 +39,7 @@ import numpy as np
 from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, f32, grid, right_align
 from ..tensor import (TensorDesc, check_desc, check_output, check_rank, check_same, coalesce,
                       describe_array, fail)
+from ._split import fits, run_in_pieces
 
 BatchNormalizationGradResult = namedtuple(
     "BatchNormalizationGradResult", "output_gradient output_scale_gradient output_bias_gradient")
@@ -345,8 +346,25 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
     (x, _), (dy, _), (m, _), (v, _), (s, _) = described
     desc = desc_cls(x, dy, m, v, s, x.with_sizes(x.sizes), m.with_sizes(m.sizes),
                     m.with_sizes(m.sizes), epsilon)
+    dev = get_device(device)
+    arrays = {name: np.asarray(a) for name, a in (("input", input), ("input_gradient",
+              input_gradient), ("mean", mean), ("variance", variance), ("scale", scale))}
+    item = x.data_type.element_size
+    outputs = {"output_gradient": (x.sizes, arrays["input"].dtype, item),
+               "output_scale_gradient": (m.sizes, arrays["input"].dtype, item),
+               "output_bias_gradient": (m.sizes, arrays["input"].dtype, item)}
+    if not fits(dev.max_buffer_bytes, arrays, outputs):
+        # Each statistic (channel) index is a problem of its own; reduced axes are not cut.
+        pieces = run_in_pieces(
+            op, dev.max_buffer_bytes, arrays, outputs,
+            [a for a in range(x.rank) if m.sizes[a] != 1],
+            "the statistics reduce over the axes that are too large",
+            lambda **p: run(desc_cls, epsilon=epsilon, device=dev, **p))
+        return BatchNormalizationGradResult(*(pieces[n].reshape(np.shape(a)) for n, a in (
+            ("output_gradient", input), ("output_scale_gradient", mean),
+            ("output_bias_gradient", mean))))
     words = {name: w for (name, _, _), (_, w) in zip(FIELDS, described)}
-    dx, dscale, dbias = get_device(device).run(
+    dx, dscale, dbias = dev.run(
         desc, words, ["output_gradient_tensor", "output_scale_gradient_tensor",
                       "output_bias_gradient_tensor"])
     return BatchNormalizationGradResult(dx.reshape(np.shape(input)),

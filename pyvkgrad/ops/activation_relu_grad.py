@@ -13,6 +13,7 @@ import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, Plan, grid, right_align
 from ..tensor import check_desc, check_output, check_rank, check_same, coalesce, describe_array
+from ._split import fits, run_in_pieces
 
 OPERATOR = "ACTIVATION_RELU_GRAD"
 
@@ -69,7 +70,16 @@ def activation_relu_grad(input, input_gradient, *, device=None) -> np.ndarray:
     x_desc, x_words = describe_array(input, OPERATOR, "input")
     dy_desc, dy_words = describe_array(input_gradient, OPERATOR, "input_gradient")
     desc = ActivationReluGradDesc(x_desc, dy_desc, x_desc.with_sizes(x_desc.sizes))
-    (dx,) = get_device(device).run(desc, {"input_tensor": x_words,
-                                          "input_gradient_tensor": dy_words},
-                                   ["output_gradient_tensor"])
+    dev = get_device(device)
+    arrays = {"input": np.asarray(input), "input_gradient": np.asarray(input_gradient)}
+    outputs = {"output_gradient": (x_desc.sizes, arrays["input"].dtype,
+                                   x_desc.data_type.element_size)}
+    if not fits(dev.max_buffer_bytes, arrays, outputs):
+        # Element-wise: every axis is independent.
+        return run_in_pieces(OPERATOR, dev.max_buffer_bytes, arrays, outputs,
+                             range(x_desc.rank), "element-wise, so this cannot happen",
+                             lambda **p: (activation_relu_grad(device=dev, **p),)
+                             )["output_gradient"].reshape(np.shape(input))
+    (dx,) = dev.run(desc, {"input_tensor": x_words, "input_gradient_tensor": dy_words},
+                    ["output_gradient_tensor"])
     return dx.reshape(np.shape(input))

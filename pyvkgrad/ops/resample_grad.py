@@ -48,6 +48,7 @@ import numpy as np
 from ..plan import READ, READ_WRITE, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       describe_array, fail, packed_strides)
+from ._split import fits, run_in_pieces
 
 OPERATOR = "RESAMPLE_GRAD"
 MAX_RANK = 4
@@ -421,6 +422,25 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes), interpolation_mode,
                             scales, input_pixel_offsets, output_pixel_offsets,
                             rounding_direction, algorithm)
-    (dx,) = get_device(device).run(desc, {"input_gradient_tensor": dy_words},
-                                   ["output_gradient_tensor"])
+    dev = get_device(device)
+    arrays = {"input_gradient": np.asarray(input_gradient)}
+    # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
+    item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
+    outputs = {"output_gradient": (sizes, arrays["input_gradient"].dtype, item)}
+    if not fits(dev.max_buffer_bytes, arrays, outputs):
+        # Along an identity axis (same sizes, o reads exactly i) dX's slice depends only on
+        # dY's same slice, with the same parameters.
+        identity = [a for a, m in enumerate(desc.axis_maps()) if m.identity]
+        return run_in_pieces(
+            OPERATOR, dev.max_buffer_bytes, arrays, outputs, identity,
+            "only axes that are not resampled can be cut",
+            lambda input_gradient: (resample_grad(
+                input_gradient, tuple(n if a in identity else sizes[a]
+                                      for a, n in enumerate(input_gradient.shape)),
+                interpolation_mode=interpolation_mode,
+                scales=desc.scales, input_pixel_offsets=desc.input_pixel_offsets,
+                output_pixel_offsets=desc.output_pixel_offsets,
+                rounding_direction=rounding_direction, algorithm=algorithm, device=dev),)
+        )["output_gradient"]
+    (dx,) = dev.run(desc, {"input_gradient_tensor": dy_words}, ["output_gradient_tensor"])
     return dx

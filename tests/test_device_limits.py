@@ -1,0 +1,121 @@
+"""Problems larger than the device's storage buffer range: the one-call functions cut them
+along independent axes (pyvkgrad/ops/_split.py) and get the operator's own results; what no
+cut can make fit, and any descriptor the device cannot bind, is refused before device work.
+
+PYVKGRAD_MAX_BUFFER_BYTES lowers the limit so that small arrays exercise the cuts; one test
+uses lavapipe's real 128 MiB limit."""
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import reference
+from cases import random_array, strided_view
+
+LIMIT = 4096  # bytes: 1024 float32 elements per tensor
+
+
+@pytest.fixture
+def small_buffers(monkeypatch):
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(LIMIT))
+
+
+def no_device_work(monkeypatch, device):
+    def refuse(*args, **kwargs):
+        raise AssertionError("device work started")
+    monkeypatch.setattr(type(device), "run", refuse)
+
+
+def bn_inputs(rng, shape, stat_shape, dtype):
+    x = random_array(rng, shape, dtype)
+    axes = tuple(a for a, n in enumerate(stat_shape) if n == 1)
+    mean = x.astype(np.float64).mean(axis=axes, keepdims=True).astype(dtype)
+    var = x.astype(np.float64).var(axis=axes, keepdims=True).astype(dtype)
+    scale = random_array(rng, stat_shape, dtype)
+    return x, random_array(rng, shape, dtype), mean, var, scale
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_relu_grad_in_pieces_is_bitwise_the_whole(device, rng, small_buffers, dtype):
+    """Element-wise: any view, any rank; cut along the leading axes, then further ones."""
+    x = strided_view(rng, (3, 7, 11, 13), dtype)
+    dy = np.broadcast_to(random_array(rng, (1, 7, 1, 13), dtype), x.shape)
+    out = pyvkgrad.activation_relu_grad(x, dy, device=device)
+    assert out.dtype == dtype and out.shape == x.shape
+    np.testing.assert_array_equal(out, reference.activation_relu_grad(x, dy).astype(dtype))
+    long = random_array(rng, (5000,), dtype)  # rank 1: one axis, cut into many pieces
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(long, long, device=device),
+                                  reference.activation_relu_grad(long, long).astype(dtype))
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("layout", ["nchw", "nhwc", "2d"])
+def test_batch_normalization_grads_in_pieces(device, rng, small_buffers, layout, training):
+    """Cut along the statistics' (channel) axes only; each channel's reduction stays whole."""
+    shape, stat = {"nchw": ((4, 37, 5, 7), (1, 37, 1, 1)),
+                   "nhwc": ((4, 5, 7, 37), (1, 1, 1, 37)),
+                   "2d": ((300, 45), (1, 45))}[layout]
+    args = bn_inputs(rng, shape, stat, np.float32)
+    fn = (pyvkgrad.batch_normalization_training_grad if training
+          else pyvkgrad.batch_normalization_grad)
+    ref = (reference.batch_normalization_training_grad if training
+           else reference.batch_normalization_grad)
+    got = fn(*args, 1e-3, device=device)
+    want = ref(*(a.astype(np.float64) for a in args), 1e-3)
+    for g, w, name in zip(got, want, ("output_gradient", "scale", "bias")):
+        assert g.shape == w.shape and g.dtype == np.float32, name
+        # float32 accumulation over at most 140 elements per channel
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-4 * np.abs(w).max(), err_msg=name)
+
+
+@pytest.mark.parametrize("algorithm", ["gather", "atomic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_resample_grad_in_pieces(device, rng, monkeypatch, dtype, algorithm):
+    """Cut along the axes that are not resampled (N, C); gather pieces equal the whole."""
+    dy = random_array(rng, (3, 10, 16, 12), dtype)
+    kwargs = dict(interpolation_mode="linear", algorithm=algorithm, device=device)
+    whole = pyvkgrad.resample_grad(dy, (3, 10, 8, 5), **kwargs)
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(LIMIT))
+    pieces = pyvkgrad.resample_grad(dy, (3, 10, 8, 5), **kwargs)
+    assert pieces.dtype == dtype and pieces.shape == (3, 10, 8, 5)
+    if algorithm == "gather":
+        np.testing.assert_array_equal(pieces, whole)
+    else:  # atomic adds land in any order
+        np.testing.assert_allclose(pieces, whole, rtol=1e-3 if dtype == np.float16 else 1e-5,
+                                   atol=1e-3 if dtype == np.float16 else 1e-6)
+
+
+def test_what_no_cut_fits_is_refused_before_device_work(device, rng, small_buffers,
+                                                        monkeypatch):
+    no_device_work(monkeypatch, device)
+    x, dy, mean, var, scale = bn_inputs(rng, (4, 3, 16, 16), (1, 1, 1, 1), np.float32)
+    with pytest.raises(ValueError, match=r"BATCH_NORMALIZATION_GRAD: tensor sizes exceed the "
+                                         r"device's maximum storage buffer range.*reduce"):
+        pyvkgrad.batch_normalization_grad(x, dy, mean, var, scale, 1e-5, device=device)
+    with pytest.raises(ValueError, match=r"RESAMPLE_GRAD: tensor sizes exceed.*not resampled"):
+        pyvkgrad.resample_grad(random_array(rng, (64, 64), np.float32), (32, 32), device=device)
+
+
+def test_descriptors_beyond_the_limit_are_refused(device, small_buffers):
+    desc = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (LIMIT // 4 + 1,))
+    with pytest.raises(ValueError, match="exceeds the maximum storage buffer range"):
+        device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+
+
+def test_limit_override_is_validated(device, monkeypatch):
+    assert device.max_buffer_bytes == device.info.max_storage_buffer_range
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "8")
+    with pytest.raises(ValueError, match="PYVKGRAD_MAX_BUFFER_BYTES"):
+        device.max_buffer_bytes
+
+
+def test_beyond_lavapipes_real_limit(device, rng):
+    """A ReLU grad over 160 MiB tensors on lavapipe, whose buffers stop at 128 MiB."""
+    limit = device.info.max_storage_buffer_range
+    if limit > 2**28:
+        pytest.skip(f"{device.name} binds {limit} bytes; this test is sized for lavapipe")
+    n = limit // 4 * 5 // 4
+    x = rng.standard_normal(n, dtype=np.float32)
+    dy = rng.standard_normal(n, dtype=np.float32)
+    out = pyvkgrad.activation_relu_grad(x, dy, device=device)
+    np.testing.assert_array_equal(out, np.where(x > 0, dy, np.float32(0)))
