@@ -74,6 +74,21 @@ LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
 
 
+def _env_int(name: str, unit: str, minimum: int, power_of_two: bool = False) -> Optional[int]:
+    """The whole number in environment variable `name`, None when unset or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        number = None
+    if number is None or number < minimum or (power_of_two and number & (number - 1)):
+        kind = "a power of two" if power_of_two else "a whole number"
+        raise ValueError(f"{name} must be {kind} of {unit} >= {minimum}, got {value!r}")
+    return number
+
+
 class DeviceError(RuntimeError):
     """A Vulkan/kp failure, re-raised with what pyvkgrad was doing."""
 
@@ -508,17 +523,8 @@ class Device:
         """The largest buffer a kernel may bind: the device's maxStorageBufferRange, or less
         with PYVKGRAD_MAX_BUFFER_BYTES (tests use it to exercise splitting on small arrays)."""
         limit = self.info.max_storage_buffer_range
-        value = os.environ.get("PYVKGRAD_MAX_BUFFER_BYTES", "").strip()
-        if value:
-            try:
-                forced = int(value)
-            except ValueError:
-                forced = 0
-            if forced < 16:
-                raise ValueError(f"PYVKGRAD_MAX_BUFFER_BYTES must be a whole number of bytes "
-                                 f">= 16, got {value!r}")
-            limit = min(limit, forced)
-        return limit
+        forced = _env_int("PYVKGRAD_MAX_BUFFER_BYTES", "bytes", minimum=16)
+        return limit if forced is None else min(limit, forced)
 
     def _sequence(self, timestamps: int = 0):
         seq = self._manager().sequence(0, timestamps)
@@ -529,17 +535,9 @@ class Device:
     @property
     def wait_spin_us(self) -> int:
         """Microseconds a wait for a submission polls before it blocks (see module notes)."""
-        default = 0 if self.info.device_type == "cpu" else DEFAULT_WAIT_SPIN_US
-        value = os.environ.get("PYVKGRAD_WAIT_SPIN_US", "").strip()
-        if not value:
-            return default
-        try:
-            spin = int(value)
-        except ValueError:
-            spin = -1
-        if spin < 0:
-            raise ValueError(f"PYVKGRAD_WAIT_SPIN_US must be a whole number of microseconds "
-                             f">= 0, got {value!r}")
+        spin = _env_int("PYVKGRAD_WAIT_SPIN_US", "microseconds", minimum=0)
+        if spin is None:
+            spin = 0 if self.info.device_type == "cpu" else DEFAULT_WAIT_SPIN_US
         return spin
 
     @property
@@ -550,7 +548,8 @@ class Device:
                       max_storage_buffer_range=self.max_buffer_bytes,
                       # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to
                       # show reductions do not depend on the workgroup or subgroup width).
-                      local_size=min(int(os.environ.get("PYVKGRAD_LOCAL_SIZE", 256)),
+                      local_size=min(_env_int("PYVKGRAD_LOCAL_SIZE", "invocations",
+                                              minimum=1, power_of_two=True) or 256,
                                      i.max_compute_work_group_size[0],
                                      i.max_compute_work_group_invocations),
                       max_shared_memory=i.max_compute_shared_memory_size,

@@ -180,3 +180,12 @@ def test_polled_and_blocking_waits_give_the_same_results(monkeypatch, device, rn
     for _ in range(3):
         rec.replay()
         np.testing.assert_array_equal(b.numpy(), want)
+
+
+def test_local_size_override_is_validated(monkeypatch, device):
+    monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", "64")
+    assert device.limits.local_size == 64
+    for bad in ("0", "48", "wide"):
+        monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", bad)
+        with pytest.raises(ValueError, match="PYVKGRAD_LOCAL_SIZE must be a power of two"):
+            device.limits
