@@ -78,6 +78,8 @@ def test_resample_grad_in_pieces(device, rng, monkeypatch, dtype, algorithm):
     monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(LIMIT))
     pieces = pyvkgrad.resample_grad(dy, (3, 10, 8, 5), **kwargs)
     assert pieces.dtype == dtype and pieces.shape == (3, 10, 8, 5)
+    # Upsampling's backward: dX is the smaller side of the resampled axes, dY the larger one;
+    # each piece must fit for both.
     if algorithm == "gather":
         np.testing.assert_array_equal(pieces, whole)
     else:  # atomic adds land in any order
@@ -119,3 +121,15 @@ def test_beyond_lavapipes_real_limit(device, rng):
     dy = rng.standard_normal(n, dtype=np.float32)
     out = pyvkgrad.activation_relu_grad(x, dy, device=device)
     np.testing.assert_array_equal(out, np.where(x > 0, dy, np.float32(0)))
+
+
+def test_pieces_count_every_tensor_whole_along_uncut_axes(device, rng, small_buffers):
+    """dY larger along one resampled axis, dX along the other: neither spans both, and each
+    piece (cut along N and C only) must fit for both."""
+    dy = random_array(rng, (4, 6, 16, 4), np.float32)
+    sizes = (4, 6, 8, 40)
+    out = pyvkgrad.resample_grad(dy, sizes, interpolation_mode="linear", device=device)
+    scales = tuple(float(np.float32(a) / np.float32(b)) for a, b in zip(dy.shape, sizes))
+    want = reference.resample_grad(dy.astype(np.float64), sizes, "linear", scales,
+                                   (0.5,) * 4, (-0.5,) * 4)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)

@@ -38,7 +38,7 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
     element that count against the limit, e.g. 4 for a float16 output accumulated in a float32
     scratch); axes: the independent axes, in the order to cut; run_piece returns the outputs
     in `outputs`' order. A tensor is cut along an axis where its size is the problem's there
-    (elsewhere its size is 1 and every piece gets it whole). `why` ends the error message when
+    (elsewhere every piece gets that axis whole). `why` ends the error message when
     no cut makes the problem fit."""
     shapes = {n: tuple(np.shape(a)) for n, a in arrays.items()}
     shapes.update({n: tuple(shape) for n, (shape, _, _) in outputs.items()})
@@ -50,7 +50,9 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
         return shapes[n][a] == full[a]
 
     def piece_bytes(box: Box) -> int:
-        return max(items[n] * math.prod(hi - lo if spans(n, a) else 1
+        # A tensor that does not span an axis (size 1 on an independent axis, or the smaller
+        # side of a resampled one) is never cut there: it counts whole.
+        return max(items[n] * math.prod(hi - lo if spans(n, a) else shapes[n][a]
                                         for a, (lo, hi) in enumerate(box)) for n in shapes)
 
     def index(n, box):
@@ -77,8 +79,13 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
 
     cut(tuple((0, f) for f in full), list(axes))  # every piece is checked before any runs
     for box in pieces:
-        outs = run_piece(**{n: np.ascontiguousarray(a[index(n, box)])
-                            for n, a in arrays.items()})
+        piece = {n: np.ascontiguousarray(a[index(n, box)]) for n, a in arrays.items()}
+        # run_piece is the one-call function again: it must see a problem that fits, or it
+        # would cut it again without end.
+        if not fits(limit, piece, {n: (results[n][index(n, box)].shape, None, item)
+                                   for n, (_, _, item) in outputs.items()}):
+            raise RuntimeError(f"{operator}: internal error: a piece {box} does not fit")
+        outs = run_piece(**piece)
         for n, out in zip(outputs, outs):
             results[n][index(n, box)] = np.reshape(out, results[n][index(n, box)].shape)
     return results
