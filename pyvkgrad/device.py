@@ -523,7 +523,7 @@ class Device:
         """The largest buffer a kernel may bind: the device's maxStorageBufferRange, or less
         with PYVKGRAD_MAX_BUFFER_BYTES (tests use it to exercise splitting on small arrays)."""
         limit = self.info.max_storage_buffer_range
-        forced = _env_int("PYVKGRAD_MAX_BUFFER_BYTES", "bytes", minimum=16)
+        forced = _env_int("PYVKGRAD_MAX_BUFFER_BYTES", "bytes", minimum=1024)
         return limit if forced is None else min(limit, forced)
 
     def _sequence(self, timestamps: int = 0):
@@ -610,7 +610,7 @@ class Device:
             raise TypeError(f"Device.compile needs an operator descriptor, got {type(desc).__name__}")
         plan = desc.plan(self.limits)
         for t, _ in dict(desc.tensor_fields()).values():
-            if t.total_tensor_size_in_bytes > self.max_buffer_bytes:
+            if buffer_words(t.total_tensor_size_in_bytes) * 4 > self.max_buffer_bytes:
                 raise ValueError(f"{desc.OPERATOR}: a tensor of {t.total_tensor_size_in_bytes} "
                                  f"bytes exceeds the maximum storage buffer range of "
                                  f"{self.name} ({self.max_buffer_bytes} bytes; the one-call "

@@ -7,6 +7,7 @@ uses lavapipe's real 128 MiB limit."""
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 import pyvkgrad
 from pyvkgrad import reference
@@ -106,7 +107,7 @@ def test_descriptors_beyond_the_limit_are_refused(device, small_buffers):
 
 def test_limit_override_is_validated(device, monkeypatch):
     assert device.max_buffer_bytes == device.info.max_storage_buffer_range
-    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "8")
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "512")
     with pytest.raises(ValueError, match="PYVKGRAD_MAX_BUFFER_BYTES"):
         device.max_buffer_bytes
 
@@ -133,3 +134,41 @@ def test_pieces_count_every_tensor_whole_along_uncut_axes(device, rng, small_buf
     want = reference.resample_grad(dy.astype(np.float64), sizes, "linear", scales,
                                    (0.5,) * 4, (-0.5,) * 4)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+@given(data=st.data())
+def test_property_pieces_equal_the_whole(device, data):
+    """Random ranks, sizes, resampled axes and limits: a ResampleGrad (gather) run in pieces
+    is bitwise the whole, or it is refused when no cut can fit; a BatchNorm grad in pieces
+    matches the whole to float32 accumulation."""
+    rank = data.draw(st.integers(1, 4), label="rank")
+    dy_sizes = data.draw(st.lists(st.integers(1, 9), min_size=rank, max_size=rank), label="dY")
+    resampled = data.draw(st.lists(st.booleans(), min_size=rank, max_size=rank), label="axes")
+    dx_sizes = [data.draw(st.integers(1, 9)) if r else n for n, r in zip(dy_sizes, resampled)]
+    mode = data.draw(st.sampled_from(["nearest_neighbor", "linear"]), label="mode")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    dy = random_array(rng, tuple(dy_sizes), np.float32)
+    whole = pyvkgrad.resample_grad(dy, dx_sizes, interpolation_mode=mode, device=device)
+    limit = data.draw(st.integers(1024, max(1024, 4 * max(dy.size, whole.size))), label="limit")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(limit))
+        try:
+            pieces = pyvkgrad.resample_grad(dy, dx_sizes, interpolation_mode=mode,
+                                            device=device)
+        except ValueError as e:
+            assert "no cut along independent axes makes them fit" in str(e)
+        else:
+            np.testing.assert_array_equal(pieces, whole)
+
+    stat = tuple(n if data.draw(st.booleans()) else 1 for n in dy_sizes)
+    args = bn_inputs(rng, tuple(dy_sizes), stat, np.float32)
+    whole = pyvkgrad.batch_normalization_training_grad(*args, 1e-3, device=device)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(limit))
+        try:
+            pieces = pyvkgrad.batch_normalization_training_grad(*args, 1e-3, device=device)
+        except ValueError as e:
+            assert "no cut along independent axes makes them fit" in str(e)
+        else:
+            for p, w in zip(pieces, whole):
+                np.testing.assert_allclose(p, w, rtol=1e-4, atol=1e-4 * (np.abs(w).max() + 1))

@@ -17,16 +17,21 @@ from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
-from ..tensor import fail
+from ..tensor import BUFFER_ALIGNMENT, fail
 
 Box = Tuple[Tuple[int, int], ...]
+
+
+def buffer_bytes(nbytes: int) -> int:
+    """The device buffer that holds `nbytes` (buffers are whole BUFFER_ALIGNMENT units)."""
+    return -(-nbytes // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT
 
 
 def fits(limit: int, arrays: Dict[str, np.ndarray], outputs: Dict[str, tuple]) -> bool:
     """Whether every tensor of the problem fits in one buffer of `limit` bytes."""
     sizes = [np.dtype(a.dtype).itemsize * math.prod(np.shape(a)) for a in arrays.values()]
     sizes += [item * math.prod(shape) for shape, _, item in outputs.values()]
-    return max(sizes) <= limit
+    return buffer_bytes(max(sizes)) <= limit
 
 
 def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
@@ -52,8 +57,9 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
     def piece_bytes(box: Box) -> int:
         # A tensor that does not span an axis (size 1 on an independent axis, or the smaller
         # side of a resampled one) is never cut there: it counts whole.
-        return max(items[n] * math.prod(hi - lo if spans(n, a) else shapes[n][a]
-                                        for a, (lo, hi) in enumerate(box)) for n in shapes)
+        return buffer_bytes(max(items[n] * math.prod(hi - lo if spans(n, a) else shapes[n][a]
+                                                     for a, (lo, hi) in enumerate(box))
+                                for n in shapes))
 
     def index(n, box):
         return tuple(slice(lo, hi) if spans(n, a) else slice(None)
