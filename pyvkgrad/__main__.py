@@ -48,9 +48,8 @@ def _float_atomics(device) -> str:
         return "native (VK_EXT_shader_atomic_float, enabled by pyvkgrad's kp patch)"
     if not device.info.shader_buffer_float32_atomic_add:
         return "compare-and-swap (the device has no shaderBufferFloat32AtomicAdd)"
-    from .device import _CAN_ENABLE_FLOAT_ATOMICS
     return ("compare-and-swap (the device has shaderBufferFloat32AtomicAdd, but "
-            + ("PYVKGRAD_FLOAT_ATOMICS=0)" if _CAN_ENABLE_FLOAT_ATOMICS
+            + ("PYVKGRAD_FLOAT_ATOMICS=0)" if device._float_atomics_enabled
                else "stock kp cannot enable it)"))
 
 

@@ -181,9 +181,14 @@ class DeviceTensor:
 
     def write(self, words: np.ndarray) -> None:
         """Replace the buffer's contents with `words` (uint32), copied at the next submission."""
+        self._write(words)
+
+    def _write(self, values: np.ndarray) -> None:
+        # Straight into the mapped staging memory, viewed as the values' dtype: elements from
+        # `array_desc` need no intermediate word copy.
         with self.device._lock:
             self._check_open()
-            self._kp.data()[: words.size] = words
+            self._kp.data().view(values.dtype)[: values.size] = values
             self._pending_upload = True
             self._device_newer = False
 
@@ -503,15 +508,19 @@ class Device:
         supports it and our kp patch enables it at device creation (stock kp enables no
         feature). PYVKGRAD_FLOAT_ATOMICS=0 turns it off (kernels then add through
         compare-and-swap, as on every other device)."""
-        return (self.info.shader_buffer_float32_atomic_add and _CAN_ENABLE_FLOAT_ATOMICS
+        return (self._float_atomics_enabled
                 and os.environ.get("PYVKGRAD_FLOAT_ATOMICS", "1").strip() != "0")
+
+    @property
+    def _float_atomics_enabled(self) -> bool:
+        # The device has the feature and our kp patch enables it when the extension is asked
+        # for. It is asked for whenever it can be, so that PYVKGRAD_FLOAT_ATOMICS may change
+        # between calls without a new Vulkan device.
+        return self.info.shader_buffer_float32_atomic_add and _CAN_ENABLE_FLOAT_ATOMICS
 
     def _manager(self):
         if self._mgr is None:
-            # The extension is requested whenever the device has the feature, so that
-            # PYVKGRAD_FLOAT_ATOMICS may change between calls without a new Vulkan device.
-            extensions = ([_ATOMIC_FLOAT_EXTENSION] if self.info.shader_buffer_float32_atomic_add
-                          and _CAN_ENABLE_FLOAT_ATOMICS else [])
+            extensions = [_ATOMIC_FLOAT_EXTENSION] if self._float_atomics_enabled else []
             try:
                 self._mgr = kp.Manager(self.index, [], extensions)
             except Exception as e:
@@ -624,7 +633,8 @@ class Device:
 
     def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str]):
         """One-call execution: compile (cached per descriptor), upload, run, read back, in one
-        submission. The descriptor's cached buffers are reused when shapes repeat."""
+        submission. `arrays` maps input fields to their elements (`array_desc`). The
+        descriptor's cached buffers are reused when shapes repeat."""
         with self._lock:
             key = (desc, self.limits)
             entry = self._compiled.get(key)
@@ -632,8 +642,8 @@ class Device:
                 op = self.compile(desc)
                 fields = dict(desc.tensor_fields())
                 tensors = {name: self.empty(fields[name][0]) for name in fields}
-                for name, words in arrays.items():
-                    tensors[name].write(words)
+                for name, elements in arrays.items():
+                    tensors[name]._write(elements)
                 rec = Recording(self)
                 rec.execute(op, **tensors)
                 rec._download([tensors[n] for n in outputs])
@@ -645,8 +655,8 @@ class Device:
             else:
                 self._compiled.move_to_end(key)
                 op, tensors, rec = entry
-                for name, words in arrays.items():
-                    tensors[name].write(words)
+                for name, elements in arrays.items():
+                    tensors[name]._write(elements)
                 rec.replay()
             return [tensors[n].numpy() for n in outputs]
 

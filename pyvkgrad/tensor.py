@@ -220,12 +220,20 @@ def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
 # ---- numpy arrays <-> buffer words -------------------------------------------------------------
 
 def describe_array(array: np.ndarray, operator: str, field: str):
-    """Describe a numpy array as (TensorDesc, words) without copying more than it addresses.
+    """(TensorDesc, words) of a numpy array: `array_desc`, then a fresh uint32 copy of the
+    addressed elements (inputs are never modified or aliased), padded to whole 16-byte units."""
+    desc, elements = array_desc(array, operator, field)
+    return desc, elements_to_words(elements, desc.data_type)
 
-    Non-contiguous views and broadcast views (zero strides) keep their element strides, so a
-    broadcast input uploads only its distinct elements. Negative or non-element-multiple
-    strides fall back to a packed copy. `words` is a fresh uint32 array (inputs are never
-    modified or aliased), padded to whole 16-byte units.
+
+def array_desc(array: np.ndarray, operator: str, field: str):
+    """Describe a numpy array as (TensorDesc, elements) without copying anything yet.
+
+    `elements` is a 1-D read-only view of the memory the descriptor addresses (element 0 at
+    offset 0). Non-contiguous views and broadcast views (zero strides) keep their element
+    strides, so a broadcast input uploads only its distinct elements. Negative or
+    non-element-multiple strides, and views that address far more than they use, fall back to
+    a packed copy.
     """
     if not isinstance(array, np.ndarray):
         fail(operator, field, "must be a numpy array", "numpy.ndarray", type(array).__name__,
@@ -250,8 +258,9 @@ def describe_array(array: np.ndarray, operator: str, field: str):
     if not strided_ok:
         array = np.ascontiguousarray(array)
         desc = TensorDesc(data_type, array.shape, None)
-    span = np.lib.stride_tricks.as_strided(array, shape=(desc.element_span,), strides=(item,))
-    return desc, elements_to_words(span, data_type)
+    span = np.lib.stride_tricks.as_strided(array, shape=(desc.element_span,), strides=(item,),
+                                           writeable=False)
+    return desc, span
 
 
 def elements_to_words(elements: np.ndarray, data_type: DataType) -> np.ndarray:

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, f32, grid, right_align
 from ..tensor import (TensorDesc, check_desc, check_output, check_rank, check_same, coalesce,
-                      describe_array, fail)
+                      array_desc, fail)
 from ._split import fits, run_in_pieces
 
 BatchNormalizationGradResult = namedtuple(
@@ -340,15 +340,15 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
     from ..device import get_device
 
     op = desc_cls.OPERATOR
-    described = [describe_array(a, op, name) for a, name in
+    described = [array_desc(a, op, name) for a, name in
                  ((input, "input"), (input_gradient, "input_gradient"), (mean, "mean"),
                   (variance, "variance"), (scale, "scale"))]
     (x, _), (dy, _), (m, _), (v, _), (s, _) = described
     desc = desc_cls(x, dy, m, v, s, x.with_sizes(x.sizes), m.with_sizes(m.sizes),
                     m.with_sizes(m.sizes), epsilon)
     dev = get_device(device)
-    arrays = {name: np.asarray(a) for name, a in (("input", input), ("input_gradient",
-              input_gradient), ("mean", mean), ("variance", variance), ("scale", scale))}
+    arrays = {"input": input, "input_gradient": input_gradient, "mean": mean,
+              "variance": variance, "scale": scale}
     item = x.data_type.element_size
     outputs = {"output_gradient": (x.sizes, arrays["input"].dtype, item),
                "output_scale_gradient": (m.sizes, arrays["input"].dtype, item),
@@ -363,9 +363,9 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
         return BatchNormalizationGradResult(*(pieces[n].reshape(np.shape(a)) for n, a in (
             ("output_gradient", input), ("output_scale_gradient", mean),
             ("output_bias_gradient", mean))))
-    words = {name: w for (name, _, _), (_, w) in zip(FIELDS, described)}
+    elements = {name: e for (name, _, _), (_, e) in zip(FIELDS, described)}
     dx, dscale, dbias = dev.run(
-        desc, words, ["output_gradient_tensor", "output_scale_gradient_tensor",
+        desc, elements, ["output_gradient_tensor", "output_scale_gradient_tensor",
                       "output_bias_gradient_tensor"])
     return BatchNormalizationGradResult(dx.reshape(np.shape(input)),
                                         dscale.reshape(np.shape(mean)),

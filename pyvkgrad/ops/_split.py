@@ -17,21 +17,22 @@ from typing import Callable, Dict, Sequence, Tuple
 
 import numpy as np
 
-from ..tensor import BUFFER_ALIGNMENT, fail
+from ..tensor import buffer_words, fail
 
 Box = Tuple[Tuple[int, int], ...]
 
 
-def buffer_bytes(nbytes: int) -> int:
-    """The device buffer that holds `nbytes` (buffers are whole BUFFER_ALIGNMENT units)."""
-    return -(-nbytes // BUFFER_ALIGNMENT) * BUFFER_ALIGNMENT
+def largest_buffer(tensors) -> int:
+    """Bytes of the largest device buffer among `tensors`, (bytes per element, shape) pairs
+    (the device allocates whole 16-byte units). The one rule both the check of a whole problem
+    and the sizing of its pieces use, so a piece never looks too large to itself."""
+    return buffer_words(max(item * math.prod(shape) for item, shape in tensors)) * 4
 
 
 def fits(limit: int, arrays: Dict[str, np.ndarray], outputs: Dict[str, tuple]) -> bool:
     """Whether every tensor of the problem fits in one buffer of `limit` bytes."""
-    sizes = [np.dtype(a.dtype).itemsize * math.prod(np.shape(a)) for a in arrays.values()]
-    sizes += [item * math.prod(shape) for shape, _, item in outputs.values()]
-    return buffer_bytes(max(sizes)) <= limit
+    return largest_buffer([(np.dtype(a.dtype).itemsize, np.shape(a)) for a in arrays.values()]
+                          + [(item, shape) for shape, _, item in outputs.values()]) <= limit
 
 
 def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
@@ -49,7 +50,8 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
     shapes.update({n: tuple(shape) for n, (shape, _, _) in outputs.items()})
     items = {n: np.dtype(a.dtype).itemsize for n, a in arrays.items()}
     items.update({n: item for n, (_, _, item) in outputs.items()})
-    full = tuple(max(s[a] for s in shapes.values()) for a in range(len(next(iter(shapes.values())))))
+    rank = len(next(iter(shapes.values())))
+    full = tuple(max(s[a] for s in shapes.values()) for a in range(rank))
 
     def spans(n, a):
         return shapes[n][a] == full[a]
@@ -57,9 +59,8 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
     def piece_bytes(box: Box) -> int:
         # A tensor that does not span an axis (size 1 on an independent axis, or the smaller
         # side of a resampled one) is never cut there: it counts whole.
-        return buffer_bytes(max(items[n] * math.prod(hi - lo if spans(n, a) else shapes[n][a]
-                                                     for a, (lo, hi) in enumerate(box))
-                                for n in shapes))
+        return largest_buffer((items[n], [hi - lo if spans(n, a) else shapes[n][a]
+                                          for a, (lo, hi) in enumerate(box)]) for n in shapes)
 
     def index(n, box):
         return tuple(slice(lo, hi) if spans(n, a) else slice(None)
@@ -85,13 +86,10 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
 
     cut(tuple((0, f) for f in full), list(axes))  # every piece is checked before any runs
     for box in pieces:
-        piece = {n: np.ascontiguousarray(a[index(n, box)]) for n, a in arrays.items()}
-        # run_piece is the one-call function again: it must see a problem that fits, or it
-        # would cut it again without end.
-        if not fits(limit, piece, {n: (results[n][index(n, box)].shape, None, item)
-                                   for n, (_, _, item) in outputs.items()}):
-            raise RuntimeError(f"{operator}: internal error: a piece {box} does not fit")
-        outs = run_piece(**piece)
+        # run_piece is the one-call function again; its `fits` sizes this piece by the same
+        # rule as piece_bytes, so it runs the piece instead of cutting it again.
+        outs = run_piece(**{n: np.ascontiguousarray(a[index(n, box)])
+                            for n, a in arrays.items()})
         for n, out in zip(outputs, outs):
             results[n][index(n, box)] = np.reshape(out, results[n][index(n, box)].shape)
     return results

@@ -12,7 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, Plan, grid, right_align
-from ..tensor import check_desc, check_output, check_rank, check_same, coalesce, describe_array
+from ..tensor import check_desc, check_output, check_rank, check_same, coalesce, array_desc
 from ._split import fits, run_in_pieces
 
 OPERATOR = "ACTIVATION_RELU_GRAD"
@@ -67,11 +67,11 @@ def activation_relu_grad(input, input_gradient, *, device=None) -> np.ndarray:
     """dX = input > 0 ? input_gradient : 0 on the device; a packed array of input's dtype."""
     from ..device import get_device
 
-    x_desc, x_words = describe_array(input, OPERATOR, "input")
-    dy_desc, dy_words = describe_array(input_gradient, OPERATOR, "input_gradient")
+    x_desc, x_elements = array_desc(input, OPERATOR, "input")
+    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient")
     desc = ActivationReluGradDesc(x_desc, dy_desc, x_desc.with_sizes(x_desc.sizes))
     dev = get_device(device)
-    arrays = {"input": np.asarray(input), "input_gradient": np.asarray(input_gradient)}
+    arrays = {"input": input, "input_gradient": input_gradient}
     outputs = {"output_gradient": (x_desc.sizes, arrays["input"].dtype,
                                    x_desc.data_type.element_size)}
     if not fits(dev.max_buffer_bytes, arrays, outputs):
@@ -80,6 +80,6 @@ def activation_relu_grad(input, input_gradient, *, device=None) -> np.ndarray:
                              range(x_desc.rank), "element-wise, so this cannot happen",
                              lambda **p: (activation_relu_grad(device=dev, **p),)
                              )["output_gradient"].reshape(np.shape(input))
-    (dx,) = dev.run(desc, {"input_tensor": x_words, "input_gradient_tensor": dy_words},
+    (dx,) = dev.run(desc, {"input_tensor": x_elements, "input_gradient_tensor": dy_elements},
                     ["output_gradient_tensor"])
     return dx.reshape(np.shape(input))

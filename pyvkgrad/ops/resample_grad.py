@@ -24,8 +24,9 @@ summed over axes, never multiplied); the kernels only look them up:
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
   `resample_grad_atomic`, a compare-and-swap loop), after `fill_words` zeroes the accumulator:
   float32 dX itself (any strides; DirectML lets an operator write anywhere in an output's
-  range), or a packed float32 scratch that `resample_grad_convert` rounds once into a float16 dX. Per axis the forward
-  table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1 (linear only).
+  range), or a packed float32 scratch that `resample_grad_convert` rounds once into a float16
+  dX. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
+  (linear only).
 
 Choices where DirectML is silent:
 * rounding_direction only affects nearest neighbour (as in DML_RESAMPLE_GRAD1); it is accepted
@@ -47,7 +48,7 @@ import numpy as np
 
 from ..plan import READ, READ_WRITE, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
-                      describe_array, fail, packed_strides)
+                      array_desc, fail, packed_strides)
 from ._split import fits, run_in_pieces
 
 OPERATOR = "RESAMPLE_GRAD"
@@ -405,7 +406,7 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     """
     from ..device import get_device
 
-    dy_desc, dy_words = describe_array(input_gradient, OPERATOR, "input_gradient")
+    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient")
     check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
     sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
     if len(sizes) != dy_desc.rank:
@@ -423,7 +424,7 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
                             scales, input_pixel_offsets, output_pixel_offsets,
                             rounding_direction, algorithm)
     dev = get_device(device)
-    arrays = {"input_gradient": np.asarray(input_gradient)}
+    arrays = {"input_gradient": input_gradient}
     # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
     item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
     outputs = {"output_gradient": (sizes, arrays["input_gradient"].dtype, item)}
@@ -442,5 +443,5 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
                 output_pixel_offsets=desc.output_pixel_offsets,
                 rounding_direction=rounding_direction, algorithm=algorithm, device=dev),)
         )["output_gradient"]
-    (dx,) = dev.run(desc, {"input_gradient_tensor": dy_words}, ["output_gradient_tensor"])
+    (dx,) = dev.run(desc, {"input_gradient_tensor": dy_elements}, ["output_gradient_tensor"])
     return dx
