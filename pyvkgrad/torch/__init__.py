@@ -1,0 +1,27 @@
+"""pyvkgrad.torch: train with PyTorch, backpropagate on any Vulkan GPU through pyvkgrad.
+
+Autograd functions whose forward runs in PyTorch and whose backward runs DirectML's gradient
+operators on a Vulkan device (`relu`, `threshold`, `batch_norm`, `interpolate`), drop-in modules
+(`ReLU`, `BatchNorm1d/2d/3d`, `Upsample`, and `Sequential`, which chains their backward into one
+submission) and `convert(model)`, which swaps them into an existing model. docs/torch.md.
+
+Needs PyTorch (`pip install 'pyvkgrad[torch]'`); the core package does not.
+"""
+
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised only without torch
+    raise ImportError("pyvkgrad.torch needs PyTorch: pip install 'pyvkgrad[torch]' "
+                      "(or a CPU build: pip install torch --index-url "
+                      "https://download.pytorch.org/whl/cpu)") from e
+
+from ._resample_map import InexactResample
+from ._runtime import clear_programs, get_device, set_device, set_options
+from .functional import batch_norm, interpolate, relu, threshold
+from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, ReLU, Sequential, Upsample,
+                      convert)
+
+__all__ = ["relu", "threshold", "batch_norm", "interpolate",
+           "ReLU", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Upsample", "Sequential",
+           "convert", "set_device", "get_device", "set_options", "clear_programs",
+           "InexactResample"]

@@ -1,0 +1,179 @@
+"""Drop-in modules and model conversion.
+
+`ReLU`, `BatchNorm1d/2d/3d` and `Upsample` subclass their torch.nn counterparts: the same
+constructor arguments, parameters, buffers, state dict keys and repr; only the backward runs on
+the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive bridged modules
+as one chain: one autograd node whose backward is one submission, intermediate gradients kept
+on the device. `convert(model)` swaps them into an existing model.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from torch import nn
+
+from . import functional as bf
+
+
+class ReLU(nn.ReLU):
+    """torch.nn.ReLU with its backward on the Vulkan device (ACTIVATION_RELU_GRAD)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return bf.relu(input, inplace=self.inplace)
+
+    def _bridge_step(self):
+        return bf._ReluStep(self.inplace), []
+
+
+class _BatchNormBridge:
+    """The forward of torch.nn.modules.batchnorm._BatchNorm, with bridged batch_norm."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        self._check_input_dim(input)
+        step, params = self._bridge_step()
+        if not bf._needs_grad(input, *params[:2]):
+            return torch.nn.functional.batch_norm(input, params[2], params[3], params[0],
+                                                  params[1], step.training,
+                                                  step.momentum or 0.0, step.eps)
+        bf._data_type(input, "batch_norm")
+        return bf.apply_chain([step], input, params)
+
+    def _bridge_step(self):
+        # As _BatchNorm.forward: count batches, cumulative average when momentum is None.
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats and self.num_batches_tracked is not None:
+            self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked)
+        training = self.training or (self.running_mean is None and self.running_var is None)
+        track = not self.training or self.track_running_stats
+        params = [self.weight, self.bias, self.running_mean if track else None,
+                  self.running_var if track else None]
+        return bf._BatchNormStep(training, factor, self.eps), params
+
+
+class BatchNorm1d(_BatchNormBridge, nn.BatchNorm1d):
+    """torch.nn.BatchNorm1d with its backward on the Vulkan device."""
+
+
+class BatchNorm2d(_BatchNormBridge, nn.BatchNorm2d):
+    """torch.nn.BatchNorm2d with its backward on the Vulkan device."""
+
+
+class BatchNorm3d(_BatchNormBridge, nn.BatchNorm3d):
+    """torch.nn.BatchNorm3d with its backward on the Vulkan device."""
+
+
+class Upsample(nn.Upsample):
+    """torch.nn.Upsample with its backward on the Vulkan device (RESAMPLE_GRAD). Modes
+    DirectML cannot express (bicubic, area, ...) raise ValueError at construction."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        bf.check_interpolate_mode(self.mode)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return bf.interpolate(input, self.size, self.scale_factor, self.mode, self.align_corners,
+                              recompute_scale_factor=self.recompute_scale_factor)
+
+    def _bridge_step(self):
+        return bf._InterpolateStep(self.size, self.scale_factor, self.mode, self.align_corners,
+                                   self.recompute_scale_factor), []
+
+
+BRIDGED = (ReLU, BatchNorm1d, BatchNorm2d, BatchNorm3d, Upsample)
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    from torch.nn.modules import module as m
+    return bool(module._forward_hooks or module._forward_pre_hooks
+                or getattr(module, "_backward_hooks", None)
+                or getattr(module, "_backward_pre_hooks", None)
+                or m._global_forward_hooks or m._global_forward_pre_hooks
+                or m._global_backward_hooks or getattr(m, "_global_backward_pre_hooks", None))
+
+
+def _chainable(module: nn.Module) -> bool:
+    return isinstance(module, BRIDGED) and not _has_hooks(module)
+
+
+class Sequential(nn.Sequential):
+    """torch.nn.Sequential whose runs of consecutive bridged modules (ReLU, BatchNorm, Upsample,
+    without hooks) run as one chain: the backward of the whole run is one submission on the
+    Vulkan device and its intermediate gradients never come back to the host. The same
+    children, state dict and results as nn.Sequential."""
+
+    def forward(self, input):
+        modules = list(self._modules.values())
+        i = 0
+        while i < len(modules):
+            run = _run_at(modules, i, input)
+            if len(run) < 2:
+                input = modules[i](input)
+                i += 1
+                continue
+            steps, params = [], []
+            for module in run:
+                if isinstance(module, _BatchNormBridge):
+                    module._check_input_dim(input)  # every step keeps the rank
+                step, p = module._bridge_step()
+                steps.append(step)
+                params.extend(p)
+            input = bf.apply_chain(steps, input, params)
+            i += len(run)
+        return input
+
+
+def _run_at(modules, i, input) -> List[nn.Module]:
+    """The run of chainable modules starting at i (a chain needs a float tensor that needs a
+    gradient, and a first step that does not modify the chain's input in place)."""
+    if not isinstance(input, torch.Tensor) or input.dtype not in bf._DATA_TYPES:
+        return []
+    run = []
+    for m in modules[i:]:
+        if not _chainable(m) or (not run and isinstance(m, ReLU) and m.inplace):
+            break
+        run.append(m)
+    if not bf._needs_grad(input, *[p for m in run for p in m.parameters(recurse=False)]):
+        return []
+    return run
+
+
+_UPSAMPLES = (nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d)
+_BATCH_NORMS = {nn.BatchNorm1d: BatchNorm1d, nn.BatchNorm2d: BatchNorm2d,
+                nn.BatchNorm3d: BatchNorm3d}
+
+
+def convert(module: nn.Module, sequential: bool = True) -> nn.Module:
+    """Swap torch.nn.ReLU, BatchNorm1d/2d/3d and Upsample (and UpsamplingNearest2d /
+    UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
+    `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained
+    backward). Returns the converted module (a new one where `module` itself is swapped), in
+    the spirit of torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old
+    ones' parameters and buffers (the same tensors, so an optimizer built before still holds
+    them) and training flag; state dicts load both ways. Only these exact classes are swapped,
+    never subclasses (which may change behaviour); an Upsample in a mode DirectML cannot
+    express (bicubic, area) is left as it is."""
+    out = module
+    cls = type(module)
+    if cls is nn.ReLU:
+        out = ReLU(module.inplace)
+    elif cls in _BATCH_NORMS:
+        out = _BATCH_NORMS[cls](module.num_features, module.eps, module.momentum,
+                                module.affine, module.track_running_stats)
+        if module.affine:
+            out.weight, out.bias = module.weight, module.bias
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            setattr(out, name, getattr(module, name))
+    elif cls in _UPSAMPLES and module.mode in bf.rmap.SUPPORTED_MODES:
+        out = Upsample(module.size, module.scale_factor, module.mode, module.align_corners,
+                       module.recompute_scale_factor)
+    elif sequential and cls is nn.Sequential:
+        out = Sequential()
+    if out is not module:
+        out.train(module.training)
+    for name, child in module.named_children():
+        out.add_module(name, convert(child, sequential))
+    return out
