@@ -20,6 +20,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
 from ..ops.activation_relu_grad import ActivationReluGradDesc
 from ..ops.batch_normalization_grad import BatchNormalizationGradDesc
@@ -304,7 +305,12 @@ class _Chain(torch.autograd.Function):
         if y is x:
             ctx.mark_dirty(x)  # a lone in-place step
         perm = memory_order(x)
+        # The input's strides, to give its gradient the same when the chain cannot work in
+        # the input's order (5-D channels_last_3d interpolate with N, C > 1: ResampleGrad has
+        # four dimensions, and only N and C adjacent in memory fold into one).
+        ctx.restride = None
         if not all(s.fits(perm, xs, ys) for s, (xs, ys) in zip(steps, shapes)):
+            ctx.restride = x.stride()
             perm = tuple(range(x.dim()))
         # Function inputs and the output go through save_for_backward (version-checked like
         # PyTorch's own saved tensors); tensors made inside the chain are kept as they are.
@@ -331,6 +337,7 @@ class _Chain(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, dy):
         tensors = ctx.saved_tensors
         saved = [{name: (tensors[v] if kind == "saved" else v) for name, (kind, v) in r.items()}
@@ -366,6 +373,9 @@ class _Chain(torch.autograd.Function):
         if need_x:
             x_shape = _permuted(ctx.shapes[0][0], perm)
             dx = _from_host(results[name].reshape(x_shape), perm, ctx.x_device)
+            if ctx.restride is not None:
+                dx = torch.empty_strided(dx.shape, ctx.restride, dtype=dx.dtype,
+                                         device=dx.device).copy_(dx)
             if name in kept:
                 _runtime.register(dx, kept[name], (perm, x_shape, ctx.x_dtype))
         grads = []
