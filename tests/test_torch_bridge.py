@@ -254,6 +254,7 @@ INTERPOLATE_CASES = [
     ("nearest", (2, 3, 5, 7), dict(scale_factor=1.5, recompute_scale_factor=True)),
     ("nearest", (2, 3, 5, 7), dict(scale_factor=(1.5, 0.7))),
     ("nearest", (1, 2, 3, 4, 5), dict(size=(5, 4, 9))),
+    ("nearest", (1, 2, 5, 5), dict(scale_factor=(1.05, 2.3))),  # 2-D copies where in == out
     ("nearest-exact", (2, 3, 7), dict(size=12)),
     ("nearest-exact", (2, 3, 5, 7), dict(scale_factor=(2.5, 0.5))),
     ("nearest-exact", (2, 3, 5, 7), dict(size=(9, 4))),
