@@ -6,17 +6,22 @@ or bound to device tensors that already hold them), intermediates (device only) 
 (read back). It is built once per structure (descriptors and bindings) and cached; each run
 records all its operators into one submission.
 
-Two ways to run one (`reuse_device_tensors`):
+Three ways to run one (`set_options(execution=...)`, or PYVKGRAD_TORCH_EXECUTION):
 
-* fresh (the default today): every run uploads its inputs into new device tensors
-  (`Device.upload`), records once, reads the outputs with `numpy()` and releases the tensors.
-  Compiled operators (plans, kernels, tables) are reused; a run pays for new kp bindings.
-* reuse: the program keeps its device tensors and one recording; a run writes the inputs
-  (`DeviceTensor.write`), replays and reads back. This relies on the device-tensor state model
-  of issue 10 (every write seen by the next replay, `numpy()` always current) and is off until
-  that lands: PYVKGRAD_TORCH_REUSE=1 or `set_options(reuse_device_tensors=True)` turns it on.
+* "one-call" (the default today): each operator through `Device.run`, the one-call functions'
+  machinery (device tensors and a recording cached per descriptor, inputs written and outputs
+  read back in the same submission). One submission per operator; a chain's intermediate
+  gradients make a round trip through the host.
+* "fresh": every run uploads its inputs into new device tensors (`Device.upload`), records all
+  operators into one submission, reads the outputs with `numpy()` and releases the tensors.
+  Intermediates stay on the device, but new buffers mean new kp pipelines bindings every run
+  (about 5 ms per dispatch on lavapipe), so it only pays where that is cheap.
+* "reuse": the program keeps its device tensors and one recording; a run writes the inputs
+  (`DeviceTensor.write`), replays and reads back: one submission per chain, nothing rebuilt.
+  It relies on the device-tensor state model of issue 10 (every write seen by the next
+  replay, `numpy()` always current) and becomes the default once that lands.
 
-Hand-off between bridged backward calls (fresh mode): a program may keep an output on the
+Hand-off between bridged backward calls ("fresh" only): a program may keep an output on the
 device after reading it back (`keep`). The bridge registers the kept device tensor with the
 torch tensor it returned to autograd; a later bridged backward that receives that very tensor
 object, unmodified (same version counter), binds the device tensor instead of uploading it.
@@ -36,7 +41,9 @@ from ..tensor import TensorDesc
 
 _lock = threading.Lock()
 _device = None
-_options = {"reuse_device_tensors": None, "hand_off": True}
+EXECUTIONS = ("one-call", "fresh", "reuse")
+DEFAULT_EXECUTION = "one-call"  # "reuse" once issue 10's device-tensor fixes are merged
+_options = {"execution": None, "hand_off": True}
 
 
 # ---- device choice --------------------------------------------------------------------------------
@@ -57,31 +64,55 @@ def get_device():
     return _device if _device is not None else default_device()
 
 
-def set_options(*, reuse_device_tensors: Optional[bool] = None,
-                hand_off: Optional[bool] = None) -> None:
-    """reuse_device_tensors: keep each program's device tensors and recording between runs
-    (needs issue 10's device-tensor fixes; default from PYVKGRAD_TORCH_REUSE, off).
-    hand_off: keep a bridged backward's input gradient on the device for the next bridged
-    backward that consumes it (default on)."""
+def set_options(*, execution: Optional[str] = None, hand_off: Optional[bool] = None) -> None:
+    """execution: how backward programs run, "one-call", "fresh" or "reuse" (module notes;
+    default PYVKGRAD_TORCH_EXECUTION, else DEFAULT_EXECUTION). hand_off: in "fresh" execution,
+    keep a bridged backward's input gradient on the device for the next bridged backward that
+    consumes it (default on)."""
+    if execution is not None and execution not in EXECUTIONS:
+        raise ValueError(f"pyvkgrad.torch.set_options: execution must be one of {EXECUTIONS}, "
+                         f"got {execution!r}")
     with _lock:
-        if reuse_device_tensors is not None:
-            _options["reuse_device_tensors"] = bool(reuse_device_tensors)
+        if execution is not None:
+            _options["execution"] = execution
         if hand_off is not None:
             _options["hand_off"] = bool(hand_off)
 
 
-def reuse_device_tensors() -> bool:
-    value = _options["reuse_device_tensors"]
+def execution() -> str:
+    value = _options["execution"]
     if value is None:
-        return os.environ.get("PYVKGRAD_TORCH_REUSE", "0").strip() == "1"
+        value = os.environ.get("PYVKGRAD_TORCH_EXECUTION", "").strip() or DEFAULT_EXECUTION
+        if value not in EXECUTIONS:
+            raise ValueError(f"PYVKGRAD_TORCH_EXECUTION must be one of {EXECUTIONS}, got "
+                             f"{value!r}")
     return value
 
 
 def hand_off_enabled() -> bool:
-    return _options["hand_off"] and not reuse_device_tensors()
+    return _options["hand_off"] and execution() == "fresh"
 
 
 # ---- programs ------------------------------------------------------------------------------------
+
+class _Compiled:
+    """A descriptor and, on first use outside "one-call" execution, its compiled operator
+    ("one-call" execution compiles through Device.run's own cache instead)."""
+
+    def __init__(self, device, desc):
+        self.device, self.desc, self._op = device, desc, None
+
+    @property
+    def op(self):
+        if self._op is None:
+            self._op = self.device.compile(self.desc)
+        return self._op
+
+    def close(self):
+        if self._op is not None:
+            self._op.close()
+            self._op = None
+
 
 class Program:
     """Compiled operators over named tensors, recorded into one submission per run.
@@ -109,7 +140,7 @@ class Program:
                         or known.element_count != tdesc.element_count
                         or not (known.is_packed and tdesc.is_packed)):
                     raise AssertionError(f"program tensor {name}: {known} vs {tdesc}")
-            self.ops.append((device.compile(desc), dict(binding)))
+            self.ops.append((_Compiled(device, desc), dict(binding)))
         self._run_lock = threading.Lock()
         self._tensors = None  # reuse mode: name -> DeviceTensor
         self._recording = None
@@ -118,14 +149,33 @@ class Program:
     def run(self, arrays: Mapping[str, np.ndarray], bound: Optional[Mapping] = None,
             keep: Iterable[str] = ()) -> Tuple[Dict[str, np.ndarray], Dict[str, object]]:
         """Fill the inputs from `arrays` (packed, the inputs' dtype and sizes) or `bound`
-        (device tensors already holding them), run, read the outputs back.
+        (device tensors already holding them; "fresh" execution only), run, read the outputs
+        back.
 
         Returns (outputs as numpy arrays, kept device tensors): `keep` names outputs whose
-        device tensors the caller takes over (fresh mode only; it closes them)."""
+        device tensors the caller takes over ("fresh" execution only; it closes them)."""
+        mode = execution()
+        if bound and mode != "fresh":
+            raise AssertionError("device tensors are bound only in fresh execution")
         with self._run_lock:
-            if reuse_device_tensors():
+            if mode == "reuse":
                 return self._run_reusing(arrays), {}
+            if mode == "one-call":
+                return self._run_one_call(arrays), {}
             return self._run_fresh(arrays, bound or {}, set(keep))
+
+    def _run_one_call(self, arrays):
+        values = {name: self._checked(name, arrays[name]) for name in self.inputs}
+        for op, binding in self.ops:
+            fields = op.desc.tensor_fields()
+            inputs = {f: values[binding[f]].reshape(-1) for f, (_, access) in fields
+                      if access == "read"}
+            outputs = [f for f, (_, access) in fields if access != "read"]
+            for f, result in zip(outputs, self.device.run(op.desc, inputs, outputs)):
+                values[binding[f]] = result
+            stats["uploads"] += len(inputs)
+        self.runs += 1
+        return {n: values[n].reshape(self.descs[n].sizes) for n in self.outputs}
 
     def _run_fresh(self, arrays, bound, keep):
         dev = self.device
@@ -143,7 +193,7 @@ class Program:
                     owned.append(name)
             with dev.record() as rec:
                 for op, binding in self.ops:
-                    rec.execute(op, **{f: tensors[n] for f, n in binding.items()})
+                    rec.execute(op.op, **{f: tensors[n] for f, n in binding.items()})
             results = {n: tensors[n].numpy().reshape(self.descs[n].sizes) for n in self.outputs}
             kept = {n: tensors[n] for n in keep if n in owned}
             self.runs += 1
@@ -161,7 +211,7 @@ class Program:
                 self._tensors[name].write(self._checked(name, arrays[name]))
             rec = dev.record()
             for op, binding in self.ops:
-                rec.execute(op, **{f: self._tensors[n] for f, n in binding.items()})
+                rec.execute(op.op, **{f: self._tensors[n] for f, n in binding.items()})
             rec.submit()
             self._recording = rec
         else:
