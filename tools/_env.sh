@@ -98,6 +98,45 @@ _ensure_package() {
   fi
 }
 
+# The PyTorch bridge's tests (tests/test_torch_*.py) need torch, and scikit-learn for the
+# digits example (matplotlib for its plot). tools/test calls this: it installs them when CI=true,
+# or when a CPU build of torch $TORCH_VERSION is at hand (pip's find-links or a local index: no
+# download), and never otherwise, since a default PyPI torch pulls gigabytes of CUDA libraries.
+# Without torch the bridge tests skip, naming the install command; in CI they must run.
+TORCH_VERSION=2.13.0
+_ensure_torch() {
+  local have ci=0
+  case "$(echo "${CI:-}" | tr '[:upper:]' '[:lower:]')" in 1|true|yes) ci=1 ;; esac
+  have="$(python -c 'import importlib.metadata as m
+for d in ("torch", "scikit-learn", "matplotlib"):
+    try: print(d, m.version(d))
+    except m.PackageNotFoundError: pass' 2>/dev/null || true)"
+  if grep -q '^torch ' <<<"$have"; then
+    grep -q '^scikit-learn ' <<<"$have" && grep -q '^matplotlib ' <<<"$have" && return 0
+    if [ "$ci" = 1 ] || python -m pip install -q --dry-run --no-index scikit-learn matplotlib \
+        >/dev/null 2>&1; then
+      _say "installing scikit-learn and matplotlib (the digits example's tests)"
+      python -m pip install -q scikit-learn matplotlib
+    fi
+    return 0
+  fi
+  # A CPU build at hand: pip resolves it without any index (find-links), version +cpu.
+  if python -m pip install -q --dry-run --ignore-installed --no-index --no-deps --report - \
+      "torch==$TORCH_VERSION" 2>/dev/null | grep -q "\"version\": \"$TORCH_VERSION+cpu\""; then
+    _say "installing the CPU build of torch $TORCH_VERSION at hand, scikit-learn, matplotlib"
+    python -m pip install -q "torch==$TORCH_VERSION" scikit-learn matplotlib
+  elif [ "$ci" = 1 ]; then
+    _say "CI: installing torch $TORCH_VERSION (CPU build, from download.pytorch.org), scikit-learn, matplotlib"
+    python -m pip install -q "torch==$TORCH_VERSION" --index-url https://download.pytorch.org/whl/cpu \
+      --extra-index-url https://pypi.org/simple
+    python -m pip install -q scikit-learn matplotlib
+  else
+    _say "no CPU build of torch $TORCH_VERSION at hand: the PyTorch bridge tests will skip" \
+         "(pip install 'torch==$TORCH_VERSION' --index-url https://download.pytorch.org/whl/cpu" \
+         "scikit-learn matplotlib)"
+  fi
+}
+
 _ensure_debs
 _ensure_venv
 _ensure_kp
