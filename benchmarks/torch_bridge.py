@@ -64,12 +64,22 @@ def median_time(fn, repeat, device=None, setup=None):
     return statistics.median(times)
 
 
-def backward_time(module, x, dy, repeat, device):
-    """Median seconds of the backward alone: the forward runs in setup, untimed."""
-    def setup():
-        return module(x)
-
-    return median_time(lambda y: torch.autograd.grad(y, x, dy), repeat, device, setup)
+def interleaved(cases, repeat):
+    """Median seconds of each (fn, setup) pair, the cases run in turn within every repeat, so
+    that a shared machine's load drifts over all of them alike."""
+    times = [[] for _ in cases]
+    for i in range(repeat + 2):
+        for k, (fn, setup, device) in enumerate(cases):
+            arg = setup() if setup else None
+            if device is not None:
+                sync(device)
+            start = time.perf_counter()
+            fn(arg)
+            if device is not None:
+                sync(device)
+            if i >= 2:
+                times[k].append(time.perf_counter() - start)
+    return [statistics.median(t) for t in times]
 
 
 # ---- 1. per module -----------------------------------------------------------------------------
@@ -98,11 +108,13 @@ def per_module(args, tdev):
             y = ref(x)
         dy = torch.randn_like(y)
         xn, dyn = x.numpy(), dy.numpy()
-        t_one_call = median_time(lambda _: one_call(xn, dyn), args.repeat)
         xb = x.clone().requires_grad_()
-        t_bridge = backward_time(ours, xb, dy, args.repeat, None)
         xt, dyt = x.detach().to(tdev).requires_grad_(), dy.to(tdev)
-        t_torch = backward_time(ref.to(tdev), xt, dyt, args.repeat, tdev)
+        ref = ref.to(tdev)
+        t_one_call, t_bridge, t_torch = interleaved([
+            (lambda _: one_call(xn, dyn), None, None),
+            (lambda y: torch.autograd.grad(y, xb, dy), lambda: ours(xb), None),
+            (lambda y: torch.autograd.grad(y, xt, dyt), lambda: ref(xt), tdev)], args.repeat)
         rows.append(dict(module=name, shape=list(x.shape), one_call_ms=1e3 * t_one_call,
                          bridge_ms=1e3 * t_bridge, overhead_ms=1e3 * (t_bridge - t_one_call),
                          torch_ms=1e3 * t_torch, torch_device=str(tdev)))
@@ -149,6 +161,9 @@ def whole_model(args, tdev):
                          torch_device=str(tdev),
                          ms=1e3 * timed(model, x.to(tdev), target.to(tdev), tdev)))
     vt.set_options(execution=_runtime.DEFAULT_EXECUTION)
+    # PyTorch once more at the end: on a shared machine the load may have changed meanwhile.
+    rows.append(dict(backward="pytorch (again)", device=str(tdev),
+                     ms=1e3 * timed(ref, x.to(tdev), target.to(tdev), tdev)))
     return rows
 
 

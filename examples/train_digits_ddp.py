@@ -83,8 +83,10 @@ def worker(rank: int, world: int, args, port: int) -> None:
     params = flat_parameters(model.module)
     gathered = [torch.empty_like(params) for _ in range(world)]
     dist.all_gather(gathered, params)
+    names = [None] * world
+    dist.all_gather_object(names, device.name)
     if rank == 0:
-        report = {"world": world, "devices": [], "steps": args.steps,
+        report = {"world": world, "devices": names, "steps": args.steps,
                   "identical_across_ranks": all(torch.equal(g, gathered[0]) for g in gathered),
                   "rank0_losses": losses}
         net = model.module  # not the DDP wrapper: its forward is a collective
@@ -99,12 +101,6 @@ def worker(rank: int, world: int, args, port: int) -> None:
         print(json.dumps({k: v for k, v in report.items() if k != "rank0_losses"}))
         if args.out:
             Path(args.out).write_text(json.dumps(report))
-    names = [None] * world
-    dist.all_gather_object(names, device.name)
-    if rank == 0 and args.out:
-        report = json.loads(Path(args.out).read_text())
-        report["devices"] = names
-        Path(args.out).write_text(json.dumps(report))
     dist.destroy_process_group()
 
 

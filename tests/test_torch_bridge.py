@@ -572,3 +572,15 @@ def test_programs_run_again_with_new_data(rng, execution):
 def test_execution_option_is_checked():
     with pytest.raises(ValueError, match="execution"):
         vt.set_options(execution="fast")
+
+
+def test_core_package_does_not_import_torch():
+    """`import pyvkgrad` (and every one-call function) stays free of torch."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, pyvkgrad; "
+            "pyvkgrad.activation_relu_grad(np.ones(3, np.float32), np.ones(3, np.float32)); "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr

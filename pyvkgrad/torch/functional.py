@@ -284,8 +284,8 @@ class _InterpolateStep(_Step):
 # ---- the chain -------------------------------------------------------------------------------------
 
 class _Chain(torch.autograd.Function):
-    """forward(ctx, steps, n_inputs, x, *params): PyTorch's forward of each step in turn;
-    backward: every step's DirectML gradient in one submission."""
+    """forward(ctx, steps, x, *params): PyTorch's forward of each step in turn (params: every
+    step's parameters, in order); backward: every step's DirectML gradient in one program."""
 
     @staticmethod
     def forward(ctx, steps, x, *params):
