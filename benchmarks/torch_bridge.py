@@ -2,6 +2,7 @@
 model's backward against PyTorch's own, on CPU (lavapipe) or CUDA machines.
 
     python benchmarks/torch_bridge.py [--quick] [--out DIR] [--executions one-call,fresh]
+                                      [--sizes small,large] [--repeat N]
     PYVKGRAD_DEVICE=0 python benchmarks/torch_bridge.py        # which Vulkan device
 
 Measured (median wall time of --repeat runs, after warm-up):
@@ -84,8 +85,11 @@ def interleaved(cases, repeat):
 
 # ---- 1. per module -----------------------------------------------------------------------------
 
-def module_cases(quick):
-    n, c, h = (4, 32, 28) if quick else (8, 64, 56)
+SHAPES = {"small": (2, 16, 16, 16), "medium": (4, 32, 28, 28), "large": (8, 64, 56, 56)}
+
+
+def module_cases(size):
+    n, c, h, _ = SHAPES[size]
     x = torch.randn(n, c, h, h)
     return [
         ("relu", nn.ReLU(), vt.ReLU(), x,
@@ -103,7 +107,8 @@ def module_cases(quick):
 
 def per_module(args, tdev):
     rows = []
-    for name, ref, ours, x, one_call in module_cases(args.quick):
+    cases = [case for size in args.sizes for case in module_cases(size)]
+    for name, ref, ours, x, one_call in cases:
         with torch.no_grad():
             y = ref(x)
         dy = torch.randn_like(y)
@@ -199,8 +204,12 @@ def main(argv=None) -> int:
     ap.add_argument("--executions", default="one-call,fresh",
                     help="bridge executions to time (one-call, fresh, reuse: reuse needs "
                          "issue 10's device-tensor fixes)")
+    ap.add_argument("--sizes", default=None,
+                    help=f"module input sizes, of {list(SHAPES)} (default small,large; "
+                         f"--quick: small,medium)")
     ap.add_argument("--out", default="bench-out")
     args = ap.parse_args(argv)
+    args.sizes = (args.sizes or ("small,medium" if args.quick else "small,large")).split(",")
     args.repeat = args.repeat or (5 if args.quick else 20)
     args.executions = [e for e in args.executions.split(",") if e]
     tdev = torch.device(args.torch_device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -213,11 +222,11 @@ def main(argv=None) -> int:
     result = dict(info=info, per_module=per_module(args, tdev),
                   model=whole_model(args, tdev), determinism=determinism(tdev))
     print(f"\n1. backward of one module (ms; overhead = bridge - one-call function)")
-    print(f"{'module':24s} {'one-call':>9s} {'bridge':>9s} {'overhead':>9s} "
+    print(f"{'module':24s} {'input':>16s} {'one-call':>9s} {'bridge':>9s} {'overhead':>9s} "
           f"{'pytorch ' + tdev.type:>13s}")
     for r in result["per_module"]:
-        print(f"{r['module']:24s} {r['one_call_ms']:9.2f} {r['bridge_ms']:9.2f} "
-              f"{r['overhead_ms']:9.2f} {r['torch_ms']:13.2f}")
+        print(f"{r['module']:24s} {'x'.join(map(str, r['shape'])):>16s} {r['one_call_ms']:9.2f} "
+              f"{r['bridge_ms']:9.2f} {r['overhead_ms']:9.2f} {r['torch_ms']:13.2f}")
     print("\n2. small CNN, whole backward (ms)")
     for r in result["model"]:
         print(f"{r['backward']:24s} {r['ms']:9.2f}   on {r['device']}")

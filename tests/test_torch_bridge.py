@@ -584,3 +584,27 @@ def test_core_package_does_not_import_torch():
             "assert 'torch' not in sys.modules, 'torch was imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the bridge "
+                    "moves CUDA gradients through the host to the Vulkan device and back)")
+def test_cuda_tensors(rng):
+    """Inputs on a CUDA device: gradients come back on it, equal to the CPU inputs' (the
+    backward runs on the same Vulkan device either way); PyTorch's CUDA forward is used, so
+    batch statistics may differ in the last bits from the CPU's."""
+    cuda = torch.device("cuda")
+    x = laid_out(randn(rng, (2, 4, 5, 6)), "channels_last")
+    dy = randn(rng, (2, 4, 10, 12))
+    bn = vt.BatchNorm2d(4)
+
+    def net(t):
+        return vt.interpolate(vt.relu(bn(t)), scale_factor=2, mode="nearest")
+
+    xc = x.clone().requires_grad_()
+    (g_cpu,) = torch.autograd.grad(net(xc), xc, dy)
+    bn.to(cuda)
+    xg = x.to(cuda).requires_grad_()
+    (g_cuda,) = torch.autograd.grad(net(xg), xg, dy.to(cuda))
+    assert g_cuda.device.type == "cuda"
+    same_layout(g_cuda.cpu(), x)
+    np.testing.assert_allclose(g_cuda.cpu().numpy(), g_cpu.numpy(), rtol=1e-4, atol=1e-5)
