@@ -354,6 +354,25 @@ def test_bilinear_backward_deterministic_and_bitwise_reproducible(rng):
         assert torch.equal(bits(r), bits(runs[0]))
 
 
+def test_odd_tensors(rng):
+    """0-d, empty, strided (a slice) and broadcast (expanded) inputs: as PyTorch."""
+    x = torch.tensor(1.5, requires_grad=True)
+    assert torch.autograd.grad(vt.relu(x), x)[0].item() == 1.0
+    x = torch.zeros(3, 0, 4, requires_grad=True)
+    assert torch.autograd.grad(vt.relu(x).sum(), x)[0].shape == (3, 0, 4)
+    base = randn(rng, (4, 6, 5)).requires_grad_()
+    dy = randn(rng, (4, 3, 5))
+    assert torch.equal(torch.autograd.grad(vt.relu(base[:, ::2]), base, dy)[0],
+                       torch.autograd.grad(F.relu(base[:, ::2]), base, dy)[0])
+    small = randn(rng, (1, 3, 1, 1)).requires_grad_()
+    dy = randn(rng, (2, 3, 8, 8))
+    g = torch.autograd.grad(vt.interpolate(small.expand(2, 3, 4, 4), scale_factor=2,
+                                           mode="bilinear"), small, dy)[0]
+    e = torch.autograd.grad(F.interpolate(small.expand(2, 3, 4, 4), scale_factor=2,
+                                          mode="bilinear"), small, dy)[0]
+    np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
+
+
 def test_unsupported_dtype_raises():
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     with pytest.raises(TypeError, match="float64"):

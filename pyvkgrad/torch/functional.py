@@ -41,9 +41,12 @@ def _data_type(t: torch.Tensor, what: str) -> DataType:
     return data_type
 
 
-def _needs_grad(*tensors) -> bool:
-    return torch.is_grad_enabled() and any(
-        t is not None and isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+def _needs_grad(input, *tensors) -> bool:
+    """Whether a bridged backward is needed: grad mode, something requiring grad, and any
+    elements at all (an empty tensor's gradient is empty: PyTorch's own path returns it)."""
+    return (torch.is_grad_enabled() and input.numel() > 0
+            and any(t is not None and isinstance(t, torch.Tensor) and t.requires_grad
+                    for t in (input, *tensors)))
 
 
 # ---- layout ----------------------------------------------------------------------------------------
@@ -390,7 +393,10 @@ class _Chain(torch.autograd.Function):
 
 
 def apply_chain(steps: Sequence[_Step], x: torch.Tensor, params: Sequence) -> torch.Tensor:
-    """Run `steps` as one bridged chain on x (params: every step's parameters, in order)."""
+    """Run `steps` as one bridged chain on x (params: every step's parameters, in order).
+    A 0-d tensor runs as one element (DirectML tensors have 1 to 8 dimensions)."""
+    if x.dim() == 0:
+        return _Chain.apply(tuple(steps), x.reshape(1), *params).reshape(())
     return _Chain.apply(tuple(steps), x, *params)
 
 
