@@ -627,3 +627,11 @@ def test_cuda_tensors(rng):
     assert g_cuda.device.type == "cuda"
     same_layout(g_cuda.cpu(), x)
     np.testing.assert_allclose(g_cuda.cpu().numpy(), g_cpu.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_one_value_per_channel_raises():
+    x = torch.randn(1, 3, requires_grad=True)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        vt.BatchNorm1d(3)(x)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        vt.batch_norm(x, None, None, training=True)

@@ -191,6 +191,10 @@ class _BatchNormStep(_Step):
         if x.dim() < 2:
             raise ValueError(f"pyvkgrad.torch.batch_norm: expected 2-D to 5-D input, got "
                              f"{x.dim()}-D")
+        if self.training and math.prod(x.shape[:1] + x.shape[2:]) == 1:
+            # As F.batch_norm (_verify_batch_size): one value per channel has no variance.
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {x.size()}")
         momentum = 0.0 if self.momentum is None else self.momentum
         y, mean, invstd = torch.native_batch_norm(x, weight, bias, running_mean, running_var,
                                                   self.training, momentum, self.eps)
@@ -329,8 +333,7 @@ class _Chain(torch.autograd.Function):
                     ref[name] = ("own", t)
             refs.append(ref)
         ctx.save_for_backward(*to_save)
-        ctx.steps, ctx.split_sizes, ctx.refs, ctx.shapes = steps, [len(p) for p in split], refs, \
-            shapes
+        ctx.steps, ctx.refs, ctx.shapes = steps, refs, shapes
         ctx.perm, ctx.data_type, ctx.vk_device = perm, data_type, vk_device
         ctx.x_dtype, ctx.x_device = x.dtype, x.device
         # Keep the input gradient on the device only when another bridged chain made x: that
@@ -433,12 +436,6 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
         return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
                             eps)
     _data_type(input, "batch_norm")
-    if training:
-        size = input.size()
-        count = math.prod(size[:1] + size[2:])
-        if count == 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {size}")
     return apply_chain([_BatchNormStep(training, momentum, eps)], input,
                        [weight, bias, running_mean, running_var])
 

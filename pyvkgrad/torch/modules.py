@@ -35,8 +35,8 @@ class _BatchNormBridge:
         step, params = self._bridge_step()
         if not bf._needs_grad(input, *params[:2]):
             return torch.nn.functional.batch_norm(input, params[2], params[3], params[0],
-                                                  params[1], step.training,
-                                                  step.momentum or 0.0, step.eps)
+                                                  params[1], step.training, step.momentum,
+                                                  step.eps)
         bf._data_type(input, "batch_norm")
         return bf.apply_chain([step], input, params)
 
