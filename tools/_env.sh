@@ -121,8 +121,10 @@ for d in ("torch", "scikit-learn", "matplotlib"):
     return 0
   fi
   # A CPU build at hand: pip resolves it without any index (find-links), version +cpu.
-  if python -m pip install -q --dry-run --ignore-installed --no-index --no-deps --report - \
-      "torch==$TORCH_VERSION" 2>/dev/null | grep -q "\"version\": \"$TORCH_VERSION+cpu\""; then
+  local report
+  report="$(python -m pip install -q --dry-run --ignore-installed --no-index --no-deps \
+      --report - "torch==$TORCH_VERSION" 2>/dev/null || true)"
+  if grep -q "\"version\": \"$TORCH_VERSION+cpu\"" <<<"$report"; then
     _say "installing the CPU build of torch $TORCH_VERSION at hand, scikit-learn, matplotlib"
     python -m pip install -q "torch==$TORCH_VERSION" scikit-learn matplotlib
   elif [ "$ci" = 1 ]; then
