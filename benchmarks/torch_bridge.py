@@ -221,7 +221,7 @@ def main(argv=None) -> int:
     print(json.dumps(info))
     result = dict(info=info, per_module=per_module(args, tdev),
                   model=whole_model(args, tdev), determinism=determinism(tdev))
-    print(f"\n1. backward of one module (ms; overhead = bridge - one-call function)")
+    print("\n1. backward of one module (ms; overhead = bridge - one-call function)")
     print(f"{'module':24s} {'input':>16s} {'one-call':>9s} {'bridge':>9s} {'overhead':>9s} "
           f"{'pytorch ' + tdev.type:>13s}")
     for r in result["per_module"]:

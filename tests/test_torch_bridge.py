@@ -52,7 +52,7 @@ def bits(t):
 SHAPES = {1: (37,), 2: (5, 7), 3: (2, 3, 11), 4: (2, 3, 5, 7), 5: (2, 3, 2, 5, 3)}
 
 
-# ---- relu and threshold ----------------------------------------------------------------------------
+# ---- relu and threshold --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("rank", [1, 2, 3, 4, 5])
@@ -124,7 +124,7 @@ def test_threshold_inplace(rng):
     assert torch.equal(torch.autograd.grad(ya, a, dy)[0], torch.autograd.grad(yb, b, dy)[0])
 
 
-# ---- batch norm ------------------------------------------------------------------------------------
+# ---- batch norm ----------------------------------------------------------------------------------
 
 BN_SHAPES = {2: (6, 3), 3: (4, 3, 9), 4: (3, 4, 5, 7), 5: (2, 3, 3, 4, 5)}
 
@@ -244,7 +244,7 @@ def test_batch_norm_modules_as_torch(rng, cls, momentum):
             assert torch.equal(t, ours.state_dict()[name]), name
 
 
-# ---- interpolate -----------------------------------------------------------------------------------
+# ---- interpolate ---------------------------------------------------------------------------------
 
 INTERPOLATE_CASES = [
     # (mode, input shape, kwargs)
@@ -312,7 +312,8 @@ def test_interpolate_where_pytorch_backward_is_not_its_forward_transpose(rng):
     assert pt.reshape(-1).tolist() == [10.0, 20.0, 30.0, 40.0, 50.0]
 
 
-@pytest.mark.parametrize("mode,kw", [("bicubic", {}), ("area", {}), ("nearest", {"antialias": True}),
+@pytest.mark.parametrize("mode,kw", [("bicubic", {}), ("area", {}),
+                                     ("nearest", {"antialias": True}),
                                      ("bilinear", {"antialias": True})])
 def test_interpolate_modes_directml_cannot_express_raise(mode, kw):
     x = torch.randn(1, 2, 4, 4, requires_grad=True)
@@ -386,7 +387,7 @@ def test_double_backward_is_refused(rng):
         g.sum().backward()
 
 
-# ---- modules, state dicts, convert -----------------------------------------------------------------
+# ---- modules, state dicts, convert ---------------------------------------------------------------
 
 MODULE_PAIRS = [
     (lambda: nn.ReLU(), lambda: vt.ReLU()),
@@ -486,7 +487,7 @@ def test_converted_model_trains_as_pytorch(rng, layout):
         assert torch.equal(t, model.state_dict()[name]), name
 
 
-# ---- chaining ---------------------------------------------------------------------------------------
+# ---- chaining ------------------------------------------------------------------------------------
 
 @pytest.fixture
 def execution(request):

@@ -33,7 +33,7 @@ import collections
 import os
 import threading
 import weakref
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -46,7 +46,7 @@ DEFAULT_EXECUTION = "one-call"  # "reuse" once issue 10's device-tensor fixes ar
 _options = {"execution": None, "hand_off": True}
 
 
-# ---- device choice --------------------------------------------------------------------------------
+# ---- device choice -------------------------------------------------------------------------------
 
 def set_device(which) -> None:
     """The Vulkan device the bridge's backward runs on: an index, part of a name, a

@@ -49,7 +49,7 @@ def _needs_grad(input, *tensors) -> bool:
                     for t in (input, *tensors)))
 
 
-# ---- layout ----------------------------------------------------------------------------------------
+# ---- layout --------------------------------------------------------------------------------------
 
 def memory_order(t: torch.Tensor) -> Tuple[int, ...]:
     """The permutation P with t.permute(P) contiguous (outermost first), for tensors laid out
@@ -288,7 +288,7 @@ class _InterpolateStep(_Step):
         return f"dx{k}"
 
 
-# ---- the chain -------------------------------------------------------------------------------------
+# ---- the chain -----------------------------------------------------------------------------------
 
 class _Chain(torch.autograd.Function):
     """forward(ctx, steps, x, *params): PyTorch's forward of each step in turn (params: every
@@ -403,7 +403,7 @@ def apply_chain(steps: Sequence[_Step], x: torch.Tensor, params: Sequence) -> to
     return _Chain.apply(tuple(steps), x, *params)
 
 
-# ---- the functions ---------------------------------------------------------------------------------
+# ---- the functions -------------------------------------------------------------------------------
 
 def relu(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     """torch.nn.functional.relu whose backward is DirectML's ACTIVATION_RELU_GRAD on the output
