@@ -29,7 +29,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
-from pyvkgrad.device import kp  # noqa: E402
 
 MiB = 2**20
 
@@ -58,29 +57,28 @@ def vulkan_time(device, op, tensors, repeat):
 
 def copy_roofline(device, nbytes, repeat):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
-    vkCmdCopyBuffer (kp's OpTensorCopy) or a compute kernel streaming 16-byte vectors."""
+    vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam)."""
     from pyvkgrad import kernels
-    words = np.zeros(nbytes // 4, dtype=np.uint32)
-    mgr = device._manager()
-    src, dst = mgr.tensor_t(words), mgr.tensor_t(words.copy())
+    runtime = device.runtime()
+    src, dst = runtime.buffer(nbytes), runtime.buffer(nbytes)
     vectors = nbytes // 16
     local = device.limits.local_size
-    push = np.array([vectors], dtype=np.uint32)
-    algo = mgr.algorithm([src, dst], kernels.spirv("copy_words"),
-                         [min(-(-vectors // local), 65535), 1, 1],
-                         np.array([local], dtype=np.uint32), push)
+    program = runtime.program([src, dst], kernels.spirv("copy_words"),
+                              min(-(-vectors // local), 65535),
+                              np.array([local], dtype=np.uint32), 1)
     best = 0.0
-    for op in (kp.OpTensorCopy([src, dst]), kp.OpAlgoDispatch(algo, push)):
-        seq = mgr.sequence(0, 3)
-        seq.record(op)
+    for record in (lambda c: c.copy(src, dst),
+                   lambda c: c.dispatch(program, np.array([vectors], dtype=np.uint32))):
+        commands = runtime.commands(2)
+        record(commands)
         times = []
         for _ in range(repeat + 1):
-            seq.eval()
-            ts = seq.get_timestamps()
+            commands.submit("copy roofline")
+            ts = commands.timestamps()
             times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
         best = max(best, 2 * nbytes / (statistics.median(times[1:]) * 1e-9))
-        seq.destroy()
-    algo.destroy()
+        commands.destroy()
+    program.destroy()
     src.destroy()
     dst.destroy()
     return best
@@ -364,7 +362,7 @@ def chain(dev, quick, repeat):
             "chain_wall_ns": statistics.median(walls), "submission_ns": statistics.median(subs),
             "sum_parts_plus_submission_ns": float(budget),
             "chain_wall_over_budget": float(statistics.median(walls) / budget),
-            "barriers": plain._labels.count("barrier"), "wait_spin_us": dev.wait_spin_us}
+            "barriers": plain.labels.count("barrier"), "wait_spin_us": dev.wait_spin_us}
 
 
 # ---- one case ---------------------------------------------------------------------------------

@@ -27,6 +27,9 @@ class Limits:
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
     max_shared_memory: int = 32768
     float_atomic_add: bool = False  # native float32 atomicAdd on storage buffers is enabled
+    # Loop iterations an invocation may run in total, over all its loops, before the driver
+    # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
+    max_loop_iterations: int = 0
 
 
 @dataclass(frozen=True)

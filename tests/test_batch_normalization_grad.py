@@ -439,7 +439,7 @@ def test_constant_grad_needs_no_barrier_before_its_output(device, rng):
         tensors[n] = device.empty(d)
     rec = device.record()
     rec.execute(op, **tensors)
-    labels = [lab.split(":")[-1] for lab in rec._labels]
+    labels = [lab.split(":")[-1] for lab in rec.labels]
     assert labels == ["batch_normalization_partials", "batch_normalization_grad_output_packed",
                       "barrier", "batch_normalization_finalize"]
     rec.submit()

@@ -129,6 +129,10 @@ class BatchNormalizationGradFields:
     epsilon: float
     OPERATOR: ClassVar[str] = ""
     TRAINING: ClassVar[bool] = False
+    # dX may be X's or dY's tensor (identical descriptors): every kernel reads an element's
+    # X and dY before it writes that element's dX, and reductions finish before dX is written.
+    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
+                                                           "input_gradient_tensor")}
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", validate(self))
@@ -340,13 +344,13 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
     from ..device import get_device
 
     op = desc_cls.OPERATOR
-    described = [array_desc(a, op, name) for a, name in
+    dev = get_device(device)
+    described = [array_desc(a, op, name, dev.max_buffer_bytes) for a, name in
                  ((input, "input"), (input_gradient, "input_gradient"), (mean, "mean"),
                   (variance, "variance"), (scale, "scale"))]
     (x, _), (dy, _), (m, _), (v, _), (s, _) = described
     desc = desc_cls(x, dy, m, v, s, x.with_sizes(x.sizes), m.with_sizes(m.sizes),
                     m.with_sizes(m.sizes), epsilon)
-    dev = get_device(device)
     arrays = {"input": input, "input_gradient": input_gradient, "mean": mean,
               "variance": variance, "scale": scale}
     item = x.data_type.element_size

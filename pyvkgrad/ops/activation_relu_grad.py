@@ -27,6 +27,9 @@ class ActivationReluGradDesc:
     input_gradient_tensor: object
     output_gradient_tensor: object
     OPERATOR: ClassVar[str] = OPERATOR
+    # Element-wise: dX may be X's or dY's tensor (identical descriptors), in place.
+    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
+                                                           "input_gradient_tensor")}
 
     def __post_init__(self):
         x = check_desc(OPERATOR, "InputTensor", self.input_tensor)
@@ -67,10 +70,11 @@ def activation_relu_grad(input, input_gradient, *, device=None) -> np.ndarray:
     """dX = input > 0 ? input_gradient : 0 on the device; a packed array of input's dtype."""
     from ..device import get_device
 
-    x_desc, x_elements = array_desc(input, OPERATOR, "input")
-    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient")
-    desc = ActivationReluGradDesc(x_desc, dy_desc, x_desc.with_sizes(x_desc.sizes))
     dev = get_device(device)
+    x_desc, x_elements = array_desc(input, OPERATOR, "input", dev.max_buffer_bytes)
+    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient",
+                                      dev.max_buffer_bytes)
+    desc = ActivationReluGradDesc(x_desc, dy_desc, x_desc.with_sizes(x_desc.sizes))
     arrays = {"input": input, "input_gradient": input_gradient}
     outputs = {"output_gradient": (x_desc.sizes, arrays["input"].dtype,
                                    x_desc.data_type.element_size)}

@@ -406,7 +406,9 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     """
     from ..device import get_device
 
-    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient")
+    dev = get_device(device)
+    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient",
+                                      dev.max_buffer_bytes)
     check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
     sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
     if len(sizes) != dy_desc.rank:
@@ -423,7 +425,6 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes), interpolation_mode,
                             scales, input_pixel_offsets, output_pixel_offsets,
                             rounding_direction, algorithm)
-    dev = get_device(device)
     arrays = {"input_gradient": input_gradient}
     # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
     item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
