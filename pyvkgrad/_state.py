@@ -118,14 +118,16 @@ class Lifetime:
 
     def check(self, action: str) -> None:
         """Raise ClosedError naming what was closed when this or an ancestor is closed."""
-        node = self
-        while node is not None:
+        closed, node = None, self
+        while node is not None:  # the outermost closed one says why
             if node.closed:
-                if node is self:
-                    raise ClosedError(f"{action}: {self.what} is closed")
-                raise ClosedError(f"{action}: {self.what} belongs to {node.what}, which was "
-                                  f"closed")
+                closed = node
             node = node.parent
+        if closed is self:
+            raise ClosedError(f"{action}: {self.what} is closed")
+        if closed is not None:
+            raise ClosedError(f"{action}: {self.what} belongs to {closed.what}, which was "
+                              f"closed")
 
 
 class Hazards:

@@ -247,22 +247,25 @@ class DeviceTensor:
         array = check_array(array, self.desc, "DeviceTensor.write", "array")
         with self.device._lock:
             storage = self._storage
+            storage.lifetime.check("DeviceTensor.write")
             desc = storage.desc
             item = desc.data_type.element_size
-            covers = desc.is_packed and desc.element_count * item == storage.buffer.nbytes
+            strides = tuple(s * item for s in desc.element_strides)
+            if desc.has_overlap():
+                trial = np.zeros(desc.element_span, desc.data_type.numpy_dtype)
+                placed = np.lib.stride_tricks.as_strided(trial, desc.sizes, strides)
+                placed[...] = array
+                if not np.array_equal(placed, array, equal_nan=True):
+                    fail("DeviceTensor.write", "array", "must hold equal values where the "
+                         "descriptor's elements share memory (zero or overlapping strides)",
+                         "equal values", "different values")
             # Elements outside the descriptor keep their values: if a kernel wrote the device
             # copy since, fetch it first (unless the descriptor covers every byte).
+            covers = desc.is_packed and desc.element_count * item == storage.buffer.nbytes
             words = (storage.buffer.words() if covers
                      else storage.host_words("DeviceTensor.write"))
-            storage.lifetime.check("DeviceTensor.write")
-            view = np.lib.stride_tricks.as_strided(
-                words.view(desc.data_type.numpy_dtype), shape=desc.sizes,
-                strides=tuple(s * item for s in desc.element_strides))
-            view[...] = array
-            if desc.has_overlap() and not np.array_equal(view, array, equal_nan=True):
-                fail("DeviceTensor.write", "array", "must hold equal values where the "
-                     "descriptor's elements share memory (zero or overlapping strides)",
-                     "equal values", "different values")
+            np.lib.stride_tricks.as_strided(words.view(desc.data_type.numpy_dtype),
+                                            desc.sizes, strides)[...] = array
             storage.state.host_written()
 
     def _write_elements(self, elements: np.ndarray) -> None:
@@ -470,6 +473,9 @@ class CompiledOperator:
 
 # ---- recordings ---------------------------------------------------------------------------------
 
+RecordingStats = collections.namedtuple("RecordingStats", "runs uploads command_buffers")
+
+
 class Recording:
     """Compiled operators recorded into one submission, with the barriers they need.
 
@@ -494,7 +500,14 @@ class Recording:
         self._commands: "collections.OrderedDict" = collections.OrderedDict()
         self._finished = False
         self._last = None  # (commands, index of the first step's timestamp)
+        self._runs = self._uploaded = self._built = 0
         session.own(self)
+
+    @property
+    def stats(self) -> RecordingStats:
+        """runs so far, tensors uploaded over them, command buffers recorded (one per set of
+        tensors that needed an upload)."""
+        return RecordingStats(self._runs, self._uploaded, self._built)
 
     @property
     def labels(self) -> List[str]:
@@ -581,6 +594,7 @@ class Recording:
         if commands is None:
             by_state = {id(s.state): s for s, _ in self._storages.values()}
             commands = self._build([by_state[k].buffer for k in key])
+            self._built += 1
             self._commands[key] = commands
             while len(self._commands) > self._COMMAND_BUFFERS:
                 self._commands.popitem(last=False)[1][0].destroy()
@@ -590,6 +604,8 @@ class Recording:
             commands[0].submit(", ".join(dict.fromkeys(self.labels)) or "copies")
             submission.commit(uploads)
             self._last = commands
+            self._runs += 1
+            self._uploaded += len(uploads)
 
     def _build(self, uploads):
         runtime = self._session.runtime
@@ -650,7 +666,7 @@ class _Session:
         extensions = [FLOAT_ATOMICS_EXTENSION] if device.info.shader_buffer_float32_atomic_add \
             else []
         self.runtime = Runtime(device.index, extensions, what=device.name)
-        self.lifetime = Lifetime(f"device {device.name!r} (closed by Device.close)")
+        self.lifetime = Lifetime(f"device {device.name!r}")
         self._owned = weakref.WeakSet()
 
     def own(self, obj) -> None:

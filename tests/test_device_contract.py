@@ -1,0 +1,411 @@
+"""The device-tensor contract, case by case: contents, lifetimes, aliasing, writes inside the
+descriptor, memory, interrupts and early errors (the state machine in test_device_state.py
+covers random sequences of the same)."""
+
+import gc
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import ClosedError, DataType, TensorDesc, device as device_module, reference
+
+F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+
+
+def relu(device, d):
+    return device.compile(pyvkgrad.ActivationReluGradDesc(d, d, d))
+
+
+# ---- 1. one state model for contents ----
+
+def test_write_is_seen_by_the_next_call(device):
+    d = TensorDesc(F32, (4,))
+    op = relu(device, d)
+    x, dy = device.upload(-np.ones(4, np.float32)), device.upload(np.full(4, 7, np.float32))
+    dx1, dx2 = device.empty(d), device.empty(d)
+    op(input_tensor=x, input_gradient_tensor=dy, output_gradient_tensor=dx1)
+    op(input_tensor=x, input_gradient_tensor=dy, output_gradient_tensor=dx2)
+    x.write(np.ones(4, np.float32))
+    op(input_tensor=x, input_gradient_tensor=dy, output_gradient_tensor=dx2)
+    np.testing.assert_array_equal(dx2.numpy(), [7, 7, 7, 7])
+
+
+def test_replay_makes_numpy_read_the_device_back(device):
+    d = TensorDesc(F32, (4,))
+    op = relu(device, d)
+    x, dy = device.upload(np.ones(4, np.float32)), device.upload(np.full(4, 7, np.float32))
+    dx = device.empty(d)
+    with device.record() as rec:
+        rec.execute(op, input_tensor=x, input_gradient_tensor=dy, output_gradient_tensor=dx)
+    np.testing.assert_array_equal(dx.numpy(), [7, 7, 7, 7])
+    x.write(-np.ones(4, np.float32))
+    rec.replay()
+    np.testing.assert_array_equal(dx.numpy(), [0, 0, 0, 0])
+
+
+def test_unchanged_inputs_are_never_copied_again(device):
+    """A replay with unchanged inputs records no command buffer and uploads nothing; a write
+    uploads exactly that tensor, once."""
+    d = TensorDesc(F32, (64,))
+    op = relu(device, d)
+    x, dy = device.upload(np.ones(64, np.float32)), device.upload(np.ones(64, np.float32))
+    dx = device.empty(d)
+    with device.record() as rec:
+        rec.execute(op, input_tensor=x, input_gradient_tensor=dy, output_gradient_tensor=dx)
+    assert rec.stats == (1, 3, 1)  # x, dy and dx's zeros went up once
+    rec.replay()  # records the command buffer without uploads, once
+    rec.replay()
+    rec.replay()
+    assert rec.stats == (4, 3, 2)
+    x.write(np.full(64, 2, np.float32))
+    rec.replay()  # uploads x alone (a command buffer for that set of uploads)
+    assert rec.stats == (5, 4, 3)
+    rec.replay()
+    rec.replay()
+    assert rec.stats == (7, 4, 3)
+    np.testing.assert_array_equal(dx.numpy(), np.ones(64))
+
+
+def test_empty_holds_zeros_for_kernels_too(device):
+    """`empty` is zeros in `numpy` and on the device: the first use uploads them."""
+    d = TensorDesc(F32, (3, 5))
+    op = device.compile(pyvkgrad.ResampleGradDesc(d, d, "nearest_neighbor", (1, 1), (0.5, 0.5),
+                                                  (-0.5, -0.5)))
+    dy, dx = device.empty(d), device.upload(np.full((3, 5), 9, np.float32))
+    with device.record() as rec:
+        rec.execute(op, input_gradient_tensor=dy, output_gradient_tensor=dx)
+    assert rec.stats.uploads == 2
+    np.testing.assert_array_equal(dx.numpy(), np.zeros((3, 5)))
+    np.testing.assert_array_equal(dy.numpy(), np.zeros((3, 5)))
+
+
+def test_write_checks_its_array(device):
+    t = device.upload(np.ones((2, 3), np.float32))
+    with pytest.raises(TypeError, match="DeviceTensor.write: array.dtype"):
+        t.write(np.ones((2, 3), np.int8))
+    with pytest.raises(TypeError, match="DeviceTensor.write: array must be a numpy array"):
+        t.write([[1, 2, 3], [4, 5, 6]])
+    with pytest.raises(ValueError, match="DeviceTensor.write: array.shape"):
+        t.write(np.ones(6, np.float32))
+    with pytest.raises(TypeError, match="masked array"):
+        t.write(np.ma.array(np.ones((2, 3), np.float32), mask=True))
+    b = device.upload(np.broadcast_to(np.arange(3, dtype=np.float32), (2, 3)))
+    with pytest.raises(ValueError, match="share memory"):
+        b.write(np.arange(6, dtype=np.float32).reshape(2, 3))
+    np.testing.assert_array_equal(b.numpy(), np.broadcast_to(np.arange(3), (2, 3)))
+    b.write(np.broadcast_to(np.float32(5), (2, 3)).copy())
+    np.testing.assert_array_equal(b.numpy(), np.full((2, 3), 5))
+
+
+def test_write_keeps_elements_outside_its_descriptor(device):
+    """A strided tensor's gaps keep what a kernel wrote there when `write` changes its elements."""
+    op = relu(device, TensorDesc(F32, (8,)))
+    t = device.upload(np.arange(16, dtype=np.float32)[::2])  # strides (2,): span 15 elements
+    assert t.desc.strides == (2,)
+    whole = device.upload(np.full(8, 3, np.float32))
+    op(input_tensor=whole, input_gradient_tensor=whole, output_gradient_tensor=t)
+    # The op wrote elements 0..7 of t's buffer; t's own elements are 0, 2, ..., 14.
+    t.write(np.full(8, -1, np.float32))
+    out = device.empty(TensorDesc(F32, (8,)))
+    op(input_tensor=whole, input_gradient_tensor=t, output_gradient_tensor=out)
+    np.testing.assert_array_equal(out.numpy(), [-1, 3, -1, 3, -1, 3, -1, 3])
+
+
+def test_array_protocols_give_host_copies(device):
+    values = np.arange(6, dtype=np.float16).reshape(2, 3)
+    t = device.upload(values)
+    np.testing.assert_array_equal(np.asarray(t), values)
+    assert np.asarray(t, dtype=np.float32).dtype == np.float32
+    if hasattr(np, "from_dlpack"):
+        np.testing.assert_array_equal(np.from_dlpack(t), values)
+    assert t.__dlpack_device__() == (1, 0)
+
+
+# ---- 2. lifetimes ----
+
+def _recorded(device):
+    d = TensorDesc(F32, (4,))
+    op = relu(device, d)
+    x, out = device.upload(np.ones(4, np.float32)), device.empty(d)
+    with device.record() as rec:
+        rec.execute(op, input_tensor=x, input_gradient_tensor=x, output_gradient_tensor=out)
+    return op, x, out, rec
+
+
+def test_replay_after_closing_a_bound_tensor_raises(device):
+    op, x, out, rec = _recorded(device)
+    x.close()
+    with pytest.raises(ClosedError, match="Recording.replay: the DeviceTensor .* is closed"):
+        rec.replay()
+    with pytest.raises(ClosedError, match="DeviceTensor.numpy"):
+        x.numpy()
+    with pytest.raises(ClosedError):
+        op(input_tensor=x, input_gradient_tensor=x, output_gradient_tensor=out)
+    np.testing.assert_array_equal(out.numpy(), np.ones(4))
+
+
+def test_replay_and_call_after_closing_the_operator_raise(device):
+    op, x, out, rec = _recorded(device)
+    op.close()
+    with pytest.raises(ClosedError, match="the compiled ACTIVATION_RELU_GRAD operator is closed"):
+        rec.replay()
+    with pytest.raises(ClosedError, match="ACTIVATION_RELU_GRAD operator call"):
+        op(input_tensor=x, input_gradient_tensor=x, output_gradient_tensor=out)
+
+
+def test_batch_normalization_operator_after_close_raises(device):
+    X, S = TensorDesc(F32, (64, 2)), TensorDesc(F32, (1, 2))
+    bn = device.compile(pyvkgrad.BatchNormalizationTrainingGradDesc(X, X, S, S, S, X, S, S, 1e-3))
+    bn.close()
+    x, s = device.upload(np.ones((64, 2), np.float32)), device.upload(np.ones((1, 2), np.float32))
+    with pytest.raises(ClosedError, match="BATCH_NORMALIZATION_TRAINING_GRAD operator is closed"):
+        bn(input_tensor=x, input_gradient_tensor=x, mean_tensor=s, variance_tensor=s,
+           scale_tensor=s, output_gradient_tensor=device.empty(X),
+           output_scale_gradient_tensor=device.empty(S),
+           output_bias_gradient_tensor=device.empty(S))
+
+
+def test_closing_the_device_closes_everything_and_it_reopens(device):
+    op, x, out, rec = _recorded(device)
+    device.close()
+    for fn in (rec.replay, out.numpy, x.numpy,
+               lambda: x.write(np.ones(4, np.float32)),
+               lambda: op(input_tensor=x, input_gradient_tensor=x, output_gradient_tensor=out)):
+        with pytest.raises(ClosedError, match="which was closed"):
+            fn()
+    assert x.closed and out.closed and op.closed
+    op2, x2, out2, rec2 = _recorded(device)  # new objects on the reopened device
+    rec2.replay()
+    np.testing.assert_array_equal(out2.numpy(), np.ones(4))
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(
+        np.ones(3, np.float32), np.ones(3, np.float32), device=device), np.ones(3))
+
+
+def test_closing_twice_and_garbage_collection_are_safe(device):
+    op, x, out, rec = _recorded(device)
+    for obj in (rec, x, op, x, rec, op):
+        obj.close()
+    del op, x, out, rec
+    gc.collect()
+    device.close()
+    device.close()
+    _recorded(device)
+
+
+# ---- 4. aliasing ----
+
+def test_in_place_element_wise_bindings_are_correct(device, rng):
+    for dtype in (np.float32, np.float16):
+        x = rng.standard_normal((7, 33)).astype(dtype)
+        dy = rng.standard_normal((7, 33)).astype(dtype)
+        d = TensorDesc(DataType.from_numpy(dtype, "t", "t"), x.shape)
+        op = relu(device, d)
+        tx, tdy = device.upload(x), device.upload(dy)
+        op(input_tensor=tx, input_gradient_tensor=tdy, output_gradient_tensor=tdy)
+        np.testing.assert_array_equal(tdy.numpy(), reference.activation_relu_grad(x, dy)
+                                      .astype(dtype))
+        tx2 = device.upload(x)
+        op(input_tensor=tx2, input_gradient_tensor=device.upload(dy), output_gradient_tensor=tx2)
+        np.testing.assert_array_equal(tx2.numpy(), reference.activation_relu_grad(x, dy)
+                                      .astype(dtype))
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_normalization_in_place_over_dy(device, rng, training):
+    x = rng.standard_normal((40, 3, 5)).astype(np.float32)
+    dy = rng.standard_normal((40, 3, 5)).astype(np.float32)
+    mean = x.mean(axis=(0, 2), keepdims=True)
+    var = x.var(axis=(0, 2), keepdims=True)
+    scale = rng.standard_normal((1, 3, 1)).astype(np.float32)
+    X, S = TensorDesc(F32, x.shape), TensorDesc(F32, mean.shape)
+    cls = (pyvkgrad.BatchNormalizationTrainingGradDesc if training
+           else pyvkgrad.BatchNormalizationGradDesc)
+    op = device.compile(cls(X, X, S, S, S, X, S, S, 1e-5))
+    t = {k: device.upload(v) for k, v in dict(x=x, dy=dy, m=mean, v=var, s=scale).items()}
+    ds, db = device.empty(S), device.empty(S)
+    op(input_tensor=t["x"], input_gradient_tensor=t["dy"], mean_tensor=t["m"],
+       variance_tensor=t["v"], scale_tensor=t["s"], output_gradient_tensor=t["dy"],
+       output_scale_gradient_tensor=ds, output_bias_gradient_tensor=db)
+    fn = (reference.batch_normalization_training_grad if training
+          else reference.batch_normalization_grad)
+    want = fn(x, dy, mean, var, scale, 1e-5)
+    np.testing.assert_allclose(t["dy"].numpy(), want.output_gradient, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(db.numpy(), want.output_bias_gradient, rtol=1e-4, atol=1e-5)
+
+
+def test_aliasing_the_operators_cannot_compute_is_refused(device):
+    d = TensorDesc(F32, (8,))
+    for algorithm in ("gather", "atomic"):
+        op = device.compile(pyvkgrad.ResampleGradDesc(d, d, "nearest_neighbor", (1.0,), (0.5,),
+                                                      (-0.5,), None, algorithm))
+        t = device.upload(np.arange(8, dtype=np.float32))
+        with pytest.raises(ValueError, match="RESAMPLE_GRAD: OutputGradientTensor and "
+                                             "InputGradientTensor are bound to one tensor"):
+            op(input_gradient_tensor=t, output_gradient_tensor=t)
+        np.testing.assert_array_equal(t.numpy(), np.arange(8))
+    X, S = TensorDesc(F32, (16, 2)), TensorDesc(F32, (1, 2))
+    bn = device.compile(pyvkgrad.BatchNormalizationGradDesc(X, X, S, S, S, X, S, S, 1e-3))
+    x, st = device.upload(np.ones((16, 2), np.float32)), device.upload(np.ones((1, 2), np.float32))
+    o = device.empty(S)
+    with pytest.raises(ValueError, match="OutputScaleGradientTensor and "
+                                         "OutputBiasGradientTensor are outputs bound to one"):
+        bn(input_tensor=x, input_gradient_tensor=x, mean_tensor=st, variance_tensor=st,
+           scale_tensor=st, output_gradient_tensor=device.empty(X),
+           output_scale_gradient_tensor=o, output_bias_gradient_tensor=o)
+    with pytest.raises(ValueError, match="OutputScaleGradientTensor may not share"):
+        bn(input_tensor=x, input_gradient_tensor=x, mean_tensor=st, variance_tensor=st,
+           scale_tensor=st, output_gradient_tensor=device.empty(X),
+           output_scale_gradient_tensor=st, output_bias_gradient_tensor=o)
+    P, T = TensorDesc(F32, (4, 4)), TensorDesc(F32, (4, 4), (1, 4))
+    transposed = device.compile(pyvkgrad.ActivationReluGradDesc(P, P, T))
+    y = device.upload(np.ones((4, 4), np.float32))
+    with pytest.raises(ValueError, match="only with an identical descriptor"):
+        transposed(input_tensor=y, input_gradient_tensor=y, output_gradient_tensor=y)
+    with device.record() as rec:  # refused at execute time too, before any device work
+        with pytest.raises(ValueError, match="only with an identical descriptor"):
+            rec.execute(transposed, input_tensor=y, input_gradient_tensor=y,
+                        output_gradient_tensor=y)
+
+
+# ---- 8. memory ----
+
+def test_one_call_cache_is_bounded_by_bytes(device, monkeypatch):
+    monkeypatch.setattr(device_module, "ONE_CALL_CACHE_BYTES", 4 << 20)
+    device.close()
+    for n in range(16):
+        x = np.ones(200_000 + n, np.float32)  # 0.8 MB per tensor: an entry holds 4.8 MB
+        pyvkgrad.activation_relu_grad(x, x, device=device)
+        info = device.cache_info()
+        assert info.nbytes <= 4 << 20 and info.entries <= 1
+    small = np.ones(1000, np.float32)
+    for _ in range(3):
+        pyvkgrad.activation_relu_grad(small, small, device=device)
+    assert device.cache_info().entries == 1
+    device.close()
+
+
+def test_compiled_operator_does_not_keep_dropped_tensors_alive(device):
+    """A compiled operator called with fresh tensors the caller drops lets them go: memory
+    stays at about one call's worth."""
+    n = 1 << 20  # 4 MiB per tensor, 8 MiB with staging
+    d = TensorDesc(F32, (n,))
+    op = relu(device, d)
+    x = np.ones(n, np.float32)
+
+    def call():
+        out = device.empty(d)
+        op(input_tensor=device.upload(x), input_gradient_tensor=device.upload(x),
+           output_gradient_tensor=out)
+        return out.numpy()
+
+    call()
+    gc.collect()
+    before = _memory(device)
+    for _ in range(10):
+        call()
+    gc.collect()
+    call()  # the next call lets the previous calls' entries go
+    gc.collect()
+    assert _memory(device) - before < 40 << 20
+
+
+def _memory(device):
+    used = device.memory_in_use()
+    if used is not None:
+        return used
+    with open("/proc/self/statm") as f:
+        import os
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+# ---- 9. interrupts ----
+
+def test_interrupted_first_submission_leaves_no_broken_cache_entry(device, monkeypatch):
+    from pyvkgrad import runtime
+    real = runtime.Commands.submit
+    calls = []
+
+    def interrupted(self, what=""):
+        if not calls:
+            calls.append(what)
+            raise KeyboardInterrupt
+        return real(self, what)
+
+    monkeypatch.setattr(runtime.Commands, "submit", interrupted)
+    x = np.arange(-5, 12, dtype=np.float32)
+    with pytest.raises(KeyboardInterrupt):
+        pyvkgrad.activation_relu_grad(x, x, device=device)
+    for _ in range(2):
+        np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device),
+                                      reference.activation_relu_grad(x, x))
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                    reason="signals reach the main thread only")
+def test_ctrl_c_anywhere_never_breaks_later_calls(device, rng):
+    """Ctrl-C at random moments during one-call functions (cache misses and hits): every
+    later call still gives the right answer."""
+    main = threading.get_ident()
+    shapes = [(n,) for n in (31, 257, 1000, 4099)]
+    interrupted = 0
+    for i in range(60):
+        delay = rng.uniform(0, 0.004)
+        timer = threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        try:
+            x = np.full(shapes[i % 4], i - 30, np.float32)
+            pyvkgrad.activation_relu_grad(x, x, device=device)
+            time.sleep(0.005)
+        except KeyboardInterrupt:
+            interrupted += 1
+        finally:
+            timer.cancel()
+            timer.join()
+    assert interrupted > 0
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device),
+                                      reference.activation_relu_grad(x, x))
+
+
+# ---- 10. clear errors, early ----
+
+def test_descriptor_values_directml_cannot_hold_are_refused():
+    with pytest.raises(ValueError, match="Strides must fit DirectML's UINT"):
+        TensorDesc(F32, (1, 4), (2**64, 1))
+    with pytest.raises(ValueError, match="Strides must fit DirectML's UINT"):
+        TensorDesc(F32, (2,), (2**32,))
+    for bad in (True, 1.0, "float32", None):
+        with pytest.raises(TypeError, match="DataType is not supported"):
+            TensorDesc(bad, (2,))
+    assert TensorDesc(1, (2,)).data_type is F32
+
+
+def test_output_overlap_check_is_exact():
+    assert not TensorDesc(F32, (3, 2), (2, 3)).has_overlap()  # offsets 0, 3, 2, 5, 4, 7
+    assert TensorDesc(F32, (3, 2), (2, 2)).has_overlap()  # 2 * 1 + 2 * 0 == 2 * 0 + 2 * 1
+    assert TensorDesc(F32, (2, 3), (0, 1)).has_overlap()
+    pyvkgrad.ActivationReluGradDesc(TensorDesc(F32, (3, 2)), TensorDesc(F32, (3, 2)),
+                                    TensorDesc(F32, (3, 2), (2, 3)))
+    # Beyond the enumeration limit a layout the sorted-stride rule cannot prove is refused.
+    big = TensorDesc(F32, (3, 1 << 21), (1 << 21, 2))  # interleaves: strides sorted 2 < span
+    assert big.element_count > 1 << 22 and big.has_overlap()
+
+
+def test_one_call_compacts_strided_views_that_do_not_fit(device, monkeypatch):
+    """A strided view whose elements fit the buffer limit but whose memory span does not is
+    copied packed (not refused, not cut)."""
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(1 << 20))
+    big = np.arange(2 * 200_000, dtype=np.float32) - 1000
+    x = big[::2]  # 800 KB of elements, 1.6 MB of span
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device),
+                                  reference.activation_relu_grad(x, x))
+    grid = (np.arange(600 * 600, dtype=np.float32) - 5000).reshape(600, 600)
+    column = grid[:, :400]  # a column slice: 0.96 MB of elements, 1.44 MB of span
+    assert column.nbytes < 1 << 20 < column.shape[0] * column.strides[0]
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(column, column, device=device),
+                                  reference.activation_relu_grad(column, column))
