@@ -26,11 +26,10 @@ numpy model):
 
 from __future__ import annotations
 
+import _signal
 import collections
-import contextlib
-import math
+import enum
 import os
-import signal
 import threading
 import weakref
 from typing import Dict, List, Optional, Sequence
@@ -41,7 +40,8 @@ from . import _vulkan_info, kernels
 from ._state import ClosedError, Current, Hazards, Lifetime, Submission, TensorState
 from .plan import Limits, Plan
 from .runtime import FLOAT_ATOMICS_EXTENSION, DeviceError, Runtime
-from .tensor import TensorDesc, array_desc, buffer_words, check_array, fail, words_to_array
+from .tensor import (TensorDesc, array_desc, buffer_words, check_array, elements_of, fail,
+                     words_to_array)
 
 __all__ = ["Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
            "ClosedError", "devices", "default_device", "get_device"]
@@ -59,6 +59,9 @@ ONE_CALL_CACHE_ENTRIES = 16
 ONE_CALL_CACHE_BYTES = 1 << 30
 # Per compiled operator: bound-tensor sets whose pipelines and command buffers are kept.
 OPERATOR_CACHE_ENTRIES = 8
+
+# Environment variables that change `Device.limits` (and so the plans).
+_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
 
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
@@ -79,26 +82,56 @@ def _env_int(name: str, unit: str, minimum: int, power_of_two: bool = False) -> 
     return number
 
 
-@contextlib.contextmanager
-def _interrupts_deferred():
+def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
+    """What decides a one-call problem's descriptor: the operator, its parameters and each
+    array's type, shape, dtype and strides. None when something is not a plain array or a
+    parameter is not a plain value (such calls always take the full path)."""
+    layouts = []
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            return None
+        layouts.append((a.shape, a.dtype.char, a.strides))
+    frozen = _freeze(params)
+    return None if frozen is None else (operator, frozen, tuple(layouts))
+
+
+def _freeze(value):
+    # Types are part of the key: True == 1 and 1 == 1.0, but they validate differently.
+    if isinstance(value, (tuple, list)):
+        items = [_freeze(v) for v in value]
+        return None if any(i is None for i in items) else (type(value), tuple(items))
+    if value is None or isinstance(value, (bool, int, float, str, enum.Enum, np.generic)):
+        return (type(value), value)
+    return None
+
+
+class _InterruptsDeferred:
     """Hold back Ctrl-C (SIGINT) until the block ends, so that a submission and the state it
     leaves are updated together. Only the main thread receives signals; elsewhere this does
-    nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    handler = signal.getsignal(signal.SIGINT)
-    if not callable(handler):  # SIG_IGN or SIG_DFL: nothing raises in Python code
-        yield
-        return
-    received = []
-    signal.signal(signal.SIGINT, lambda signum, frame: received.append(frame))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        if received:
-            handler(signal.SIGINT, received[0])
+    nothing. (`_signal` directly: the `signal` module's enum conversions cost microseconds on
+    every call.)"""
+
+    __slots__ = ("handler", "received")
+
+    def __enter__(self):
+        self.handler = None
+        if threading.current_thread() is threading.main_thread():
+            handler = _signal.getsignal(_signal.SIGINT)
+            if callable(handler):  # not SIG_IGN or SIG_DFL
+                self.handler, self.received = handler, []
+                _signal.signal(_signal.SIGINT, lambda signum, frame: self.received.append(frame))
+        return self
+
+    def __exit__(self, *exc):
+        if self.handler is not None:
+            _signal.signal(_signal.SIGINT, self.handler)
+            if self.received:
+                self.handler(_signal.SIGINT, self.received[0])
+        return False
+
+
+def _interrupts_deferred():
+    return _InterruptsDeferred()
 
 
 # ---- device discovery --------------------------------------------------------------------------
@@ -680,12 +713,24 @@ class _Session:
 
 
 class _OneCallEntry:
-    __slots__ = ("op", "tensors", "recording", "nbytes")
+    """A one-call problem ready to run again: its operator, tensors, recording (uploads,
+    dispatches, downloads), and what its inputs and outputs look like."""
 
-    def __init__(self, op, tensors, recording):
+    __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes")
+
+    def __init__(self, op, tensors, recording, inputs, outputs, shapes):
         self.op, self.tensors, self.recording = op, tensors, recording
+        self.inputs = inputs  # ((field, TensorDesc), ...) in the caller's order
+        self.outputs, self.shapes = outputs, shapes
         self.nbytes = 2 * sum(t.nbytes for t in tensors.values()) + sum(
             b.nbytes for b in op._scratch.values())
+
+    def run(self, arrays) -> list:
+        for (name, desc), array in zip(self.inputs, arrays):
+            self.tensors[name]._write_elements(elements_of(array, desc))
+        self.recording._run()
+        return [self.tensors[n].numpy().reshape(shape)
+                for n, shape in zip(self.outputs, self.shapes)]
 
     def close(self):
         self.recording.close()
@@ -709,6 +754,8 @@ class Device:
         self._open: Optional[_Session] = None
         self._one_call: "collections.OrderedDict" = collections.OrderedDict()
         self._forgotten: "collections.deque" = collections.deque()
+        self._layouts: Dict[tuple, tuple] = {}  # (layout_key, limits) -> one-call cache key
+        self._limits = None  # (environment, Limits)
         self._hits = self._misses = 0
 
     # -- plumbing --
@@ -770,6 +817,14 @@ class Device:
 
     @property
     def limits(self) -> Limits:
+        """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
+        changes it does)."""
+        env = tuple(os.environ.get(k) for k in _LIMIT_VARIABLES)
+        if self._limits is None or self._limits[0] != env:
+            self._limits = (env, self._make_limits())
+        return self._limits[1]
+
+    def _make_limits(self) -> Limits:
         i = self.info
         return Limits(subgroup_size=i.subgroup_size,
                       max_workgroups=min(i.max_compute_work_group_count[0], 65535),
@@ -842,38 +897,57 @@ class Device:
         with self._lock:
             return Recording(self, timestamps)
 
-    def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str]):
-        """One-call execution: compile (cached per descriptor), upload, run, read back, in one
-        submission. `arrays` maps input fields to their elements (`array_desc`)."""
+    def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
+            shapes: Sequence[tuple], layout: Optional[tuple] = None) -> list:
+        """One-call execution: compile (cached per descriptor), upload, run and read back in
+        one submission. `arrays` maps input fields to arrays whose layouts `array_desc` turned
+        into the descriptor's fields; outputs come back reshaped to `shapes`. With `layout`
+        (`layout_key` of the call), `run_again` finds this problem without building its
+        descriptor again."""
         with self._lock:
             self._collect()
-            key = (desc, self.limits)
+            limits = self.limits
+            key = (desc, limits)
             entry = self._one_call.get(key)
+            fields = dict(desc.tensor_fields())
             if entry is None:
                 self._misses += 1
                 op = self.compile(desc)
-                fields = dict(desc.tensor_fields())
                 tensors = {name: self.empty(fields[name][0]) for name in fields}
                 rec = Recording(self)
                 rec.execute(op, **tensors)
                 rec._download([tensors[n] for n in outputs])
                 rec._finish()
-                entry = _OneCallEntry(op, tensors, rec)
+                entry = _OneCallEntry(op, tensors, rec,
+                                      tuple((n, fields[n][0]) for n in arrays),
+                                      tuple(outputs), tuple(shapes))
+                with _interrupts_deferred():
+                    results = entry.run(list(arrays.values()))
+                    self._cache_one_call(key, entry)
             else:
                 self._hits += 1
                 self._one_call.move_to_end(key)
-            for name, elements in arrays.items():
-                entry.tensors[name]._write_elements(elements)
-            if key not in self._one_call:
-                with _interrupts_deferred():
-                    entry.recording._run()
-                    self._cache_one_call(key, entry)
-            else:
-                entry.recording._run()
-            results = [entry.tensors[n].numpy() for n in outputs]
+                results = entry.run(list(arrays.values()))
             if key not in self._one_call:
                 entry.close()  # too large to keep
+            elif layout is not None:
+                self._layouts[(layout, limits)] = key
             return results
+
+    def run_again(self, layout: Optional[tuple], arrays: Sequence[np.ndarray]):
+        """The outputs of a one-call problem cached by `run` for arrays of the same layouts
+        (`layout_key`), or None: then the caller takes the full path."""
+        if layout is None:
+            return None
+        with self._lock:
+            self._collect()
+            key = self._layouts.get((layout, self.limits))
+            entry = None if key is None else self._one_call.get(key)
+            if entry is None:
+                return None
+            self._hits += 1
+            self._one_call.move_to_end(key)
+            return entry.run(arrays)
 
     def _cache_one_call(self, key, entry) -> None:
         if entry.nbytes > ONE_CALL_CACHE_BYTES:
@@ -884,6 +958,8 @@ class Device:
             _, old = self._one_call.popitem(last=False)
             total -= old.nbytes
             old.close()
+        live = set(self._one_call)
+        self._layouts = {k: v for k, v in self._layouts.items() if v in live}
 
     def cache_info(self) -> CacheInfo:
         """The one-call cache: hits and misses so far, descriptors and bytes it holds, and its
@@ -903,6 +979,7 @@ class Device:
         on it are closed (using them raises ClosedError). The device reopens on next use."""
         with self._lock:
             self._one_call.clear()
+            self._layouts.clear()
             self._forgotten.clear()
             if self._open is not None:
                 session, self._open = self._open, None

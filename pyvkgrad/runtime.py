@@ -156,16 +156,24 @@ class _Owned:
 
 
 class Buffer(_Owned):
-    __slots__ = ("nbytes", "host_visible")
+    __slots__ = ("nbytes", "host_visible", "_words")
 
     def __init__(self, runtime, kp_tensor, nbytes, host_visible):
         self.runtime, self._kp, self.nbytes, self.host_visible = runtime, kp_tensor, nbytes, \
             host_visible
+        self._words = None
 
     def words(self) -> np.ndarray:
-        """The staging memory as uint32 words: a view, valid until the buffer is destroyed."""
+        """The staging memory as uint32 words: a view, valid until the buffer is destroyed
+        (never keep it past that: the memory is unmapped)."""
         self._check()
-        return self._kp.data()
+        if self._words is None:
+            self._words = self._kp.data()
+        return self._words
+
+    def destroy(self) -> None:
+        self._words = None
+        super().destroy()
 
 
 class Program(_Owned):

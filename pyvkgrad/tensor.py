@@ -289,6 +289,8 @@ def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional
     byte_strides = array.strides
     strided_ok = all(s >= 0 and s % item == 0 for s in byte_strides)
     strides = tuple(s // item for s in byte_strides) if strided_ok else None
+    if strides == packed_strides(array.shape):
+        strides = None  # packed: the fast kernels and the plain copy apply
     if strided_ok:
         desc = TensorDesc(data_type, array.shape, strides)
         # A view that addresses far more memory than it uses is cheaper packed.
@@ -305,9 +307,21 @@ def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional
     return desc, span
 
 
+def elements_of(array: np.ndarray, desc: "TensorDesc") -> np.ndarray:
+    """The 1-D elements of `array` that `desc` (made by `array_desc` for an array of this
+    layout) addresses: the array itself when packed (a packed copy when `array_desc` chose
+    one), else a read-only view of the span its strides walk."""
+    if desc.strides is None:
+        return np.ascontiguousarray(array).reshape(-1)
+    return np.lib.stride_tricks.as_strided(array, shape=(desc.element_span,),
+                                           strides=(array.itemsize,), writeable=False)
+
+
 def words_to_array(words: np.ndarray, desc: TensorDesc) -> np.ndarray:
     """Gather the logical elements of `desc` out of buffer words into a packed array."""
     elements = words.view(desc.data_type.numpy_dtype)
+    if desc.strides is None:
+        return elements[: desc.element_count].reshape(desc.sizes).copy()
     item = desc.data_type.element_size
     view = np.lib.stride_tricks.as_strided(
         elements, shape=desc.sizes, strides=tuple(s * item for s in desc.element_strides))

@@ -341,10 +341,15 @@ def _training_output(desc, axes, limits, is_f16, eps):
 
 def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device):
     """Describe the arrays, build the descriptor (packed outputs), run, read three outputs."""
-    from ..device import get_device
+    from ..device import get_device, layout_key
 
     op = desc_cls.OPERATOR
     dev = get_device(device)
+    inputs = (input, input_gradient, mean, variance, scale)
+    layout = layout_key(op, (epsilon,), *inputs)
+    again = dev.run_again(layout, inputs)
+    if again is not None:
+        return BatchNormalizationGradResult(*again)
     described = [array_desc(a, op, name, dev.max_buffer_bytes) for a, name in
                  ((input, "input"), (input_gradient, "input_gradient"), (mean, "mean"),
                   (variance, "variance"), (scale, "scale"))]
@@ -367,10 +372,8 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
         return BatchNormalizationGradResult(*(pieces[n].reshape(np.shape(a)) for n, a in (
             ("output_gradient", input), ("output_scale_gradient", mean),
             ("output_bias_gradient", mean))))
-    elements = {name: e for (name, _, _), (_, e) in zip(FIELDS, described)}
-    dx, dscale, dbias = dev.run(
-        desc, elements, ["output_gradient_tensor", "output_scale_gradient_tensor",
-                      "output_bias_gradient_tensor"])
-    return BatchNormalizationGradResult(dx.reshape(np.shape(input)),
-                                        dscale.reshape(np.shape(mean)),
-                                        dbias.reshape(np.shape(mean)))
+    return BatchNormalizationGradResult(*dev.run(
+        desc, {name: a for (name, _, _), a in zip(FIELDS, inputs)},
+        ["output_gradient_tensor", "output_scale_gradient_tensor",
+         "output_bias_gradient_tensor"], [np.shape(input), np.shape(mean), np.shape(mean)],
+        layout))
