@@ -16,6 +16,7 @@ Writes results.json and, when matplotlib is importable, results.png into --out.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import statistics
@@ -56,19 +57,35 @@ def vulkan_time(device, op, tensors, repeat):
     return timed_replays(rec, repeat), rec
 
 
+def benchmark_kernel(name):
+    """SPIR-V and interface of a benchmark-only kernel: benchmarks/shaders/<name>.comp, built
+    by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package)."""
+    from pyvkgrad import kernels
+    spirv_dir = Path(__file__).resolve().parent / "spirv"
+    entry = json.loads((spirv_dir / "manifest.json").read_text())["kernels"][name]
+    data = (spirv_dir / f"{name}.spv").read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry["spirv_sha256"]:
+        sys.exit(f"benchmarks/spirv/{name}.spv differs from its manifest: run "
+                 f"python tools/build_shaders.py")
+    return data, kernels.interface_of(name, entry)
+
+
 def copy_roofline(device, nbytes, repeat):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
     vkCmdCopyBuffer (kp's OpTensorCopy) or a compute kernel streaming 16-byte vectors."""
     from pyvkgrad import kernels
     words = np.zeros(nbytes // 4, dtype=np.uint32)
     mgr = device._manager()
-    src, dst = mgr.tensor_t(words), mgr.tensor_t(words.copy())
+    tensors = {"src": mgr.tensor_t(words), "dst": mgr.tensor_t(words.copy())}
+    src, dst = tensors["src"], tensors["dst"]
     vectors = nbytes // 16
-    local = device.limits.local_size
-    push = np.array([vectors], dtype=np.uint32)
-    algo = mgr.algorithm([src, dst], kernels.spirv("copy_words"),
-                         [min(-(-vectors // local), 65535), 1, 1],
-                         np.array([local], dtype=np.uint32), push)
+    wg = device.limits.local_size
+    spirv, iface = benchmark_kernel("copy_words")
+    push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
+    algo = mgr.algorithm([tensors[n] for n in kernels.binding_order(iface, {"src": "src",
+                                                                           "dst": "dst"})],
+                         spirv, [min(-(-vectors // wg), 65535), 1, 1],
+                         kernels.specialization(iface, {"WG": wg}), push)
     best = 0.0
     for op in (kp.OpTensorCopy([src, dst]), kp.OpAlgoDispatch(algo, push)):
         seq = mgr.sequence(0, 3)

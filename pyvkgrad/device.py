@@ -311,7 +311,7 @@ class CompiledOperator:
         try:
             algo = self.device._manager().algorithm(
                 list(buffers), kernels.spirv(d.kernel), [d.workgroups, 1, 1],
-                np.array(d.spec_constants, dtype=np.uint32),
+                kernels.specialization(d.kernel, d.constants),
                 np.array(d.push_constants or (0,), dtype=np.uint32))
         except Exception as e:
             raise DeviceError(f"{self.operator}: creating kernel {d.kernel} failed: {e}") from e
@@ -382,7 +382,7 @@ class Recording:
         buffers = {name: t._kp for name, t in tensors.items()}
         buffers.update(op._scratch)
         for index, d in enumerate(op.plan.dispatches):
-            bound = [buffers[name] for name, _ in d.bindings]
+            bound = [buffers[name] for name in kernels.binding_order(d.kernel, d.bindings)]
             reads = {id(buffers[n]) for n in d.reads}
             writes = {id(buffers[n]) for n in d.writes}
             hazards = ((reads | writes) & self._written) | (writes & self._read)

@@ -26,8 +26,10 @@ def hazard(dev):
     words = np.ones(64, dtype=np.uint32)
     a, b, c = (mgr.tensor_t(words.copy()) for _ in range(3))
     spirv = kernels.spirv("activation_relu_grad_packed")
-    spec = np.array([64, 0], dtype=np.uint32)
-    push = np.array([16], dtype=np.uint32)
+    spec = kernels.specialization("activation_relu_grad_packed", {"WG": 64, "IS_F16": False})
+    push = np.array(kernels.push_words("activation_relu_grad_packed", {"count": 16}),
+                    dtype=np.uint32)
+    # Bindings x, dy, dx in that order (kernels.binding_order).
     first = mgr.algorithm([a, b, c], spirv, [1, 1, 1], spec, push)  # writes c
     second = mgr.algorithm([c, b, a], spirv, [1, 1, 1], spec, push)  # reads c: needs a barrier
     seq = mgr.sequence()
@@ -44,8 +46,10 @@ def hazard(dev):
 def atomics(dev):
     bare = kp.Manager(dev.index, [], [])  # no extension, so no float atomics
     t = [bare.tensor_t(np.zeros(64, dtype=np.uint32)) for _ in range(3)]
-    spec = np.array([64] + [0] * 22, dtype=np.uint32)
-    push = np.array([0], dtype=np.uint32)
+    spec = kernels.specialization("resample_grad_atomic_native", dict(
+        WG=64, IS_F16=False, IS_LINEAR=False, IDENTITY=(False,) * 4, DY_SIZES=(0,) * 4,
+        DY_STRIDES=(0,) * 4, ACCUMULATOR_STRIDES=(0,) * 4, FORWARD=(0,) * 4))
+    push = np.array([0], dtype=np.uint32)  # count: no element, the pipeline is what matters
     native = bare.algorithm(t, kernels.spirv("resample_grad_atomic_native"), [1, 1, 1], spec,
                             push)
     seq = bare.sequence()
