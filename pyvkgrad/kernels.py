@@ -170,7 +170,7 @@ def _mismatch(kernel: str, what: str, declared, given) -> None:
     extra = [n for n in given if n not in declared_set]
     problems = []
     if missing:
-        problems.append(f"missing {_summary(missing)}")
+        problems.append(f"not passed by the plan: {_summary(missing)}")
     if extra:
         problems.append(f"not declared by the kernel: {_summary(extra)}")
     raise InterfaceError(f"kernel {kernel}: the plan's {what} do not match the kernel's: "
