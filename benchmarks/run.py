@@ -76,15 +76,14 @@ def copy_roofline(device, nbytes, repeat):
     from pyvkgrad import kernels
     words = np.zeros(nbytes // 4, dtype=np.uint32)
     mgr = device._manager()
-    tensors = {"src": mgr.tensor_t(words), "dst": mgr.tensor_t(words.copy())}
-    src, dst = tensors["src"], tensors["dst"]
+    buffers = {"src": mgr.tensor_t(words), "dst": mgr.tensor_t(words.copy())}
+    src, dst = buffers["src"], buffers["dst"]
     vectors = nbytes // 16
     wg = device.limits.local_size
     spirv, iface = benchmark_kernel("copy_words")
+    bound = [buffers[n] for n in kernels.binding_order(iface, {"src": "src", "dst": "dst"})]
     push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
-    algo = mgr.algorithm([tensors[n] for n in kernels.binding_order(iface, {"src": "src",
-                                                                           "dst": "dst"})],
-                         spirv, [min(-(-vectors // wg), 65535), 1, 1],
+    algo = mgr.algorithm(bound, spirv, [min(-(-vectors // wg), 65535), 1, 1],
                          kernels.specialization(iface, {"WG": wg}), push)
     best = 0.0
     for op in (kp.OpTensorCopy([src, dst]), kp.OpAlgoDispatch(algo, push)):

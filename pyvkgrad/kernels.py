@@ -123,7 +123,7 @@ def interface(name: str) -> Interface:
 def interface_of(name: str, entry: dict) -> Interface:
     """The Interface of a manifest entry (tools/build_shaders.py's format)."""
     try:
-        return Interface(
+        iface = Interface(
             name,
             tuple(Constant(c["name"], c["id"], c["type"], c["default"])
                   for c in sorted(entry["constants"], key=lambda c: c["id"])),
@@ -133,6 +133,12 @@ def interface_of(name: str, entry: dict) -> Interface:
     except (KeyError, TypeError) as e:
         raise KernelError(f"the manifest entry of kernel {name!r} has no interface ({e!r}); "
                           f"rebuild with `python tools/build_shaders.py`") from e
+    # kp numbers specialization constants and buffers 0, 1, ... (the build enforces it).
+    if [c.id for c in iface.constants] != list(range(len(iface.constants))) or \
+            [b.binding for b in iface.bindings] != list(range(len(iface.bindings))):
+        raise KernelError(f"the manifest entry of kernel {name!r} numbers its constants or "
+                          f"bindings with gaps; rebuild with `python tools/build_shaders.py`")
+    return iface
 
 
 # ---- names -> numbers -------------------------------------------------------------------------
