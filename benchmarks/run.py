@@ -16,6 +16,7 @@ Writes results.json and, when matplotlib is importable, results.png into --out.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import statistics
@@ -55,20 +56,36 @@ def vulkan_time(device, op, tensors, repeat):
     return timed_replays(rec, repeat), rec
 
 
+def benchmark_kernel(name):
+    """SPIR-V and interface of a benchmark-only kernel: benchmarks/shaders/<name>.comp, built
+    by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package)."""
+    from pyvkgrad import kernels
+    spirv_dir = Path(__file__).resolve().parent / "spirv"
+    entry = json.loads((spirv_dir / "manifest.json").read_text())["kernels"][name]
+    data = (spirv_dir / f"{name}.spv").read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry["spirv_sha256"]:
+        sys.exit(f"benchmarks/spirv/{name}.spv differs from its manifest: run "
+                 f"python tools/build_shaders.py")
+    return data, kernels.interface_of(name, entry)
+
+
 def copy_roofline(device, nbytes, repeat):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
     vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam)."""
     from pyvkgrad import kernels
     runtime = device.runtime()
-    src, dst = runtime.buffer(nbytes), runtime.buffer(nbytes)
+    buffers = {"src": runtime.buffer(nbytes), "dst": runtime.buffer(nbytes)}
+    src, dst = buffers["src"], buffers["dst"]
     vectors = nbytes // 16
-    local = device.limits.local_size
-    program = runtime.program([src, dst], kernels.spirv("copy_words"),
-                              min(-(-vectors // local), 65535),
-                              np.array([local], dtype=np.uint32), 1)
+    wg = device.limits.local_size
+    spirv, iface = benchmark_kernel("copy_words")
+    bound = [buffers[n] for n in kernels.binding_order(iface, {"src": "src", "dst": "dst"})]
+    push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
+    program = runtime.program(bound, spirv, min(-(-vectors // wg), 65535),
+                              kernels.specialization(iface, {"WG": wg}), len(push))
     best = 0.0
     for record in (lambda c: c.copy(src, dst),
-                   lambda c: c.dispatch(program, np.array([vectors], dtype=np.uint32))):
+                   lambda c: c.dispatch(program, push)):
         commands = runtime.commands(2)
         record(commands)
         times = []

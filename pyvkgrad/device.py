@@ -467,7 +467,7 @@ class CompiledOperator:
         d = self.plan.dispatches[index]
         program = self._session.runtime.program(
             buffers, kernels.spirv(d.kernel), d.workgroups,
-            np.array(d.spec_constants, dtype=np.uint32), len(d.push_constants))
+            kernels.specialization(d.kernel, d.constants), len(d.push_constants))
         # The program holds its buffers, so their ids cannot be reused while it is cached.
         self._programs[key] = program
         while len(self._programs) > OPERATOR_CACHE_ENTRIES * len(self.plan.dispatches):
@@ -568,7 +568,7 @@ class Recording:
                 was = self._storages.get(id(storage), (storage, False))[1]
                 self._storages[id(storage)] = (storage, was or written)
             for index, d in enumerate(op.plan.dispatches):
-                bound = [buffers[name] for name, _ in d.bindings]
+                bound = [buffers[name] for name in kernels.binding_order(d.kernel, d.bindings)]
                 hazards = self._hazards.dispatch([id(buffers[n]) for n in d.reads],
                                                  [id(buffers[n]) for n in d.writes])
                 if hazards:

@@ -1,4 +1,5 @@
-// DML_OPERATOR_ACTIVATION_RELU_GRAD, fast path for three identically packed tensors.
+// DML_OPERATOR_ACTIVATION_RELU_GRAD (activation_relu_grad), fast path for three identically
+// packed tensors.
 //
 //   dX[i] = X[i] > 0 ? dY[i] : +0
 //
@@ -6,11 +7,6 @@
 // the kernel streams 16-byte vectors: 4 float32 or 8 float16 elements per invocation. The
 // select works on bit patterns, so results are exact copies of dY or +0 in both types.
 //
-// Bindings (set 0):
-//   0  x   InputTensor           read   (uvec4 view of the words)
-//   1  dy  InputGradientTensor   read
-//   2  dx  OutputGradientTensor  write
-// Specialization constants: 0 local size x, 1 IS_F16.
 // Push constants: count (16-byte vectors; buffers are allocated in 16-byte units, and
 //   DirectML lets an operator write anywhere inside an output's buffer).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
@@ -18,12 +14,11 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool IS_F16 = false;
 
-layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };
-layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };
-layout(set = 0, binding = 2) writeonly buffer DX { uvec4 dx[]; };
+layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
+layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
+layout(set = 0, binding = 2) writeonly buffer DX { uvec4 dx[]; };  // OutputGradientTensor
 layout(push_constant) uniform Push { uint count; };
 
 // Per 32-bit lane: keep dY where X is a positive float (sign clear, nonzero, not NaN).

@@ -395,30 +395,32 @@ def plan_of(op, sizes, stat, strides=None, dtype=F32, limits=Limits(local_size=2
 
 def test_plan_nchw_and_nhwc():
     p = plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1))
-    assert [d.kernel for d in p.dispatches] == ["batch_normalization_partials",
+    assert [d.kernel for d in p.dispatches] == ["batch_normalization_grad_partials",
                                                 "batch_normalization_grad_output_packed",
-                                                "batch_normalization_finalize"]
+                                                "batch_normalization_grad_finalize"]
     part = p.dispatches[0]
-    assert part.spec_constants[2:4] == (0, 1)  # lanes along the reduced run, one channel
-    assert part.spec_constants[-1] == 4  # 16-byte loads
+    # Lanes along the reduced run, one channel per workgroup.
+    assert (part.constant("K_FAST"), part.constant("LK")) == (False, 1)
+    assert part.constant("VEC") == 4  # 16-byte loads
     assert plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1), dtype=F16).dispatches[0] \
-        .spec_constants[-1] == 4  # 8-byte loads of float16 (196 is no multiple of 8)
+        .constant("VEC") == 4  # 8-byte loads of float16 (196 is no multiple of 8)
     # The output gradient reads nothing the reduction writes: no barrier before it.
     assert not set(p.dispatches[1].reads) & set(part.writes)
-    assert p.dispatches[1].spec_constants[2] == 1  # a vector never straddles two channels
+    assert p.dispatches[1].constant("SAME")  # a vector never straddles two channels
     nhwc = plan_of(TRAINING, (8, 64, 14, 14), (1, 64, 1, 1),
                    strides=(14 * 14 * 64, 1, 14 * 64, 64))
-    assert [d.kernel for d in nhwc.dispatches] == ["batch_normalization_partials",
-                                                   "batch_normalization_finalize",
+    assert [d.kernel for d in nhwc.dispatches] == ["batch_normalization_grad_partials",
+                                                   "batch_normalization_grad_finalize",
                                                    "batch_normalization_training_grad_output"]
-    assert nhwc.dispatches[0].spec_constants[2:4] == (1, 64)  # consecutive lanes, channels
+    # Consecutive lanes on consecutive channels.
+    assert (nhwc.dispatches[0].constant("K_FAST"), nhwc.dispatches[0].constant("LK")) == (True, 64)
     assert "coefficients" in nhwc.dispatches[2].reads
 
 
 @pytest.mark.parametrize("sizes, stat, kernel", [
-    ((7, 5), (7, 5), "batch_normalization_direct"),
-    ((32, 5), (1, 5), "batch_normalization_direct"),
-    ((33, 5), (1, 5), "batch_normalization_partials"),
+    ((7, 5), (7, 5), "batch_normalization_grad_direct"),
+    ((32, 5), (1, 5), "batch_normalization_grad_direct"),
+    ((33, 5), (1, 5), "batch_normalization_grad_partials"),
 ])
 def test_plan_short_channels_in_one_pass(sizes, stat, kernel):
     assert plan_of(TRAINING, sizes, stat).dispatches[0].kernel == kernel
@@ -440,8 +442,9 @@ def test_constant_grad_needs_no_barrier_before_its_output(device, rng):
     rec = device.record()
     rec.execute(op, **tensors)
     labels = [lab.split(":")[-1] for lab in rec.labels]
-    assert labels == ["batch_normalization_partials", "batch_normalization_grad_output_packed",
-                      "barrier", "batch_normalization_finalize"]
+    assert labels == ["batch_normalization_grad_partials",
+                      "batch_normalization_grad_output_packed", "barrier",
+                      "batch_normalization_grad_finalize"]
     rec.submit()
 
 

@@ -26,10 +26,12 @@ def hazard(dev):
     runtime = dev.runtime()
     a, b, c = (runtime.buffer(256, words=np.ones(64, dtype=np.uint32)) for _ in range(3))
     spirv = kernels.spirv("activation_relu_grad_packed")
-    spec = np.array([64, 0], dtype=np.uint32)
-    push = np.array([16], dtype=np.uint32)
-    first = runtime.program([a, b, c], spirv, 1, spec, 1)  # writes c
-    second = runtime.program([c, b, a], spirv, 1, spec, 1)  # reads c: needs a barrier
+    spec = kernels.specialization("activation_relu_grad_packed", {"WG": 64, "IS_F16": False})
+    push = np.array(kernels.push_words("activation_relu_grad_packed", {"count": 16}),
+                    dtype=np.uint32)
+    # Bindings x, dy, dx in that order (kernels.binding_order).
+    first = runtime.program([a, b, c], spirv, 1, spec, len(push))  # writes c
+    second = runtime.program([c, b, a], spirv, 1, spec, len(push))  # reads c: needs a barrier
     commands = runtime.commands()
     commands.upload([a, b, c])
     commands.dispatch(first, push)
@@ -44,10 +46,13 @@ def hazard(dev):
 def atomics(dev):
     bare = Runtime(dev.index, extensions=())  # no extension, so no float atomics
     t = [bare.buffer(256) for _ in range(3)]
-    spec = np.array([64] + [0] * 22, dtype=np.uint32)
+    spec = kernels.specialization("resample_grad_atomic_native", dict(
+        WG=64, IS_F16=False, IS_LINEAR=False, IDENTITY=(False,) * 4, DY_SIZES=(0,) * 4,
+        DY_STRIDES=(0,) * 4, ACCUMULATOR_STRIDES=(0,) * 4, FORWARD=(0,) * 4))
+    push = np.array([0], dtype=np.uint32)  # count: no element, the pipeline is what matters
     native = bare.program(t, kernels.spirv("resample_grad_atomic_native"), 1, spec, 1)
     commands = bare.commands()
-    commands.dispatch(native, np.array([0], dtype=np.uint32))
+    commands.dispatch(native, push)
     commands.submit("atomics canary")
     print("validation canary: used float atomics without enabling them, on purpose")
 

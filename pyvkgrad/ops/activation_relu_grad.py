@@ -48,22 +48,27 @@ class ActivationReluGradDesc:
 
     def plan(self, limits: Limits) -> Plan:
         x, dy, dx = self.input_tensor, self.input_gradient_tensor, self.output_gradient_tensor
-        is_f16 = int(x.data_type.element_size == 2)
-        bindings = (("input_tensor", READ), ("input_gradient_tensor", READ),
-                    ("output_gradient_tensor", WRITE))
+        wg = limits.local_size
+        bindings = dict(x="input_tensor", dy="input_gradient_tensor", dx="output_gradient_tensor")
+        tensors = tuple(name for name, _ in self.tensor_fields())
+        is_f16 = x.data_type.element_size == 2
         sizes, (xs, dys, dxs) = coalesce(x.sizes, x.element_strides, dy.element_strides,
                                          dx.element_strides)
         if len(sizes) == 1 and xs == dys == dxs == (1,):
             # One packed layout for all three: stream 16-byte vectors.
             vectors = -(-sizes[0] * x.data_type.element_size // 16)
             return Plan((Dispatch("activation_relu_grad_packed", bindings,
-                                  grid(vectors, limits.local_size, limits),
-                                  (limits.local_size, is_f16), (vectors,)),))
+                                  grid(vectors, wg, limits),
+                                  constants=dict(WG=wg, IS_F16=is_f16),
+                                  push=dict(count=vectors)),), tensors=tensors)
         count = x.element_count
-        spec = ((limits.local_size, is_f16) + right_align(sizes, 8, 1)
-                + right_align(xs, 8, 0) + right_align(dys, 8, 0) + right_align(dxs, 8, 0))
-        return Plan((Dispatch("activation_relu_grad", bindings,
-                              grid(count, limits.local_size, limits), spec, (count,)),))
+        return Plan((Dispatch("activation_relu_grad", bindings, grid(count, wg, limits),
+                              constants=dict(WG=wg, IS_F16=is_f16,
+                                             SIZES=right_align(sizes, 8, 1),
+                                             X_STRIDES=right_align(xs, 8, 0),
+                                             DY_STRIDES=right_align(dys, 8, 0),
+                                             DX_STRIDES=right_align(dxs, 8, 0)),
+                              push=dict(count=count)),), tensors=tensors)
 
 
 def activation_relu_grad(input, input_gradient, *, device=None) -> np.ndarray:

@@ -22,7 +22,8 @@ summed over axes, never multiplied); the kernels only look them up:
   BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
 * "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
-  `resample_grad_atomic`, a compare-and-swap loop), after `fill_words` zeroes the accumulator:
+  `resample_grad_atomic`, a compare-and-swap loop), after `resample_grad_fill` zeroes the
+  accumulator:
   float32 dX itself (any strides; DirectML lets an operator write anywhere in an output's
   range), or a packed float32 scratch that `resample_grad_convert` rounds once into a float16
   dX. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
@@ -46,7 +47,7 @@ from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 
-from ..plan import READ, READ_WRITE, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
+from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       array_desc, fail, packed_strides)
 from ._split import fits, run_in_pieces
@@ -206,12 +207,15 @@ class ResampleGradDesc:
                      f"<= {_MAX_COUNT}", t.element_count)
         maps = self.axis_maps()
         pad = _AXES - dy.rank
-        is_f16 = int(dx.data_type.element_size == 2)
-        is_linear = int(self.interpolation_mode == InterpolationMode.LINEAR)
-        local = limits.local_size
+        is_f16 = dx.data_type.element_size == 2
+        is_linear = self.interpolation_mode == InterpolationMode.LINEAR
+        wg = limits.local_size
         count_x, count_y = dx.element_count, dy.element_count
-        paired = int(bool(is_f16) and dx.is_packed)
-        ids = right_align((int(m.identity) for m in maps), _AXES, 1)
+        paired = is_f16 and dx.is_packed
+        tensors = ("input_gradient_tensor", "output_gradient_tensor")
+        # What the gather and scatter kernels share (shaders/include/resample_grad.glsl).
+        shared = dict(WG=wg, IS_F16=is_f16, IS_LINEAR=is_linear,
+                      IDENTITY=right_align((m.identity for m in maps), _AXES, True))
         tables = _TableBuilder()
         if self.algorithm == "gather":
             beg, cnt, wgt = [0] * _AXES, [0] * _AXES, [0] * _AXES
@@ -222,21 +226,21 @@ class ResampleGradDesc:
                 cnt[k] = tables.add(m.counts)
                 beg[k] = cnt[k] if m.begin is None else tables.add(m.begin)
                 wgt[k] = tables.add(m.weights.view(np.uint32)) if is_linear else 0
-            spec = ((local, is_f16, is_linear, paired) + right_align(dx.sizes, _AXES, 1)
-                    + right_align(dx.element_strides, _AXES, 0)
-                    + right_align(dy.element_strides, _AXES, 0)
-                    + ids + tuple(beg) + tuple(cnt) + tuple(wgt))
             items = -(-count_x // 2) if paired else count_x
-            return Plan((Dispatch("resample_grad_gather",
-                                  (("tables", READ), ("input_gradient_tensor", READ),
-                                   ("output_gradient_tensor", WRITE)),
-                                  grid(items, local, limits), spec, (count_x,)),),
-                        (tables.scratch(),))
-        fwd = [0] * _AXES
+            return Plan((Dispatch(
+                "resample_grad_gather",
+                dict(tables="tables", dy="input_gradient_tensor", dx="output_gradient_tensor"),
+                grid(items, wg, limits),
+                constants=dict(shared, PAIRED=paired, DX_SIZES=right_align(dx.sizes, _AXES, 1),
+                               DX_STRIDES=right_align(dx.element_strides, _AXES, 0),
+                               DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
+                               BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt)),
+                push=dict(count=count_x)),), (tables.scratch(),), tensors=tensors)
+        forward = [0] * _AXES
         for d, m in enumerate(maps):
             if m.identity:
                 continue
-            fwd[pad + d] = tables.add(m.first)
+            forward[pad + d] = tables.add(m.first)
             if is_linear:
                 tables.add(m.weight_first.view(np.uint32))
                 tables.add(m.weight_next.view(np.uint32))
@@ -248,28 +252,30 @@ class ResampleGradDesc:
             target, target_strides = "output_gradient_tensor", dx.element_strides
             fill_count = dx.total_tensor_size_in_bytes // 4
         dispatches = [
-            Dispatch("fill_words", ((target, WRITE),), grid(fill_count, local, limits),
-                     (local,), (fill_count, 0)),
+            Dispatch("resample_grad_fill", dict(accumulator=target),
+                     grid(fill_count, wg, limits), constants=dict(WG=wg),
+                     push=dict(count=fill_count, value=0)),
             # Native float atomics where the device has them enabled, else compare-and-swap.
             Dispatch("resample_grad_atomic_native" if limits.float_atomic_add
                      else "resample_grad_atomic",
-                     (("tables", READ), ("input_gradient_tensor", READ), (target, READ_WRITE)),
-                     grid(count_y, local, limits),
-                     (local, is_f16, is_linear) + right_align(dy.sizes, _AXES, 1)
-                     + right_align(dy.element_strides, _AXES, 0)
-                     + right_align(target_strides, _AXES, 0) + ids + tuple(fwd),
-                     (count_y,)),
+                     dict(tables="tables", dy="input_gradient_tensor", accumulator=target),
+                     grid(count_y, wg, limits),
+                     constants=dict(shared, DY_SIZES=right_align(dy.sizes, _AXES, 1),
+                                    DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
+                                    ACCUMULATOR_STRIDES=right_align(target_strides, _AXES, 0),
+                                    FORWARD=tuple(forward)),
+                     push=dict(count=count_y)),
         ]
         if is_f16:
             items = -(-count_x // 2) if paired else count_x
             dispatches.append(Dispatch(
                 "resample_grad_convert",
-                (("accumulator", READ), ("output_gradient_tensor", WRITE)),
-                grid(items, local, limits),
-                (local, paired) + right_align(dx.sizes, _AXES, 1)
-                + right_align(dx.element_strides, _AXES, 0),
-                (count_x,)))
-        return Plan(tuple(dispatches), tuple(scratch))
+                dict(accumulator="accumulator", dx="output_gradient_tensor"),
+                grid(items, wg, limits),
+                constants=dict(WG=wg, PAIRED=paired, SIZES=right_align(dx.sizes, _AXES, 1),
+                               DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
+                push=dict(count=count_x)))
+        return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)
 
 
 # ---- host tables ---------------------------------------------------------------------------------
