@@ -844,10 +844,11 @@ class Device:
         """A device tensor holding a copy of `array` (float32 or float16, any strides; a
         broadcast view keeps its zero strides and uploads only its distinct elements). The
         copy to the device runs with the next submission that uses the tensor."""
-        desc, elements = array_desc(array, "Device.upload", "array")
+        desc, _ = array_desc(array, "Device.upload", "array")
         tensor = self._tensor(desc)
-        with self._lock:
-            tensor._write_elements(elements)
+        # Through the view: what lies between a strided view's elements in its base array is
+        # not the tensor's (the buffer holds zeros there).
+        tensor.write(np.reshape(array, desc.sizes))
         return tensor
 
     def empty(self, desc: TensorDesc) -> DeviceTensor:

@@ -10,9 +10,8 @@
 // the coefficient is computed once per vector. Independent of the reduction kernels.
 //
 // Constants: SIZES and the strides of Scale and Variance (8 dimensions, right-aligned).
-// Push constants: vectors (16-byte vectors covering the elements; buffers are allocated in
-//   16-byte units and DirectML lets an operator write anywhere inside an output's buffer),
-//   count (logical elements).
+// Push constants: vectors (16-byte vectors covering the elements), count (logical elements:
+//   a tail vector writes only those, the rest of the buffer keeps its contents).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -27,7 +26,8 @@ DIMS8_2(uint, SCALE_STRIDES, VARIANCE_STRIDES, 12, 0)
 layout(set = 0, binding = 0) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
 layout(set = 0, binding = 1) readonly buffer SCALE { uint scale[]; };  // ScaleTensor
 layout(set = 0, binding = 2) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
-layout(set = 0, binding = 3) writeonly buffer DX { uvec4 dx[]; };  // OutputGradientTensor
+layout(set = 0, binding = 3) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
+layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
 layout(push_constant) uniform Push { uint vectors; uint count; };
 
 const uint WIDTH = IS_F16 ? 8u : 4u;
@@ -63,6 +63,6 @@ void main() {
                                 coefficient(base + 2u), coefficient(base + 3u));
             outw = floatBitsToUint(uintBitsToFloat(gw) * s);
         }
-        dx[v] = outw;
+        STORE_VECTOR(dx, dx_uint, v, outw, count)
     }
 }

@@ -11,9 +11,8 @@
 // vector width), so the coefficients are read once per vector.
 //
 // Constants: SIZES and CHANNEL_STRIDES (8 dimensions, right-aligned).
-// Push constants: vectors (16-byte vectors covering the elements; buffers are allocated in
-//   16-byte units and DirectML lets an operator write anywhere inside an output's buffer),
-//   count (logical elements).
+// Push constants: vectors (16-byte vectors covering the elements), count (logical elements:
+//   a tail vector writes only those, the rest of the buffer keeps its contents).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -28,7 +27,8 @@ layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
 // scratch: 2 vec4 per channel
 layout(set = 0, binding = 2) readonly buffer COEFFICIENTS { vec4 coefficients[]; };
-layout(set = 0, binding = 3) writeonly buffer DX { uvec4 dx[]; };  // OutputGradientTensor
+layout(set = 0, binding = 3) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
+layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
 layout(push_constant) uniform Push { uint vectors; uint count; };
 
 const uint WIDTH = IS_F16 ? 8u : 4u;
@@ -89,6 +89,6 @@ void main() {
             }
             outw = floatBitsToUint(r);
         }
-        dx[v] = outw;
+        STORE_VECTOR(dx, dx_uint, v, outw, count)
     }
 }

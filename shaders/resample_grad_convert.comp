@@ -1,20 +1,22 @@
-// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), last step of the atomic path for float16 dX:
-// round the packed float32 accumulator once to float16 and store it in dX's layout.
+// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), last step of the atomic path when dX cannot
+// accumulate in place (float16, or a float32 dX with gaps between its elements): store the
+// packed float32 accumulator in dX's data type and layout, rounding float16 once.
 //
-//   dX[i] = float16(accumulator[i])        (accumulator packed row-major, dX any
-//                                           non-overlapping strides)
+//   dX[i] = accumulator[i]        (accumulator packed row-major, dX any non-overlapping
+//                                  strides; only dX's elements are written)
 //
-// Constants: PAIRED (dX packed: one invocation per word, two elements, plain stores), SIZES
-//   and DX_STRIDES (4 dimensions, right-aligned).
+// Constants: IS_F16, PAIRED (float16 dX packed: one invocation per word, two elements, plain
+//   stores), SIZES and DX_STRIDES (4 dimensions, right-aligned).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the `count` dX elements (PAIRED:
 //   words).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(constant_id = 1) const bool PAIRED = false;
-DIMS4(uint, SIZES, 2, 1)
-DIMS4(uint, DX_STRIDES, 6, 0)
+layout(constant_id = 1) const bool IS_F16 = false;
+layout(constant_id = 2) const bool PAIRED = false;
+DIMS4(uint, SIZES, 3, 1)
+DIMS4(uint, DX_STRIDES, 7, 0)
 
 layout(set = 0, binding = 0) readonly buffer ACCUMULATOR { uint accumulator[]; };  // scratch
 // OutputGradientTensor (strided float16 stores use integer atomics on shared words)
@@ -31,14 +33,17 @@ void main() {
     if (PAIRED) {
         uint words = (count + 1u) >> 1u;
         GRID_STRIDE_LOOP(w, words) {
-            uint hi = 2u * w + 1u < count ? half_of(2u * w + 1u) : 0u;
-            dx[w] = half_of(2u * w) | (hi << 16u);
+            if (2u * w + 1u < count) {
+                dx[w] = half_of(2u * w) | (half_of(2u * w + 1u) << 16u);
+            } else {  // an odd count: the word's other half is not dX's
+                STORE_HALF_BITS(dx, 2u * w, half_of(2u * w));
+            }
         }
     } else {
         GRID_STRIDE_LOOP(e, count) {
             uint o = 0u;
             FOR_EACH_COORDINATE4(SIZES, e, ADD_OFFSET)
-            STORE_HALF_BITS(dx, o, half_of(e));
+            STORE(dx, o, uintBitsToFloat(accumulator[e]))
         }
     }
 }

@@ -84,8 +84,11 @@ void main() {
         GRID_STRIDE_LOOP(w, words) {
             uint off;
             uint lo = HALF_FROM_FLOAT(dx_element(2u * w, off));
-            uint hi = 2u * w + 1u < count ? HALF_FROM_FLOAT(dx_element(2u * w + 1u, off)) : 0u;
-            dx[w] = lo | (hi << 16u);
+            if (2u * w + 1u < count) {
+                dx[w] = lo | (HALF_FROM_FLOAT(dx_element(2u * w + 1u, off)) << 16u);
+            } else {  // an odd count: the word's other half is not dX's
+                STORE_HALF_BITS(dx, 2u * w, lo);
+            }
         }
     } else {
         GRID_STRIDE_LOOP(e, count) {

@@ -271,6 +271,68 @@ def test_aliasing_the_operators_cannot_compute_is_refused(device):
                         output_gradient_tensor=y)
 
 
+# ---- 5. no write outside the output's descriptor ----
+
+def _sentinel(device, n, dtype):
+    return device.upload(np.full(n, 99, dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_relu_writes_only_its_descriptors_elements(device, dtype):
+    dt = DataType.from_numpy(dtype, "t", "t")
+    for n in (1, 5, 7, 9, 13):
+        d = TensorDesc(dt, (n,))
+        op = relu(device, d)
+        out = _sentinel(device, 16, dtype)
+        ones = device.upload(np.ones(n, dtype))
+        op(input_tensor=ones, input_gradient_tensor=ones, output_gradient_tensor=out)
+        want = np.full(16, 99, dtype)
+        want[:n] = 1
+        np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_normalization_writes_only_its_descriptors_elements(device, dtype, training):
+    dt = DataType.from_numpy(dtype, "t", "t")
+    X, S = TensorDesc(dt, (40, 3)), TensorDesc(dt, (1, 3))  # 120 elements: a tail vector
+    cls = (pyvkgrad.BatchNormalizationTrainingGradDesc if training
+           else pyvkgrad.BatchNormalizationGradDesc)
+    op = device.compile(cls(X, X, S, S, S, X, S, S, 1e-3))
+    rng = np.random.default_rng(1)
+    x = device.upload(rng.standard_normal((40, 3)).astype(dtype))
+    st = device.upload(np.ones((1, 3), dtype))
+    dx, ds, db = (_sentinel(device, n, dtype) for n in (128, 8, 8))
+    op(input_tensor=x, input_gradient_tensor=x, mean_tensor=st, variance_tensor=st,
+       scale_tensor=st, output_gradient_tensor=dx, output_scale_gradient_tensor=ds,
+       output_bias_gradient_tensor=db)
+    for t, n in ((dx, 120), (ds, 3), (db, 3)):
+        np.testing.assert_array_equal(t.numpy()[n:], 99)
+
+
+@pytest.mark.parametrize("algorithm", ["gather", "atomic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_resample_grad_writes_only_its_descriptors_elements(device, dtype, algorithm):
+    dt = DataType.from_numpy(dtype, "t", "t")
+    dy, dx = TensorDesc(dt, (3, 10)), TensorDesc(dt, (3, 5))  # 15 elements: an odd count
+    op = device.compile(pyvkgrad.ResampleGradDesc(dy, dx, "linear", (1, 2), (0.5, 0.5),
+                                                  (-0.5, -0.5), None, algorithm))
+    g = np.ones((3, 10), dtype)
+    out = _sentinel(device, 24, dtype)
+    op(input_gradient_tensor=device.upload(g), output_gradient_tensor=out)
+    np.testing.assert_array_equal(out.numpy()[15:], 99)
+    np.testing.assert_array_equal(out.numpy()[:15], np.full(15, 2))
+    # A strided dX: what lies between its elements keeps its values.
+    gaps = TensorDesc(dt, (3, 5), (10, 2))
+    op = device.compile(pyvkgrad.ResampleGradDesc(dy, gaps, "linear", (1, 2), (0.5, 0.5),
+                                                  (-0.5, -0.5), None, algorithm))
+    out = _sentinel(device, 32, dtype)
+    op(input_gradient_tensor=device.upload(g), output_gradient_tensor=out)
+    want = np.full(32, 99, dtype)
+    want[:30:2] = 2
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
 # ---- 8. memory ----
 
 def test_one_call_cache_is_bounded_by_bytes(device, monkeypatch):

@@ -60,7 +60,8 @@ class ActivationReluGradDesc:
             return Plan((Dispatch("activation_relu_grad_packed", bindings,
                                   grid(vectors, wg, limits),
                                   constants=dict(WG=wg, IS_F16=is_f16),
-                                  push=dict(count=vectors)),), tensors=tensors)
+                                  push=dict(count=vectors, elements=sizes[0])),),
+                        tensors=tensors)
         count = x.element_count
         return Plan((Dispatch("activation_relu_grad", bindings, grid(count, wg, limits),
                               constants=dict(WG=wg, IS_F16=is_f16,

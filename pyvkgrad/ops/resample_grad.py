@@ -23,10 +23,9 @@ summed over axes, never multiplied); the kernels only look them up:
 * "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
   `resample_grad_atomic`, a compare-and-swap loop), after `resample_grad_fill` zeroes the
-  accumulator:
-  float32 dX itself (any strides; DirectML lets an operator write anywhere in an output's
-  range), or a packed float32 scratch that `resample_grad_convert` rounds once into a float16
-  dX. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
+  accumulator: a packed float32 dX itself, or a packed float32 scratch that
+  `resample_grad_convert` stores into dX's type and layout (rounding float16 once), so that
+  nothing between a strided dX's elements is written. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
   (linear only).
 
 Choices where DirectML is silent:
@@ -245,12 +244,16 @@ class ResampleGradDesc:
                 tables.add(m.weight_first.view(np.uint32))
                 tables.add(m.weight_next.view(np.uint32))
         scratch = [tables.scratch()]
-        if is_f16:
+        # A packed float32 dX accumulates in place; otherwise a packed float32 scratch does,
+        # then is stored in dX's type and layout (zeroing a strided dX whole would write
+        # between its elements).
+        in_place = not is_f16 and dx.is_packed
+        if in_place:
+            target, target_strides, fill_count = "output_gradient_tensor", dx.element_strides, \
+                count_x
+        else:
             target, target_strides, fill_count = "accumulator", packed_strides(dx.sizes), count_x
             scratch.append(Scratch("accumulator", 4 * count_x))
-        else:  # float32 dX accumulates in place, whatever its strides
-            target, target_strides = "output_gradient_tensor", dx.element_strides
-            fill_count = dx.total_tensor_size_in_bytes // 4
         dispatches = [
             Dispatch("resample_grad_fill", dict(accumulator=target),
                      grid(fill_count, wg, limits), constants=dict(WG=wg),
@@ -266,13 +269,14 @@ class ResampleGradDesc:
                                     FORWARD=tuple(forward)),
                      push=dict(count=count_y)),
         ]
-        if is_f16:
+        if not in_place:
             items = -(-count_x // 2) if paired else count_x
             dispatches.append(Dispatch(
                 "resample_grad_convert",
                 dict(accumulator="accumulator", dx="output_gradient_tensor"),
                 grid(items, wg, limits),
-                constants=dict(WG=wg, PAIRED=paired, SIZES=right_align(dx.sizes, _AXES, 1),
+                constants=dict(WG=wg, IS_F16=is_f16, PAIRED=paired,
+                               SIZES=right_align(dx.sizes, _AXES, 1),
                                DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
                 push=dict(count=count_x)))
         return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)

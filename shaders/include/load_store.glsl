@@ -18,6 +18,24 @@
         atomicOr((words)[(i) >> 1u], (bits) << HALF_SHIFT(i));            \
     }
 
+// Store vector v (4 float32 or 8 float16 elements, as 32-bit words) into vector slot i of a
+// packed tensor viewed both as uvec4 (`vectors`) and as uint (`words`), writing only the
+// elements below `count`: in a tail vector the elements past the descriptor keep their
+// values (another tensor's descriptor may cover them). Float16 tail halves go through
+// STORE_HALF_BITS, so `words` is bound read-write. The kernel declares IS_F16.
+#define STORE_VECTOR(vectors, words, i, v, count)                                    \
+    if (((i) + 1u) * (IS_F16 ? 8u : 4u) <= (count)) {                                \
+        vectors[i] = (v);                                                            \
+    } else {                                                                         \
+        for (uint e_ = (i) * (IS_F16 ? 8u : 4u); e_ < (count); ++e_) {               \
+            if (IS_F16) {                                                            \
+                STORE_HALF_BITS(words, e_, ((v)[(e_ >> 1u) & 3u] >> HALF_SHIFT(e_)) & 0xFFFFu); \
+            } else {                                                                 \
+                words[e_] = (v)[e_ & 3u];                                            \
+            }                                                                        \
+        }                                                                            \
+    }
+
 // Element i of a float tensor as a float32, and a float32 stored into element i (a statement;
 // float16 rounds once and goes through STORE_HALF_BITS). The kernel declares IS_F16.
 #define LOAD(words, i) (IS_F16 ? LOAD_HALF(words, i) : uintBitsToFloat((words)[i]))
