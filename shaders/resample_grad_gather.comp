@@ -18,9 +18,16 @@
 //   same words).
 // Constants: PAIRED (float16 packed dX: one invocation per word, two elements), DX_SIZES,
 //   DX_STRIDES, DY_STRIDES (4 dimensions, right-aligned, in elements), BEGIN, COUNTS, WEIGHTS
-//   (word offsets in tables).
+//   (word offsets in tables), WINDOWED (see below).
+// Push constants: count (dX elements); with WINDOWED, first and window_begin/end0..3.
 // Dispatch: up to 65535 workgroups; grid-stride loop over the `count` dX elements (PAIRED:
 //   words).
+//
+// WINDOWED (where a driver ends long loops, as lavapipe does after 65535 iterations per
+// invocation): each dispatch sums only the contributors o_d in [window_begin_d,
+// window_end_d) and adds them to a packed float32 accumulator bound as dx (the first window
+// overwrites it); the plan runs the windows in a fixed order and resample_grad_convert stores
+// the result, so no invocation loops past the limit and the result stays deterministic.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -30,7 +37,15 @@ layout(constant_id = 7) const bool PAIRED = false;
 DIMS4(uint, DX_SIZES, 8, 1)
 DIMS4_2(uint, DX_STRIDES, DY_STRIDES, 12, 0)
 DIMS4_3(uint, BEGIN, COUNTS, WEIGHTS, 20, 0)
-layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
+layout(constant_id = 32) const bool WINDOWED = false;
+// OutputGradientTensor, or with WINDOWED the float32 accumulator
+layout(set = 0, binding = 2) buffer DX { uint dx[]; };
+layout(push_constant) uniform Push {
+    uint count;
+    uint first;
+    uint window_begin0; uint window_begin1; uint window_begin2; uint window_begin3;
+    uint window_end0; uint window_end1; uint window_end2; uint window_end3;
+};
 
 // Contributor range of input index i along axis D: first output ob, entry base wb, length n.
 #define AXIS_RANGE(D, i, ob, wb, n)                                  \
@@ -40,6 +55,13 @@ layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
         ob = tables[BEGIN##D + (i)];                                 \
         wb = tables[COUNTS##D + (i)];                                \
         n = tables[COUNTS##D + (i) + 1u] - wb;                       \
+    }
+// With WINDOWED, keep the contributors of axis D inside [window_begin_D, window_end_D).
+#define CLIP_TO_WINDOW(D, ob, wb, n)                                 \
+    if (WINDOWED && !IDENTITY##D) {                                  \
+        uint e_ = min(window_end##D, ob + n);                        \
+        uint s_ = min(max(window_begin##D, ob), e_);                 \
+        wb += s_ - ob; n = e_ - s_; ob = s_;                         \
     }
 #define WEIGHT(D, k) \
     ((IS_LINEAR && !IDENTITY##D) ? uintBitsToFloat(tables[WEIGHTS##D + (k)]) : 1.0)
@@ -57,6 +79,10 @@ float dx_element(uint e, out uint xoff) {
     AXIS_RANGE(1, i1, ob1, wb1, n1)
     AXIS_RANGE(2, i2, ob2, wb2, n2)
     AXIS_RANGE(3, i3, ob3, wb3, n3)
+    CLIP_TO_WINDOW(0, ob0, wb0, n0)
+    CLIP_TO_WINDOW(1, ob1, wb1, n1)
+    CLIP_TO_WINDOW(2, ob2, wb2, n2)
+    CLIP_TO_WINDOW(3, ob3, wb3, n3)
     float acc = 0.0;
     for (uint k0 = 0u; k0 < n0; ++k0) {
         float w0 = WEIGHT(0, wb0 + k0);
@@ -89,6 +115,12 @@ void main() {
             } else {  // an odd count: the word's other half is not dX's
                 STORE_HALF_BITS(dx, 2u * w, lo);
             }
+        }
+    } else if (WINDOWED) {  // packed float32 accumulator, element e at word e
+        GRID_STRIDE_LOOP(e, count) {
+            uint off;
+            float s = dx_element(e, off);
+            dx[e] = floatBitsToUint(first != 0u ? s : uintBitsToFloat(dx[e]) + s);
         }
     } else {
         GRID_STRIDE_LOOP(e, count) {

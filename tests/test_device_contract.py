@@ -333,6 +333,64 @@ def test_resample_grad_writes_only_its_descriptors_elements(device, dtype, algor
     np.testing.assert_array_equal(out.numpy(), want)
 
 
+# ---- 6. device loop limits (lavapipe ends an invocation's loops after 65535 iterations) ----
+
+def test_gather_with_more_contributors_than_the_loop_limit(device):
+    got = pyvkgrad.resample_grad(np.ones((1, 1, 256, 256), np.float32), (1, 1, 1, 1),
+                                 device=device)
+    assert got.ravel().tolist() == [65536.0]
+    got = pyvkgrad.resample_grad(np.ones(100_003, np.float32), (1,), device=device)
+    assert got.tolist() == [100_003.0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_bilinear_backward_from_512_to_2(device, rng, dtype):
+    dy = rng.standard_normal((1, 1, 512, 512)).astype(dtype)
+    got = pyvkgrad.resample_grad(dy, (1, 1, 2, 2), interpolation_mode="linear", device=device)
+    want = reference.resample_grad(dy, (1, 1, 2, 2), "linear", (1, 1, 256, 256), (0.5,) * 4,
+                                   (-0.5,) * 4)
+    # 65536 terms per element summed in float32: a few ulps of the sum per term's magnitude.
+    tol = 1e-4 if dtype == np.float32 else 2e-3
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+    again = pyvkgrad.resample_grad(dy, (1, 1, 2, 2), interpolation_mode="linear", device=device)
+    np.testing.assert_array_equal(got, again)  # windows run in a fixed order
+
+
+def test_plans_respect_the_loop_limit(device):
+    """Every dispatch of the plans above keeps its invocations under the limit: the gather
+    runs in windows only where the limit asks for it."""
+    if not device.max_loop_iterations:
+        pytest.skip("this device has no loop limit")
+    dy, dx = TensorDesc(F32, (1, 1, 256, 256)), TensorDesc(F32, (1, 1, 1, 1))
+    desc = pyvkgrad.ResampleGradDesc(dy, dx, "nearest_neighbor", (1, 1, 256, 256), (0.5,) * 4,
+                                     (-0.5,) * 4)
+    kernels = [d.kernel for d in desc.plan(device.limits).dispatches]
+    assert kernels.count("resample_grad_gather") >= 2 and kernels[-1] == "resample_grad_convert"
+    import dataclasses
+    unlimited = dataclasses.replace(device.limits, max_loop_iterations=0)
+    assert [d.kernel for d in desc.plan(unlimited).dispatches] == ["resample_grad_gather"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_normalization_with_one_invocation_per_workgroup_and_a_million_per_channel(
+        device, monkeypatch, rng, training):
+    monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", "1")
+    n = 1_100_000
+    x = rng.standard_normal((n, 1)).astype(np.float32)
+    dy = rng.standard_normal((n, 1)).astype(np.float32)
+    mean, var = x.mean(0, keepdims=True), x.var(0, keepdims=True)
+    scale = np.full((1, 1), 0.5, np.float32)
+    fn = (pyvkgrad.batch_normalization_training_grad if training
+          else pyvkgrad.batch_normalization_grad)
+    ref = (reference.batch_normalization_training_grad if training
+           else reference.batch_normalization_grad)
+    got, want = fn(x, dy, mean, var, scale, 1e-5, device=device), ref(x, dy, mean, var, scale,
+                                                                     1e-5)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
+
+
 # ---- 8. memory ----
 
 def test_one_call_cache_is_bounded_by_bytes(device, monkeypatch):

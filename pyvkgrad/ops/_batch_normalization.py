@@ -245,8 +245,12 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         lk = max(1, _pow2_floor(wg) // _pow2_ceil(-(-n // vec)))
     lr = wg // lk
     iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
-    chunks = -(-n // (iters * lr * vec))
     groups = -(-channels // lk)
+    # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
+    # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
+    while not _within_loop_limit(limits, channels, groups, -(-n // (iters * lr * vec)), iters):
+        iters *= 2
+    chunks = -(-n // (iters * lr * vec))
     partials = Dispatch(
         "batch_normalization_grad_partials", _bind("x", "dy", "mean", "partials"),
         max(1, min(groups * chunks, limits.max_workgroups)),
@@ -257,8 +261,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
 
     # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients;
     # LK channels by LR lanes again, a lane adding every LR-th partial of its channel.
-    lr = min(_pow2_floor(wg), _pow2_ceil(chunks))
-    lk = max(1, wg // lr)
+    lk, lr = _finalize_lanes(wg, chunks)
     ksizes, (km, kv, ks, kds, kdb) = axes.over(
         axes.kept, t["mean_tensor"], t["variance_tensor"], t["scale_tensor"],
         t["output_scale_gradient_tensor"], t["output_bias_gradient_tensor"])
@@ -276,6 +279,29 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch, tensors=tensors)
+
+
+def _finalize_lanes(wg: int, chunks: int):
+    """(LK, LR) of the finalize stage: LR lanes per channel, as many as there are partials."""
+    lr = min(_pow2_floor(wg), _pow2_ceil(chunks))
+    return max(1, wg // lr), lr
+
+
+def _within_loop_limit(limits: Limits, channels: int, groups: int, chunks: int,
+                       iters: int) -> bool:
+    """Whether every invocation of both reduction stages runs fewer loop iterations than
+    `limits.max_loop_iterations` (0: no limit): per work item, ITERS terms (stage 1) or
+    chunks / LR partials (stage 2), plus at most WG for the workgroup sums."""
+    limit = limits.max_loop_iterations
+    if not limit:
+        return True
+    wg = limits.local_size
+    items1 = -(-groups * chunks // max(1, min(groups * chunks, limits.max_workgroups)))
+    lk, lr = _finalize_lanes(wg, chunks)
+    work2 = -(-channels // lk)  # finalize's work items: LK channels each
+    items2 = -(-work2 // grid(channels, lk, limits))
+    return (items1 * (iters + wg + 4) <= limit - 64
+            and items2 * (-(-chunks // lr) + wg + 4) <= limit - 64)
 
 
 def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:

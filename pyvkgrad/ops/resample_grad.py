@@ -40,6 +40,7 @@ Choices where DirectML is silent:
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
@@ -226,15 +227,32 @@ class ResampleGradDesc:
                 beg[k] = cnt[k] if m.begin is None else tables.add(m.begin)
                 wgt[k] = tables.add(m.weights.view(np.uint32)) if is_linear else 0
             items = -(-count_x // 2) if paired else count_x
-            return Plan((Dispatch(
+            gather = dict(shared, DX_SIZES=right_align(dx.sizes, _AXES, 1),
+                          DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
+                          BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt))
+            windows = _windows(maps, pad, items, 2 if paired else 1, count_x, wg, limits)
+            if windows is None:
+                return Plan((Dispatch(
+                    "resample_grad_gather",
+                    dict(tables="tables", dy="input_gradient_tensor", dx="output_gradient_tensor"),
+                    grid(items, wg, limits),
+                    constants=dict(gather, PAIRED=paired, WINDOWED=False,
+                                   DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
+                    push=dict(_NO_WINDOW, count=count_x, first=1)),),
+                    (tables.scratch(),), tensors=tensors)
+            # Too many contributors per element for the driver's loop limit: windows of the
+            # contributors, summed in a fixed order into a float32 accumulator.
+            dispatches = [Dispatch(
                 "resample_grad_gather",
-                dict(tables="tables", dy="input_gradient_tensor", dx="output_gradient_tensor"),
-                grid(items, wg, limits),
-                constants=dict(shared, PAIRED=paired, DX_SIZES=right_align(dx.sizes, _AXES, 1),
-                               DX_STRIDES=right_align(dx.element_strides, _AXES, 0),
-                               DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
-                               BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt)),
-                push=dict(count=count_x)),), (tables.scratch(),), tensors=tensors)
+                dict(tables="tables", dy="input_gradient_tensor", dx="accumulator"),
+                grid(count_x, wg, limits),
+                constants=dict(gather, PAIRED=False, WINDOWED=True,
+                               DX_STRIDES=right_align(packed_strides(dx.sizes), _AXES, 0)),
+                push=dict(window, count=count_x, first=int(n == 0)))
+                for n, window in enumerate(windows)]
+            dispatches.append(_convert(dx, is_f16, paired, wg, limits))
+            return Plan(tuple(dispatches), (tables.scratch(), Scratch("accumulator", 4 * count_x)),
+                        tensors=tensors)
         forward = [0] * _AXES
         for d, m in enumerate(maps):
             if m.identity:
@@ -270,16 +288,68 @@ class ResampleGradDesc:
                      push=dict(count=count_y)),
         ]
         if not in_place:
-            items = -(-count_x // 2) if paired else count_x
-            dispatches.append(Dispatch(
-                "resample_grad_convert",
-                dict(accumulator="accumulator", dx="output_gradient_tensor"),
-                grid(items, wg, limits),
-                constants=dict(WG=wg, IS_F16=is_f16, PAIRED=paired,
-                               SIZES=right_align(dx.sizes, _AXES, 1),
-                               DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
-                push=dict(count=count_x)))
+            dispatches.append(_convert(dx, is_f16, paired, wg, limits))
         return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)
+
+
+_NO_WINDOW = dict({f"window_begin{d}": 0 for d in range(_AXES)},
+                  **{f"window_end{d}": 2**32 - 1 for d in range(_AXES)})
+
+
+def _convert(dx: TensorDesc, is_f16: bool, paired: bool, wg: int, limits: Limits) -> Dispatch:
+    """Store the packed float32 accumulator into dX's data type and layout."""
+    count = dx.element_count
+    return Dispatch("resample_grad_convert",
+                    dict(accumulator="accumulator", dx="output_gradient_tensor"),
+                    grid(-(-count // 2) if paired else count, wg, limits),
+                    constants=dict(WG=wg, IS_F16=is_f16, PAIRED=paired,
+                                   SIZES=right_align(dx.sizes, _AXES, 1),
+                                   DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
+                    push=dict(count=count))
+
+
+def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, limits: Limits):
+    """None when every invocation of the gather stays within the driver's loop limit
+    (`limits.max_loop_iterations`); else the windows of contributors, per axis, each
+    dispatch sums: push-constant dicts, in the order they run.
+
+    An invocation runs ceil(items / invocations) items of `per_item` dX elements (windowed:
+    ceil(count / invocations) elements, one per item), and an
+    element with n_d contributors per axis runs n0 + n0 n1 + n0 n1 n2 + n0 n1 n2 n3 loop
+    iterations. A window of L outputs along an axis leaves at most min(n_d, L) contributors
+    (they are consecutive outputs), so windows shrink, largest axis first, until the count fits.
+    """
+    limit = limits.max_loop_iterations
+    if not limit:
+        return None
+    most = [1] * _AXES
+    outs = [1] * _AXES
+    for d, m in enumerate(maps):
+        if not m.identity:
+            most[pad + d] = max(1, int(np.diff(m.counts.astype(np.int64)).max()))
+            outs[pad + d] = m.first.size
+
+    def iterations(n, items, per_item):
+        total, product = 0, 1
+        for k in n:
+            product *= k
+            total += product
+        return -(-items // (grid(items, wg, limits) * wg)) * (1 + per_item * (total + 4))
+
+    length = list(outs)
+    effective = list(most)
+    if iterations(effective, items, per_item) <= limit - 64:
+        return None
+    while iterations(effective, count, 1) > limit - 64:
+        d = max(range(_AXES), key=lambda a: (effective[a], a))
+        if effective[d] == 1:
+            raise AssertionError("resample_grad: no window keeps the gather under the loop limit")
+        length[d] = max(1, effective[d] // 2)
+        effective[d] = min(most[d], length[d])
+    starts = [range(0, outs[d], length[d]) for d in range(_AXES)]
+    return [dict({f"window_begin{d}": b[d] for d in range(_AXES)},
+                 **{f"window_end{d}": min(outs[d], b[d] + length[d]) for d in range(_AXES)})
+            for b in itertools.product(*starts)]
 
 
 # ---- host tables ---------------------------------------------------------------------------------

@@ -9,4 +9,3 @@ DIMS4(bool, IDENTITY, 3, true)
 
 layout(set = 0, binding = 0) readonly buffer TABLES { uint tables[]; };  // scratch, constant
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
-layout(push_constant) uniform Push { uint count; };

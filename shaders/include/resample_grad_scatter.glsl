@@ -5,6 +5,8 @@
 // constants: resample_grad_atomic.comp.
 
 #include "resample_grad.glsl"
+
+layout(push_constant) uniform Push { uint count; };
 DIMS4(uint, DY_SIZES, 7, 1)
 DIMS4_3(uint, DY_STRIDES, ACCUMULATOR_STRIDES, FORWARD, 11, 0)
 
