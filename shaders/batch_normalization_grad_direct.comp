@@ -3,11 +3,11 @@
 // reductions (few elements per channel, including none reduced at all): one invocation per
 // channel.
 //
-//   a = X - Mean, c0 = 1 / sqrt(Variance + Epsilon), sums over the channel's N_R elements:
-//   OutputBiasGradient  = sum dY;  OutputScaleGradient = (sum dY * a) * c0
+//   sums over the channel's N_R elements of dY, a and dY a, a = X - shift (the Mean, or for
+//   the training grad the channel's first X), then, as include/batch_normalization_grad.glsl
+//   says: OutputBiasGradient, OutputScaleGradient, and
 //   GRAD:          OutputGradient = dY * (Scale / sqrt(Variance + Epsilon))            (7.2)
 //   TRAINING_GRAD: OutputGradient = alpha * ((dY - mean_R(dY)) - (a - ma) * q)         (7.4)
-//     alpha = Scale * c0, ma = mean_R(a), q = mean_R(dY * (X - mean_R(X))) / (Var + eps)
 //
 // Sequential float32 sums of at most the plan's small bound of terms (the reduction kernels
 // take longer channels). Invocation k owns channel k; neighbouring float16 elements may
@@ -42,6 +42,8 @@ layout(set = 0, binding = 6) buffer DSCALE { uint dscale[]; };  // OutputScaleGr
 layout(set = 0, binding = 7) buffer DBIAS { uint dbias[]; };  // OutputBiasGradientTensor
 layout(push_constant) uniform Push { uint channels; uint reduced; };
 
+#include "batch_normalization_grad.glsl"
+
 #define ADD_K_OFFSETS(D, c)                                                             \
     t += (c) * uvec3(K_X_STRIDES##D, K_DY_STRIDES##D, K_DX_STRIDES##D);                 \
     s += (c) * uvec4(K_MEAN_STRIDES##D, K_VARIANCE_STRIDES##D, K_SCALE_STRIDES##D,      \
@@ -73,27 +75,25 @@ void main() {
         k_offsets(k, t, s, b);
         const float m = LOAD(mean, s.x);
         const float ve = LOAD(variance, s.y) + EPSILON;
+        const float shift = TRAINING ? training_shift(m, ve, LOAD(x, t.x)) : m;
         const float sc = LOAD(scale, s.z);
-        const float c0 = 1.0 / sqrt(ve);
         const float coef = sc / sqrt(ve);
         vec3 sums = vec3(0.0);
         for (uint r = 0u; r < reduced; ++r) {
             const uvec3 o = t + r_offsets(r);
             const float gy = LOAD(dy, o.y);
-            const float a = LOAD(x, o.x) - m;
+            const float a = LOAD(x, o.x) - shift;
             sums += vec3(gy, a, gy * a);
             if (!TRAINING) STORE(dx, o.z, gy * coef)
         }
-        STORE(dbias, b, sums.x)
-        STORE(dscale, s.w, sums.z * c0)
+        const ChannelGrad g = channel_grad(sums, shift, m, ve, sc);
+        STORE(dbias, b, g.dbias)
+        STORE(dscale, s.w, g.dscale)
         if (TRAINING) {
-            const float mdy = sums.x / N_R;
-            const float ma = sums.y / N_R;
-            const float q = (sums.z / N_R - mdy * ma) / ve;
-            const float alpha = sc * c0;
             for (uint r = 0u; r < reduced; ++r) {
                 const uvec3 o = t + r_offsets(r);
-                const float v = alpha * ((LOAD(dy, o.y) - mdy) - ((LOAD(x, o.x) - m) - ma) * q);
+                const float v = g.alpha * ((LOAD(dy, o.y) - g.mean_dy)
+                                           - ((LOAD(x, o.x) - shift) - g.ma) * g.q);
                 STORE(dx, o.z, v)
             }
         }

@@ -3,16 +3,13 @@
 // channel, the fixed-order sum of the stage-1 partials (batch_normalization_grad_partials),
 // the scale and bias gradients, and the per-channel coefficients of the training grad's dX.
 //
-//   (Sdy, Sa, Sdya) = sum over chunks of partials[k * chunks + j]     a = X - Mean, n = N_R
-//   c0 = 1 / sqrt(Variance + Epsilon)
-//   OutputBiasGradient[k]  = Sdy
-//   OutputScaleGradient[k] = Sdya * c0                              (spec 7.2 and 7.4)
-//   mean_R(dY) = Sdy / n;  ma = mean_R(X) - Mean = Sa / n
-//   mean_R(Coef1) = mean_R(dY * (X - mean_R(X))) = Sdya / n - mean_R(dY) * ma
-//   coefficients[2k]     = (alpha = Scale * c0, q = mean_R(Coef1) / (Variance + Epsilon),
-//                           Mean, ma)
+//   s = (sum dY, sum a, sum dY a) = sum over chunks of partials[k * chunks + j].xyz, with
+//   a = X - shift (partials[k * chunks].w: the Mean, or for the training grad the channel's
+//   first X), then OutputBiasGradient, OutputScaleGradient and the training grad's terms as
+//   include/batch_normalization_grad.glsl says:
+//   coefficients[2k]     = (alpha, q, shift, ma)
 //   coefficients[2k + 1] = (mean_R(dY), 0, 0, 0)
-// so that the training grad's dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)
+// so that the training grad's dX = alpha * ((dY - mean_R(dY)) - ((X - shift) - ma) * q)
 // (its output kernels). The constant-statistics grad ignores the coefficients.
 //
 // Each work item is LK channels by LR = WG / LK lanes; lane p adds partials p, p + LR, ... of
@@ -35,6 +32,7 @@ layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const uint LK = 1;
 layout(constant_id = 3) const float EPSILON = 0.0;
 layout(constant_id = 4) const float N_R = 1.0;
+layout(constant_id = 53) const bool TRAINING = false;
 DIMS8(uint, K_SIZES, 5, 1)
 DIMS8_5(uint, K_MEAN_STRIDES, K_VARIANCE_STRIDES, K_SCALE_STRIDES, K_DSCALE_STRIDES,
         K_DBIAS_STRIDES, 13, 0)
@@ -53,6 +51,8 @@ layout(set = 0, binding = 4) buffer DSCALE { uint dscale[]; };
 layout(set = 0, binding = 5) buffer DBIAS { uint dbias[]; };
 layout(set = 0, binding = 6) writeonly buffer COEFFICIENTS { vec4 coefficients[]; };
 layout(push_constant) uniform Push { uint channels; uint chunks; };
+
+#include "batch_normalization_grad.glsl"
 
 #define ADD_K_OFFSETS(D, c)                                                             \
     a += (c) * uvec3(K_MEAN_STRIDES##D, K_VARIANCE_STRIDES##D, K_SCALE_STRIDES##D);     \
@@ -83,16 +83,13 @@ void main() {
             uvec3 a;
             uvec2 b;
             k_offsets(kt, a, b);
-            const float m = LOAD(mean, a.x);
-            const float ve = LOAD(variance, a.y) + EPSILON;
-            const float c0 = 1.0 / sqrt(ve);
-            STORE(dbias, b.y, s.x)
-            STORE(dscale, b.x, s.z * c0)
-            const float mdy = s.x / N_R;
-            const float ma = s.y / N_R;
-            const float mc1 = s.z / N_R - mdy * ma;
-            coefficients[2u * kt] = vec4(LOAD(scale, a.z) * c0, mc1 / ve, m, ma);
-            coefficients[2u * kt + 1u] = vec4(mdy, 0.0, 0.0, 0.0);
+            const float shift = partials[kt * chunks].w;  // each partial carries it
+            const ChannelGrad g = channel_grad(s.xyz, shift, LOAD(mean, a.x),
+                                               LOAD(variance, a.y) + EPSILON, LOAD(scale, a.z));
+            STORE(dbias, b.y, g.dbias)
+            STORE(dscale, b.x, g.dscale)
+            coefficients[2u * kt] = vec4(g.alpha, g.q, shift, g.ma);
+            coefficients[2u * kt + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
         }
     }
 }

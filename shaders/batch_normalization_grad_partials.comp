@@ -4,11 +4,12 @@
 //
 //   For channel k (the kept dimensions K, where the statistics' sizes equal the input's) and
 //   chunk j of its reduced index range r (the dimensions R where the statistics' sizes are 1):
-//     partials[k * chunks + j] = ( sum dY, sum a, sum dY * a, 0 ),   a = X - Mean[k]
+//     partials[k * chunks + j] = ( sum dY, sum a, sum dY * a, shift ),   a = X - shift
 //   over r in [j * ITERS * LR * VEC, (j + 1) * ITERS * LR * VEC) clipped to `reduced`.
 //
-// Shifting X by the supplied Mean keeps the sums small when Mean is near the batch mean (the
-// intended use), so the training grad's covariance needs no second pass. Sums are float32 in
+// The shift is the supplied Mean, or for the training grad (TRAINING) the channel's first X
+// (include/batch_normalization_grad.glsl says why); shifted sums stay small, so the training
+// grad's covariance needs no second pass over the data. Sums are float32 in
 // a fixed order: ITERS terms (or vectors) per invocation, then subgroupAdd and a fixed loop over
 // subgroups in shared memory (include/workgroup_sums.glsl); stage 2
 // (batch_normalization_grad_finalize) reduces the partials of a channel the same way. No
@@ -40,6 +41,7 @@
 layout(constant_id = 1) const bool IS_F16 = false;
 DIMS8(uint, K_SIZES, 2, 1)
 DIMS8_3(uint, K_X_STRIDES, K_DY_STRIDES, K_MEAN_STRIDES, 10, 0)
+DIMS8(uint, K_VARIANCE_STRIDES, 63, 0)
 DIMS8(uint, R_SIZES, 34, 1)
 DIMS8_2(uint, R_X_STRIDES, R_DY_STRIDES, 42, 0)
 // The lane layout and the work per lane (see above).
@@ -47,6 +49,8 @@ layout(constant_id = 58) const bool K_FAST = false;
 layout(constant_id = 59) const uint LK = 1;
 layout(constant_id = 60) const uint ITERS = 16;
 layout(constant_id = 61) const uint VEC = 1;
+layout(constant_id = 62) const bool TRAINING = false;
+layout(constant_id = 71) const float EPSILON = 0.0;
 
 const uint LR = WG / LK;
 #include "workgroup_sums.glsl"
@@ -61,14 +65,19 @@ layout(set = 0, binding = 1) readonly buffer DY_UVEC4 { uvec4 dy_uvec4[]; };
 layout(set = 0, binding = 2) readonly buffer MEAN { uint mean[]; };  // MeanTensor
 // scratch: a vec4 per channel and chunk, channel-major
 layout(set = 0, binding = 3) writeonly buffer PARTIALS { vec4 partials[]; };
+layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
 layout(push_constant) uniform Push { uint channels; uint reduced; uint chunks; uint groups; };
 
-#define ADD_K_OFFSETS(D, c) o += (c) * uvec3(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D);
+#define BATCH_NORMALIZATION_SHIFT_ONLY
+#include "batch_normalization_grad.glsl"
+
+#define ADD_K_OFFSETS(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
+                                             K_VARIANCE_STRIDES##D);
 #define ADD_R_OFFSETS(D, c) o += (c) * uvec2(R_X_STRIDES##D, R_DY_STRIDES##D);
 
-// Offsets of channel k in X, dY and Mean.
-uvec3 k_offsets(uint k) {
-    uvec3 o = uvec3(0u);
+// Offsets of channel k in X, dY, Mean and Variance.
+uvec4 k_offsets(uint k) {
+    uvec4 o = uvec4(0u);
     FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_OFFSETS)
     return o;
 }
@@ -81,6 +90,13 @@ uvec2 r_offsets(uint r) {
 }
 
 // (sum g, sum a, sum g * a, 0) of four or two elements, pairwise.
+// The shift of a channel's sums (include/batch_normalization_grad.glsl); reduced index 0 sits
+// at the channel's offset.
+float shift(uvec4 ko) {
+    const float m = LOAD(mean, ko.z);
+    return TRAINING ? training_shift(m, LOAD(variance, ko.w) + EPSILON, LOAD(x, ko.x)) : m;
+}
+
 vec4 sums4(vec4 g, vec4 a) {
     const vec4 ga = g * a;
     return vec4((g.x + g.y) + (g.z + g.w), (a.x + a.y) + (a.z + a.w),
@@ -121,8 +137,8 @@ void main() {
         const uint k = grp * LK + kl;
         vec4 acc = vec4(0.0);
         if (k < channels && kl < LK && rl < LR) {
-            const uvec3 ko = k_offsets(k);
-            const float m = LOAD(mean, ko.z);
+            const uvec4 ko = k_offsets(k);
+            const float m = shift(ko);
             const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
             for (uint i = 0u; i < ITERS; ++i) {
                 const uint r = (r0 + i * LR) * VEC;
@@ -139,6 +155,10 @@ void main() {
             }
         }
         column_sums(acc, kl, rl);
-        if (t < LK && grp * LK + t < channels) partials[(grp * LK + t) * chunks + j] = res[t];
+        if (t < LK && grp * LK + t < channels) {
+            vec4 p = res[t];
+            p.w = shift(k_offsets(grp * LK + t));  // finalize needs it (one per channel)
+            partials[(grp * LK + t) * chunks + j] = p;
+        }
     }
 }

@@ -391,6 +391,70 @@ def test_batch_normalization_with_one_invocation_per_workgroup_and_a_million_per
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * np.abs(w).max())
 
 
+# ---- 7. the training grad follows its formula: dX does not depend on the Mean passed ----
+
+@pytest.mark.parametrize("n", [16, 4099])  # the direct kernel, and the two-stage reduction
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_training_grad_dx_does_not_move_with_mean(device, rng, n, dtype):
+    x = (rng.standard_normal((n, 3)) * 2 + 5).astype(dtype)
+    dy = rng.standard_normal((n, 3)).astype(dtype)
+    mean, var = x.mean(0, keepdims=True), x.var(0, keepdims=True).astype(dtype)
+    scale = rng.uniform(0.5, 2, (1, 3)).astype(dtype)
+    want = reference.batch_normalization_training_grad(x, dy, mean, var, scale, 1e-5)
+    base = pyvkgrad.batch_normalization_training_grad(x, dy, mean, var, scale, 1e-5,
+                                                      device=device)
+    tol = 1e-5 if dtype == np.float32 else 1e-2
+    wmax = np.abs(want.output_gradient).max()
+    np.testing.assert_allclose(base.output_gradient, want.output_gradient, rtol=tol,
+                               atol=tol * wmax)
+    far = None
+    for shifted in (mean + np.asarray(1e6 if dtype == np.float32 else 100, dtype),
+                    np.full_like(mean, np.nan), np.full_like(mean, -np.inf)):
+        got = pyvkgrad.batch_normalization_training_grad(x, dy, shifted, var, scale, 1e-5,
+                                                         device=device)
+        # A Mean far from the data only changes which value shifts the sums.
+        np.testing.assert_allclose(got.output_gradient, want.output_gradient, rtol=tol,
+                                   atol=tol * wmax)
+        np.testing.assert_array_equal(got.output_bias_gradient, base.output_bias_gradient)
+        if far is None:
+            far = got
+        else:  # every Mean far off (or not finite) shifts by the channel's first X alike
+            np.testing.assert_array_equal(got.output_gradient, far.output_gradient)
+        ref = reference.batch_normalization_training_grad(x, dy, shifted, var, scale, 1e-5)
+        # The oracle agrees: its dX recentres with mean_R(X) too; dScale uses the Mean given.
+        np.testing.assert_allclose(ref.output_gradient, want.output_gradient, rtol=1e-12,
+                                   atol=1e-12 * wmax)
+        if np.isfinite(shifted).all():
+            np.testing.assert_allclose(got.output_scale_gradient, ref.output_scale_gradient,
+                                       rtol=10 * tol)
+        else:
+            assert not np.isfinite(got.output_scale_gradient).any()
+
+
+@pytest.mark.parametrize("n", [16, 4099])
+@pytest.mark.parametrize("where", ["dy", "x"])
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_training_grad_non_finite_channel_is_nan(device, rng, n, where, bad):
+    """The documented choice: a non-finite X or dY makes every dX of its channel NaN (the
+    literal formula gives an order-dependent mix of NaN and +-Inf there); other channels are
+    untouched, and dBias is the sum of dY."""
+    x = rng.standard_normal((n, 3)).astype(np.float32)
+    dy = rng.standard_normal((n, 3)).astype(np.float32)
+    mean, var = x.mean(0, keepdims=True), x.var(0, keepdims=True)
+    clean = pyvkgrad.batch_normalization_training_grad(x, dy, mean, var, np.ones_like(mean),
+                                                       1e-5, device=device)
+    (dy if where == "dy" else x)[n // 2, 1] = bad
+    got = pyvkgrad.batch_normalization_training_grad(x, dy, mean, var, np.ones_like(mean), 1e-5,
+                                                     device=device)
+    assert np.isnan(got.output_gradient[:, 1]).all()
+    np.testing.assert_array_equal(got.output_gradient[:, [0, 2]],
+                                  clean.output_gradient[:, [0, 2]])
+    want = reference.batch_normalization_training_grad(x, dy, mean, var, np.ones_like(mean), 1e-5)
+    assert not np.isfinite(want.output_gradient[:, 1]).all()  # the formula breaks down too
+    np.testing.assert_allclose(got.output_bias_gradient[:, [0, 2]],
+                               want.output_bias_gradient[:, [0, 2]], rtol=1e-5)
+
+
 # ---- 8. memory ----
 
 def test_one_call_cache_is_bounded_by_bytes(device, monkeypatch):

@@ -233,8 +233,9 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
             push=dict(channels=channels, reduced=n)),), tensors=tensors)
 
     # Stage 1: partial sums per (channel group, chunk); LK channels by LR lanes per workgroup.
-    ksizes, (kx, kdy, km) = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
-                                      t["mean_tensor"])
+    ksizes, (kx, kdy, km, kv) = axes.over(axes.kept, t["input_tensor"],
+                                          t["input_gradient_tensor"], t["mean_tensor"],
+                                          t["variance_tensor"])
     rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
     vec = 1
     if axes.kept_innermost:
@@ -252,11 +253,13 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         iters *= 2
     chunks = -(-n // (iters * lr * vec))
     partials = Dispatch(
-        "batch_normalization_grad_partials", _bind("x", "dy", "mean", "partials"),
+        "batch_normalization_grad_partials",
+        _bind("x", "dy", "mean", "variance", "partials"),
         max(1, min(groups * chunks, limits.max_workgroups)),
         constants=dict(WG=wg, IS_F16=is_f16, K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy,
-                       K_MEAN_STRIDES=km, R_SIZES=rsizes, R_X_STRIDES=rx, R_DY_STRIDES=rdy,
-                       K_FAST=axes.kept_innermost, LK=lk, ITERS=iters, VEC=vec),
+                       K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, R_SIZES=rsizes,
+                       R_X_STRIDES=rx, R_DY_STRIDES=rdy, K_FAST=axes.kept_innermost, LK=lk,
+                       ITERS=iters, VEC=vec, TRAINING=training, EPSILON=eps),
         push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
 
     # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients;
@@ -269,7 +272,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         "batch_normalization_grad_finalize",
         _bind("partials", "mean", "variance", "scale", "dscale", "dbias", "coefficients"),
         grid(channels, lk, limits),
-        constants=dict(WG=wg, IS_F16=is_f16, LK=lk, EPSILON=eps, N_R=float(n), K_SIZES=ksizes,
+        constants=dict(WG=wg, IS_F16=is_f16, TRAINING=training, LK=lk, EPSILON=eps,
+                       N_R=float(n), K_SIZES=ksizes,
                        K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks,
                        K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb),
         push=dict(channels=channels, chunks=chunks))
