@@ -26,9 +26,10 @@
 // otherwise channel g*LK + t / LR and lane t % LR (coalesced for NCHW, and LK = 1 when a
 // channel has at least WG elements).
 //
-// Constants: K_SIZES and the strides over the kept dimensions K of X, dY and Mean, R_SIZES and
-//   the strides over the reduced dimensions R of X and dY (8 dimensions each, right-aligned,
-//   in elements; K and R coalesced on the host); VEC is 1, 2, 4 or 8.
+// Constants: K_SIZES and the strides over the kept dimensions K of X, dY, Mean, Variance, and
+//   with WRITE_DX dX and Scale, R_SIZES and the strides over the reduced dimensions R of X, dY
+//   (and dX) (8 dimensions each, right-aligned, in elements; K and R coalesced on the host);
+//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's).
 // Push constants: channels, reduced (elements per channel), chunks (per channel), groups.
 // Dispatch: up to 65535 workgroups; a workgroup-stride loop over groups * chunks work items
 //   (uniform per workgroup, so the barriers inside are in uniform control flow).
@@ -51,6 +52,11 @@ layout(constant_id = 60) const uint ITERS = 16;
 layout(constant_id = 61) const uint VEC = 1;
 layout(constant_id = 62) const bool TRAINING = false;
 layout(constant_id = 71) const float EPSILON = 0.0;
+// WRITE_DX (BATCH_NORMALIZATION_GRAD): also store OutputGradient = dY * Scale / sqrt(Variance +
+// Epsilon) while dY is in registers (it needs no reduction), so dY is read once.
+layout(constant_id = 72) const bool WRITE_DX = false;
+DIMS8_2(uint, K_DX_STRIDES, K_SCALE_STRIDES, 73, 0)
+DIMS8(uint, R_DX_STRIDES, 89, 0)
 
 const uint LR = WG / LK;
 #include "workgroup_sums.glsl"
@@ -66,6 +72,11 @@ layout(set = 0, binding = 2) readonly buffer MEAN { uint mean[]; };  // MeanTens
 // scratch: a vec4 per channel and chunk, channel-major
 layout(set = 0, binding = 3) writeonly buffer PARTIALS { vec4 partials[]; };
 layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
+layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };  // ScaleTensor
+// OutputGradientTensor (WRITE_DX; float16 single elements use integer atomics on words)
+layout(set = 0, binding = 6) buffer DX { uint dx[]; };
+layout(set = 0, binding = 6) writeonly buffer DX_UVEC2 { uvec2 dx_uvec2[]; };
+layout(set = 0, binding = 6) writeonly buffer DX_UVEC4 { uvec4 dx_uvec4[]; };
 layout(push_constant) uniform Push { uint channels; uint reduced; uint chunks; uint groups; };
 
 #define BATCH_NORMALIZATION_SHIFT_ONLY
@@ -73,7 +84,8 @@ layout(push_constant) uniform Push { uint channels; uint reduced; uint chunks; u
 
 #define ADD_K_OFFSETS(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
                                              K_VARIANCE_STRIDES##D);
-#define ADD_R_OFFSETS(D, c) o += (c) * uvec2(R_X_STRIDES##D, R_DY_STRIDES##D);
+#define ADD_R_OFFSETS(D, c) o += (c) * uvec3(R_X_STRIDES##D, R_DY_STRIDES##D, R_DX_STRIDES##D);
+#define ADD_K_OUT_OFFSETS(D, c) o += (c) * uvec2(K_DX_STRIDES##D, K_SCALE_STRIDES##D);
 
 // Offsets of channel k in X, dY, Mean and Variance.
 uvec4 k_offsets(uint k) {
@@ -83,8 +95,15 @@ uvec4 k_offsets(uint k) {
 }
 
 // Offsets of reduced index r in X and dY (relative to the channel's).
-uvec2 r_offsets(uint r) {
+// Offsets of channel k in dX and Scale (WRITE_DX).
+uvec2 k_out_offsets(uint k) {
     uvec2 o = uvec2(0u);
+    FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_OUT_OFFSETS)
+    return o;
+}
+
+uvec3 r_offsets(uint r) {
+    uvec3 o = uvec3(0u);
     FOR_EACH_COORDINATE8(R_SIZES, r, ADD_R_OFFSETS)
     return o;
 }
@@ -109,21 +128,36 @@ vec4 half_sums(uvec2 gw, uvec2 xw, float m) {
                  vec4(unpackHalf2x16(xw.x), unpackHalf2x16(xw.y)) - m);
 }
 
-// The sums of the VEC elements of X and dY at element offsets ox, oy (multiples of VEC).
-vec4 vector_sums(uint ox, uint oy, float m) {
+// dY words times the coefficient, as words (float16: two halves per word, rounded once).
+uint scaled(uint gw, float coef) {
+    return IS_F16 ? packHalf2x16(unpackHalf2x16(gw) * coef)
+                  : floatBitsToUint(uintBitsToFloat(gw) * coef);
+}
+uvec2 scaled(uvec2 gw, float coef) { return uvec2(scaled(gw.x, coef), scaled(gw.y, coef)); }
+uvec4 scaled(uvec4 gw, float coef) {
+    return uvec4(scaled(gw.xy, coef), scaled(gw.zw, coef));
+}
+
+// The sums of the VEC elements of X and dY at element offsets o (multiples of VEC); with
+// WRITE_DX also their dX.
+vec4 vector_sums(uvec3 o, float m, float coef) {
     if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
-        const uvec4 xw = x_uvec4[ox / VEC];
-        const uvec4 gw = dy_uvec4[oy / VEC];
+        const uvec4 xw = x_uvec4[o.x / VEC];
+        const uvec4 gw = dy_uvec4[o.y / VEC];
+        if (WRITE_DX) dx_uvec4[o.z / VEC] = scaled(gw, coef);
         if (IS_F16) return half_sums(gw.xy, xw.xy, m) + half_sums(gw.zw, xw.zw, m);
         return sums4(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
     }
     if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
-        const uvec2 xw = x_uvec2[ox / VEC];
-        const uvec2 gw = dy_uvec2[oy / VEC];
+        const uvec2 xw = x_uvec2[o.x / VEC];
+        const uvec2 gw = dy_uvec2[o.y / VEC];
+        if (WRITE_DX) dx_uvec2[o.z / VEC] = scaled(gw, coef);
         if (IS_F16) return half_sums(gw, xw, m);
         return sums2(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
     }
-    return sums2(unpackHalf2x16(dy[oy / 2u]), unpackHalf2x16(x[ox / 2u]) - m);  // 2 float16
+    const uint gw = dy[o.y / 2u];  // 2 float16
+    if (WRITE_DX) dx[o.z / 2u] = scaled(gw, coef);
+    return sums2(unpackHalf2x16(gw), unpackHalf2x16(x[o.x / 2u]) - m);
 }
 
 void main() {
@@ -139,17 +173,24 @@ void main() {
         if (k < channels && kl < LK && rl < LR) {
             const uvec4 ko = k_offsets(k);
             const float m = shift(ko);
+            float coef = 0.0;
+            uvec2 kd = uvec2(0u);
+            if (WRITE_DX) {  // as batch_normalization_grad_output computes it
+                kd = k_out_offsets(k);
+                coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
+            }
             const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
             for (uint i = 0u; i < ITERS; ++i) {
                 const uint r = (r0 + i * LR) * VEC;
                 if (r < reduced) {
-                    const uvec2 ro = r_offsets(r);
+                    const uvec3 o = uvec3(ko.xy, kd.x) + r_offsets(r);
                     if (VEC > 1u) {
-                        acc += vector_sums(ko.x + ro.x, ko.y + ro.y, m);
+                        acc += vector_sums(o, m, coef);
                     } else {
-                        const float gy = LOAD(dy, ko.y + ro.y);
-                        const float a = LOAD(x, ko.x + ro.x) - m;
+                        const float gy = LOAD(dy, o.y);
+                        const float a = LOAD(x, o.x) - m;
                         acc += vec4(gy, a, gy * a, 0.0);
+                        if (WRITE_DX) STORE(dx, o.z, gy * coef)
                     }
                 }
             }

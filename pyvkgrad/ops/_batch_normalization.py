@@ -233,10 +233,11 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
             push=dict(channels=channels, reduced=n)),), tensors=tensors)
 
     # Stage 1: partial sums per (channel group, chunk); LK channels by LR lanes per workgroup.
-    ksizes, (kx, kdy, km, kv) = axes.over(axes.kept, t["input_tensor"],
-                                          t["input_gradient_tensor"], t["mean_tensor"],
-                                          t["variance_tensor"])
-    rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
+    ksizes, (kx, kdy, km, kv, kdx, ks) = axes.over(
+        axes.kept, t["input_tensor"], t["input_gradient_tensor"], t["mean_tensor"],
+        t["variance_tensor"], t["output_gradient_tensor"], t["scale_tensor"])
+    rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
+                                       t["input_gradient_tensor"], t["output_gradient_tensor"])
     vec = 1
     if axes.kept_innermost:
         lk = min(_pow2_floor(wg), K_FAST_MAX, _pow2_ceil(channels))
@@ -244,6 +245,11 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         vec = next((w for w in ((8, 4, 2) if is_f16 else (4, 2))
                     if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
         lk = max(1, _pow2_floor(wg) // _pow2_ceil(-(-n // vec)))
+    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
+    # read once), where dX's vectors line up with dY's (float16 single elements would need
+    # atomics: there the element-wise kernel does it).
+    write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
+                and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec)
     lr = wg // lk
     iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
     groups = -(-channels // lk)
@@ -254,12 +260,13 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     chunks = -(-n // (iters * lr * vec))
     partials = Dispatch(
         "batch_normalization_grad_partials",
-        _bind("x", "dy", "mean", "variance", "partials"),
+        _bind("x", "dy", "mean", "variance", "scale", "dx", "partials"),
         max(1, min(groups * chunks, limits.max_workgroups)),
         constants=dict(WG=wg, IS_F16=is_f16, K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy,
-                       K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, R_SIZES=rsizes,
-                       R_X_STRIDES=rx, R_DY_STRIDES=rdy, K_FAST=axes.kept_innermost, LK=lk,
-                       ITERS=iters, VEC=vec, TRAINING=training, EPSILON=eps),
+                       K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_DX_STRIDES=kdx,
+                       K_SCALE_STRIDES=ks, R_SIZES=rsizes, R_X_STRIDES=rx, R_DY_STRIDES=rdy,
+                       R_DX_STRIDES=rdx, K_FAST=axes.kept_innermost, LK=lk, ITERS=iters,
+                       VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx),
         push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
 
     # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients;
@@ -280,6 +287,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
 
     scratch = (Scratch("partials", channels * chunks * 16),
                Scratch("coefficients", channels * 32))
+    if write_dx:
+        return Plan((partials, finalize), scratch, tensors=tensors)
     output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch, tensors=tensors)
