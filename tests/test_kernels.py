@@ -271,10 +271,14 @@ def plans_by_operator():
     for op, cls in (("batch_normalization_grad", pyvkgrad.BatchNormalizationGradDesc),
                     ("batch_normalization_training_grad",
                      pyvkgrad.BatchNormalizationTrainingGradDesc)):
-        for sizes, stat, strides in (((7, 5), (7, 5), None), ((64, 5), (1, 5), None),
-                                     ((64, 5), (1, 5), (1, 64))):
-            x, m = TensorDesc(F32, sizes, strides), TensorDesc(F32, stat)
-            desc = cls(x, x, m, m, m, x, m, m, 1e-5)
+        # dX like X, or packed while X is not; float16 where single stores would need atomics.
+        for sizes, stat, strides, dtype, same_dx in (
+                ((7, 5), (7, 5), None, F32, True), ((64, 5), (1, 5), None, F32, True),
+                ((64, 5), (1, 5), (1, 64), F32, True), ((64, 5), (1, 5), (1, 64), F32, False),
+                ((64, 5), (1, 5), None, F16, True)):
+            x, m = TensorDesc(dtype, sizes, strides), TensorDesc(dtype, stat)
+            dx = x if same_dx else TensorDesc(dtype, sizes)
+            desc = cls(x, x, m, m, m, dx, m, m, 1e-5)
             used.setdefault(op, set()).update(d.kernel for d in desc.plan(Limits()).dispatches)
     return used
 
