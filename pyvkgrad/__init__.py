@@ -24,6 +24,9 @@ def __getattr__(name):
     if name in _DEVICE_NAMES:
         from . import device
         return getattr(device, name)
+    if name in ("device", "runtime"):  # submodules, imported on first use as well
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'pyvkgrad' has no attribute {name!r}")
 
 
