@@ -236,10 +236,12 @@ class Commands(_Owned):
         return self._count
 
     def submit(self, what: str = "") -> None:
-        """Submit and wait for completion."""
+        """Submit and wait for completion (nothing recorded: nothing to submit)."""
         self._check()
         for h in self._held:
             h._check()
+        if not self._count:  # an empty command buffer is never begun: not submittable
+            return
         try:
             self._kp.eval()
         except Exception as e:

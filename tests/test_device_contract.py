@@ -70,6 +70,13 @@ def test_unchanged_inputs_are_never_copied_again(device):
     np.testing.assert_array_equal(dx.numpy(), np.ones(64))
 
 
+def test_an_empty_recording_submits_nothing(device):
+    with device.record() as rec:
+        pass
+    rec.replay()
+    assert rec.stats == (2, 0, 1) and rec.labels == []
+
+
 def test_empty_holds_zeros_for_kernels_too(device):
     """`empty` is zeros in `numpy` and on the device: the first use uploads them."""
     d = TensorDesc(F32, (3, 5))
