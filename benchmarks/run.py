@@ -16,6 +16,7 @@ Writes results.json and, when matplotlib is importable, results.png into --out.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import statistics
@@ -29,7 +30,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
-from pyvkgrad.device import kp  # noqa: E402
 
 MiB = 2**20
 
@@ -56,31 +56,46 @@ def vulkan_time(device, op, tensors, repeat):
     return timed_replays(rec, repeat), rec
 
 
+def benchmark_kernel(name):
+    """SPIR-V and interface of a benchmark-only kernel: benchmarks/shaders/<name>.comp, built
+    by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package)."""
+    from pyvkgrad import kernels
+    spirv_dir = Path(__file__).resolve().parent / "spirv"
+    entry = json.loads((spirv_dir / "manifest.json").read_text())["kernels"][name]
+    data = (spirv_dir / f"{name}.spv").read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry["spirv_sha256"]:
+        sys.exit(f"benchmarks/spirv/{name}.spv differs from its manifest: run "
+                 f"python tools/build_shaders.py")
+    return data, kernels.interface_of(name, entry)
+
+
 def copy_roofline(device, nbytes, repeat):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
-    vkCmdCopyBuffer (kp's OpTensorCopy) or a compute kernel streaming 16-byte vectors."""
+    vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam)."""
     from pyvkgrad import kernels
-    words = np.zeros(nbytes // 4, dtype=np.uint32)
-    mgr = device._manager()
-    src, dst = mgr.tensor_t(words), mgr.tensor_t(words.copy())
+    runtime = device.runtime()
+    buffers = {"src": runtime.buffer(nbytes), "dst": runtime.buffer(nbytes)}
+    src, dst = buffers["src"], buffers["dst"]
     vectors = nbytes // 16
-    local = device.limits.local_size
-    push = np.array([vectors], dtype=np.uint32)
-    algo = mgr.algorithm([src, dst], kernels.spirv("copy_words"),
-                         [min(-(-vectors // local), 65535), 1, 1],
-                         np.array([local], dtype=np.uint32), push)
+    wg = device.limits.local_size
+    spirv, iface = benchmark_kernel("copy_words")
+    bound = [buffers[n] for n in kernels.binding_order(iface, {"src": "src", "dst": "dst"})]
+    push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
+    program = runtime.program(bound, spirv, min(-(-vectors // wg), 65535),
+                              kernels.specialization(iface, {"WG": wg}), len(push))
     best = 0.0
-    for op in (kp.OpTensorCopy([src, dst]), kp.OpAlgoDispatch(algo, push)):
-        seq = mgr.sequence(0, 3)
-        seq.record(op)
+    for record in (lambda c: c.copy(src, dst),
+                   lambda c: c.dispatch(program, push)):
+        commands = runtime.commands(2)
+        record(commands)
         times = []
         for _ in range(repeat + 1):
-            seq.eval()
-            ts = seq.get_timestamps()
+            commands.submit("copy roofline")
+            ts = commands.timestamps()
             times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
         best = max(best, 2 * nbytes / (statistics.median(times[1:]) * 1e-9))
-        seq.destroy()
-    algo.destroy()
+        commands.destroy()
+    program.destroy()
     src.destroy()
     dst.destroy()
     return best
@@ -102,6 +117,10 @@ class Torch:
 
     def tensor(self, array):
         return self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
 
     def time_ns(self, fn, repeat):
         torch = self.torch
@@ -181,31 +200,50 @@ def _relu(dev, rng, dt, n):
 
 
 def resample_cases(quick):
-    shapes = ([(4, 16, 64, 64, 2.0), (4, 16, 48, 48, 80 / 48)] if quick else
-              [(32, 64, 64, 64, 2.0), (32, 64, 48, 48, 80 / 48)])
-    for n, c, h, w, ratio in shapes:
+    """NCHW at 2x, 80 -> 48, 1.5x and 3x, and one NHWC (channels innermost in memory) case."""
+    shapes = ([(4, 16, 64, 64, 2.0, False), (4, 16, 48, 48, 80 / 48, False),
+               (4, 16, 64, 64, 1.5, False), (4, 16, 32, 32, 3.0, False),
+               (4, 16, 64, 64, 2.0, True)] if quick else
+              [(32, 64, 64, 64, 2.0, False), (32, 64, 48, 48, 80 / 48, False),
+               (32, 64, 64, 64, 1.5, False), (32, 64, 32, 32, 3.0, False),
+               (32, 64, 64, 64, 2.0, True)])
+    for n, c, h, w, ratio, nhwc in shapes:
         for mode in ("nearest_neighbor", "linear"):
             for algorithm in ("gather", "atomic"):
+                if algorithm == "atomic" and (nhwc or ratio not in (2.0, 80 / 48)):
+                    continue  # the atomic path is measured on the NCHW 2x and 80 -> 48 cases
                 for dt in ("float32", "float16"):
                     oh, ow = round(h * ratio), round(w * ratio)
+                    layout = " NHWC" if nhwc else ""
                     yield ("RESAMPLE_GRAD",
-                           f"{mode} {algorithm} [{n},{c},{oh},{ow}] -> [{n},{c},{h},{w}]", dt,
-                           lambda dev, rng, a=(n, c, h, w, oh, ow, mode, algorithm, dt):
+                           f"{mode} {algorithm} [{n},{c},{oh},{ow}] -> [{n},{c},{h},{w}]{layout}",
+                           dt, lambda dev, rng, a=(n, c, h, w, oh, ow, mode, algorithm, dt, nhwc):
                            _resample(dev, rng, *a))
 
 
-def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt):
-    dy_desc = TensorDesc(_dt(dt), (n, c, oh, ow))
-    dx_desc = TensorDesc(_dt(dt), (n, c, h, w))
+def _nhwc(sizes):
+    """Element strides of an NCHW-indexed tensor laid out NHWC (channels innermost)."""
+    n, c, h, w = sizes
+    return (h * w * c, 1, w * c, c)
+
+
+def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
+    dy_desc = TensorDesc(_dt(dt), (n, c, oh, ow), _nhwc((n, c, oh, ow)) if nhwc else None)
+    dx_desc = TensorDesc(_dt(dt), (n, c, h, w), _nhwc((n, c, h, w)) if nhwc else None)
     scales = (1.0, 1.0, oh / h, ow / w)
     desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4, (-0.5,) * 4,
                                      algorithm=algorithm)
     op = dev.compile(desc)
     dy = rng.standard_normal(dy_desc.sizes, dtype=np.float32).astype(_np(dt))
+    if nhwc:  # the same logical values, channels innermost in memory
+        dy = np.ascontiguousarray(dy.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     tensors = dict(input_gradient_tensor=dev.upload(dy), output_gradient_tensor=dev.empty(dx_desc))
+    assert tensors["input_gradient_tensor"].desc == dy_desc
 
     def torch_fn(T):
         tdy = T.tensor(dy)
+        if nhwc:
+            tdy = tdy.contiguous(memory_format=T.torch.channels_last)
         aten = T.torch.ops.aten
         if mode == "linear":  # half-pixel bilinear == align_corners=False
             return lambda: aten.upsample_bilinear2d_backward(tdy, [oh, ow], [n, c, h, w], False)
@@ -241,8 +279,8 @@ def _bn(dev, rng, shape, training, dt):
                    scale_tensor=dev.upload(scale), output_gradient_tensor=dev.empty(big),
                    output_scale_gradient_tensor=dev.empty(small),
                    output_bias_gradient_tensor=dev.empty(small))
-    # Training grad reads X and dY (twice is the minimum for a two-pass algorithm; counted once).
-    nbytes = 3 * x.nbytes if training else (3 * x.nbytes)
+    # Minimum traffic: X and dY read once, dX written once (the statistics are negligible).
+    nbytes = 3 * x.nbytes
 
     def torch_fn(T):
         torch = T.torch
@@ -259,6 +297,63 @@ def _bn(dev, rng, shape, training, dt):
         return lambda: torch.ops.aten.native_batch_norm_backward(
             tdy, tx, w_, m_, v_, None, None, False, 1e-5, mask)
     return op, tensors, nbytes, torch_fn
+
+
+# ---- numpy round trips -------------------------------------------------------------------------
+
+def roundtrip(dev, T, quick, repeat):
+    """What a numpy user waits for: pyvkgrad's one-call function against PyTorch doing the same
+    from numpy (from_numpy -> device -> op -> .cpu().numpy(), synchronised), median wall times
+    in the same run, interleaved so both see the same machine state."""
+    rng = np.random.default_rng(3)
+    cases = []
+    for n in ((1024, 1 << 20) if quick else (1024, 1 << 20, 16 << 20)):
+        x = rng.standard_normal(n).astype(np.float32)
+        dy = rng.standard_normal(n).astype(np.float32)
+        cases.append((f"ReLU grad {n} float32",
+                      lambda x=x, dy=dy: pyvkgrad.activation_relu_grad(x, dy, device=dev),
+                      lambda x=x, dy=dy: T.torch.ops.aten.threshold_backward(
+                          T.tensor(dy), T.tensor(x), 0).cpu().numpy()))
+    shape = (4, 64, 28, 28) if quick else (32, 64, 56, 56)
+    x = rng.standard_normal(shape).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    mean, var = x.mean(axis=(0, 2, 3), keepdims=True), x.var(axis=(0, 2, 3), keepdims=True)
+    scale = np.ones_like(mean)
+
+    def torch_bn():
+        torch = T.torch
+        out = torch.ops.aten.native_batch_norm_backward(
+            T.tensor(dy), T.tensor(x), T.tensor(scale.ravel()), None, None,
+            T.tensor(mean.ravel()), torch.rsqrt(T.tensor(var.ravel()) + 1e-5), True, 1e-5,
+            [True, True, True])
+        return [o.cpu().numpy() for o in out]
+    cases.append((f"BN training grad {list(shape)} float32",
+                  lambda: pyvkgrad.batch_normalization_training_grad(x, dy, mean, var, scale, 1e-5,
+                                                                     device=dev),
+                  torch_bn))
+    rows = []
+    for name, ours, theirs in cases:
+        ours()
+        if T.torch:
+            theirs()
+            T.sync()
+        a, b = [], []
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            ours()
+            a.append(time.perf_counter_ns() - t0)
+            if T.torch:
+                t0 = time.perf_counter_ns()
+                theirs()
+                T.sync()
+                b.append(time.perf_counter_ns() - t0)
+        row = {"case": name, "pyvkgrad_us": statistics.median(a) / 1e3}
+        if b:
+            row["torch_from_numpy_us"] = statistics.median(b) / 1e3
+            row["torch_over_pyvkgrad"] = row["torch_from_numpy_us"] / row["pyvkgrad_us"]
+        rows.append(row)
+        progress(f"    {row}")
+    return rows
 
 
 # ---- host overhead and chain -------------------------------------------------------------------
@@ -364,7 +459,7 @@ def chain(dev, quick, repeat):
             "chain_wall_ns": statistics.median(walls), "submission_ns": statistics.median(subs),
             "sum_parts_plus_submission_ns": float(budget),
             "chain_wall_over_budget": float(statistics.median(walls) / budget),
-            "barriers": plain._labels.count("barrier"), "wait_spin_us": dev.wait_spin_us}
+            "barriers": plain.labels.count("barrier"), "wait_spin_us": dev.wait_spin_us}
 
 
 # ---- one case ---------------------------------------------------------------------------------
@@ -417,7 +512,7 @@ def run_isolated(index, argv):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench-out")
-    ap.add_argument("--ops", default="relu,resample,bn,overhead,chain")
+    ap.add_argument("--ops", default="relu,resample,bn,overhead,chain,roundtrip")
     ap.add_argument("--quick", action="store_true", help="small shapes (default on a CPU device)")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--device", default=None)
@@ -426,7 +521,7 @@ def main(argv=None):
                     help="run every case in its own process (recommended on a GPU)")
     ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    dev = pyvkgrad.device.get_device(args.device)
+    dev = pyvkgrad.get_device(args.device)
     quick = args.quick or dev.info.device_type == "cpu"
     repeat = args.repeat if not quick else min(args.repeat, 5)
     T = Torch() if not args.no_torch else Torch.__new__(Torch)
@@ -479,6 +574,9 @@ def main(argv=None):
         progress("host overhead")
         extra["host_overhead"] = host_overhead(dev, 200 if not quick else 50)
         progress(f"    {extra['host_overhead']}")
+    if "roundtrip" in ops:
+        progress("numpy round trips")
+        extra["roundtrip"] = roundtrip(dev, T, quick, 50 if not quick else 10)
     if "chain" in ops:
         progress("recorded chain")
         try:

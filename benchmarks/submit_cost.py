@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
-"""Diagnostic (not part of the benchmark): where the host time of one submission goes.
+"""Diagnostic (not part of the benchmark): the host time of one submission.
 
-Times seq.eval() of a pre-recorded tiny dispatch, split into submit (eval_async) and wait
-(eval_await), for several fence-polling budgets (Sequence.set_wait_spin, from pyvkgrad's kp
-patch), with few and with many live allocations, before and after CUDA is initialised in the
-same process by PyTorch."""
+Times `Commands.submit()` of a pre-recorded tiny dispatch for several fence-polling budgets
+(the kp patch's wait spin), with few and with many live allocations, before and after CUDA is
+initialised in the same process by PyTorch. Goes through the runtime seam (pyvkgrad.runtime)."""
 
 import statistics
 import sys
@@ -15,48 +14,34 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyvkgrad  # noqa: E402
-from benchmarks.run import tiny_recording  # noqa: E402
+from pyvkgrad import kernels  # noqa: E402
 
 SPINS_US = (0, 50, 2000)
 
 dev = pyvkgrad.default_device()
-mgr = dev._manager()
-rec = tiny_recording(dev)
-seq = rec._last
-dispatch = rec._ops[0]
-
-
-def median_us(samples):
-    return statistics.median(samples[len(samples) // 4:]) / 1e3
+runtime = dev.runtime()
+buffers = [runtime.buffer(16, words=np.ones(4, np.uint32)) for _ in range(3)]
+program = runtime.program(buffers, kernels.spirv("activation_relu_grad_packed"), 1,
+                          np.array([64, 0], np.uint32), 1)
 
 
 def measure(label, n=400):
     for spin in SPINS_US:
-        seq.set_wait_spin(spin * 1000)
-        evals, submits, waits = [], [], []
+        commands = runtime.commands(0, spin * 1000)
+        commands.dispatch(program, np.array([1], np.uint32))
+        walls = []
         for _ in range(n):
             t0 = time.perf_counter_ns()
-            seq.eval()
-            evals.append(time.perf_counter_ns() - t0)
-        s2 = mgr.sequence()
-        s2.set_wait_spin(spin * 1000)
-        for _ in range(n):
-            t0 = time.perf_counter_ns()
-            s2.eval_async(dispatch)
-            t1 = time.perf_counter_ns()
-            s2.eval_await()
-            t2 = time.perf_counter_ns()
-            submits.append(t1 - t0)
-            waits.append(t2 - t1)
-        s2.destroy()
-        print(f"{label:<40} spin {spin:5d} us: eval {median_us(evals):8.1f} us | "
-              f"record+submit {median_us(submits):8.1f} us, wait {median_us(waits):8.1f} us",
+            commands.submit()
+            walls.append(time.perf_counter_ns() - t0)
+        commands.destroy()
+        print(f"{label:<40} spin {spin:5d} us: submit {statistics.median(walls[n // 4:]) / 1e3:8.1f} us",
               flush=True)
 
 
 measure("few allocations")
-extra = [mgr.tensor_t(np.zeros(1024, np.uint32)) for _ in range(1000)]
-measure("+1000 live tensors (2000 allocations)")
+extra = [runtime.buffer(4096) for _ in range(1000)]
+measure("+1000 live buffers (2000 allocations)")
 del extra
 try:
     import torch

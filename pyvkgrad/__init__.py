@@ -7,21 +7,27 @@ tensors, record and execute; or call the one-call function with numpy arrays.
 from .tensor import DataType, TensorDesc
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
 from .ops.resample_grad import AxisDirection, InterpolationMode, ResampleGradDesc, resample_grad
-from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
+from .ops.batch_normalization_grad import (BatchNormalizationGradDesc, BatchNormalizationGradResult,
+                                          batch_normalization_grad)
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
 
+from .kernels import KernelError
 
-def devices():
-    """Every Vulkan device, in the loader's order (imports kp on first use)."""
-    from .device import devices as _devices
-    return _devices()
+# The device layer loads the Vulkan runtime; it is imported on first use, so that
+# descriptors, plans and the oracle work without a Vulkan loader.
+_DEVICE_NAMES = ("Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
+                 "ClosedError", "devices", "default_device", "get_device")
 
 
-def default_device():
-    """The device one-call functions use: PYVKGRAD_DEVICE, else the first GPU, else lavapipe."""
-    from .device import default_device as _default
-    return _default()
+def __getattr__(name):
+    if name in _DEVICE_NAMES:
+        from . import device
+        return getattr(device, name)
+    if name in ("device", "runtime"):  # submodules, imported on first use as well
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module 'pyvkgrad' has no attribute {name!r}")
 
 
 __all__ = ["DataType", "TensorDesc",
@@ -29,5 +35,8 @@ __all__ = ["DataType", "TensorDesc",
            "ResampleGradDesc", "resample_grad", "InterpolationMode", "AxisDirection",
            "BatchNormalizationGradDesc", "batch_normalization_grad",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
-           "devices", "default_device"]
+           "BatchNormalizationGradResult",
+           "Device", "DeviceTensor", "CompiledOperator", "Recording",
+           "DeviceError", "ClosedError", "KernelError",
+           "devices", "default_device", "get_device"]
 __version__ = "0.1.0"

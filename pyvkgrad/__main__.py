@@ -11,7 +11,6 @@ from pathlib import Path
 def info() -> int:
     """Print every Vulkan device pyvkgrad sees, and which one is the default."""
     from .device import default_device, devices
-    from .device import _HAS_MEMORY_BARRIER, _HAS_WAIT_SPIN
 
     found = devices()
     if not found:
@@ -34,9 +33,9 @@ def info() -> int:
             ("shared memory", f"{i.max_compute_shared_memory_size} bytes"),
             ("timestamps", f"{i.timestamp_compute_and_graphics}, {i.timestamp_period} ns/tick"),
             ("float atomic add", _float_atomics(d)),
-            ("compute barriers", "kp.OpMemoryBarrier (patched kp)" if _HAS_MEMORY_BARRIER else
-                                 "stock kp: barriers through staging copies (slower)"),
-            ("submission wait", _wait_policy(d, _HAS_WAIT_SPIN)),
+            ("loop limit", f"{d.max_loop_iterations} iterations per invocation"
+                           if d.max_loop_iterations else "none"),
+            ("submission wait", _wait_policy(d)),
         ]
         for key, value in rows:
             print(f"  {key:<26}{value}")
@@ -48,14 +47,10 @@ def _float_atomics(device) -> str:
         return "native (VK_EXT_shader_atomic_float, enabled by pyvkgrad's kp patch)"
     if not device.info.shader_buffer_float32_atomic_add:
         return "compare-and-swap (the device has no shaderBufferFloat32AtomicAdd)"
-    return ("compare-and-swap (the device has shaderBufferFloat32AtomicAdd, but "
-            + ("PYVKGRAD_FLOAT_ATOMICS=0)" if device._float_atomics_enabled
-               else "stock kp cannot enable it)"))
+    return "compare-and-swap (PYVKGRAD_FLOAT_ATOMICS=0)"
 
 
-def _wait_policy(device, has_wait_spin: bool) -> str:
-    if not has_wait_spin:
-        return "blocks on a new fence per submission (stock kp)"
+def _wait_policy(device) -> str:
     spin = device.wait_spin_us
     return (f"polls the fence up to {spin} us, then blocks (PYVKGRAD_WAIT_SPIN_US)" if spin
             else "blocks at once (PYVKGRAD_WAIT_SPIN_US=0 or a CPU device)")

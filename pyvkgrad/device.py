@@ -1,30 +1,34 @@
-"""The device layer: the only module that imports kp, and where every kp quirk lives.
+"""Devices, device tensors, compiled operators and recordings: DirectML's execution model.
 
-Quirks handled here (../shared/kompute.md):
-- tensors are always created with an explicit dtype (`tensor_t` on uint32 words); float16
-  travels packed two to a word;
-- push and specialization constants are always numpy uint32 arrays (a Python list would be
-  sent as float32 and a kernel reading `uint` would see the float's bit pattern);
-- workgroup counts are always explicit (kp defaults them to the tensor size);
-- kp records no compute->compute barrier; we record `OpMemoryBarrier` (bound by our kp patch,
-  tools/kp-0.9.0.patch) exactly where a dispatch reads or overwrites what an
-  earlier one in the same submission touched;
-- kp is not thread-safe: every call into it holds the device's lock;
-- stock kp creates and destroys a fence on every submission (about 500 us on an NVIDIA H100);
-  our kp patch keeps one per sequence, so we keep sequences: one per recording, replayed;
-- a blocking fence wait returns tens of microseconds after the work finished (20 us for a
-  trivial job, 70 us for a 270 us chain on the H100), so on hardware devices we poll the fence
-  for up to DEFAULT_WAIT_SPIN_US first (the patch's `Sequence.set_wait_spin`;
-  PYVKGRAD_WAIT_SPIN_US overrides, 0 disables).
+Compile a descriptor once for a device (`Device.compile`), bind device tensors by field name,
+run it (`op(**tensors)`) or record any number of compiled operators into one submission
+(`Device.record`) and replay it. The one-call functions (`pyvkgrad.activation_relu_grad`, ...)
+run through `Device.run`, which caches a compiled operator, its tensors and its recording per
+descriptor.
 
-Model (DirectML's): compile a descriptor once (`Device.compile`), bind device tensors, record
-any number of compiled operators into one submission (`Device.record`), replay it.
+What stays true over any sequence of calls (tests/test_device_state.py checks it against a
+numpy model):
+- contents: each tensor's `TensorState` (_state.py) says whether staging or the device copy is
+  current; every submission uploads exactly the bound tensors whose staging is newer, and
+  marks what its kernels wrote, so `write` is seen by the next call or replay and `numpy`
+  reads the device back only when a kernel wrote it since;
+- lifetimes: closing a tensor, an operator, a recording or the device closes the use of
+  everything that depends on it (ClosedError names what was closed); nothing touches freed
+  Vulkan memory;
+- aliasing: one tensor may be bound to several fields only where the operator allows it
+  (`IN_PLACE`: an element-wise output over an input with the identical descriptor; inputs
+  may share freely);
+- memory: caches hold tensors by the bytes they cost, and a cache never keeps a tensor alive
+  that its caller dropped (its entries go at the next call on the device);
+- interrupts: a submission and the bookkeeping after it run with Ctrl-C deferred, so a cache
+  entry is usable or absent, never half made.
 """
 
 from __future__ import annotations
 
+import _signal
 import collections
-import logging
+import enum
 import os
 import threading
 import weakref
@@ -33,42 +37,31 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from . import _vulkan_info, kernels
+from ._state import ClosedError, Current, Hazards, Lifetime, Submission, TensorState
 from .plan import Limits, Plan
-from .tensor import TensorDesc, buffer_words, describe_array, fail, \
-    words_to_array
+from .runtime import FLOAT_ATOMICS_EXTENSION, DeviceError, Runtime
+from .tensor import (TensorDesc, array_desc, buffer_words, check_array, elements_of, fail,
+                     words_to_array)
 
+__all__ = ["Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
+           "ClosedError", "devices", "default_device", "get_device"]
 
-def _import_kp():
-    # kp calls logging.basicConfig() at import, which would install a root handler in the
-    # user's process. Give the root logger a placeholder handler for the duration.
-    root = logging.getLogger()
-    placeholder = None if root.handlers else logging.NullHandler()
-    if placeholder:
-        root.addHandler(placeholder)
-    try:
-        import kp
-    finally:
-        if placeholder:
-            root.removeHandler(placeholder)
-    return kp
-
-
-kp = _import_kp()
-
-# Vulkan enum values passed to OpMemoryBarrier.
-_ACCESS_SHADER_READ = 0x20
-_ACCESS_SHADER_WRITE = 0x40
-_STAGE_COMPUTE_SHADER = 0x800
-_ACCESS_TRANSFER_WRITE = 0x1000
-_STAGE_TRANSFER = 0x1000
-_HAS_MEMORY_BARRIER = hasattr(kp, "OpMemoryBarrier")
-_HAS_WAIT_SPIN = hasattr(kp.Sequence, "set_wait_spin")
-# Patch level 2 enables VK_EXT_shader_atomic_float's float32 buffer atomics when asked.
-_CAN_ENABLE_FLOAT_ATOMICS = getattr(kp, "pyvkgrad_patch", 0) >= 2
-_ATOMIC_FLOAT_EXTENSION = "VK_EXT_shader_atomic_float"
-# How long a wait polls the fence before it blocks, on a hardware device. Not on a CPU device:
-# there the polling thread would take a core from the driver's own worker threads.
+# How long a wait polls the fence before it blocks, on a hardware device (a blocking wait
+# returns tens of microseconds late). Not on a CPU device: there the polling thread would take
+# a core from the driver's own worker threads.
 DEFAULT_WAIT_SPIN_US = 2000
+# Lavapipe (llvmpipe) ends every shader loop once an invocation has run this many loop
+# iterations in total, over all its loops: plans keep each invocation's loops below it.
+LLVMPIPE_MAX_LOOP_ITERATIONS = 65535
+# The one-call cache: at most this many descriptors, holding at most this many bytes of
+# device and staging memory (a larger problem runs uncached).
+ONE_CALL_CACHE_ENTRIES = 16
+ONE_CALL_CACHE_BYTES = 1 << 30
+# Per compiled operator: bound-tensor sets whose pipelines and command buffers are kept.
+OPERATOR_CACHE_ENTRIES = 8
+
+# Environment variables that change `Device.limits` (and so the plans).
+_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
 
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
@@ -89,8 +82,56 @@ def _env_int(name: str, unit: str, minimum: int, power_of_two: bool = False) -> 
     return number
 
 
-class DeviceError(RuntimeError):
-    """A Vulkan/kp failure, re-raised with what pyvkgrad was doing."""
+def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
+    """What decides a one-call problem's descriptor: the operator, its parameters and each
+    array's type, shape, dtype and strides. None when something is not a plain array or a
+    parameter is not a plain value (such calls always take the full path)."""
+    layouts = []
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            return None
+        layouts.append((a.shape, a.dtype.char, a.strides))
+    frozen = _freeze(params)
+    return None if frozen is None else (operator, frozen, tuple(layouts))
+
+
+def _freeze(value):
+    # Types are part of the key: True == 1 and 1 == 1.0, but they validate differently.
+    if isinstance(value, (tuple, list)):
+        items = [_freeze(v) for v in value]
+        return None if any(i is None for i in items) else (type(value), tuple(items))
+    if value is None or isinstance(value, (bool, int, float, str, enum.Enum, np.generic)):
+        return (type(value), value)
+    return None
+
+
+class _InterruptsDeferred:
+    """Hold back Ctrl-C (SIGINT) until the block ends, so that a submission and the state it
+    leaves are updated together. Only the main thread receives signals; elsewhere this does
+    nothing. (`_signal` directly: the `signal` module's enum conversions cost microseconds on
+    every call.)"""
+
+    __slots__ = ("handler", "received")
+
+    def __enter__(self):
+        self.handler = None
+        if threading.current_thread() is threading.main_thread():
+            handler = _signal.getsignal(_signal.SIGINT)
+            if callable(handler):  # not SIG_IGN or SIG_DFL
+                self.handler, self.received = handler, []
+                _signal.signal(_signal.SIGINT, lambda signum, frame: self.received.append(frame))
+        return self
+
+    def __exit__(self, *exc):
+        if self.handler is not None:
+            _signal.signal(_signal.SIGINT, self.handler)
+            if self.received:
+                self.handler(_signal.SIGINT, self.received[0])
+        return False
+
+
+def _interrupts_deferred():
+    return _InterruptsDeferred()
 
 
 # ---- device discovery --------------------------------------------------------------------------
@@ -100,7 +141,7 @@ _devices_lock = threading.Lock()
 
 
 def devices() -> List["Device"]:
-    """Every Vulkan physical device, in the loader's order (kp's device indices)."""
+    """Every Vulkan physical device, in the loader's order."""
     global _devices
     with _devices_lock:
         if _devices is None:
@@ -146,62 +187,132 @@ def get_device(which=None) -> "Device":
 
 # ---- tensors -----------------------------------------------------------------------------------
 
+class _Storage:
+    """What a device tensor is made of: its buffer (with staging), which copy is current, and
+    whether it is still open. Recordings and caches keep this, not the DeviceTensor, so they
+    never keep a tensor alive that its caller dropped."""
+
+    __slots__ = ("desc", "buffer", "state", "lifetime", "_download", "__weakref__")
+
+    def __init__(self, desc, buffer, lifetime):
+        self.desc, self.buffer, self.lifetime = desc, buffer, lifetime
+        self.state = TensorState(Current.HOST)  # staging holds the contents (zeros or data)
+        self._download = None  # a cached command buffer that copies the device copy back
+
+    def host_words(self, action: str) -> np.ndarray:
+        """Staging words holding the current contents (downloading first if need be)."""
+        self.lifetime.check(action)
+        if self.state.needs_download:
+            if self._download is None:
+                self._download = self.buffer.runtime.commands()
+                self._download.download([self.buffer])
+            with _interrupts_deferred():
+                self._download.submit("read back")
+                self.state.downloaded()
+        return self.buffer.words()
+
+    def close(self):
+        self.lifetime.close()
+        if self._download is not None:
+            self._download.destroy()
+        self.buffer.destroy()
+
+
 class DeviceTensor:
     """A device buffer holding a tensor laid out by `desc` (packed or strided).
 
-    Host data goes through a host-visible staging twin (kp's device tensors): `upload` fills
-    it, and the copy to the device is recorded into the next submission that uses the tensor.
+    Made by `Device.upload` (a copy of an array) or `Device.empty` (zeros). `write` replaces
+    the contents, `numpy` reads them; both go through host-visible staging memory, and the
+    copies between staging and the device happen as part of the next submission that needs
+    them.
     """
 
-    def __init__(self, device: "Device", desc: TensorDesc, kp_tensor, nbytes: int,
-                 pending_upload: bool):
+    def __init__(self, device: "Device", storage: _Storage):
         self.device = device
-        self.desc = desc
-        self.nbytes = nbytes
-        self._kp = kp_tensor
-        self._pending_upload = pending_upload
-        self._device_newer = False  # a dispatch wrote it since the staging copy was refreshed
+        self._storage = storage
+        # When the caller drops this tensor, caches holding its storage let it go.
+        weakref.finalize(self, device._forget, storage)
+
+    @property
+    def desc(self) -> TensorDesc:
+        return self._storage.desc
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the device buffer (the descriptor's size rounded up to 16)."""
+        return self._storage.buffer.nbytes
 
     @property
     def shape(self):
         return self.desc.sizes
 
     @property
-    def dtype(self):
+    def dtype(self) -> np.dtype:
         return self.desc.data_type.numpy_dtype
 
+    @property
+    def closed(self) -> bool:
+        return not self._storage.lifetime.alive
+
     def numpy(self) -> np.ndarray:
-        """The tensor's logical elements as a packed numpy array (a copy)."""
+        """The tensor's elements as a new packed numpy array."""
         with self.device._lock:
-            self._check_open()
-            if self._device_newer:
-                self.device._submit_ops([kp.OpTensorSyncLocal([self._kp])], "read back")
-                self._device_newer = False
-            return words_to_array(self._kp.data(), self.desc)
+            words = self._storage.host_words("DeviceTensor.numpy")
+            return words_to_array(words, self.desc)
 
-    def write(self, words: np.ndarray) -> None:
-        """Replace the buffer's contents with `words` (uint32), copied at the next submission."""
-        self._write(words)
+    def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("DeviceTensor: the elements live in device memory; numpy needs a "
+                             "copy (np.asarray(t) or t.numpy())")
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
 
-    def _write(self, values: np.ndarray) -> None:
-        # Straight into the mapped staging memory, viewed as the values' dtype: elements from
-        # `array_desc` need no intermediate word copy.
+    def __dlpack__(self, stream=None):
+        """DLPack of a host copy (never of device or staging memory, which may be freed)."""
+        return self.numpy().__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: the capsule holds a host copy
+
+    def write(self, array: np.ndarray) -> None:
+        """Replace the contents with `array` (the tensor's dtype and shape; copied). The next
+        operator call or replay that binds the tensor uploads it."""
+        array = check_array(array, self.desc, "DeviceTensor.write", "array")
         with self.device._lock:
-            self._check_open()
-            self._kp.data().view(values.dtype)[: values.size] = values
-            self._pending_upload = True
-            self._device_newer = False
+            storage = self._storage
+            storage.lifetime.check("DeviceTensor.write")
+            desc = storage.desc
+            item = desc.data_type.element_size
+            strides = tuple(s * item for s in desc.element_strides)
+            if desc.has_overlap():
+                trial = np.zeros(desc.element_span, desc.data_type.numpy_dtype)
+                placed = np.lib.stride_tricks.as_strided(trial, desc.sizes, strides)
+                placed[...] = array
+                if not np.array_equal(placed, array, equal_nan=True):
+                    fail("DeviceTensor.write", "array", "must hold equal values where the "
+                         "descriptor's elements share memory (zero or overlapping strides)",
+                         "equal values", "different values")
+            # Elements outside the descriptor keep their values: if a kernel wrote the device
+            # copy since, fetch it first (unless the descriptor covers every byte).
+            covers = desc.is_packed and desc.element_count * item == storage.buffer.nbytes
+            words = (storage.buffer.words() if covers
+                     else storage.host_words("DeviceTensor.write"))
+            np.lib.stride_tricks.as_strided(words.view(desc.data_type.numpy_dtype),
+                                            desc.sizes, strides)[...] = array
+            storage.state.host_written()
+
+    def _write_elements(self, elements: np.ndarray) -> None:
+        # One-call path: `elements` is the 1-D span `array_desc` made for this descriptor.
+        storage = self._storage
+        storage.lifetime.check("DeviceTensor.write")
+        storage.buffer.words().view(elements.dtype)[: elements.size] = elements
+        storage.state.host_written()
 
     def close(self) -> None:
-        """Release the Vulkan buffers now (they are also released when garbage-collected)."""
+        """Release the device memory now (it is also released when garbage-collected);
+        using the tensor afterwards raises ClosedError."""
         with self.device._lock:
-            if self._kp is not None:
-                self._kp.destroy()
-                self._kp = None
-
-    def _check_open(self):
-        if self._kp is None:
-            raise ValueError("DeviceTensor is closed")
+            self._storage.close()
 
     def __enter__(self):
         return self
@@ -210,52 +321,66 @@ class DeviceTensor:
         self.close()
 
     def __repr__(self):
+        state = "closed" if self.closed else self._storage.state.current.value + " current"
         return (f"DeviceTensor({self.desc.data_type.name}, sizes={self.desc.sizes}, "
-                f"strides={self.desc.strides}, device={self.device.name!r})")
+                f"strides={self.desc.strides}, device={self.device.name!r}, {state})")
 
 
-# ---- compiled operators and recordings ---------------------------------------------------------
+# ---- compiled operators ------------------------------------------------------------------------
+
+def _dml_field(name: str) -> str:
+    """input_gradient_tensor -> InputGradientTensor (DirectML's field name, for messages)."""
+    return "".join(part.capitalize() for part in name.split("_"))
+
 
 class CompiledOperator:
     """A descriptor compiled for one device: its plan, kernels and scratch buffers.
 
     Call it with device tensors named after the descriptor's tensor fields; it submits once.
-    kp ties a pipeline to the buffers it binds, so kp algorithms are cached per set of bound
-    buffers: calling again with the same tensors rebuilds nothing.
+    Pipelines bind particular buffers, so they are cached per bound-tensor set, and so is a
+    recorded command buffer: calling again with the same tensors records nothing.
     """
 
-    _CACHE = 8  # bound-buffer sets remembered per dispatch
-
-    def __init__(self, device: "Device", desc, plan: Plan):
+    def __init__(self, device: "Device", session: "_Session", desc, plan: Plan):
         self.device = device
         self.desc = desc
         self.plan = plan
         self.operator = desc.OPERATOR
+        self._lifetime = Lifetime(f"the compiled {self.operator} operator", session.lifetime)
         self._fields = dict(desc.tensor_fields())  # name -> (TensorDesc, access)
+        self._in_place = dict(getattr(desc, "IN_PLACE", {}))
+        self._session = session
         self._scratch = {}
+        self._programs: "collections.OrderedDict" = collections.OrderedDict()
+        self._calls: "collections.OrderedDict" = collections.OrderedDict()
+        runtime = session.runtime
         tables = []
         for s in plan.scratch:
-            what = f"{self.operator} scratch {s.name}"
-            if s.words is None:
-                self._scratch[s.name] = device._create_buffer(s.nbytes, staging=False, what=what)
-            else:
+            words = None
+            if s.words is not None:
                 words = np.zeros(buffer_words(s.nbytes), dtype=np.uint32)
                 words[: s.words.size] = s.words
-                self._scratch[s.name] = device._create_buffer(s.nbytes, True, what, words)
-                tables.append(self._scratch[s.name])
+            buf = runtime.buffer(buffer_words(s.nbytes) * 4, host_visible=words is not None,
+                                 words=words)
+            self._scratch[s.name] = buf
+            if words is not None:
+                tables.append(buf)
         if tables:  # constant tables reach the device once, at compile time
-            device._submit_ops([kp.OpTensorSyncDevice(tables)], f"{self.operator} tables")
-        self._algorithms: "collections.OrderedDict" = collections.OrderedDict()
-        self._recordings: "collections.OrderedDict" = collections.OrderedDict()
+            cmds = runtime.commands()
+            cmds.upload(tables)
+            cmds.submit(f"{self.operator} tables")
+            cmds.destroy()
         for d in plan.dispatches:
             kernels.spirv(d.kernel)  # load (and check) every kernel now, not at the first call
 
     @property
-    def tensor_names(self):
-        return tuple(self._fields)
+    def closed(self) -> bool:
+        return not self._lifetime.alive
 
-    def bind(self, tensors: Dict[str, DeviceTensor]) -> Dict[str, DeviceTensor]:
-        """Check that the bound tensors fit the descriptor; raise before any device work."""
+    def bind(self, tensors: Dict[str, "DeviceTensor"], action: str) -> Dict[str, "DeviceTensor"]:
+        """Check that the bound tensors fit the descriptor and may share buffers as bound;
+        raise before any device work."""
+        self._lifetime.check(action)
         names = set(self._fields)
         if set(tensors) != names:
             missing = sorted(names - set(tensors))
@@ -271,62 +396,103 @@ class CompiledOperator:
             if tensor.device is not self.device:
                 fail(self.operator, field, "is on another device", self.device.name,
                      tensor.device.name)
-            tensor._check_open()
+            tensor._storage.lifetime.check(f"{self.operator}: {field}")
             if tensor.desc.data_type != desc.data_type:
                 fail(self.operator, field, "has the wrong data type", desc.data_type.name,
                      tensor.desc.data_type.name, TypeError)
             if tensor.nbytes < desc.total_tensor_size_in_bytes:
                 fail(self.operator, field, "is bound to a buffer too small for its descriptor",
                      f">= {desc.total_tensor_size_in_bytes} bytes", f"{tensor.nbytes} bytes")
+        self._check_aliasing(tensors)
         return tensors
 
+    def _check_aliasing(self, tensors):
+        """One tensor in several fields: inputs may share; an output only over an input that
+        the operator allows in place (`IN_PLACE`), with the identical descriptor."""
+        shared = collections.defaultdict(list)
+        for name, tensor in tensors.items():
+            shared[id(tensor._storage)].append(name)
+        for names in shared.values():
+            written = [n for n in names if self._fields[n][1] != "read"]
+            if len(names) < 2 or not written:
+                continue
+            out = written[0]
+            if len(written) > 1:
+                fail(self.operator, " and ".join(_dml_field(n) for n in written),
+                     "are outputs bound to one tensor", "a tensor per output", "one tensor")
+            for other in names:
+                if other == out:
+                    continue
+                allowed = other in self._in_place.get(out, ())
+                same = self._fields[other][0] == self._fields[out][0]
+                if not (allowed and same):
+                    rule = ("may share a tensor only with an identical descriptor" if allowed
+                            else "may not share a tensor with " + _dml_field(other))
+                    pairs = ", ".join(f"{_dml_field(o)} with {_dml_field(i)}"
+                                      for o, ins in self._in_place.items() for i in ins)
+                    fail(self.operator, f"{_dml_field(out)} and {_dml_field(other)}",
+                         f"are bound to one tensor; {_dml_field(out)} {rule}",
+                         f"in place only {pairs or 'never'} (identical descriptors)",
+                         f"{self._fields[out][0]} over {self._fields[other][0]}")
+
     def __call__(self, **tensors: DeviceTensor) -> None:
-        """Run once on `tensors`. The recording is cached per set of bound tensors, so a repeated
-        call replays a command buffer instead of recording one."""
-        with self.device._lock:
-            key = tuple((name, id(t)) for name, t in sorted(tensors.items()))
-            entry = self._recordings.get(key)
-            if entry is not None and all(t._kp is not None for t in entry[1]):
-                self._recordings.move_to_end(key)
-                for name, (_, access) in self._fields.items():
-                    if access != "read":
-                        tensors[name]._device_newer = True
-                entry[0].replay()
+        """Run once on `tensors` (one submission)."""
+        device = self.device
+        with device._lock:
+            device._collect()
+            self.bind(tensors, f"{self.operator} operator call")
+            key = tuple(id(tensors[name]._storage) for name in self._fields)
+            rec = self._calls.get(key)
+            if rec is not None:
+                self._calls.move_to_end(key)
+                rec._run()
                 return
-            rec = self.device.record()
+            rec = Recording(device)
             rec.execute(self, **tensors)
-            rec.submit()
-            self._recordings[key] = (rec, tuple(tensors.values()))
-            if len(self._recordings) > self._CACHE:
-                self._recordings.popitem(last=False)
+            rec._finish()
+            with _interrupts_deferred():
+                rec._run()
+                self._calls[key] = rec
+                while len(self._calls) > OPERATOR_CACHE_ENTRIES:
+                    self._calls.popitem(last=False)[1].close()
 
-    def _algorithm(self, index: int, buffers):
-        """The kp algorithm of dispatch `index` bound to `buffers` (kp tensors), cached."""
+    def _program(self, index: int, buffers):
+        """The pipeline of dispatch `index` bound to `buffers` (runtime Buffers), cached."""
+        self._lifetime.check(f"{self.operator} operator")
         key = (index, tuple(id(b) for b in buffers))
-        entry = self._algorithms.get(key)
-        if entry is not None:
-            self._algorithms.move_to_end(key)
-            return entry[0]
+        program = self._programs.get(key)
+        if program is not None and program.alive:
+            self._programs.move_to_end(key)
+            return program
         d = self.plan.dispatches[index]
-        try:
-            algo = self.device._manager().algorithm(
-                list(buffers), kernels.spirv(d.kernel), [d.workgroups, 1, 1],
-                np.array(d.spec_constants, dtype=np.uint32),
-                np.array(d.push_constants or (0,), dtype=np.uint32))
-        except Exception as e:
-            raise DeviceError(f"{self.operator}: creating kernel {d.kernel} failed: {e}") from e
-        # The entry keeps the buffers alive, so their ids cannot be reused while it is cached.
-        self._algorithms[key] = (algo, buffers)
-        if len(self._algorithms) > self._CACHE * len(self.plan.dispatches):
-            self._algorithms.popitem(last=False)
-        return algo
+        program = self._session.runtime.program(
+            buffers, kernels.spirv(d.kernel), d.workgroups,
+            kernels.specialization(d.kernel, d.constants), len(d.push_constants))
+        # The program holds its buffers, so their ids cannot be reused while it is cached.
+        self._programs[key] = program
+        while len(self._programs) > OPERATOR_CACHE_ENTRIES * len(self.plan.dispatches):
+            self._programs.popitem(last=False)[1].destroy()
+        return program
 
-    def close(self):
+    def _forget(self, storage: _Storage) -> None:
+        """Drop cached pipelines and calls that bind `storage` (its tensor was dropped)."""
+        for key in [k for k, rec in self._calls.items() if rec._binds(storage)]:
+            self._calls.pop(key).close()
+        for key in [k for k, p in self._programs.items()
+                    if any(b is storage.buffer for b in p.buffers)]:
+            self._programs.pop(key).destroy()
+
+    def close(self) -> None:
+        """Release the operator's pipelines and scratch now; recordings that use it, and
+        calling it, raise ClosedError afterwards."""
         with self.device._lock:
-            self._recordings.clear()
-            for algo, _ in self._algorithms.values():
-                algo.destroy()
-            self._algorithms.clear()
+            self._lifetime.close()
+            for rec in self._calls.values():
+                rec.close()
+            self._calls.clear()
+            for program in self._programs.values():
+                program.destroy()
+            self._programs.clear()
             for buf in self._scratch.values():
                 buf.destroy()
             self._scratch.clear()
@@ -338,147 +504,182 @@ class CompiledOperator:
         self.close()
 
 
-def _dml_field(name: str) -> str:
-    """input_gradient_tensor -> InputGradientTensor (DirectML's field name, for messages)."""
-    return "".join(part.capitalize() for part in name.split("_"))
+# ---- recordings ---------------------------------------------------------------------------------
+
+RecordingStats = collections.namedtuple("RecordingStats", "runs uploads command_buffers")
 
 
 class Recording:
     """Compiled operators recorded into one submission, with the barriers they need.
 
-    A dispatch that reads or writes a buffer written earlier in the recording, or writes one
-    read earlier, gets a compute->compute buffer memory barrier on exactly those buffers;
-    independent dispatches get none. Submitted when the `with` block ends; `replay()` runs
-    the same command buffer again without recording anything.
+    Submitted when the `with` block ends; `replay()` runs the same commands again. Each run
+    first uploads the bound tensors whose staging copy is newer (a `write` since), so a
+    replay always sees the current inputs; a replay with unchanged inputs copies nothing.
     """
+
+    _COMMAND_BUFFERS = 8  # command buffers kept per recording, one per set of uploads
 
     def __init__(self, device: "Device", timestamps: bool = False):
         self.device = device
+        session = device._session()
+        self._session = session
+        self._lifetime = Lifetime("the recording", session.lifetime)
         self._timestamps = timestamps
-        self._ops: list = []
-        self._labels: List[str] = []
-        self._uploads: list = []  # DeviceTensors whose staging copy must reach the device first
-        self._downloads: list = []
-        self._written: set = set()  # kp tensor ids written since their last barrier
-        self._read: set = set()  # kp tensor ids read since the last barrier
-        self._written_tensors: list = []
-        self._sequences: dict = {}
-        self._last = None
-        self._count = 0
+        self._steps: list = []  # (program, push words, label) or (None, [buffers], "barrier")
+        self._storages: Dict[int, tuple] = {}  # id -> (storage, written)
+        self._ops: Dict[int, CompiledOperator] = {}
+        self._hazards = Hazards()
+        self._downloads: List[_Storage] = []
+        self._commands: "collections.OrderedDict" = collections.OrderedDict()
+        self._finished = False
+        self._last = None  # (commands, index of the first step's timestamp)
+        self._runs = self._uploaded = self._built = 0
+        session.own(self)
+
+    @property
+    def stats(self) -> RecordingStats:
+        """runs so far, tensors uploaded over them, command buffers recorded (one per set of
+        tensors that needed an upload)."""
+        return RecordingStats(self._runs, self._uploaded, self._built)
+
+    @property
+    def labels(self) -> List[str]:
+        """What each recorded step is: "OPERATOR:kernel" for a dispatch, or "barrier"."""
+        return [label for _, _, label in self._steps]
 
     def execute(self, op: CompiledOperator, **tensors: DeviceTensor) -> None:
         """Record `op` on `tensors` (named after its descriptor's tensor fields)."""
-        if not isinstance(op, CompiledOperator):
-            raise TypeError(f"execute() needs a CompiledOperator, got {type(op).__name__}")
-        if op.device is not self.device:
-            raise ValueError(f"{op.operator}: compiled for {op.device.name}, "
-                             f"recorded on {self.device.name}")
-        if self._sequences:
-            raise RuntimeError("this recording was already submitted; record a new one")
-        op.bind(tensors)
-        for t in tensors.values():
-            if t._pending_upload and t not in self._uploads:
-                self._uploads.append(t)
-        buffers = {name: t._kp for name, t in tensors.items()}
-        buffers.update(op._scratch)
-        for index, d in enumerate(op.plan.dispatches):
-            bound = [buffers[name] for name, _ in d.bindings]
-            reads = {id(buffers[n]) for n in d.reads}
-            writes = {id(buffers[n]) for n in d.writes}
-            hazards = ((reads | writes) & self._written) | (writes & self._read)
-            if hazards:
-                self._barrier([b for b in bound if id(b) in hazards])
-            algo = op._algorithm(index, bound)
-            self._ops.append(kp.OpAlgoDispatch(algo, np.array(d.push_constants or (0,),
-                                                              dtype=np.uint32)))
-            self._labels.append(f"{op.operator}:{d.kernel}")
-            self._read |= reads
-            self._written |= writes
-        for name, (_, access) in op._fields.items():
-            if access != "read":
-                tensors[name]._device_newer = True
-
-    def _barrier(self, bound):
-        unique = list({id(b): b for b in bound}.values())
-        if _HAS_MEMORY_BARRIER:
-            self._ops.append(kp.OpMemoryBarrier(
-                unique, _ACCESS_SHADER_WRITE, _ACCESS_SHADER_READ | _ACCESS_SHADER_WRITE,
-                _STAGE_COMPUTE_SHADER, _STAGE_COMPUTE_SHADER))
-        else:
-            # Stock kp 0.9.0: a shader-write -> transfer barrier (OpTensorSyncLocal) chains with
-            # the next dispatch's transfer -> shader barrier. Valid, but copies the buffer.
-            self._ops.append(kp.OpTensorSyncLocal(unique))
-        self._labels.append("barrier")
-        # A pipeline barrier orders all earlier dispatches (execution), and makes the listed
-        # buffers' writes visible (memory); other written buffers still need their own.
-        for b in unique:
-            self._written.discard(id(b))
-        self._read.clear()
+        with self.device._lock:
+            self._lifetime.check("Recording.execute")
+            if not isinstance(op, CompiledOperator):
+                raise TypeError(f"execute() needs a CompiledOperator, got {type(op).__name__}")
+            if op.device is not self.device:
+                raise ValueError(f"{op.operator}: compiled for {op.device.name}, "
+                                 f"recorded on {self.device.name}")
+            if self._finished:
+                raise RuntimeError("this recording was already submitted; record a new one")
+            op.bind(tensors, "Recording.execute")
+            self._ops[id(op)] = op
+            buffers = {name: t._storage.buffer for name, t in tensors.items()}
+            buffers.update(op._scratch)
+            for name, t in tensors.items():
+                storage = t._storage
+                written = op._fields[name][1] != "read"
+                was = self._storages.get(id(storage), (storage, False))[1]
+                self._storages[id(storage)] = (storage, was or written)
+            for index, d in enumerate(op.plan.dispatches):
+                bound = [buffers[name] for name in kernels.binding_order(d.kernel, d.bindings)]
+                hazards = self._hazards.dispatch([id(buffers[n]) for n in d.reads],
+                                                 [id(buffers[n]) for n in d.writes])
+                if hazards:
+                    need = list({id(b): b for b in bound if id(b) in hazards}.values())
+                    self._steps.append((None, need, "barrier"))
+                program = op._program(index, bound)
+                self._steps.append((program, np.array(d.push_constants or (0,),
+                                                      dtype=np.uint32),
+                                    f"{op.operator}:{d.kernel}"))
 
     def _download(self, tensors: Sequence[DeviceTensor]) -> None:
-        """Copy `tensors` back to their staging twins at the end of the submission."""
-        self._downloads.extend(tensors)
+        """Copy `tensors` back to staging at the end of every run (the one-call path)."""
+        self._downloads.extend(t._storage for t in tensors)
 
-    def _build(self, uploads):
-        n_stamps = len(self._ops) + 2 if self._timestamps else 0
-        seq = self.device._sequence(n_stamps)
-        if uploads:
-            seq.record(kp.OpTensorSyncDevice([t._kp for t in uploads]))
-            if _HAS_MEMORY_BARRIER:
-                # kp's own barrier before each dispatch makes copies visible to shader reads
-                # only; a dispatch that overwrites an uploaded tensor also needs its writes
-                # ordered after the copy's (write-after-write).
-                seq.record(kp.OpMemoryBarrier(
-                    [t._kp for t in uploads], _ACCESS_TRANSFER_WRITE,
-                    _ACCESS_SHADER_READ | _ACCESS_SHADER_WRITE, _STAGE_TRANSFER,
-                    _STAGE_COMPUTE_SHADER))
-        for op in self._ops:
-            seq.record(op)
-        if self._downloads:
-            seq.record(kp.OpTensorSyncLocal([t._kp for t in self._downloads]))
-        return seq
+    def _binds(self, storage: _Storage) -> bool:
+        return id(storage) in self._storages
+
+    def _finish(self) -> None:
+        self._finished = True
 
     def submit(self) -> None:
         """Submit the recording (first run); later runs use replay()."""
         with self.device._lock:
-            if self._sequences:
+            self._lifetime.check("Recording.submit")
+            if self._last is not None:
                 raise RuntimeError("this recording was already submitted; use replay()")
+            self._finished = True
             self._run()
 
     def replay(self) -> None:
-        """Run the recorded submission again. Inputs are whatever the buffers now hold; a
-        tensor refreshed with `DeviceTensor.write` is uploaded as part of the run."""
+        """Run the recorded commands again on the tensors' current contents."""
         with self.device._lock:
-            if not self._sequences:
+            self._lifetime.check("Recording.replay")
+            if self._last is None:
                 raise RuntimeError("nothing submitted yet: end the `with` block first")
             self._run()
 
-    def _run(self):
-        # Command buffers are cached per set of tensors that need uploading, so a replay with
-        # fresh inputs (the one-call functions) records nothing.
-        pending = tuple(t for t in self._uploads if t._pending_upload)
-        key = tuple(id(t) for t in pending)
-        seq = self._sequences.get(key)
-        if seq is None:
-            seq = self._sequences[key] = self._build(pending)
-        for t in pending:
-            t._pending_upload = False
-        self._last = seq
-        self.device._eval(seq, self._labels)
-        self._after_run()
+    def _check_open(self, action: str) -> None:
+        self._lifetime.check(action)
+        for op in self._ops.values():
+            op._lifetime.check(action)
+        for storage, _ in self._storages.values():
+            storage.lifetime.check(action)
 
-    def _after_run(self):
-        self._count += 1
-        for t in self._downloads:
-            t._device_newer = False
+    def _run(self) -> None:
+        self.device._collect()
+        self._check_open("Recording.replay" if self._last is not None else "Recording.submit")
+        submission = Submission()
+        for storage, written in self._storages.values():
+            submission.bind(storage.state, written)
+        for storage in self._downloads:
+            submission.download(storage.state)
+        uploads = submission.uploads()
+        key = tuple(id(s) for s in uploads)
+        commands = self._commands.get(key)
+        if commands is None:
+            by_state = {id(s.state): s for s, _ in self._storages.values()}
+            commands = self._build([by_state[k].buffer for k in key])
+            self._built += 1
+            self._commands[key] = commands
+            while len(self._commands) > self._COMMAND_BUFFERS:
+                self._commands.popitem(last=False)[1][0].destroy()
+        else:
+            self._commands.move_to_end(key)
+        with _interrupts_deferred():
+            commands[0].submit(", ".join(dict.fromkeys(self.labels)) or "copies")
+            submission.commit(uploads)
+            self._last = commands
+            self._runs += 1
+            self._uploaded += len(uploads)
+
+    def _build(self, uploads):
+        runtime = self._session.runtime
+        count = (2 if uploads else 0) + len(self._steps) + (1 if self._downloads else 0)
+        commands = runtime.commands(count + 1 if self._timestamps else 0,
+                                    self.device.wait_spin_us * 1000)
+        if uploads:
+            commands.upload(uploads)
+        first = commands.recorded
+        for program, arg, _ in self._steps:
+            if program is None:
+                commands.barrier(arg)
+            else:
+                commands.dispatch(program, arg)
+        if self._downloads:
+            commands.download([s.buffer for s in self._downloads])
+        return commands, first
 
     def kernel_times_ns(self) -> List[float]:
-        """Per-op durations of the last run from Vulkan timestamps (needs timestamps=True)."""
-        seq = self._last
-        if seq is None:
+        """Per-step durations (dispatches and barriers, as `labels`) of the last run, from
+        Vulkan timestamps (needs timestamps=True)."""
+        if self._last is None:
             raise RuntimeError("nothing submitted yet")
-        stamps = np.array(seq.get_timestamps(), dtype=np.float64) * self.device.info.timestamp_period
-        return list(np.diff(stamps))
+        if not self._timestamps:
+            raise RuntimeError("record with device.record(timestamps=True) to time kernels")
+        commands, first = self._last
+        stamps = np.array(commands.timestamps(), dtype=np.float64)
+        stamps *= self.device.info.timestamp_period
+        return list(np.diff(stamps)[first: first + len(self._steps)])
+
+    def close(self) -> None:
+        """Release the recorded command buffers; replaying afterwards raises ClosedError."""
+        with self.device._lock:
+            self._lifetime.close()
+            for commands, _ in self._commands.values():
+                commands.destroy()
+            self._commands.clear()
+            self._steps = []
+            self._storages = {}
+            self._ops = {}
+            self._downloads = []
 
     def __enter__(self):
         return self
@@ -490,42 +691,106 @@ class Recording:
 
 # ---- the device ---------------------------------------------------------------------------------
 
+class _Session:
+    """One opening of a device: its runtime, and the lifetime every object made on it shares
+    (closing the device closes them all)."""
+
+    def __init__(self, device: "Device"):
+        extensions = [FLOAT_ATOMICS_EXTENSION] if device.info.shader_buffer_float32_atomic_add \
+            else []
+        self.runtime = Runtime(device.index, extensions, what=device.name)
+        self.lifetime = Lifetime(f"device {device.name!r}")
+        self._owned = weakref.WeakSet()
+
+    def own(self, obj) -> None:
+        self._owned.add(obj)
+
+    def close(self) -> None:
+        self.lifetime.close()
+        for obj in list(self._owned):
+            obj.close()
+        self.runtime.close()
+
+
+class _OneCallEntry:
+    """A one-call problem ready to run again: its operator, tensors, recording (uploads,
+    dispatches, downloads), and what its inputs and outputs look like."""
+
+    __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes")
+
+    def __init__(self, op, tensors, recording, inputs, outputs, shapes):
+        self.op, self.tensors, self.recording = op, tensors, recording
+        self.inputs = inputs  # ((field, TensorDesc), ...) in the caller's order
+        self.outputs, self.shapes = outputs, shapes
+        self.nbytes = 2 * sum(t.nbytes for t in tensors.values()) + sum(
+            b.nbytes for b in op._scratch.values())
+
+    def run(self, arrays) -> list:
+        for (name, desc), array in zip(self.inputs, arrays):
+            self.tensors[name]._write_elements(elements_of(array, desc))
+        self.recording._run()
+        return [self.tensors[n].numpy().reshape(shape)
+                for n, shape in zip(self.outputs, self.shapes)]
+
+    def close(self):
+        self.recording.close()
+        self.op.close()
+        for t in self.tensors.values():
+            t.close()
+
+
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses entries nbytes max_entries max_bytes")
+
+
 class Device:
-    """One Vulkan physical device; its kp Manager is created on first use."""
+    """One Vulkan physical device. It opens (creates its Vulkan device) on first use, and
+    again after `close()`."""
 
     def __init__(self, info):
         self.info = info
         self.index = info.index
         self.name = info.name
         self._lock = threading.RLock()
-        self._mgr = None
-        self._compiled: "collections.OrderedDict" = collections.OrderedDict()
+        self._open: Optional[_Session] = None
+        self._one_call: "collections.OrderedDict" = collections.OrderedDict()
+        self._forgotten: "collections.deque" = collections.deque()
+        self._layouts: Dict[tuple, tuple] = {}  # (layout_key, limits) -> one-call cache key
+        self._limits = None  # (environment, Limits)
+        self._hits = self._misses = 0
 
-    # -- kp plumbing --
+    # -- plumbing --
+    def _session(self) -> _Session:
+        with self._lock:
+            if self._open is None:
+                self._open = _Session(self)
+            return self._open
+
+    def runtime(self) -> Runtime:
+        """The open Vulkan runtime (runtime.py): the low-level seam for benchmarks and
+        diagnostics. Closed, with everything made on it, by `close()`."""
+        return self._session().runtime
+
+    def _forget(self, storage: _Storage) -> None:
+        # Called by a DeviceTensor's finalizer, possibly from a garbage collection in the
+        # middle of another call: only note it; `_collect` lets the caches go later.
+        self._forgotten.append(storage)
+
+    def _collect(self) -> None:
+        """Let cached pipelines and calls of dropped tensors go (under the lock)."""
+        while self._forgotten:
+            storage = self._forgotten.popleft()
+            if self._open is not None:
+                for obj in list(self._open._owned):
+                    if isinstance(obj, CompiledOperator):
+                        obj._forget(storage)
+
     @property
     def float_atomic_add(self) -> bool:
         """Whether kernels may use native float32 atomicAdd on storage buffers: the device
-        supports it and our kp patch enables it at device creation (stock kp enables no
-        feature). PYVKGRAD_FLOAT_ATOMICS=0 turns it off (kernels then add through
-        compare-and-swap, as on every other device)."""
-        return (self._float_atomics_enabled
+        supports it, and pyvkgrad's kp patch enables it when the device opens.
+        PYVKGRAD_FLOAT_ATOMICS=0 turns it off (kernels then add through compare-and-swap)."""
+        return (self.info.shader_buffer_float32_atomic_add
                 and os.environ.get("PYVKGRAD_FLOAT_ATOMICS", "1").strip() != "0")
-
-    @property
-    def _float_atomics_enabled(self) -> bool:
-        # The device has the feature and our kp patch enables it when the extension is asked
-        # for. It is asked for whenever it can be, so that PYVKGRAD_FLOAT_ATOMICS may change
-        # between calls without a new Vulkan device.
-        return self.info.shader_buffer_float32_atomic_add and _CAN_ENABLE_FLOAT_ATOMICS
-
-    def _manager(self):
-        if self._mgr is None:
-            extensions = [_ATOMIC_FLOAT_EXTENSION] if self._float_atomics_enabled else []
-            try:
-                self._mgr = kp.Manager(self.index, [], extensions)
-            except Exception as e:
-                raise DeviceError(f"creating a Vulkan device on {self.name} failed: {e}") from e
-        return self._mgr
 
     @property
     def max_buffer_bytes(self) -> int:
@@ -535,22 +800,31 @@ class Device:
         forced = _env_int("PYVKGRAD_MAX_BUFFER_BYTES", "bytes", minimum=1024)
         return limit if forced is None else min(limit, forced)
 
-    def _sequence(self, timestamps: int = 0):
-        seq = self._manager().sequence(0, timestamps)
-        if _HAS_WAIT_SPIN:
-            seq.set_wait_spin(self.wait_spin_us * 1000)
-        return seq
-
     @property
     def wait_spin_us(self) -> int:
-        """Microseconds a wait for a submission polls before it blocks (see module notes)."""
+        """Microseconds a wait for a submission polls before it blocks (see runtime.py)."""
         spin = _env_int("PYVKGRAD_WAIT_SPIN_US", "microseconds", minimum=0)
         if spin is None:
             spin = 0 if self.info.device_type == "cpu" else DEFAULT_WAIT_SPIN_US
         return spin
 
     @property
+    def max_loop_iterations(self) -> int:
+        """Loop iterations an invocation may run in total before the driver ends its loops
+        (lavapipe's llvmpipe: 65535), or 0 where there is no such limit."""
+        llvmpipe = "llvmpipe" in self.name.lower() or "llvmpipe" in self.info.driver_name.lower()
+        return LLVMPIPE_MAX_LOOP_ITERATIONS if llvmpipe else 0
+
+    @property
     def limits(self) -> Limits:
+        """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
+        changes it does)."""
+        env = tuple(os.environ.get(k) for k in _LIMIT_VARIABLES)
+        if self._limits is None or self._limits[0] != env:
+            self._limits = (env, self._make_limits())
+        return self._limits[1]
+
+    def _make_limits(self) -> Limits:
         i = self.info
         return Limits(subgroup_size=i.subgroup_size,
                       max_workgroups=min(i.max_compute_work_group_count[0], 65535),
@@ -562,103 +836,139 @@ class Device:
                                      i.max_compute_work_group_size[0],
                                      i.max_compute_work_group_invocations),
                       max_shared_memory=i.max_compute_shared_memory_size,
-                      float_atomic_add=self.float_atomic_add)
-
-    def _create_buffer(self, nbytes: int, staging: bool, what: str, words=None):
-        if nbytes > self.max_buffer_bytes:
-            raise ValueError(f"{what}: {nbytes} bytes exceed this device's maximum storage "
-                             f"buffer range ({self.max_buffer_bytes} bytes on "
-                             f"{self.name})")
-        if words is None:
-            words = np.zeros(buffer_words(nbytes), dtype=np.uint32)
-        kind = kp.TensorTypes.device if staging else kp.TensorTypes.storage
-        with self._lock:
-            try:
-                return self._manager().tensor_t(words, kind)
-            except Exception as e:
-                raise DeviceError(f"{what}: allocating {nbytes} bytes on {self.name} failed: "
-                                  f"{e}") from e
-
-    def _eval(self, seq, labels):
-        try:
-            seq.eval()
-        except Exception as e:
-            raise DeviceError(f"submission of {', '.join(dict.fromkeys(labels)) or 'copies'} "
-                              f"failed on {self.name}: {e}") from e
-
-    def _submit_ops(self, ops, what):
-        with self._lock:
-            seq = self._sequence()
-            for op in ops:
-                seq.record(op)
-            self._eval(seq, [what])
-            seq.destroy()
+                      float_atomic_add=self.float_atomic_add,
+                      max_loop_iterations=self.max_loop_iterations)
 
     # -- public API --
     def upload(self, array: np.ndarray) -> DeviceTensor:
-        """A device tensor holding `array` (float32 or float16, any strides; the array is
-        copied, never modified). The copy to the device runs with the next submission."""
-        desc, words = describe_array(array, "Device.upload", "array")
-        return self._tensor(desc, words, pending_upload=True)
+        """A device tensor holding a copy of `array` (float32 or float16, any strides; a
+        broadcast view keeps its zero strides and uploads only its distinct elements). The
+        copy to the device runs with the next submission that uses the tensor."""
+        desc, _ = array_desc(array, "Device.upload", "array")
+        tensor = self._tensor(desc)
+        # Through the view: what lies between a strided view's elements in its base array is
+        # not the tensor's (the buffer holds zeros there).
+        tensor.write(np.reshape(array, desc.sizes))
+        return tensor
 
     def empty(self, desc: TensorDesc) -> DeviceTensor:
-        """An uninitialised device tensor laid out by `desc`."""
+        """A device tensor laid out by `desc`, holding zeros (on the device too: kernels and
+        `numpy` see the same contents)."""
         if not isinstance(desc, TensorDesc):
             raise TypeError(f"Device.empty: desc must be a TensorDesc, got {type(desc).__name__}")
-        return self._tensor(desc, None, pending_upload=False)
+        return self._tensor(desc)
 
-    def _tensor(self, desc, words, pending_upload):
+    def _tensor(self, desc: TensorDesc) -> DeviceTensor:
         nbytes = buffer_words(desc.total_tensor_size_in_bytes) * 4
-        buf = self._create_buffer(nbytes, staging=True, what=f"tensor {desc.sizes}", words=words)
-        return DeviceTensor(self, desc, buf, nbytes, pending_upload)
+        if nbytes > self.max_buffer_bytes:
+            fail("Device", f"tensor {desc.sizes}", "exceeds the device's maximum storage buffer "
+                 "range", f"<= {self.max_buffer_bytes} bytes", f"{nbytes} bytes")
+        with self._lock:
+            self._collect()
+            session = self._session()
+            storage = _Storage(desc, session.runtime.buffer(nbytes),
+                               Lifetime(f"the DeviceTensor {desc.sizes}", session.lifetime))
+            tensor = DeviceTensor(self, storage)
+            session.own(storage)
+            return tensor
 
     def compile(self, desc) -> CompiledOperator:
         """Compile an operator descriptor: validate, plan and load its kernels once."""
         plan_fn = getattr(desc, "plan", None)
         if plan_fn is None:
-            raise TypeError(f"Device.compile needs an operator descriptor, got {type(desc).__name__}")
-        plan = desc.plan(self.limits)
-        for t, _ in dict(desc.tensor_fields()).values():
+            raise TypeError(f"Device.compile needs an operator descriptor, got "
+                            f"{type(desc).__name__}")
+        for name, (t, _) in desc.tensor_fields():
             if buffer_words(t.total_tensor_size_in_bytes) * 4 > self.max_buffer_bytes:
-                raise ValueError(f"{desc.OPERATOR}: a tensor of {t.total_tensor_size_in_bytes} "
-                                 f"bytes exceeds the maximum storage buffer range of "
-                                 f"{self.name} ({self.max_buffer_bytes} bytes; the one-call "
-                                 f"functions split such problems where they can)")
+                fail(desc.OPERATOR, f"{_dml_field(name)}.Sizes", "make a tensor that "
+                     f"exceeds the maximum storage buffer range of {self.name} (compiled "
+                     f"operators bind whole buffers; the one-call functions cut such problems "
+                     f"where they can)", f"<= {self.max_buffer_bytes} bytes",
+                     f"{t.total_tensor_size_in_bytes} bytes")
+        plan = desc.plan(self.limits)
         with self._lock:
-            return CompiledOperator(self, desc, plan)
+            self._collect()
+            session = self._session()
+            op = CompiledOperator(self, session, desc, plan)
+            session.own(op)
+            return op
 
     def record(self, timestamps: bool = False) -> Recording:
         """`with device.record() as rec: rec.execute(op, **tensors)` submits once at the end."""
-        return Recording(self, timestamps)
-
-    def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str]):
-        """One-call execution: compile (cached per descriptor), upload, run, read back, in one
-        submission. `arrays` maps input fields to their elements (`array_desc`). The
-        descriptor's cached buffers are reused when shapes repeat."""
         with self._lock:
-            key = (desc, self.limits)
-            entry = self._compiled.get(key)
+            return Recording(self, timestamps)
+
+    def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
+            shapes: Sequence[tuple], layout: Optional[tuple] = None) -> list:
+        """One-call execution: compile (cached per descriptor), upload, run and read back in
+        one submission. `arrays` maps input fields to arrays whose layouts `array_desc` turned
+        into the descriptor's fields; outputs come back reshaped to `shapes`. With `layout`
+        (`layout_key` of the call), `run_again` finds this problem without building its
+        descriptor again."""
+        with self._lock:
+            self._collect()
+            limits = self.limits
+            key = (desc, limits)
+            entry = self._one_call.get(key)
+            fields = dict(desc.tensor_fields())
             if entry is None:
+                self._misses += 1
                 op = self.compile(desc)
-                fields = dict(desc.tensor_fields())
                 tensors = {name: self.empty(fields[name][0]) for name in fields}
-                for name, elements in arrays.items():
-                    tensors[name]._write(elements)
                 rec = Recording(self)
                 rec.execute(op, **tensors)
                 rec._download([tensors[n] for n in outputs])
-                self._compiled[key] = (op, tensors, rec)
-                if len(self._compiled) > 16:
-                    _, (old_op, old_tensors, _) = self._compiled.popitem(last=False)
-                    _close_later(old_op, old_tensors)
-                rec.submit()
+                rec._finish()
+                entry = _OneCallEntry(op, tensors, rec,
+                                      tuple((n, fields[n][0]) for n in arrays),
+                                      tuple(outputs), tuple(shapes))
+                with _interrupts_deferred():
+                    results = entry.run(list(arrays.values()))
+                    self._cache_one_call(key, entry)
             else:
-                self._compiled.move_to_end(key)
-                op, tensors, rec = entry
-                for name, elements in arrays.items():
-                    tensors[name]._write(elements)
-                rec.replay()
-            return [tensors[n].numpy() for n in outputs]
+                self._hits += 1
+                self._one_call.move_to_end(key)
+                results = entry.run(list(arrays.values()))
+            if key not in self._one_call:
+                entry.close()  # too large to keep
+            elif layout is not None:
+                self._layouts[(layout, limits)] = key
+            return results
+
+    def run_again(self, layout: Optional[tuple], arrays: Sequence[np.ndarray]):
+        """The outputs of a one-call problem cached by `run` for arrays of the same layouts
+        (`layout_key`), or None: then the caller takes the full path."""
+        if layout is None:
+            return None
+        with self._lock:
+            self._collect()
+            key = self._layouts.get((layout, self.limits))
+            entry = None if key is None else self._one_call.get(key)
+            if entry is None:
+                return None
+            self._hits += 1
+            self._one_call.move_to_end(key)
+            return entry.run(arrays)
+
+    def _cache_one_call(self, key, entry) -> None:
+        if entry.nbytes > ONE_CALL_CACHE_BYTES:
+            return
+        self._one_call[key] = entry
+        total = sum(e.nbytes for e in self._one_call.values())
+        while len(self._one_call) > ONE_CALL_CACHE_ENTRIES or total > ONE_CALL_CACHE_BYTES:
+            _, old = self._one_call.popitem(last=False)
+            total -= old.nbytes
+            old.close()
+        live = set(self._one_call)
+        self._layouts = {k: v for k, v in self._layouts.items() if v in live}
+
+    def cache_info(self) -> CacheInfo:
+        """The one-call cache: hits and misses so far, descriptors and bytes it holds, and its
+        limits (like functools' cache_info)."""
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._one_call),
+                             sum(e.nbytes for e in self._one_call.values()),
+                             ONE_CALL_CACHE_ENTRIES, ONE_CALL_CACHE_BYTES)
 
     def memory_in_use(self) -> Optional[int]:
         """Bytes this process holds in the device's device-local heaps (VK_EXT_memory_budget),
@@ -666,20 +976,15 @@ class Device:
         return _vulkan_info.device_memory_in_use(self.index)
 
     def close(self) -> None:
-        """Release every Vulkan object of this device (it reopens on next use)."""
+        """Release every Vulkan object of this device: tensors, operators and recordings made
+        on it are closed (using them raises ClosedError). The device reopens on next use."""
         with self._lock:
-            for op, tensors, _ in self._compiled.values():
-                _close_later(op, tensors)
-            self._compiled.clear()
-            if self._mgr is not None:
-                self._mgr.destroy()
-                self._mgr = None
+            self._one_call.clear()
+            self._layouts.clear()
+            self._forgotten.clear()
+            if self._open is not None:
+                session, self._open = self._open, None
+                session.close()
 
     def __repr__(self):
         return f"Device({self.index}, {self.name!r})"
-
-
-def _close_later(op, tensors):
-    op.close()
-    for t in tensors.values():
-        t.close()

@@ -1,20 +1,22 @@
 """Kernel plans: which kernels an operator runs, on which buffers, with which constants.
 
 A plan is pure data, computed from a descriptor and the device's limits without touching the
-device, so it can be tested without a GPU. The device layer turns it into kp algorithms and
-inserts the barriers its read/write sets call for.
+device, so it can be tested without a GPU. It names kernels' constants, bindings and push
+constants, checked against the kernels' interfaces as it is built; the device layer turns it
+into kp algorithms (kernels.py resolves the names) and inserts the barriers its read/write sets
+call for.
 """
 
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
 
 import numpy as np
 
-READ, WRITE, READ_WRITE = "read", "write", "read_write"
+from . import kernels
+from .kernels import READ, READ_WRITE, WRITE  # noqa: F401 (re-exported for the plans)
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,9 @@ class Limits:
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
     max_shared_memory: int = 32768
     float_atomic_add: bool = False  # native float32 atomicAdd on storage buffers is enabled
+    # Loop iterations an invocation may run in total, over all its loops, before the driver
+    # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
+    max_loop_iterations: int = 0
 
 
 @dataclass(frozen=True)
@@ -45,35 +50,71 @@ class Scratch:
 
 @dataclass(frozen=True)
 class Dispatch:
-    """One kernel launch. `bindings` are (buffer name, access) in binding order; names refer to
-    the descriptor's tensor fields or to the plan's scratch buffers. Constants are uint32 words
-    (floats bit-cast with `f32`): kp sends Python lists as float32, so they never leave here as
-    lists."""
+    """One kernel launch, everything by name and checked against the kernel's interface (the
+    manifest tools/build_shaders.py reads from the SPIR-V) when it is built, so a plan that
+    disagrees with its kernel fails at plan time, naming the kernel and the name.
+
+    bindings: kernel binding name -> buffer name, a descriptor tensor field or one of the
+      plan's scratch buffers ({"x": "input_tensor", ...}). Access (read, write or both) is the
+      kernel's: `readonly`/`writeonly` in its GLSL.
+    constants: specialization constants by name ({"WG": 256, "EPSILON": 1e-5, ...}); a
+      per-dimension group NAME0..NAME7 is passed as one name with a tuple,
+      "X_STRIDES": (8 values). bool, uint (int) or float (Python float) as the kernel declares.
+    push: push constants by name ({"count": n}).
+    Mappings are stored as tuples of (name, value) pairs; `kernels.specialization`,
+    `kernels.binding_order` and `push_constants` turn them into what kp takes.
+    """
 
     kernel: str
     bindings: Tuple[Tuple[str, str], ...]
     workgroups: int
-    spec_constants: Tuple[int, ...] = ()
-    push_constants: Tuple[int, ...] = ()
+    constants: Tuple[Tuple[str, object], ...] = ()
+    push: Tuple[Tuple[str, int], ...] = ()
+
+    def __post_init__(self):
+        for name in ("bindings", "constants", "push"):
+            object.__setattr__(self, name, kernels.as_pairs(getattr(self, name)))
+        kernels.check(self.kernel, self.constants, self.bindings, self.push)
+
+    def constant(self, name: str):
+        """The value passed for constant (or group) `name`."""
+        return dict(self.constants)[name]
+
+    @property
+    def push_constants(self) -> Tuple[int, ...]:
+        """The push-constant words, in the kernel's block order."""
+        return kernels.push_words(self.kernel, self.push)
 
     @property
     def reads(self):
-        return tuple(n for n, a in self.bindings if a in (READ, READ_WRITE))
+        access = kernels.interface(self.kernel).access
+        return tuple(buf for b, buf in self.bindings if access[b] in (READ, READ_WRITE))
 
     @property
     def writes(self):
-        return tuple(n for n, a in self.bindings if a in (WRITE, READ_WRITE))
+        access = kernels.interface(self.kernel).access
+        return tuple(buf for b, buf in self.bindings if access[b] in (WRITE, READ_WRITE))
 
 
 @dataclass(frozen=True)
 class Plan:
+    """The dispatches of an operator, in order, and its scratch buffers. With `tensors` (the
+    descriptor's tensor fields), every binding must name one of them or a scratch buffer."""
+
     dispatches: Tuple[Dispatch, ...]
     scratch: Tuple[Scratch, ...] = field(default=())
+    tensors: Tuple[str, ...] = field(default=(), compare=False)
 
-
-def f32(value: float) -> int:
-    """The bit pattern of a float32, for push and specialization constants."""
-    return struct.unpack("<I", struct.pack("<f", value))[0]
+    def __post_init__(self):
+        if self.tensors:
+            known = set(self.tensors) | {s.name for s in self.scratch}
+            for d in self.dispatches:
+                for binding, buffer in d.bindings:
+                    if buffer not in known:
+                        raise kernels.InterfaceError(
+                            f"kernel {d.kernel}: binding {binding} names buffer {buffer!r}, "
+                            f"which is neither a tensor field nor a scratch buffer of the plan "
+                            f"({sorted(known)})")
 
 
 def grid(count: int, per_workgroup: int, limits: Limits) -> int:

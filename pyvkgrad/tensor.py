@@ -18,6 +18,8 @@ import numpy as np
 
 MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
 MAX_ELEMENTS = 2**32 - 1  # a DirectML buffer tensor may not exceed 2^32 - 1 elements
+MAX_UINT = 2**32 - 1  # sizes and strides are DirectML UINTs
+EXACT_OVERLAP_CHECK_MAX = 1 << 22  # elements up to which has_overlap enumerates offsets
 BUFFER_ALIGNMENT = 16  # device buffers are allocated in 16-byte units (vectorised kernels read uvec4)
 
 
@@ -92,11 +94,14 @@ class TensorDesc:
 
     def validate(self, operator: str, field: str) -> None:
         if not isinstance(self.data_type, DataType):
-            try:
-                object.__setattr__(self, "data_type", DataType(self.data_type))
-            except ValueError:
+            # DataType's numbers are DirectML's; a bool or a float is not a data type.
+            value = self.data_type
+            if (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+                    and int(value) in DataType._value2member_map_):
+                object.__setattr__(self, "data_type", DataType(int(value)))
+            else:
                 fail(operator, f"{field}.DataType", "is not supported",
-                     "DataType.FLOAT32 or DataType.FLOAT16", self.data_type, TypeError)
+                     "DataType.FLOAT32 or DataType.FLOAT16", repr(value), TypeError)
         sizes = as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
         object.__setattr__(self, "sizes", sizes)
         if not 1 <= len(sizes) <= MAX_DIMENSIONS:
@@ -110,6 +115,12 @@ class TensorDesc:
             if len(strides) != len(sizes):
                 fail(operator, f"{field}.Strides", "must have one entry per dimension",
                      len(sizes), len(strides))
+            if max(strides) > MAX_UINT:
+                fail(operator, f"{field}.Strides", "must fit DirectML's UINT",
+                     f"<= {MAX_UINT}", max(strides))
+        if max(sizes) > MAX_UINT:
+            fail(operator, f"{field}.Sizes", "must fit DirectML's UINT", f"<= {MAX_UINT}",
+                 max(sizes))
         if self.element_count > MAX_ELEMENTS:
             fail(operator, f"{field}.Sizes", "hold too many elements", f"<= {MAX_ELEMENTS}",
                  self.element_count)
@@ -144,16 +155,29 @@ class TensorDesc:
     def has_overlap(self) -> bool:
         """True when two logical elements share memory (a zero stride, or strides that alias).
 
-        Outputs must not overlap: several results would race for one cell (spec 1.2).
-        Sorting dimensions by stride, each stride must exceed the reach of the inner ones.
+        Outputs must not overlap: several results would race for one cell. Exact: when,
+        sorting dimensions by stride, each stride exceeds the reach of the smaller ones, no
+        two elements meet; otherwise the offsets are enumerated (sizes (3, 2) with strides
+        (2, 3) address 0, 3, 2, 5, 4, 7: distinct). Beyond EXACT_OVERLAP_CHECK_MAX elements
+        such a layout is reported as overlapping (conservative).
         """
+        dims = [(size, stride) for size, stride in zip(self.sizes, self.element_strides)
+                if size > 1]
+        if any(stride == 0 for _, stride in dims):
+            return True
         reach = 0
-        for size, stride in sorted((p for p in zip(self.sizes, self.element_strides) if p[0] > 1),
-                                   key=lambda p: p[1]):
+        for size, stride in sorted(dims, key=lambda p: p[1]):
             if stride <= reach:
-                return True
+                break
             reach += (size - 1) * stride
-        return False
+        else:
+            return False
+        if self.element_count > EXACT_OVERLAP_CHECK_MAX:
+            return True
+        offsets = np.zeros(1, dtype=np.int64)
+        for size, stride in dims:
+            offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).ravel()
+        return np.unique(offsets).size != offsets.size
 
     def with_sizes(self, sizes) -> "TensorDesc":
         return TensorDesc(self.data_type, tuple(sizes), None)
@@ -219,25 +243,40 @@ def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
 
 # ---- numpy arrays <-> buffer words -------------------------------------------------------------
 
-def describe_array(array: np.ndarray, operator: str, field: str):
-    """(TensorDesc, words) of a numpy array: `array_desc`, then a fresh uint32 copy of the
-    addressed elements (inputs are never modified or aliased), padded to whole 16-byte units."""
-    desc, elements = array_desc(array, operator, field)
-    return desc, elements_to_words(elements, desc.data_type)
+def check_numpy(array, operator: str, field: str) -> np.ndarray:
+    """`array` is a plain numpy array (a masked array is refused: its mask would be lost)."""
+    if isinstance(array, np.ma.MaskedArray):
+        fail(operator, field, "is a masked array, whose mask pyvkgrad cannot honour",
+             "a plain numpy.ndarray (e.g. array.filled(0))", "numpy.ma.MaskedArray", TypeError)
+    if not isinstance(array, np.ndarray):
+        fail(operator, field, "must be a numpy array", "numpy.ndarray", type(array).__name__,
+             TypeError)
+    return array
 
 
-def array_desc(array: np.ndarray, operator: str, field: str):
+def check_array(array, desc: "TensorDesc", operator: str, field: str) -> np.ndarray:
+    """`array` has exactly `desc`'s dtype and sizes (no silent cast or reshape)."""
+    check_numpy(array, operator, field)
+    if array.dtype != desc.data_type.numpy_dtype:
+        fail(operator, f"{field}.dtype", "must be the tensor's data type",
+             desc.data_type.numpy_dtype, array.dtype, TypeError)
+    if tuple(array.shape) != desc.sizes:
+        fail(operator, f"{field}.shape", "must equal the tensor's sizes", desc.sizes,
+             tuple(array.shape))
+    return array
+
+
+def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None):
     """Describe a numpy array as (TensorDesc, elements) without copying anything yet.
 
     `elements` is a 1-D read-only view of the memory the descriptor addresses (element 0 at
     offset 0). Non-contiguous views and broadcast views (zero strides) keep their element
     strides, so a broadcast input uploads only its distinct elements. Negative or
-    non-element-multiple strides, and views that address far more than they use, fall back to
-    a packed copy.
+    non-element-multiple strides, views that address far more than they use, and views whose
+    span would exceed `max_bytes` where the packed elements would not, fall back to a packed
+    copy.
     """
-    if not isinstance(array, np.ndarray):
-        fail(operator, field, "must be a numpy array", "numpy.ndarray", type(array).__name__,
-             TypeError)
+    check_numpy(array, operator, field)
     data_type = DataType.from_numpy(array.dtype, operator, field)
     if array.ndim == 0:
         array = array.reshape(1)
@@ -250,10 +289,15 @@ def array_desc(array: np.ndarray, operator: str, field: str):
     byte_strides = array.strides
     strided_ok = all(s >= 0 and s % item == 0 for s in byte_strides)
     strides = tuple(s // item for s in byte_strides) if strided_ok else None
+    if strides == packed_strides(array.shape):
+        strides = None  # packed: the fast kernels and the plain copy apply
     if strided_ok:
         desc = TensorDesc(data_type, array.shape, strides)
         # A view that addresses far more memory than it uses is cheaper packed.
         if desc.element_span > 2 * array.size + 64:
+            strided_ok = False
+        elif max_bytes is not None and buffer_words(desc.total_tensor_size_in_bytes) * 4 > \
+                max_bytes:
             strided_ok = False
     if not strided_ok:
         array = np.ascontiguousarray(array)
@@ -263,18 +307,21 @@ def array_desc(array: np.ndarray, operator: str, field: str):
     return desc, span
 
 
-def elements_to_words(elements: np.ndarray, data_type: DataType) -> np.ndarray:
-    """Copy a 1-D element array into uint32 words, zero-padded to a 16-byte multiple."""
-    nbytes = elements.size * data_type.element_size
-    nwords = -(-nbytes // BUFFER_ALIGNMENT) * (BUFFER_ALIGNMENT // 4)
-    words = np.zeros(nwords, dtype=np.uint32)
-    words.view(data_type.numpy_dtype)[: elements.size] = elements
-    return words
+def elements_of(array: np.ndarray, desc: "TensorDesc") -> np.ndarray:
+    """The 1-D elements of `array` that `desc` (made by `array_desc` for an array of this
+    layout) addresses: the array itself when packed (a packed copy when `array_desc` chose
+    one), else a read-only view of the span its strides walk."""
+    if desc.strides is None:
+        return np.ascontiguousarray(array).reshape(-1)
+    return np.lib.stride_tricks.as_strided(array, shape=(desc.element_span,),
+                                           strides=(array.itemsize,), writeable=False)
 
 
 def words_to_array(words: np.ndarray, desc: TensorDesc) -> np.ndarray:
     """Gather the logical elements of `desc` out of buffer words into a packed array."""
     elements = words.view(desc.data_type.numpy_dtype)
+    if desc.strides is None:
+        return elements[: desc.element_count].reshape(desc.sizes).copy()
     item = desc.data_type.element_size
     view = np.lib.stride_tricks.as_strided(
         elements, shape=desc.sizes, strides=tuple(s * item for s in desc.element_strides))

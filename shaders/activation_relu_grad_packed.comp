@@ -1,4 +1,5 @@
-// DML_OPERATOR_ACTIVATION_RELU_GRAD, fast path for three identically packed tensors.
+// DML_OPERATOR_ACTIVATION_RELU_GRAD (activation_relu_grad), fast path for three identically
+// packed tensors.
 //
 //   dX[i] = X[i] > 0 ? dY[i] : +0
 //
@@ -6,25 +7,20 @@
 // the kernel streams 16-byte vectors: 4 float32 or 8 float16 elements per invocation. The
 // select works on bit patterns, so results are exact copies of dY or +0 in both types.
 //
-// Bindings (set 0):
-//   0  x   InputTensor           read   (uvec4 view of the words)
-//   1  dy  InputGradientTensor   read
-//   2  dx  OutputGradientTensor  write
-// Specialization constants: 0 local size x, 1 IS_F16.
-// Push constants: count (16-byte vectors; buffers are allocated in 16-byte units, and
-//   DirectML lets an operator write anywhere inside an output's buffer).
+// Push constants: count (16-byte vectors covering the elements), elements (logical elements:
+//   a tail vector writes only those, the rest of the buffer keeps its contents).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool IS_F16 = false;
 
-layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };
-layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };
-layout(set = 0, binding = 2) writeonly buffer DX { uvec4 dx[]; };
-layout(push_constant) uniform Push { uint count; };
+layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
+layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
+layout(set = 0, binding = 2) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
+layout(set = 0, binding = 2) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
+layout(push_constant) uniform Push { uint count; uint elements; };
 
 // Per 32-bit lane: keep dY where X is a positive float (sign clear, nonzero, not NaN).
 uvec4 relu_grad_f32(uvec4 xv, uvec4 dyv) {
@@ -41,6 +37,7 @@ uvec4 relu_grad_f16(uvec4 xv, uvec4 dyv) {
 
 void main() {
     GRID_STRIDE_LOOP(i, count) {
-        dx[i] = IS_F16 ? relu_grad_f16(x[i], dy[i]) : relu_grad_f32(x[i], dy[i]);
+        const uvec4 v = IS_F16 ? relu_grad_f16(x[i], dy[i]) : relu_grad_f32(x[i], dy[i]);
+        STORE_VECTOR(dx, dx_uint, i, v, elements)
     }
 }

@@ -1,5 +1,5 @@
-// DML_OPERATOR_BATCH_NORMALIZATION_GRAD, OutputGradient, fast path for dY and dX sharing one
-// packed layout.
+// DML_OPERATOR_BATCH_NORMALIZATION_GRAD (batch_normalization_grad), OutputGradient, fast path
+// for dY and dX sharing one packed layout.
 //
 //   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (spec 7.2)
 //
@@ -9,57 +9,36 @@
 // in one channel (the innermost dimension is reduced and a multiple of the vector width), so
 // the coefficient is computed once per vector. Independent of the reduction kernels.
 //
-// Bindings (set 0):
-//   0  dy     InputGradientTensor   read  (uvec4 view)
-//   1  scale  ScaleTensor           read
-//   2  var    VarianceTensor        read
-//   3  dx     OutputGradientTensor  write (uvec4 view)
-// Specialization constants: 0 workgroup width, 1 IS_F16, 2 SAME, 3 EPS (float bits),
-//   4..11 sizes, 12..19 Scale strides, 20..27 Variance strides (8 dimensions, right-aligned).
-// Push constants: vectors (16-byte vectors covering the elements; buffers are allocated in
-//   16-byte units and DirectML lets an operator write anywhere inside an output's buffer),
-//   count (logical elements).
+// Constants: SIZES and the strides of Scale and Variance (8 dimensions, right-aligned).
+// Push constants: vectors (16-byte vectors covering the elements), count (logical elements:
+//   a tail vector writes only those, the rest of the buffer keeps its contents).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-#define DIMS8(NAME, ID, DEF)                                                            \
-    layout(constant_id = ID + 0) const uint NAME##0 = DEF;                              \
-    layout(constant_id = ID + 1) const uint NAME##1 = DEF;                              \
-    layout(constant_id = ID + 2) const uint NAME##2 = DEF;                              \
-    layout(constant_id = ID + 3) const uint NAME##3 = DEF;                              \
-    layout(constant_id = ID + 4) const uint NAME##4 = DEF;                              \
-    layout(constant_id = ID + 5) const uint NAME##5 = DEF;                              \
-    layout(constant_id = ID + 6) const uint NAME##6 = DEF;                              \
-    layout(constant_id = ID + 7) const uint NAME##7 = DEF;
-
-layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool SAME = false;
-layout(constant_id = 3) const float EPS = 0.0;
-DIMS8(N, 4, 1)
-DIMS8(SS, 12, 0)
-DIMS8(VS, 20, 0)
+layout(constant_id = 3) const float EPSILON = 0.0;
+DIMS8(uint, SIZES, 4, 1)
+DIMS8_2(uint, SCALE_STRIDES, VARIANCE_STRIDES, 12, 0)
 
-layout(set = 0, binding = 0) readonly buffer DY { uvec4 dy[]; };
-layout(set = 0, binding = 1) readonly buffer SCALE { uint scale[]; };
-layout(set = 0, binding = 2) readonly buffer VAR { uint var_[]; };
-layout(set = 0, binding = 3) writeonly buffer DX { uvec4 dx[]; };
+layout(set = 0, binding = 0) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
+layout(set = 0, binding = 1) readonly buffer SCALE { uint scale[]; };  // ScaleTensor
+layout(set = 0, binding = 2) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
+layout(set = 0, binding = 3) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
+layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
 layout(push_constant) uniform Push { uint vectors; uint count; };
 
 const uint WIDTH = IS_F16 ? 8u : 4u;
 
-#define LOAD(buf, o) (IS_F16 ? LOAD_HALF(buf, o) : uintBitsToFloat(buf[o]))
-#define STEP(D) c = rem % N##D; rem /= N##D; o += c * uvec2(SS##D, VS##D);
+#define ADD_OFFSETS(D, c) o += (c) * uvec2(SCALE_STRIDES##D, VARIANCE_STRIDES##D);
 
 // Scale / sqrt(Variance + Epsilon) of element i's channel (past the end: the last element's).
 float coefficient(uint i) {
-    uint rem = min(i, count - 1u), c;
     uvec2 o = uvec2(0u);
-    STEP(7) STEP(6) STEP(5) STEP(4) STEP(3) STEP(2) STEP(1)
-    o += rem * uvec2(SS0, VS0);
-    return LOAD(scale, o.x) / sqrt(LOAD(var_, o.y) + EPS);
+    FOR_EACH_COORDINATE8(SIZES, min(i, count - 1u), ADD_OFFSETS)
+    return LOAD(scale, o.x) / sqrt(LOAD(variance, o.y) + EPSILON);
 }
 
 void main() {
@@ -84,6 +63,6 @@ void main() {
                                 coefficient(base + 2u), coefficient(base + 3u));
             outw = floatBitsToUint(uintBitsToFloat(gw) * s);
         }
-        dx[v] = outw;
+        STORE_VECTOR(dx, dx_uint, v, outw, count)
     }
 }

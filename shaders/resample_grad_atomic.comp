@@ -1,41 +1,39 @@
-// DML_OPERATOR_RESAMPLE_GRAD, atomic scatter: one invocation per dY element, each adds its
-// weighted value into every input element its forward taps read.
+// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), atomic scatter: one invocation per dY element,
+// each adds its weighted value into every input element its forward taps read.
 //
-//   acc[i0,i1,i2,i3] += dY[o0,o1,o2,o3] * w0*w1*w2*w3     for each tap (i_d, w_d) of o_d
+//   accumulator[i0,i1,i2,i3] += dY[o0,o1,o2,o3] * w0*w1*w2*w3     for each tap (i_d, w_d) of o_d
 //
 // Float adds go through an atomicCompSwap loop on the float32 bit pattern, which is core
 // Vulkan; resample_grad_atomic_native.comp, the same scatter with native float atomics, runs
-// where the device's shaderBufferFloat32AtomicAdd is enabled. The accumulator (float32 dX itself,
-// any strides, or a packed float32 scratch for float16 dX) is zero-filled by fill_words first.
-// Summation order is whatever the atomics give: results may differ in the last bits from run
-// to run; use the gather kernel for bitwise reproducibility.
+// where the device's shaderBufferFloat32AtomicAdd is enabled. The accumulator (float32 dX
+// itself, any strides, or a packed float32 scratch for float16 dX) is zero-filled by
+// resample_grad_fill first. Summation order is whatever the atomics give: results may differ in
+// the last bits from run to run; use the gather kernel for bitwise reproducibility.
 //
-// Bindings (set 0):
-//   0  tab  per-axis forward tables (uint words, weights as float32 bits)   read
-//   1  dy   InputGradientTensor                                               read
-//   2  acc  float32 accumulator (OutputGradientTensor or scratch)             read/write
-// Tables, per axis d (Out_d = dY size): FWD_d[Out_d] first tap i0, then (linear only)
-//   FWD_d + Out_d: weight of i0, FWD_d + 2*Out_d: weight of i0 + 1 (0 = single tap; taps
-//   clamped onto one element are merged on the host). Computed in exact float32 on the host.
-// Specialization constants: 0 local size x, 1 IS_F16 (dY), 2 IS_LINEAR, 3..6 dY sizes,
-//   7..10 dY strides, 11..14 accumulator strides (4 dimensions, right-aligned, in elements),
-//   15..18 ID_d (axis d is the identity: i = o, weight 1, no table), 19..22 FWD_d offsets.
-// Push constants: count (dY elements).
-// Dispatch: up to 65535 workgroups; grid-stride loop over dY elements.
+// Bindings: tables, dy and IDENTITY as in include/resample_grad.glsl; accumulator (float32:
+//   OutputGradientTensor or scratch).
+// Tables, per axis d (Out_d = dY size): FORWARD_d[Out_d] first tap i0, then (linear only)
+//   FORWARD_d + Out_d: weight of i0, FORWARD_d + 2*Out_d: weight of i0 + 1 (0 = single tap;
+//   taps clamped onto one element are merged on the host). Computed in exact float32 on the
+//   host.
+// Constants: DY_SIZES, DY_STRIDES, ACCUMULATOR_STRIDES (4 dimensions, right-aligned, in
+//   elements), FORWARD (word offsets in tables).
+// Dispatch: up to 65535 workgroups; grid-stride loop over the `count` dY elements.
 // The scatter itself lives in include/resample_grad_scatter.glsl.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
-layout(set = 0, binding = 2) buffer Acc { uint acc[]; };
+layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 
-// acc[idx] += v as a float32 add, through compare-and-swap on the bit pattern. The first
-// guess is a plain read; a stale guess only costs one more round.
+// accumulator[idx] += v as a float32 add, through compare-and-swap on the bit pattern. The
+// first guess is a plain read; a stale guess only costs one more round.
 void atomic_add_f32(uint idx, float v) {
-    uint old = acc[idx];
+    uint old = accumulator[idx];
     for (;;) {
         uint assumed = old;
-        old = atomicCompSwap(acc[idx], assumed, floatBitsToUint(uintBitsToFloat(assumed) + v));
+        old = atomicCompSwap(accumulator[idx], assumed,
+                             floatBitsToUint(uintBitsToFloat(assumed) + v));
         if (old == assumed) {
             break;
         }

@@ -395,30 +395,42 @@ def plan_of(op, sizes, stat, strides=None, dtype=F32, limits=Limits(local_size=2
 
 def test_plan_nchw_and_nhwc():
     p = plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1))
-    assert [d.kernel for d in p.dispatches] == ["batch_normalization_partials",
-                                                "batch_normalization_grad_output_packed",
-                                                "batch_normalization_finalize"]
+    # The constant-statistics dX needs no reduction: stage 1 writes it as it reads dY.
+    assert [d.kernel for d in p.dispatches] == ["batch_normalization_grad_partials",
+                                                "batch_normalization_grad_finalize"]
     part = p.dispatches[0]
-    assert part.spec_constants[2:4] == (0, 1)  # lanes along the reduced run, one channel
-    assert part.spec_constants[-1] == 4  # 16-byte loads
+    assert part.constant("WRITE_DX")
+    # Lanes along the reduced run, one channel per workgroup.
+    assert (part.constant("K_FAST"), part.constant("LK")) == (False, 1)
+    assert part.constant("VEC") == 4  # 16-byte loads
     assert plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1), dtype=F16).dispatches[0] \
-        .spec_constants[-1] == 4  # 8-byte loads of float16 (196 is no multiple of 8)
-    # The output gradient reads nothing the reduction writes: no barrier before it.
-    assert not set(p.dispatches[1].reads) & set(part.writes)
-    assert p.dispatches[1].spec_constants[2] == 1  # a vector never straddles two channels
+        .constant("VEC") == 4  # 8-byte loads of float16 (196 is no multiple of 8)
+    # Float16 NHWC: single float16 stores would need atomics, so the element-wise kernel
+    # writes dX, beside the reduction (it reads nothing the reduction writes: no barrier).
+    h = plan_of(GRAD, (8, 64, 14, 14), (1, 64, 1, 1), dtype=F16,
+                strides=(14 * 14 * 64, 1, 14 * 64, 64))
+    assert [d.kernel for d in h.dispatches] == ["batch_normalization_grad_partials",
+                                                "batch_normalization_grad_output",
+                                                "batch_normalization_grad_finalize"]
+    assert not h.dispatches[0].constant("WRITE_DX")
+    assert not set(h.dispatches[1].reads) & set(h.dispatches[0].writes) - {"output_gradient_tensor"}
+    packed = plan_of(TRAINING, (32, 64, 112, 112), (1, 64, 1, 1))
+    assert packed.dispatches[2].kernel == "batch_normalization_training_grad_output_packed"
+    assert packed.dispatches[2].constant("SAME")  # a vector never straddles two channels
     nhwc = plan_of(TRAINING, (8, 64, 14, 14), (1, 64, 1, 1),
                    strides=(14 * 14 * 64, 1, 14 * 64, 64))
-    assert [d.kernel for d in nhwc.dispatches] == ["batch_normalization_partials",
-                                                   "batch_normalization_finalize",
+    assert [d.kernel for d in nhwc.dispatches] == ["batch_normalization_grad_partials",
+                                                   "batch_normalization_grad_finalize",
                                                    "batch_normalization_training_grad_output"]
-    assert nhwc.dispatches[0].spec_constants[2:4] == (1, 64)  # consecutive lanes, channels
+    # Consecutive lanes on consecutive channels.
+    assert (nhwc.dispatches[0].constant("K_FAST"), nhwc.dispatches[0].constant("LK")) == (True, 64)
     assert "coefficients" in nhwc.dispatches[2].reads
 
 
 @pytest.mark.parametrize("sizes, stat, kernel", [
-    ((7, 5), (7, 5), "batch_normalization_direct"),
-    ((32, 5), (1, 5), "batch_normalization_direct"),
-    ((33, 5), (1, 5), "batch_normalization_partials"),
+    ((7, 5), (7, 5), "batch_normalization_grad_direct"),
+    ((32, 5), (1, 5), "batch_normalization_grad_direct"),
+    ((33, 5), (1, 5), "batch_normalization_grad_partials"),
 ])
 def test_plan_short_channels_in_one_pass(sizes, stat, kernel):
     assert plan_of(TRAINING, sizes, stat).dispatches[0].kernel == kernel
@@ -430,7 +442,7 @@ def test_plan_spreads_few_large_channels_over_many_workgroups():
     assert all(d.workgroups <= 65535 for d in p.dispatches)
 
 
-def test_constant_grad_needs_no_barrier_before_its_output(device, rng):
+def test_constant_grad_writes_dx_in_its_reduction(device, rng):
     arrays = make_inputs(rng, (2, 3, 100), (1, 3, 1), np.float32, GRAD)
     desc = describe(GRAD, *arrays, 1e-3)
     op = device.compile(desc)
@@ -439,9 +451,9 @@ def test_constant_grad_needs_no_barrier_before_its_output(device, rng):
         tensors[n] = device.empty(d)
     rec = device.record()
     rec.execute(op, **tensors)
-    labels = [lab.split(":")[-1] for lab in rec._labels]
-    assert labels == ["batch_normalization_partials", "batch_normalization_grad_output_packed",
-                      "barrier", "batch_normalization_finalize"]
+    labels = [lab.split(":")[-1] for lab in rec.labels]
+    assert labels == ["batch_normalization_grad_partials", "barrier",
+                      "batch_normalization_grad_finalize"]
     rec.submit()
 
 

@@ -1,13 +1,29 @@
 #!/usr/bin/env python3
-"""Compile shaders/*.comp to pyvkgrad/spirv/<name>.spv and write pyvkgrad/spirv/manifest.json.
+"""Compile the GLSL kernels to SPIR-V and write each target's manifest.json.
 
     python tools/build_shaders.py           rebuild every kernel
-    python tools/build_shaders.py --check   write nothing; exit 1 if any SPIR-V is stale,
-                                            missing or has no source, naming the fixing command
+    python tools/build_shaders.py --check   write nothing; exit 1 if any SPIR-V or manifest is
+                                            stale, missing or has no source, naming the fixing
+                                            command
 
-Each kernel is compiled with `glslangValidator -V --target-env vulkan1.1` (kp's instance is
-Vulkan 1.1, so SPIR-V 1.3 at most), warnings are errors, and the result must pass `spirv-val`.
-The SPIR-V is committed and shipped as package data, so users need no compiler.
+Targets: shaders/*.comp -> pyvkgrad/spirv/ (shipped as package data, so users need no
+compiler) and benchmarks/shaders/*.comp -> benchmarks/spirv/ (kernels only the benchmark runs).
+Both include shaders/include/. Each kernel is compiled with `glslangValidator -V --target-env
+vulkan1.1` (kp's instance is Vulkan 1.1, so SPIR-V 1.3 at most), warnings are errors, and the
+result must pass `spirv-val`.
+
+The manifest records, per kernel, the hashes and the kernel's interface, read back from the
+SPIR-V itself (`read_interface`): its specialization constants (OpName and SpecId), its
+storage-buffer bindings (binding number, name, access from NonWritable/NonReadable, and the
+blocks that view it) and its push-constant members. The runtime (pyvkgrad/kernels.py) resolves
+the names that plans use against it. Rules checked here, so that plans can rely on them:
+- constant SpecIds run 0..n-1 (kp numbers the constants it is given 0, 1, ...), each named;
+  the workgroup width (`local_size_x_id`, which has no OpName) is named `WG`;
+- bindings are in descriptor set 0 and run 0..n-1 (kp binds its i-th buffer at binding i);
+  each block holds one runtime array, and the binding is named after that array's member;
+  several blocks may view one binding with other element types: one member carries the
+  binding's name and the others are named `<name>_<view>` (e.g. `x`, `x_uvec2`, `x_uvec4`);
+- push constants are 32-bit words at offsets 0, 4, 8, ...
 """
 
 from __future__ import annotations
@@ -15,6 +31,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -23,8 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SHADERS = ROOT / "shaders"
 INCLUDE = SHADERS / "include"
-SPIRV = ROOT / "pyvkgrad" / "spirv"
-MANIFEST = SPIRV / "manifest.json"
+# (sources, SPIR-V and manifest): the package's kernels, then the benchmark's.
+TARGETS = ((SHADERS, ROOT / "pyvkgrad" / "spirv"),
+           (ROOT / "benchmarks" / "shaders", ROOT / "benchmarks" / "spirv"))
 COMPILER = "glslangValidator"
 FLAGS = ["-V", "--target-env", "vulkan1.1", "-I" + "shaders/include"]
 FIX = "python tools/build_shaders.py"
@@ -68,13 +87,185 @@ def compile_one(comp: Path, out: Path) -> None:
         raise BuildError(f"{rel}: spirv-val rejected the SPIR-V:\n{(val.stdout + val.stderr).strip()}")
 
 
-def build(check: bool) -> int:
-    sources = sorted(SHADERS.glob("*.comp"))
-    version = compiler_version()
+# ---- the kernel's interface, read from its SPIR-V ---------------------------------------------
+
+# Opcodes, decorations and storage classes used below (SPIR-V specification, section 3).
+_OP_NAME, _OP_MEMBER_NAME = 5, 6
+_OP_TYPE_BOOL, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR = 20, 21, 22, 23
+_OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER = 29, 30, 32
+_OP_SPEC_TRUE, _OP_SPEC_FALSE, _OP_SPEC, _OP_SPEC_COMPOSITE = 48, 49, 50, 51
+_OP_VARIABLE, _OP_DECORATE, _OP_MEMBER_DECORATE = 59, 71, 72
+_SPEC_ID, _BLOCK, _BUFFER_BLOCK, _BUILTIN = 1, 2, 3, 11
+_NON_WRITABLE, _NON_READABLE, _BINDING, _SET, _OFFSET = 24, 25, 33, 34, 35
+_WORKGROUP_SIZE = 25  # BuiltIn
+_UNIFORM, _PUSH_CONSTANT, _STORAGE_BUFFER = 2, 9, 12  # storage classes
+SPIRV_MAGIC = 0x07230203
+INTERFACE = ("constants", "bindings", "push_constants")  # the manifest keys read_interface fills
+
+
+def _string(words) -> str:
+    raw = b"".join(struct.pack("<I", w) for w in words)
+    return raw[: raw.index(b"\0")].decode()
+
+
+def read_interface(data: bytes, what: str) -> dict:
+    """The specialization constants, bindings and push constants of a SPIR-V module.
+
+    A small reader of the instruction stream (word 0 of each instruction: word count << 16 |
+    opcode), keeping only names, decorations, types, spec constants and variables."""
+    if len(data) % 4 or len(data) < 20:
+        raise BuildError(f"{what}: not a SPIR-V module")
+    words = struct.unpack(f"<{len(data) // 4}I", data)
+    if words[0] != SPIRV_MAGIC:
+        raise BuildError(f"{what}: not a SPIR-V module (magic {words[0]:#x})")
+    names, member_names = {}, {}
+    decorations, member_decorations = {}, {}
+    types, pointers, variables, specs, composites = {}, {}, {}, {}, {}
+    i = 5
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        if count == 0:
+            raise BuildError(f"{what}: malformed SPIR-V instruction at word {i}")
+        a = words[i + 1: i + count]
+        i += count
+        if op == _OP_NAME:
+            names[a[0]] = _string(a[1:])
+        elif op == _OP_MEMBER_NAME:
+            member_names[a[0], a[1]] = _string(a[2:])
+        elif op == _OP_DECORATE:
+            decorations.setdefault(a[0], {})[a[1]] = tuple(a[2:])
+        elif op == _OP_MEMBER_DECORATE:
+            member_decorations.setdefault((a[0], a[1]), {})[a[2]] = tuple(a[3:])
+        elif op == _OP_TYPE_BOOL:
+            types[a[0]] = "bool"
+        elif op == _OP_TYPE_INT:
+            types[a[0]] = ("uint" if a[2] == 0 else "int") if a[1] == 32 else f"int{a[1]}"
+        elif op == _OP_TYPE_FLOAT:
+            types[a[0]] = "float" if a[1] == 32 else f"float{a[1]}"
+        elif op == _OP_TYPE_VECTOR:
+            prefix = {"float": "", "uint": "u", "int": "i", "bool": "b"}.get(types.get(a[1]), "?")
+            types[a[0]] = f"{prefix}vec{a[2]}"
+        elif op == _OP_TYPE_RUNTIME_ARRAY:
+            types[a[0]] = ("runtime_array", a[1])
+        elif op == _OP_TYPE_STRUCT:
+            types[a[0]] = ("struct", tuple(a[1:]))
+        elif op == _OP_TYPE_POINTER:
+            pointers[a[0]] = (a[1], a[2])
+        elif op == _OP_VARIABLE:
+            variables[a[1]] = (pointers[a[0]][1], a[2])  # (pointee type, storage class)
+        elif op in (_OP_SPEC_TRUE, _OP_SPEC_FALSE):
+            specs[a[1]] = ("bool", op == _OP_SPEC_TRUE)
+        elif op == _OP_SPEC:
+            kind = types.get(a[0])
+            value = struct.unpack("<f", struct.pack("<I", a[2]))[0] if kind == "float" else a[2]
+            specs[a[1]] = (kind, value)
+        elif op == _OP_SPEC_COMPOSITE:
+            composites[a[1]] = tuple(a[2:])
+
+    # Specialization constants, by SpecId; the workgroup size's x is the unnamed `WG`.
+    workgroup = {}
+    for cid, parts in composites.items():
+        if decorations.get(cid, {}).get(_BUILTIN) == (_WORKGROUP_SIZE,):
+            for axis, part in enumerate(parts):
+                if _SPEC_ID in decorations.get(part, {}):
+                    if axis:
+                        raise BuildError(f"{what}: only local_size_x_id may be specialized "
+                                         f"(kernels are one-dimensional)")
+                    workgroup[part] = "WG"
+    constants = []
+    for sid, (kind, value) in specs.items():
+        spec_id = decorations.get(sid, {}).get(_SPEC_ID)
+        if spec_id is None:
+            continue
+        name = workgroup.get(sid) or names.get(sid, "")
+        if not name:
+            raise BuildError(f"{what}: specialization constant {spec_id[0]} has no name")
+        if kind not in ("bool", "uint", "float"):
+            raise BuildError(f"{what}: constant {name} has type {kind}; use bool, uint or float")
+        constants.append({"id": spec_id[0], "name": name, "type": kind, "default": value})
+    constants.sort(key=lambda c: c["id"])
+    if [c["id"] for c in constants] != list(range(len(constants))):
+        raise BuildError(f"{what}: constant ids must run 0..{len(constants) - 1} without gaps "
+                         f"(kp numbers the constants it is given 0, 1, ...); found "
+                         f"{[c['id'] for c in constants]}")
+    seen = [c["name"] for c in constants]
+    if len(set(seen)) != len(seen):
+        repeated = sorted({n for n in seen if seen.count(n) > 1})
+        raise BuildError(f"{what}: constant names repeat: {repeated}")
+
+    # Storage buffers (one runtime array per block) and the push-constant block.
+    views, push = {}, []
+    for vid, (type_id, storage) in variables.items():
+        block = types.get(type_id)
+        dec = decorations.get(type_id, {})
+        if storage == _PUSH_CONSTANT:
+            for m, member_type in enumerate(block[1]):
+                name = member_names.get((type_id, m), "")
+                offset = member_decorations.get((type_id, m), {}).get(_OFFSET, (None,))[0]
+                if types.get(member_type) != "uint" or offset != 4 * m:
+                    raise BuildError(f"{what}: push constant {name} must be a uint at offset "
+                                     f"{4 * m}")
+                push.append({"name": name, "offset": offset, "type": "uint"})
+            continue
+        if not (storage == _STORAGE_BUFFER or (storage == _UNIFORM and _BUFFER_BLOCK in dec)):
+            if storage == _UNIFORM:
+                raise BuildError(f"{what}: uniform blocks are not supported (use buffers)")
+            continue
+        block_name = names.get(type_id, "")
+        members = block[1]
+        element = types.get(members[0]) if len(members) == 1 else None
+        if not (isinstance(element, tuple) and element[0] == "runtime_array"):
+            raise BuildError(f"{what}: buffer block {block_name} must hold exactly one runtime "
+                             f"array")
+        vdec = decorations.get(vid, {})
+        mdec = member_decorations.get((type_id, 0), {})
+        where = (vdec.get(_SET, (None,))[0], vdec.get(_BINDING, (None,))[0])
+        views.setdefault(where, []).append({
+            "block": block_name, "member": member_names.get((type_id, 0), ""),
+            "type": types.get(element[1], "?"),
+            "readonly": _NON_WRITABLE in mdec or _NON_WRITABLE in vdec,
+            "writeonly": _NON_READABLE in mdec or _NON_READABLE in vdec})
+    bindings = []
+    for (dset, binding), group in sorted(views.items(), key=lambda kv: kv[0][1]):
+        if dset != 0:
+            raise BuildError(f"{what}: binding {binding} is in descriptor set {dset}; kp binds "
+                             f"set 0 only")
+        group.sort(key=lambda v: (len(v["member"]), v["member"]))
+        name = group[0]["member"]
+        odd = [v["member"] for v in group[1:] if not v["member"].startswith(name + "_")]
+        if not name or odd:
+            raise BuildError(f"{what}: the blocks of binding {binding} name their arrays "
+                             f"{[v['member'] for v in group]}; one must carry the binding's "
+                             f"name and the others '<name>_<view>'")
+        access = ("read" if all(v["readonly"] for v in group) else
+                  "write" if all(v["writeonly"] for v in group) else "read_write")
+        bindings.append({"binding": binding, "name": name, "access": access,
+                         "views": [f"{v['type']} {v['member']}" for v in group]})
+    if [b["binding"] for b in bindings] != list(range(len(bindings))):
+        raise BuildError(f"{what}: bindings must run 0..{len(bindings) - 1} without gaps (kp "
+                         f"binds its i-th buffer at binding i); found "
+                         f"{[b['binding'] for b in bindings]}")
+    return {"constants": constants, "bindings": bindings, "push_constants": push}
+
+
+def _dumps(manifest: dict) -> str:
+    """JSON with one line per innermost object (a constant, a binding, a push constant)."""
+    text = json.dumps(manifest, indent=2)
+    leaf = r"\{(?:[^{}\[\]]|\[[^{}\[\]]*\])*\}"  # an object holding no object
+    return re.sub(leaf, lambda m: json.dumps(json.loads(m.group())), text) + "\n"
+
+
+# ---- build and check ----------------------------------------------------------------------------
+
+def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
+                 problems: list) -> int:
+    """Compile one target's kernels; returns how many. Appends what --check finds stale."""
+    manifest_path = spirv_dir / "manifest.json"
+    sources = sorted(sources_dir.glob("*.comp"))
     manifest = {"compiler": version, "flags": FLAGS, "kernels": {}}
-    problems = []
-    old = json.loads(MANIFEST.read_text()) if MANIFEST.exists() else {}
+    old = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     same_compiler = old.get("compiler") == version and old.get("flags") == FLAGS
+    rel = lambda p: p.relative_to(ROOT)  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp:
         for comp in sources:
             name = comp.stem
@@ -82,44 +273,61 @@ def build(check: bool) -> int:
             compile_one(comp, spv)
             data = spv.read_bytes()
             manifest["kernels"][name] = {
-                "source": str(comp.relative_to(ROOT)),
+                "source": str(rel(comp)),
                 "source_sha256": source_hash(comp),
                 "spirv_sha256": hashlib.sha256(data).hexdigest(),
+                **read_interface(data, str(rel(comp))),
             }
-            shipped = SPIRV / f"{name}.spv"
+            shipped = spirv_dir / f"{name}.spv"
             if not check:
-                SPIRV.mkdir(parents=True, exist_ok=True)
+                spirv_dir.mkdir(parents=True, exist_ok=True)
                 if not shipped.exists() or shipped.read_bytes() != data:
                     shipped.write_bytes(data)
-                    print(f"wrote {shipped.relative_to(ROOT)} ({len(data)} bytes)")
+                    print(f"wrote {rel(shipped)} ({len(data)} bytes)")
             elif not shipped.exists():
-                problems.append(f"{shipped.relative_to(ROOT)} is missing")
+                problems.append(f"{rel(shipped)} is missing")
             elif same_compiler and shipped.read_bytes() != data:
-                problems.append(f"{shipped.relative_to(ROOT)} is stale (differs from {comp.name})")
+                problems.append(f"{rel(shipped)} is stale (differs from {comp.name})")
             elif not same_compiler and old.get("kernels", {}).get(name, {}).get(
                     "source_sha256") != manifest["kernels"][name]["source_sha256"]:
                 # Another compiler version emits other bytes: compare sources instead.
-                problems.append(f"{shipped.relative_to(ROOT)} is stale ({comp.name} changed)")
-    for spv in sorted(SPIRV.glob("*.spv")):
+                problems.append(f"{rel(shipped)} is stale ({comp.name} changed)")
+            if check and shipped.exists():
+                # What the runtime trusts: the shipped manifest describes the shipped SPIR-V.
+                entry = old.get("kernels", {}).get(name, {})
+                recorded = {key: entry.get(key) for key in INTERFACE}
+                if recorded != read_interface(shipped.read_bytes(), str(rel(shipped))):
+                    problems.append(f"{rel(manifest_path)}: the interface recorded for {name} "
+                                    f"differs from {rel(shipped)}'s")
+    for spv in sorted(spirv_dir.glob("*.spv")):
         if spv.stem not in manifest["kernels"]:
             if check:
-                problems.append(f"{spv.relative_to(ROOT)} has no source in shaders/")
+                problems.append(f"{rel(spv)} has no source in {rel(sources_dir)}/")
             else:
                 spv.unlink()
-                print(f"removed {spv.relative_to(ROOT)} (no source)")
-    text = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+                print(f"removed {rel(spv)} (no source)")
+    text = _dumps(manifest)
     if check:
-        if same_compiler and (not MANIFEST.exists() or MANIFEST.read_text() != text):
-            problems.append(f"{MANIFEST.relative_to(ROOT)} is stale")
+        if same_compiler and (not manifest_path.exists() or manifest_path.read_text() != text):
+            problems.append(f"{rel(manifest_path)} is stale")
+    elif not manifest_path.exists() or manifest_path.read_text() != text:
+        manifest_path.write_text(text)
+        print(f"wrote {rel(manifest_path)}")
+    return len(sources)
+
+
+def build(check: bool) -> int:
+    version = compiler_version()
+    problems, total = [], 0
+    for sources_dir, spirv_dir in TARGETS:
+        if sources_dir.is_dir() or spirv_dir.is_dir():
+            total += build_target(sources_dir, spirv_dir, version, check, problems)
+    if check:
         if problems:
             print("SPIR-V is out of date:\n  " + "\n  ".join(problems) + f"\nfix: {FIX}",
                   file=sys.stderr)
             return 1
-        print(f"{len(sources)} kernels up to date ({version})")
-        return 0
-    if not MANIFEST.exists() or MANIFEST.read_text() != text:
-        MANIFEST.write_text(text)
-        print(f"wrote {MANIFEST.relative_to(ROOT)}")
+        print(f"{total} kernels up to date ({version})")
     return 0
 
 

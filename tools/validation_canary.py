@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Deliberately make a mistake with raw kp, so that tools/test can check the validation layer
+"""Deliberately make a mistake through the runtime seam (pyvkgrad.runtime), so that tools/test can check the validation layer
 reports it: proof that the layer and the checks the test suite relies on are live.
 
     validation_canary.py hazard    a read-after-write hazard: two dependent dispatches and no
@@ -18,23 +18,26 @@ import sys
 import numpy as np
 
 from pyvkgrad import _vulkan_info, kernels
-from pyvkgrad.device import default_device, kp
+from pyvkgrad.device import default_device
+from pyvkgrad.runtime import Runtime
 
 
 def hazard(dev):
-    mgr = dev._manager()
-    words = np.ones(64, dtype=np.uint32)
-    a, b, c = (mgr.tensor_t(words.copy()) for _ in range(3))
+    runtime = dev.runtime()
+    a, b, c = (runtime.buffer(256, words=np.ones(64, dtype=np.uint32)) for _ in range(3))
     spirv = kernels.spirv("activation_relu_grad_packed")
-    spec = np.array([64, 0], dtype=np.uint32)
-    push = np.array([16], dtype=np.uint32)
-    first = mgr.algorithm([a, b, c], spirv, [1, 1, 1], spec, push)  # writes c
-    second = mgr.algorithm([c, b, a], spirv, [1, 1, 1], spec, push)  # reads c: needs a barrier
-    seq = mgr.sequence()
-    seq.record(kp.OpTensorSyncDevice([a, b, c]))
-    seq.record(kp.OpAlgoDispatch(first, push))
-    seq.record(kp.OpAlgoDispatch(second, push))
-    seq.eval()
+    spec = kernels.specialization("activation_relu_grad_packed", {"WG": 64, "IS_F16": False})
+    push = np.array(kernels.push_words("activation_relu_grad_packed",
+                                       {"count": 16, "elements": 64}),
+                    dtype=np.uint32)
+    # Bindings x, dy, dx in that order (kernels.binding_order).
+    first = runtime.program([a, b, c], spirv, 1, spec, len(push))  # writes c
+    second = runtime.program([c, b, a], spirv, 1, spec, len(push))  # reads c: needs a barrier
+    commands = runtime.commands()
+    commands.upload([a, b, c])
+    commands.dispatch(first, push)
+    commands.dispatch(second, push)
+    commands.submit("hazard canary")
     # A second Vulkan instance after the report: the layer reopens its log for it, and the
     # report above must survive that (tools/test collects the log through a FIFO).
     _vulkan_info.physical_devices()
@@ -42,15 +45,16 @@ def hazard(dev):
 
 
 def atomics(dev):
-    bare = kp.Manager(dev.index, [], [])  # no extension, so no float atomics
-    t = [bare.tensor_t(np.zeros(64, dtype=np.uint32)) for _ in range(3)]
-    spec = np.array([64] + [0] * 22, dtype=np.uint32)
-    push = np.array([0], dtype=np.uint32)
-    native = bare.algorithm(t, kernels.spirv("resample_grad_atomic_native"), [1, 1, 1], spec,
-                            push)
-    seq = bare.sequence()
-    seq.record(kp.OpAlgoDispatch(native, push))
-    seq.eval()
+    bare = Runtime(dev.index, extensions=())  # no extension, so no float atomics
+    t = [bare.buffer(256) for _ in range(3)]
+    spec = kernels.specialization("resample_grad_atomic_native", dict(
+        WG=64, IS_F16=False, IS_LINEAR=False, IDENTITY=(False,) * 4, DY_SIZES=(0,) * 4,
+        DY_STRIDES=(0,) * 4, ACCUMULATOR_STRIDES=(0,) * 4, FORWARD=(0,) * 4))
+    push = np.array([0], dtype=np.uint32)  # count: no element, the pipeline is what matters
+    native = bare.program(t, kernels.spirv("resample_grad_atomic_native"), 1, spec, 1)
+    commands = bare.commands()
+    commands.dispatch(native, push)
+    commands.submit("atomics canary")
     print("validation canary: used float atomics without enabling them, on purpose")
 
 

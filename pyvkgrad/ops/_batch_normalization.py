@@ -10,16 +10,20 @@ memory is last (coalesced reads whatever the layout: NCHW, NHWC by strides, scat
 Plans (all kernels float32 inside; float16 tensors are read and written packed two per word):
 
 * few elements per channel (N_R <= DIRECT_MAX_REDUCED, "no reduction" included):
-  `batch_normalization_direct`, one invocation per channel, everything in one pass;
+  `batch_normalization_grad_direct`, one invocation per channel, everything in one pass;
 * otherwise a reduction in two stages plus an element-wise pass:
-  1. `batch_normalization_partials`: per (channel, chunk of ITERS * lanes elements) the sums
-     (dY, X - Mean, dY * (X - Mean)) into the `partials` scratch buffer, spread over as many
-     workgroups as there are chunks, so a few large channels still fill a large GPU;
-  2. `batch_normalization_finalize`: per channel the fixed-order sum of its partials, the
+  1. `batch_normalization_grad_partials`: per (channel, chunk of ITERS * lanes elements) the
+     sums (dY, X - Mean, dY * (X - Mean)) into the `partials` scratch buffer, spread over as
+     many workgroups as there are chunks, so a few large channels still fill a large GPU;
+  2. `batch_normalization_grad_finalize`: per channel the fixed-order sum of its partials, the
      scale and bias gradients, and the training grad's coefficients (`coefficients` scratch);
   3. OutputGradient, element-wise: `batch_normalization_grad_output[_packed]` (constant
      statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
      before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2).
+
+The shared kernels are named after BATCH_NORMALIZATION_GRAD (`batch_normalization_grad_*`),
+and every kernel's first lines name the operators it serves, so `grep -l
+batch_normalization_training_grad shaders/*.comp` lists all of the training grad's kernels.
 
 Every sum runs in a fixed order (per invocation at most 16 elements, or 4 pairwise-added
 vectors of up to 16 bytes where the reduced run is contiguous; then subgroupAdd, shared memory,
@@ -36,7 +40,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, f32, grid, right_align
+from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, check_desc, check_output, check_rank, check_same, coalesce,
                       array_desc, fail)
 from ._split import fits, run_in_pieces
@@ -53,6 +57,11 @@ FIELDS = (("input_tensor", "InputTensor", READ),
           ("output_gradient_tensor", "OutputGradientTensor", WRITE),
           ("output_scale_gradient_tensor", "OutputScaleGradientTensor", WRITE),
           ("output_bias_gradient_tensor", "OutputBiasGradientTensor", WRITE))
+# Each tensor's name in the kernels (shaders/include/common.glsl), and back.
+KERNEL_NAMES = dict(input_tensor="x", input_gradient_tensor="dy", mean_tensor="mean",
+                    variance_tensor="variance", scale_tensor="scale", output_gradient_tensor="dx",
+                    output_scale_gradient_tensor="dscale", output_bias_gradient_tensor="dbias")
+FIELD_OF = {kernel: field for field, kernel in KERNEL_NAMES.items()}
 INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
 STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
                      "OutputBiasGradientTensor")
@@ -129,6 +138,10 @@ class BatchNormalizationGradFields:
     epsilon: float
     OPERATOR: ClassVar[str] = ""
     TRAINING: ClassVar[bool] = False
+    # dX may be X's or dY's tensor (identical descriptors): every kernel reads an element's
+    # X and dY before it writes that element's dX, and reductions finish before dX is written.
+    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
+                                                           "input_gradient_tensor")}
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", validate(self))
@@ -187,30 +200,44 @@ def _pow2_floor(n: int) -> int:
 
 # ---- the plan -----------------------------------------------------------------------------------
 
+def _bind(*names):
+    """Bindings of a kernel: each kernel name to its tensor field, or to the scratch buffer of
+    that name."""
+    return {name: FIELD_OF.get(name, name) for name in names}
+
+
 def plan(desc, limits: Limits, training: bool) -> Plan:
     x = desc.input_tensor
     axes = Axes(desc)
-    is_f16 = int(x.data_type.element_size == 2)
-    eps = f32(desc.epsilon)
+    is_f16 = x.data_type.element_size == 2
+    eps = desc.epsilon
     wg = limits.local_size
     channels, n = axes.channels, axes.reduced_count
     t = {name: getattr(desc, name) for name, _, _ in FIELDS}
+    tensors = tuple(t)
 
     if n <= DIRECT_MAX_REDUCED:
         ksizes, kstrides = axes.over(axes.kept, *t.values())
-        rsizes, rstrides = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"],
-                                     t["output_gradient_tensor"])
+        rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
+                                           t["input_gradient_tensor"],
+                                           t["output_gradient_tensor"])
         kx, kdy, km, kv, ks, kdx, kds, kdb = kstrides  # FIELDS order
-        spec = ((wg, is_f16, int(training), eps, f32(float(n))) + ksizes + kx + kdy + kdx + km
-                + kv + ks + kds + kdb + rsizes + sum(rstrides, ()))
-        bindings = tuple((name, access) for name, _, access in FIELDS)
-        return Plan((Dispatch("batch_normalization_direct", bindings, grid(channels, wg, limits),
-                              spec, (channels, n)),))
+        return Plan((Dispatch(
+            "batch_normalization_grad_direct", _bind(*KERNEL_NAMES.values()),
+            grid(channels, wg, limits),
+            constants=dict(WG=wg, IS_F16=is_f16, TRAINING=training, EPSILON=eps, N_R=float(n),
+                           K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy, K_DX_STRIDES=kdx,
+                           K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks,
+                           K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb, R_SIZES=rsizes,
+                           R_X_STRIDES=rx, R_DY_STRIDES=rdy, R_DX_STRIDES=rdx),
+            push=dict(channels=channels, reduced=n)),), tensors=tensors)
 
-    # Stage 1: partial sums per (channel group, chunk).
-    ksizes, (kx, kdy, km) = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
-                                      t["mean_tensor"])
-    rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
+    # Stage 1: partial sums per (channel group, chunk); LK channels by LR lanes per workgroup.
+    ksizes, (kx, kdy, km, kv, kdx, ks) = axes.over(
+        axes.kept, t["input_tensor"], t["input_gradient_tensor"], t["mean_tensor"],
+        t["variance_tensor"], t["output_gradient_tensor"], t["scale_tensor"])
+    rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
+                                       t["input_gradient_tensor"], t["output_gradient_tensor"])
     vec = 1
     if axes.kept_innermost:
         lk = min(_pow2_floor(wg), K_FAST_MAX, _pow2_ceil(channels))
@@ -218,39 +245,76 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         vec = next((w for w in ((8, 4, 2) if is_f16 else (4, 2))
                     if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
         lk = max(1, _pow2_floor(wg) // _pow2_ceil(-(-n // vec)))
+    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
+    # read once), where dX's vectors line up with dY's (float16 single elements would need
+    # atomics: there the element-wise kernel does it).
+    write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
+                and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec)
     lr = wg // lk
     iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
-    chunks = -(-n // (iters * lr * vec))
     groups = -(-channels // lk)
+    # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
+    # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
+    while not _within_loop_limit(limits, channels, groups, -(-n // (iters * lr * vec)), iters):
+        iters *= 2
+    chunks = -(-n // (iters * lr * vec))
     partials = Dispatch(
-        "batch_normalization_partials",
-        (("input_tensor", READ), ("input_gradient_tensor", READ), ("mean_tensor", READ),
-         ("partials", WRITE)),
+        "batch_normalization_grad_partials",
+        _bind("x", "dy", "mean", "variance", "scale", "dx", "partials"),
         max(1, min(groups * chunks, limits.max_workgroups)),
-        (wg, is_f16, int(axes.kept_innermost), lk, iters) + ksizes + kx + kdy + km + rsizes + rx
-        + rdy + (vec,),
-        (channels, n, chunks, groups))
+        constants=dict(WG=wg, IS_F16=is_f16, K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy,
+                       K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_DX_STRIDES=kdx,
+                       K_SCALE_STRIDES=ks, R_SIZES=rsizes, R_X_STRIDES=rx, R_DY_STRIDES=rdy,
+                       R_DX_STRIDES=rdx, K_FAST=axes.kept_innermost, LK=lk, ITERS=iters,
+                       VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx),
+        push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
 
-    # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients.
-    lp = min(_pow2_floor(wg), _pow2_ceil(chunks))
-    lc = max(1, wg // lp)
-    ksizes, stats = axes.over(axes.kept, t["mean_tensor"], t["variance_tensor"],
-                              t["scale_tensor"], t["output_scale_gradient_tensor"],
-                              t["output_bias_gradient_tensor"])
+    # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients;
+    # LK channels by LR lanes again, a lane adding every LR-th partial of its channel.
+    lk, lr = _finalize_lanes(wg, chunks)
+    ksizes, (km, kv, ks, kds, kdb) = axes.over(
+        axes.kept, t["mean_tensor"], t["variance_tensor"], t["scale_tensor"],
+        t["output_scale_gradient_tensor"], t["output_bias_gradient_tensor"])
     finalize = Dispatch(
-        "batch_normalization_finalize",
-        (("partials", READ), ("mean_tensor", READ), ("variance_tensor", READ),
-         ("scale_tensor", READ), ("output_scale_gradient_tensor", WRITE),
-         ("output_bias_gradient_tensor", WRITE), ("coefficients", WRITE)),
-        grid(channels, lc, limits),
-        (wg, is_f16, lc, eps, f32(float(n))) + ksizes + sum(stats, ()),
-        (channels, chunks))
+        "batch_normalization_grad_finalize",
+        _bind("partials", "mean", "variance", "scale", "dscale", "dbias", "coefficients"),
+        grid(channels, lk, limits),
+        constants=dict(WG=wg, IS_F16=is_f16, TRAINING=training, LK=lk, EPSILON=eps,
+                       N_R=float(n), K_SIZES=ksizes,
+                       K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks,
+                       K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb),
+        push=dict(channels=channels, chunks=chunks))
 
     scratch = (Scratch("partials", channels * chunks * 16),
                Scratch("coefficients", channels * 32))
+    if write_dx:
+        return Plan((partials, finalize), scratch, tensors=tensors)
     output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
-    return Plan(order, scratch)
+    return Plan(order, scratch, tensors=tensors)
+
+
+def _finalize_lanes(wg: int, chunks: int):
+    """(LK, LR) of the finalize stage: LR lanes per channel, as many as there are partials."""
+    lr = min(_pow2_floor(wg), _pow2_ceil(chunks))
+    return max(1, wg // lr), lr
+
+
+def _within_loop_limit(limits: Limits, channels: int, groups: int, chunks: int,
+                       iters: int) -> bool:
+    """Whether every invocation of both reduction stages runs fewer loop iterations than
+    `limits.max_loop_iterations` (0: no limit): per work item, ITERS terms (stage 1) or
+    chunks / LR partials (stage 2), plus at most WG for the workgroup sums."""
+    limit = limits.max_loop_iterations
+    if not limit:
+        return True
+    wg = limits.local_size
+    items1 = -(-groups * chunks // max(1, min(groups * chunks, limits.max_workgroups)))
+    lk, lr = _finalize_lanes(wg, chunks)
+    work2 = -(-channels // lk)  # finalize's work items: LK channels each
+    items2 = -(-work2 // grid(channels, lk, limits))
+    return (items1 * (iters + wg + 4) <= limit - 64
+            and items2 * (-(-chunks // lr) + wg + 4) <= limit - 64)
 
 
 def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
@@ -297,56 +361,67 @@ def _grad_output(desc, axes, limits, is_f16, eps):
     ss = _stat_strides(axes, desc.scale_tensor)
     vs = _stat_strides(axes, desc.variance_tensor)
     wg, count = limits.local_size, dy.element_count
-    bindings = (("input_gradient_tensor", READ), ("scale_tensor", READ),
-                ("variance_tensor", READ), ("output_gradient_tensor", WRITE))
+    bindings = _bind("dy", "scale", "variance", "dx")
     if dy.is_packed and dx.is_packed:
         sizes, (s1, s2), same = _packed_dims(axes, ss, vs)
         width = 8 if is_f16 else 4
         vectors = -(-count // width)
         return Dispatch("batch_normalization_grad_output_packed", bindings,
                         grid(vectors, wg, limits),
-                        (wg, is_f16, int(same(width)), eps) + sizes + s1 + s2, (vectors, count))
-    sizes, (sdy, sdx, s1, s2) = _elementwise_dims(axes, desc, dy, dx, extra=(ss, vs))
+                        constants=dict(WG=wg, IS_F16=is_f16, SAME=same(width), EPSILON=eps,
+                                       SIZES=sizes, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
+                        push=dict(vectors=vectors, count=count))
+    sizes, strides = _elementwise_dims(axes, desc, dy, dx, extra=(ss, vs))
+    sdy, sdx, s1, s2 = (right_align(s, 8, 0) for s in strides)
     return Dispatch("batch_normalization_grad_output", bindings, grid(count, wg, limits),
-                    (wg, is_f16, eps) + right_align(sizes, 8, 1)
-                    + sum((right_align(s, 8, 0) for s in (sdy, sdx, s1, s2)), ()),
-                    (count,))
+                    constants=dict(WG=wg, IS_F16=is_f16, EPSILON=eps,
+                                   SIZES=right_align(sizes, 8, 1), DY_STRIDES=sdy,
+                                   DX_STRIDES=sdx, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
+                    push=dict(count=count))
 
 
 def _training_output(desc, axes, limits, is_f16, eps):
     x, dy, dx = desc.input_tensor, desc.input_gradient_tensor, desc.output_gradient_tensor
     wg, count = limits.local_size, x.element_count
-    bindings = (("input_tensor", READ), ("input_gradient_tensor", READ), ("coefficients", READ),
-                ("output_gradient_tensor", WRITE))
+    bindings = _bind("x", "dy", "coefficients", "dx")
     if x.is_packed and dy.is_packed and dx.is_packed:
         sizes, (ts,), same = _packed_dims(axes, axes.channel_strides)
         width = 8 if is_f16 else 4
         vectors = -(-count // width)
         return Dispatch("batch_normalization_training_grad_output_packed", bindings,
-                        grid(vectors, wg, limits), (wg, is_f16, int(same(width))) + sizes + ts,
-                        (vectors, count))
+                        grid(vectors, wg, limits),
+                        constants=dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
+                                       CHANNEL_STRIDES=ts),
+                        push=dict(vectors=vectors, count=count))
     sizes, strides = _elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))
+    sx, sdy, sdx, sc = (right_align(s, 8, 0) for s in strides)
     return Dispatch("batch_normalization_training_grad_output", bindings,
                     grid(count, wg, limits),
-                    (wg, is_f16) + right_align(sizes, 8, 1)
-                    + sum((right_align(s, 8, 0) for s in strides), ()),
-                    (count,))
+                    constants=dict(WG=wg, IS_F16=is_f16, SIZES=right_align(sizes, 8, 1),
+                                   X_STRIDES=sx, DY_STRIDES=sdy, DX_STRIDES=sdx,
+                                   CHANNEL_STRIDES=sc),
+                    push=dict(count=count))
 
 
 # ---- the one-call functions ---------------------------------------------------------------------
 
 def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device):
     """Describe the arrays, build the descriptor (packed outputs), run, read three outputs."""
-    from ..device import get_device
+    from ..device import get_device, layout_key
 
     op = desc_cls.OPERATOR
-    described = [array_desc(a, op, name) for a, name in
+    dev = get_device(device)
+    inputs = (input, input_gradient, mean, variance, scale)
+    layout = layout_key(op, (epsilon,), *inputs)
+    again = dev.run_again(layout, inputs)
+    if again is not None:
+        return BatchNormalizationGradResult(*again)
+    described = [array_desc(a, op, name, dev.max_buffer_bytes) for a, name in
                  ((input, "input"), (input_gradient, "input_gradient"), (mean, "mean"),
                   (variance, "variance"), (scale, "scale"))]
     (x, _), (dy, _), (m, _), (v, _), (s, _) = described
     desc = desc_cls(x, dy, m, v, s, x.with_sizes(x.sizes), m.with_sizes(m.sizes),
                     m.with_sizes(m.sizes), epsilon)
-    dev = get_device(device)
     arrays = {"input": input, "input_gradient": input_gradient, "mean": mean,
               "variance": variance, "scale": scale}
     item = x.data_type.element_size
@@ -363,10 +438,8 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
         return BatchNormalizationGradResult(*(pieces[n].reshape(np.shape(a)) for n, a in (
             ("output_gradient", input), ("output_scale_gradient", mean),
             ("output_bias_gradient", mean))))
-    elements = {name: e for (name, _, _), (_, e) in zip(FIELDS, described)}
-    dx, dscale, dbias = dev.run(
-        desc, elements, ["output_gradient_tensor", "output_scale_gradient_tensor",
-                      "output_bias_gradient_tensor"])
-    return BatchNormalizationGradResult(dx.reshape(np.shape(input)),
-                                        dscale.reshape(np.shape(mean)),
-                                        dbias.reshape(np.shape(mean)))
+    return BatchNormalizationGradResult(*dev.run(
+        desc, {name: a for (name, _, _), a in zip(FIELDS, inputs)},
+        ["output_gradient_tensor", "output_scale_gradient_tensor",
+         "output_bias_gradient_tensor"], [np.shape(input), np.shape(mean), np.shape(mean)],
+        layout))

@@ -22,10 +22,10 @@ summed over axes, never multiplied); the kernels only look them up:
   BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
 * "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
-  `resample_grad_atomic`, a compare-and-swap loop), after `fill_words` zeroes the accumulator:
-  float32 dX itself (any strides; DirectML lets an operator write anywhere in an output's
-  range), or a packed float32 scratch that `resample_grad_convert` rounds once into a float16
-  dX. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
+  `resample_grad_atomic`, a compare-and-swap loop), after `resample_grad_fill` zeroes the
+  accumulator: a packed float32 dX itself, or a packed float32 scratch that
+  `resample_grad_convert` stores into dX's type and layout (rounding float16 once), so that
+  nothing between a strided dX's elements is written. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
   (linear only).
 
 Choices where DirectML is silent:
@@ -40,13 +40,14 @@ Choices where DirectML is silent:
 from __future__ import annotations
 
 import enum
+import itertools
 import math
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 
-from ..plan import READ, READ_WRITE, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
+from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       array_desc, fail, packed_strides)
 from ._split import fits, run_in_pieces
@@ -206,12 +207,15 @@ class ResampleGradDesc:
                      f"<= {_MAX_COUNT}", t.element_count)
         maps = self.axis_maps()
         pad = _AXES - dy.rank
-        is_f16 = int(dx.data_type.element_size == 2)
-        is_linear = int(self.interpolation_mode == InterpolationMode.LINEAR)
-        local = limits.local_size
+        is_f16 = dx.data_type.element_size == 2
+        is_linear = self.interpolation_mode == InterpolationMode.LINEAR
+        wg = limits.local_size
         count_x, count_y = dx.element_count, dy.element_count
-        paired = int(bool(is_f16) and dx.is_packed)
-        ids = right_align((int(m.identity) for m in maps), _AXES, 1)
+        paired = is_f16 and dx.is_packed
+        tensors = ("input_gradient_tensor", "output_gradient_tensor")
+        # What the gather and scatter kernels share (shaders/include/resample_grad.glsl).
+        shared = dict(WG=wg, IS_F16=is_f16, IS_LINEAR=is_linear,
+                      IDENTITY=right_align((m.identity for m in maps), _AXES, True))
         tables = _TableBuilder()
         if self.algorithm == "gather":
             beg, cnt, wgt = [0] * _AXES, [0] * _AXES, [0] * _AXES
@@ -222,54 +226,130 @@ class ResampleGradDesc:
                 cnt[k] = tables.add(m.counts)
                 beg[k] = cnt[k] if m.begin is None else tables.add(m.begin)
                 wgt[k] = tables.add(m.weights.view(np.uint32)) if is_linear else 0
-            spec = ((local, is_f16, is_linear, paired) + right_align(dx.sizes, _AXES, 1)
-                    + right_align(dx.element_strides, _AXES, 0)
-                    + right_align(dy.element_strides, _AXES, 0)
-                    + ids + tuple(beg) + tuple(cnt) + tuple(wgt))
             items = -(-count_x // 2) if paired else count_x
-            return Plan((Dispatch("resample_grad_gather",
-                                  (("tables", READ), ("input_gradient_tensor", READ),
-                                   ("output_gradient_tensor", WRITE)),
-                                  grid(items, local, limits), spec, (count_x,)),),
-                        (tables.scratch(),))
-        fwd = [0] * _AXES
+            gather = dict(shared, DX_SIZES=right_align(dx.sizes, _AXES, 1),
+                          DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
+                          BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt))
+            windows = _windows(maps, pad, items, 2 if paired else 1, count_x, wg, limits)
+            if windows is None:
+                return Plan((Dispatch(
+                    "resample_grad_gather",
+                    dict(tables="tables", dy="input_gradient_tensor", dx="output_gradient_tensor"),
+                    grid(items, wg, limits),
+                    constants=dict(gather, PAIRED=paired, WINDOWED=False,
+                                   DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
+                    push=dict(_NO_WINDOW, count=count_x, first=1)),),
+                    (tables.scratch(),), tensors=tensors)
+            # Too many contributors per element for the driver's loop limit: windows of the
+            # contributors, summed in a fixed order into a float32 accumulator.
+            dispatches = [Dispatch(
+                "resample_grad_gather",
+                dict(tables="tables", dy="input_gradient_tensor", dx="accumulator"),
+                grid(count_x, wg, limits),
+                constants=dict(gather, PAIRED=False, WINDOWED=True,
+                               DX_STRIDES=right_align(packed_strides(dx.sizes), _AXES, 0)),
+                push=dict(window, count=count_x, first=int(n == 0)))
+                for n, window in enumerate(windows)]
+            dispatches.append(_convert(dx, is_f16, paired, wg, limits))
+            return Plan(tuple(dispatches), (tables.scratch(), Scratch("accumulator", 4 * count_x)),
+                        tensors=tensors)
+        forward = [0] * _AXES
         for d, m in enumerate(maps):
             if m.identity:
                 continue
-            fwd[pad + d] = tables.add(m.first)
+            forward[pad + d] = tables.add(m.first)
             if is_linear:
                 tables.add(m.weight_first.view(np.uint32))
                 tables.add(m.weight_next.view(np.uint32))
         scratch = [tables.scratch()]
-        if is_f16:
+        # A packed float32 dX accumulates in place; otherwise a packed float32 scratch does,
+        # then is stored in dX's type and layout (zeroing a strided dX whole would write
+        # between its elements).
+        in_place = not is_f16 and dx.is_packed
+        if in_place:
+            target, target_strides, fill_count = "output_gradient_tensor", dx.element_strides, \
+                count_x
+        else:
             target, target_strides, fill_count = "accumulator", packed_strides(dx.sizes), count_x
             scratch.append(Scratch("accumulator", 4 * count_x))
-        else:  # float32 dX accumulates in place, whatever its strides
-            target, target_strides = "output_gradient_tensor", dx.element_strides
-            fill_count = dx.total_tensor_size_in_bytes // 4
         dispatches = [
-            Dispatch("fill_words", ((target, WRITE),), grid(fill_count, local, limits),
-                     (local,), (fill_count, 0)),
+            Dispatch("resample_grad_fill", dict(accumulator=target),
+                     grid(fill_count, wg, limits), constants=dict(WG=wg),
+                     push=dict(count=fill_count, value=0)),
             # Native float atomics where the device has them enabled, else compare-and-swap.
             Dispatch("resample_grad_atomic_native" if limits.float_atomic_add
                      else "resample_grad_atomic",
-                     (("tables", READ), ("input_gradient_tensor", READ), (target, READ_WRITE)),
-                     grid(count_y, local, limits),
-                     (local, is_f16, is_linear) + right_align(dy.sizes, _AXES, 1)
-                     + right_align(dy.element_strides, _AXES, 0)
-                     + right_align(target_strides, _AXES, 0) + ids + tuple(fwd),
-                     (count_y,)),
+                     dict(tables="tables", dy="input_gradient_tensor", accumulator=target),
+                     grid(count_y, wg, limits),
+                     constants=dict(shared, DY_SIZES=right_align(dy.sizes, _AXES, 1),
+                                    DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
+                                    ACCUMULATOR_STRIDES=right_align(target_strides, _AXES, 0),
+                                    FORWARD=tuple(forward)),
+                     push=dict(count=count_y)),
         ]
-        if is_f16:
-            items = -(-count_x // 2) if paired else count_x
-            dispatches.append(Dispatch(
-                "resample_grad_convert",
-                (("accumulator", READ), ("output_gradient_tensor", WRITE)),
-                grid(items, local, limits),
-                (local, paired) + right_align(dx.sizes, _AXES, 1)
-                + right_align(dx.element_strides, _AXES, 0),
-                (count_x,)))
-        return Plan(tuple(dispatches), tuple(scratch))
+        if not in_place:
+            dispatches.append(_convert(dx, is_f16, paired, wg, limits))
+        return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)
+
+
+_NO_WINDOW = dict({f"window_begin{d}": 0 for d in range(_AXES)},
+                  **{f"window_end{d}": 2**32 - 1 for d in range(_AXES)})
+
+
+def _convert(dx: TensorDesc, is_f16: bool, paired: bool, wg: int, limits: Limits) -> Dispatch:
+    """Store the packed float32 accumulator into dX's data type and layout."""
+    count = dx.element_count
+    return Dispatch("resample_grad_convert",
+                    dict(accumulator="accumulator", dx="output_gradient_tensor"),
+                    grid(-(-count // 2) if paired else count, wg, limits),
+                    constants=dict(WG=wg, IS_F16=is_f16, PAIRED=paired,
+                                   SIZES=right_align(dx.sizes, _AXES, 1),
+                                   DX_STRIDES=right_align(dx.element_strides, _AXES, 0)),
+                    push=dict(count=count))
+
+
+def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, limits: Limits):
+    """None when every invocation of the gather stays within the driver's loop limit
+    (`limits.max_loop_iterations`); else the windows of contributors, per axis, each
+    dispatch sums: push-constant dicts, in the order they run.
+
+    An invocation runs ceil(items / invocations) items of `per_item` dX elements (windowed:
+    ceil(count / invocations) elements, one per item), and an
+    element with n_d contributors per axis runs n0 + n0 n1 + n0 n1 n2 + n0 n1 n2 n3 loop
+    iterations. A window of L outputs along an axis leaves at most min(n_d, L) contributors
+    (they are consecutive outputs), so windows shrink, largest axis first, until the count fits.
+    """
+    limit = limits.max_loop_iterations
+    if not limit:
+        return None
+    most = [1] * _AXES
+    outs = [1] * _AXES
+    for d, m in enumerate(maps):
+        if not m.identity:
+            most[pad + d] = max(1, int(np.diff(m.counts.astype(np.int64)).max()))
+            outs[pad + d] = m.first.size
+
+    def iterations(n, items, per_item):
+        total, product = 0, 1
+        for k in n:
+            product *= k
+            total += product
+        return -(-items // (grid(items, wg, limits) * wg)) * (1 + per_item * (total + 4))
+
+    length = list(outs)
+    effective = list(most)
+    if iterations(effective, items, per_item) <= limit - 64:
+        return None
+    while iterations(effective, count, 1) > limit - 64:
+        d = max(range(_AXES), key=lambda a: (effective[a], a))
+        if effective[d] == 1:
+            raise AssertionError("resample_grad: no window keeps the gather under the loop limit")
+        length[d] = max(1, effective[d] // 2)
+        effective[d] = min(most[d], length[d])
+    starts = [range(0, outs[d], length[d]) for d in range(_AXES)]
+    return [dict({f"window_begin{d}": b[d] for d in range(_AXES)},
+                 **{f"window_end{d}": min(outs[d], b[d] + length[d]) for d in range(_AXES)})
+            for b in itertools.product(*starts)]
 
 
 # ---- host tables ---------------------------------------------------------------------------------
@@ -404,9 +484,16 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     size per dimension (in float32), input offsets 0.5, output offsets -0.5 (half-pixel).
     algorithm: "auto" (= "gather", deterministic), "gather" or "atomic".
     """
-    from ..device import get_device
+    from ..device import get_device, layout_key
 
-    dy_desc, dy_elements = array_desc(input_gradient, OPERATOR, "input_gradient")
+    dev = get_device(device)
+    layout = layout_key(OPERATOR, (output_gradient_sizes, interpolation_mode, scales,
+                                   input_pixel_offsets, output_pixel_offsets,
+                                   rounding_direction, algorithm), input_gradient)
+    again = dev.run_again(layout, (input_gradient,))
+    if again is not None:
+        return again[0]
+    dy_desc, _ = array_desc(input_gradient, OPERATOR, "input_gradient", dev.max_buffer_bytes)
     check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
     sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
     if len(sizes) != dy_desc.rank:
@@ -423,7 +510,6 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes), interpolation_mode,
                             scales, input_pixel_offsets, output_pixel_offsets,
                             rounding_direction, algorithm)
-    dev = get_device(device)
     arrays = {"input_gradient": input_gradient}
     # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
     item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
@@ -443,5 +529,6 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
                 output_pixel_offsets=desc.output_pixel_offsets,
                 rounding_direction=rounding_direction, algorithm=algorithm, device=dev),)
         )["output_gradient"]
-    (dx,) = dev.run(desc, {"input_gradient_tensor": dy_elements}, ["output_gradient_tensor"])
+    (dx,) = dev.run(desc, {"input_gradient_tensor": input_gradient}, ["output_gradient_tensor"],
+                    [sizes], layout)
     return dx

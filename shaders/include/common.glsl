@@ -1,26 +1,31 @@
-// Shared GLSL for pyvkgrad kernels: included by the .comp files, never compiled alone.
+// Shared GLSL for pyvkgrad kernels: every kernel includes this first; never compiled alone.
 //
-// Float16 tensors travel packed two to a 32-bit word (kp has no half type, and reading
-// words with unpackHalf2x16 needs no 16-bit storage feature). Element i lives in word i/2,
-// low half when i is even.
+// One name per concept, in every kernel and in the plans that pass values by these names
+// (pyvkgrad/kernels.py resolves them against the manifest tools/build_shaders.py writes):
+//   bindings   the tensors x, dy, dx, mean, variance, scale, dscale, dbias (DirectML's
+//              InputTensor, InputGradientTensor, OutputGradientTensor, MeanTensor,
+//              VarianceTensor, ScaleTensor, OutputScaleGradientTensor,
+//              OutputBiasGradientTensor) and scratch buffers by their plan names (partials,
+//              coefficients, tables, accumulator). A binding viewed through several blocks
+//              names the other views <name>_<view> (x_uvec4).
+//   WG         the workgroup width, specialization constant 0 (local_size_x_id), declared here
+//   IS_F16     the float tensors are float16, packed two per 32-bit word (load_store.glsl)
+//   SIZES      the sizes a kernel iterates over; <TENSOR>_SIZES where its tensors differ
+//   <TENSOR>_STRIDES  a tensor's element strides (DX_STRIDES, MEAN_STRIDES, ...)
+//   K_, R_     prefixes for the kept and the reduced dimensions of a reduction (K_SIZES,
+//              R_X_STRIDES, ...)
+//   count      push constant: the items of the grid-stride loop
+// Per-dimension constants are groups NAME0..NAME7 (or NAME0..NAME3), outermost first,
+// right-aligned, in elements (indexing.glsl); a plan passes a group as one name.
 
-#define HALF_SHIFT(i) (((i) & 1u) * 16u)
-#define HALF_BITS(words, i) (((words)[(i) >> 1u] >> HALF_SHIFT(i)) & 0xFFFFu)
-#define LOAD_HALF(words, i) unpackHalf2x16(HALF_BITS(words, i)).x
-#define HALF_FROM_FLOAT(v) (packHalf2x16(vec2((v), 0.0)) & 0xFFFFu)
+layout(local_size_x_id = 0) in;
+const uint WG = gl_WorkGroupSize.x;
 
-// Store float16 bits into element i. The other half of the word may belong to another
-// invocation, so only our 16 bits are cleared and set, each with an integer atomic (core
-// Vulkan, no feature needed). Final contents are right whatever the interleaving.
-#define STORE_HALF_BITS(words, i, bits)                                   \
-    {                                                                     \
-        atomicAnd((words)[(i) >> 1u], ~(0xFFFFu << HALF_SHIFT(i)));       \
-        atomicOr((words)[(i) >> 1u], (bits) << HALF_SHIFT(i));            \
-    }
+#include "load_store.glsl"
+#include "indexing.glsl"
 
 // Grid-stride loop over [0, count): any element count with at most 65535 workgroups.
 // Callers guarantee count <= 2^31 so `i += stride` cannot wrap.
 #define GRID_STRIDE_LOOP(i, count)                                                  \
     for (uint i = gl_GlobalInvocationID.x; i < (count);                             \
          i += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
-

@@ -1,0 +1,259 @@
+"""The Vulkan runtime: the only module that calls Kompute (kp), and where every kp quirk lives.
+
+A small contract, in the spirit of tinygrad's runtime modules: a `Runtime` opens one Vulkan
+device and makes `Buffer`s, `Program`s (a kernel bound to buffers: a pipeline) and
+`Commands` (a command buffer: uploads, dispatches, barriers, downloads) that it submits and
+waits for. The device layer (device.py) decides what to record; benchmarks and the
+validation canary use this seam too.
+
+Quirks handled here:
+- buffers are always created with an explicit dtype (`tensor_t` on uint32 words); float16
+  travels packed two to a word;
+- push and specialization constants are always numpy uint32 arrays (a Python list would be
+  sent as float32 and a kernel reading `uint` would see the float's bit pattern);
+- workgroup counts are always explicit (kp defaults them to the tensor size);
+- kp records no compute->compute barrier; `Commands.barrier` records `OpMemoryBarrier`
+  (bound by pyvkgrad's kp patch) and `Commands.upload` adds the transfer -> shader
+  read/write barrier kp's own copy lacks (a dispatch may overwrite what was just uploaded);
+- kp is not thread-safe: the device layer holds its device's lock around every call here;
+- stock kp creates and destroys a fence on every submission (about 500 us on an NVIDIA
+  H100); the patch keeps one per command buffer, so command buffers are kept and replayed;
+- a blocking fence wait returns tens of microseconds after the work finished, so on hardware
+  devices a wait polls the fence first (the patch's `set_wait_spin`);
+- every object here checks that it, and its runtime, are still open before it calls kp: a kp
+  object used after its Manager was destroyed reads freed memory or crashes the interpreter.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterable, List, Sequence
+
+import numpy as np
+
+from ._state import ClosedError
+
+
+def _import_kp():
+    # kp calls logging.basicConfig() at import, which would install a root handler in the
+    # user's process. Give the root logger a placeholder handler for the duration.
+    root = logging.getLogger()
+    placeholder = None if root.handlers else logging.NullHandler()
+    if placeholder:
+        root.addHandler(placeholder)
+    try:
+        import kp
+    finally:
+        if placeholder:
+            root.removeHandler(placeholder)
+    return kp
+
+
+kp = _import_kp()
+
+# The level of pyvkgrad's kp patch this module needs (memory barriers, fence reuse and
+# polling, float atomics, timestamp query resets).
+PATCH_LEVEL = 3
+if getattr(kp, "pyvkgrad_patch", 0) < PATCH_LEVEL:
+    raise ImportError(f"pyvkgrad needs its patched Kompute runtime (patch level >= "
+                      f"{PATCH_LEVEL}), found patch level {getattr(kp, 'pyvkgrad_patch', 0)}")
+
+# Vulkan enum values passed to OpMemoryBarrier.
+_ACCESS_SHADER_READ = 0x20
+_ACCESS_SHADER_WRITE = 0x40
+_ACCESS_TRANSFER_WRITE = 0x1000
+_STAGE_COMPUTE_SHADER = 0x800
+_STAGE_TRANSFER = 0x1000
+
+FLOAT_ATOMICS_EXTENSION = "VK_EXT_shader_atomic_float"
+
+
+class DeviceError(RuntimeError):
+    """A Vulkan failure, re-raised with what pyvkgrad was doing."""
+
+
+class Runtime:
+    """One Vulkan device opened through kp (`index`: the loader's device order). `extensions`
+    are device extensions to enable; with VK_EXT_shader_atomic_float the patch also enables its
+    float32 buffer atomics."""
+
+    def __init__(self, index: int, extensions: Sequence[str] = (), what: str = ""):
+        self.what = what or f"Vulkan device {index}"
+        try:
+            self._mgr = kp.Manager(index, [], list(extensions))
+        except Exception as e:
+            raise DeviceError(f"creating a Vulkan device on {self.what} failed: {e}") from e
+
+    @property
+    def closed(self) -> bool:
+        return self._mgr is None
+
+    def _check(self):
+        if self._mgr is None:
+            raise ClosedError(f"{self.what}: its runtime is closed")
+
+    def buffer(self, nbytes: int, host_visible: bool = True, words=None) -> "Buffer":
+        """A device buffer of `nbytes` (a multiple of 16). Host-visible buffers have a staging
+        copy (`Buffer.words`) moved by `Commands.upload` / `download`; initial staging
+        contents are `words` (uint32), else zeros."""
+        self._check()
+        if words is None:
+            words = np.zeros(nbytes // 4, dtype=np.uint32)
+        kind = kp.TensorTypes.device if host_visible else kp.TensorTypes.storage
+        try:
+            return Buffer(self, self._mgr.tensor_t(words, kind), nbytes, host_visible)
+        except Exception as e:
+            raise DeviceError(f"allocating {nbytes} bytes on {self.what} failed: {e}") from e
+
+    def program(self, buffers: Sequence["Buffer"], spirv: bytes, workgroups: int,
+                specialization: np.ndarray, push_words: int) -> "Program":
+        """A kernel bound to `buffers` (set 0, bindings 0..n-1 in order), specialised with
+        `specialization` (uint32 in SpecId order) and taking `push_words` push-constant words."""
+        self._check()
+        for b in buffers:
+            b._check()
+        try:
+            algo = self._mgr.algorithm([b._kp for b in buffers], spirv, [workgroups, 1, 1],
+                                       np.asarray(specialization, dtype=np.uint32),
+                                       np.zeros(max(1, push_words), dtype=np.uint32))
+        except Exception as e:
+            raise DeviceError(f"creating a pipeline on {self.what} failed: {e}") from e
+        return Program(self, algo, buffers)
+
+    def commands(self, timestamps: int = 0, wait_spin_ns: int = 0) -> "Commands":
+        """An empty command buffer; `timestamps` > 0 reserves that many timestamp queries."""
+        self._check()
+        seq = self._mgr.sequence(0, timestamps)
+        seq.set_wait_spin(wait_spin_ns)
+        return Commands(self, seq)
+
+    def close(self) -> None:
+        """Destroy the device and everything made on it; later use raises ClosedError."""
+        if self._mgr is not None:
+            self._mgr.destroy()
+            self._mgr = None
+
+
+class _Owned:
+    """A kp object owned by a runtime: usable while both are open."""
+
+    __slots__ = ("runtime", "_kp")
+
+    def _check(self):
+        if self._kp is None:
+            raise ClosedError(f"{type(self).__name__} on {self.runtime.what} was destroyed")
+        self.runtime._check()
+
+    @property
+    def alive(self) -> bool:
+        return self._kp is not None and not self.runtime.closed
+
+    def destroy(self) -> None:
+        if self._kp is not None:
+            if not self.runtime.closed:
+                self._kp.destroy()
+            self._kp = None
+
+
+class Buffer(_Owned):
+    __slots__ = ("nbytes", "host_visible", "_words")
+
+    def __init__(self, runtime, kp_tensor, nbytes, host_visible):
+        self.runtime, self._kp, self.nbytes, self.host_visible = runtime, kp_tensor, nbytes, \
+            host_visible
+        self._words = None
+
+    def words(self) -> np.ndarray:
+        """The staging memory as uint32 words: a view, valid until the buffer is destroyed
+        (never keep it past that: the memory is unmapped)."""
+        self._check()
+        if self._words is None:
+            self._words = self._kp.data()
+        return self._words
+
+    def destroy(self) -> None:
+        self._words = None
+        super().destroy()
+
+
+class Program(_Owned):
+    __slots__ = ("buffers",)
+
+    def __init__(self, runtime, algo, buffers):
+        # The buffers stay referenced: kp holds them too, so they live while the program does.
+        self.runtime, self._kp, self.buffers = runtime, algo, tuple(buffers)
+
+
+class Commands(_Owned):
+    """A command buffer. Record with the methods below, then `submit()` as often as needed."""
+
+    __slots__ = ("_count", "_held")
+
+    def __init__(self, runtime, seq):
+        self.runtime, self._kp, self._count, self._held = runtime, seq, 0, []
+
+    def _record(self, op, *held) -> None:
+        self._check()
+        for h in held:
+            h._check()
+        self._kp.record(op)
+        self._count += 1
+        self._held.extend(held)
+
+    def upload(self, buffers: Sequence[Buffer]) -> None:
+        """Copy staging to device, then a barrier so that dispatches may read or overwrite it
+        (kp's own barrier after a copy covers shader reads only)."""
+        kps = [b._kp for b in buffers]
+        self._record(kp.OpTensorSyncDevice(kps), *buffers)
+        self._record(kp.OpMemoryBarrier(kps, _ACCESS_TRANSFER_WRITE,
+                                        _ACCESS_SHADER_READ | _ACCESS_SHADER_WRITE,
+                                        _STAGE_TRANSFER, _STAGE_COMPUTE_SHADER))
+
+    def download(self, buffers: Sequence[Buffer]) -> None:
+        """Copy device to staging (kp records the shader-write -> transfer barrier)."""
+        self._record(kp.OpTensorSyncLocal([b._kp for b in buffers]), *buffers)
+
+    def copy(self, src: Buffer, dst: Buffer) -> None:
+        """vkCmdCopyBuffer of the whole of src into dst (benchmarks' copy roofline)."""
+        self._record(kp.OpTensorCopy([src._kp, dst._kp]), src, dst)
+
+    def dispatch(self, program: Program, push: np.ndarray) -> None:
+        self._record(kp.OpAlgoDispatch(program._kp, np.asarray(push, dtype=np.uint32)),
+                     program)
+
+    def barrier(self, buffers: Iterable[Buffer]) -> None:
+        """Compute -> compute: earlier dispatches' writes to `buffers` become visible to later
+        dispatches' reads and writes."""
+        buffers = list(buffers)
+        self._record(kp.OpMemoryBarrier([b._kp for b in buffers], _ACCESS_SHADER_WRITE,
+                                        _ACCESS_SHADER_READ | _ACCESS_SHADER_WRITE,
+                                        _STAGE_COMPUTE_SHADER, _STAGE_COMPUTE_SHADER),
+                     *buffers)
+
+    @property
+    def recorded(self) -> int:
+        """How many commands were recorded (barriers and upload barriers included)."""
+        return self._count
+
+    def submit(self, what: str = "") -> None:
+        """Submit and wait for completion (nothing recorded: nothing to submit)."""
+        self._check()
+        for h in self._held:
+            h._check()
+        if not self._count:  # an empty command buffer is never begun: not submittable
+            return
+        try:
+            self._kp.eval()
+        except Exception as e:
+            raise DeviceError(f"submission of {what or 'commands'} failed on "
+                              f"{self.runtime.what}: {e}") from e
+
+    def timestamps(self) -> List[int]:
+        """Raw timestamp ticks of the last submission: one before the first command and one
+        after each."""
+        self._check()
+        return list(self._kp.get_timestamps())
+
+    def destroy(self) -> None:
+        self._held = []
+        super().destroy()

@@ -1,0 +1,205 @@
+// DML_OPERATOR_BATCH_NORMALIZATION_GRAD and DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD
+// (batch_normalization_grad, batch_normalization_training_grad), reduction stage 1 of 2:
+// partial sums per (channel, chunk).
+//
+//   For channel k (the kept dimensions K, where the statistics' sizes equal the input's) and
+//   chunk j of its reduced index range r (the dimensions R where the statistics' sizes are 1):
+//     partials[k * chunks + j] = ( sum dY, sum a, sum dY * a, shift ),   a = X - shift
+//   over r in [j * ITERS * LR * VEC, (j + 1) * ITERS * LR * VEC) clipped to `reduced`.
+//
+// The shift is the supplied Mean, or for the training grad (TRAINING) the channel's first X
+// (include/batch_normalization_grad.glsl says why); shifted sums stay small, so the training
+// grad's covariance needs no second pass over the data. Sums are float32 in
+// a fixed order: ITERS terms (or vectors) per invocation, then subgroupAdd and a fixed loop over
+// subgroups in shared memory (include/workgroup_sums.glsl); stage 2
+// (batch_normalization_grad_finalize) reduces the partials of a channel the same way. No
+// atomics: results are bitwise identical run to run.
+//
+// With VEC > 1 (X and dY walk the innermost reduced dimension contiguously, its size and every
+// other stride a multiple of VEC) a lane reads VEC elements with one load of 16, 8 or 4 bytes
+// (float32: 4 or 2 elements; float16: 8, 4 or 2) and adds them pairwise before its running
+// sum; ITERS then counts vectors, and a chunk is ITERS * LR * VEC elements.
+//
+// Work item w = (channel group g, chunk j), g = w / chunks: LK channels by LR = WG / LK lanes.
+// K_FAST: invocation t takes channel g*LK + t % LK and lane t / LK (consecutive invocations
+// on consecutive channels: coalesced when a kept dimension is innermost in memory, NHWC);
+// otherwise channel g*LK + t / LR and lane t % LR (coalesced for NCHW, and LK = 1 when a
+// channel has at least WG elements).
+//
+// Constants: K_SIZES and the strides over the kept dimensions K of X, dY, Mean, Variance, and
+//   with WRITE_DX dX and Scale, R_SIZES and the strides over the reduced dimensions R of X, dY
+//   (and dX) (8 dimensions each, right-aligned, in elements; K and R coalesced on the host);
+//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's).
+// Push constants: channels, reduced (elements per channel), chunks (per channel), groups.
+// Dispatch: up to 65535 workgroups; a workgroup-stride loop over groups * chunks work items
+//   (uniform per workgroup, so the barriers inside are in uniform control flow).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+
+layout(constant_id = 1) const bool IS_F16 = false;
+DIMS8(uint, K_SIZES, 2, 1)
+DIMS8_3(uint, K_X_STRIDES, K_DY_STRIDES, K_MEAN_STRIDES, 10, 0)
+DIMS8(uint, K_VARIANCE_STRIDES, 63, 0)
+DIMS8(uint, R_SIZES, 34, 1)
+DIMS8_2(uint, R_X_STRIDES, R_DY_STRIDES, 42, 0)
+// The lane layout and the work per lane (see above).
+layout(constant_id = 58) const bool K_FAST = false;
+layout(constant_id = 59) const uint LK = 1;
+layout(constant_id = 60) const uint ITERS = 16;
+layout(constant_id = 61) const uint VEC = 1;
+layout(constant_id = 62) const bool TRAINING = false;
+layout(constant_id = 71) const float EPSILON = 0.0;
+// WRITE_DX (BATCH_NORMALIZATION_GRAD): also store OutputGradient = dY * Scale / sqrt(Variance +
+// Epsilon) while dY is in registers (it needs no reduction), so dY is read once.
+layout(constant_id = 72) const bool WRITE_DX = false;
+DIMS8_2(uint, K_DX_STRIDES, K_SCALE_STRIDES, 73, 0)
+DIMS8(uint, R_DX_STRIDES, 89, 0)
+
+const uint LR = WG / LK;
+#include "workgroup_sums.glsl"
+
+// InputTensor and InputGradientTensor, each also viewed as uvec2 and uvec4 for VEC > 1
+layout(set = 0, binding = 0) readonly buffer X { uint x[]; };
+layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };
+layout(set = 0, binding = 0) readonly buffer X_UVEC2 { uvec2 x_uvec2[]; };
+layout(set = 0, binding = 1) readonly buffer DY_UVEC2 { uvec2 dy_uvec2[]; };
+layout(set = 0, binding = 0) readonly buffer X_UVEC4 { uvec4 x_uvec4[]; };
+layout(set = 0, binding = 1) readonly buffer DY_UVEC4 { uvec4 dy_uvec4[]; };
+layout(set = 0, binding = 2) readonly buffer MEAN { uint mean[]; };  // MeanTensor
+// scratch: a vec4 per channel and chunk, channel-major
+layout(set = 0, binding = 3) writeonly buffer PARTIALS { vec4 partials[]; };
+layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
+layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };  // ScaleTensor
+// OutputGradientTensor (WRITE_DX; float16 single elements use integer atomics on words)
+layout(set = 0, binding = 6) buffer DX { uint dx[]; };
+layout(set = 0, binding = 6) writeonly buffer DX_UVEC2 { uvec2 dx_uvec2[]; };
+layout(set = 0, binding = 6) writeonly buffer DX_UVEC4 { uvec4 dx_uvec4[]; };
+layout(push_constant) uniform Push { uint channels; uint reduced; uint chunks; uint groups; };
+
+#define BATCH_NORMALIZATION_SHIFT_ONLY
+#include "batch_normalization_grad.glsl"
+
+#define ADD_K_OFFSETS(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
+                                             K_VARIANCE_STRIDES##D);
+#define ADD_R_OFFSETS(D, c) o += (c) * uvec3(R_X_STRIDES##D, R_DY_STRIDES##D, R_DX_STRIDES##D);
+#define ADD_K_OUT_OFFSETS(D, c) o += (c) * uvec2(K_DX_STRIDES##D, K_SCALE_STRIDES##D);
+
+// Offsets of channel k in X, dY, Mean and Variance.
+uvec4 k_offsets(uint k) {
+    uvec4 o = uvec4(0u);
+    FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_OFFSETS)
+    return o;
+}
+
+// Offsets of reduced index r in X and dY (relative to the channel's).
+// Offsets of channel k in dX and Scale (WRITE_DX).
+uvec2 k_out_offsets(uint k) {
+    uvec2 o = uvec2(0u);
+    FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_OUT_OFFSETS)
+    return o;
+}
+
+uvec3 r_offsets(uint r) {
+    uvec3 o = uvec3(0u);
+    FOR_EACH_COORDINATE8(R_SIZES, r, ADD_R_OFFSETS)
+    return o;
+}
+
+// (sum g, sum a, sum g * a, 0) of four or two elements, pairwise.
+// The shift of a channel's sums (include/batch_normalization_grad.glsl); reduced index 0 sits
+// at the channel's offset.
+float shift(uvec4 ko) {
+    const float m = LOAD(mean, ko.z);
+    return TRAINING ? training_shift(m, LOAD(variance, ko.w) + EPSILON, LOAD(x, ko.x)) : m;
+}
+
+vec4 sums4(vec4 g, vec4 a) {
+    const vec4 ga = g * a;
+    return vec4((g.x + g.y) + (g.z + g.w), (a.x + a.y) + (a.z + a.w),
+                (ga.x + ga.y) + (ga.z + ga.w), 0.0);
+}
+vec4 sums2(vec2 g, vec2 a) { return vec4(g.x + g.y, a.x + a.y, g.x * a.x + g.y * a.y, 0.0); }
+
+vec4 half_sums(uvec2 gw, uvec2 xw, float m) {
+    return sums4(vec4(unpackHalf2x16(gw.x), unpackHalf2x16(gw.y)),
+                 vec4(unpackHalf2x16(xw.x), unpackHalf2x16(xw.y)) - m);
+}
+
+// dY words times the coefficient, as words (float16: two halves per word, rounded once).
+uint scaled(uint gw, float coef) {
+    return IS_F16 ? packHalf2x16(unpackHalf2x16(gw) * coef)
+                  : floatBitsToUint(uintBitsToFloat(gw) * coef);
+}
+uvec2 scaled(uvec2 gw, float coef) { return uvec2(scaled(gw.x, coef), scaled(gw.y, coef)); }
+uvec4 scaled(uvec4 gw, float coef) {
+    return uvec4(scaled(gw.xy, coef), scaled(gw.zw, coef));
+}
+
+// The sums of the VEC elements of X and dY at element offsets o (multiples of VEC); with
+// WRITE_DX also their dX.
+vec4 vector_sums(uvec3 o, float m, float coef) {
+    if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+        const uvec4 xw = x_uvec4[o.x / VEC];
+        const uvec4 gw = dy_uvec4[o.y / VEC];
+        if (WRITE_DX) dx_uvec4[o.z / VEC] = scaled(gw, coef);
+        if (IS_F16) return half_sums(gw.xy, xw.xy, m) + half_sums(gw.zw, xw.zw, m);
+        return sums4(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
+    }
+    if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
+        const uvec2 xw = x_uvec2[o.x / VEC];
+        const uvec2 gw = dy_uvec2[o.y / VEC];
+        if (WRITE_DX) dx_uvec2[o.z / VEC] = scaled(gw, coef);
+        if (IS_F16) return half_sums(gw, xw, m);
+        return sums2(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
+    }
+    const uint gw = dy[o.y / 2u];  // 2 float16
+    if (WRITE_DX) dx[o.z / 2u] = scaled(gw, coef);
+    return sums2(unpackHalf2x16(gw), unpackHalf2x16(x[o.x / 2u]) - m);
+}
+
+void main() {
+    const uint t = gl_LocalInvocationIndex;
+    const uint kl = K_FAST ? t % LK : t / LR;
+    const uint rl = K_FAST ? t / LK : t % LR;
+    const uint items = groups * chunks;
+    for (uint w = gl_WorkGroupID.x; w < items; w += gl_NumWorkGroups.x) {
+        const uint grp = w / chunks;
+        const uint j = w - grp * chunks;
+        const uint k = grp * LK + kl;
+        vec4 acc = vec4(0.0);
+        if (k < channels && kl < LK && rl < LR) {
+            const uvec4 ko = k_offsets(k);
+            const float m = shift(ko);
+            float coef = 0.0;
+            uvec2 kd = uvec2(0u);
+            if (WRITE_DX) {  // as batch_normalization_grad_output computes it
+                kd = k_out_offsets(k);
+                coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
+            }
+            const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
+            for (uint i = 0u; i < ITERS; ++i) {
+                const uint r = (r0 + i * LR) * VEC;
+                if (r < reduced) {
+                    const uvec3 o = uvec3(ko.xy, kd.x) + r_offsets(r);
+                    if (VEC > 1u) {
+                        acc += vector_sums(o, m, coef);
+                    } else {
+                        const float gy = LOAD(dy, o.y);
+                        const float a = LOAD(x, o.x) - m;
+                        acc += vec4(gy, a, gy * a, 0.0);
+                        if (WRITE_DX) STORE(dx, o.z, gy * coef)
+                    }
+                }
+            }
+        }
+        column_sums(acc, kl, rl);
+        if (t < LK && grp * LK + t < channels) {
+            vec4 p = res[t];
+            p.w = shift(k_offsets(grp * LK + t));  // finalize needs it (one per channel)
+            partials[(grp * LK + t) * chunks + j] = p;
+        }
+    }
+}

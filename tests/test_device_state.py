@@ -1,0 +1,318 @@
+"""The device-tensor API over any sequence of calls, against a numpy model.
+
+A hypothesis state machine drives random sequences of upload, empty, write, compile, call,
+record/execute, replay, numpy, close (tensor, operator, recording, device) and reopen over
+two operators and a chain, including in-place bindings the operators allow, and compares every
+`numpy()` with the model. Every invalid step (a closed object, a wrong dtype, a buffer too
+small, an aliasing the operator refuses, values that disagree where elements share memory)
+must raise, and leave the model unchanged.
+
+The model holds each tensor's whole buffer as elements, so it also checks that a kernel writes
+only what its output descriptor covers (an operator compiled for 5 elements, bound to a
+tensor of 8). Data are small integers (and multiples of 1/4 through linear weights): every
+sum the operators make is exact in float16 and float32, so comparisons are bitwise.
+"""
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import settings, strategies as st  # noqa: E402
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,  # noqa: E402
+                                 precondition, rule)
+
+import pyvkgrad  # noqa: E402
+from pyvkgrad import ClosedError, DataType, TensorDesc, reference  # noqa: E402
+
+F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+
+# Descriptor shapes the machine uses (per data type).
+LAYOUTS = {
+    "packed": ((6, 5), None),
+    "transposed": ((6, 5), (1, 6)),
+    "short": ((5,), None),  # bound to a longer tensor: writes must stay inside
+    "long": ((8,), None),
+    "wide": ((6, 10), None),  # ResampleGrad's dY
+}
+
+
+def desc(dtype, layout):
+    sizes, strides = LAYOUTS[layout]
+    return TensorDesc(dtype, sizes, strides)
+
+
+def view(buffer, d):
+    """The elements `d` addresses in a model buffer (a writable strided view)."""
+    item = buffer.itemsize
+    return np.lib.stride_tricks.as_strided(buffer, d.sizes,
+                                           [s * item for s in d.element_strides])
+
+
+# Operators: name -> (descriptor factory(dtype), oracle(inputs by field) -> {output field: value})
+def _relu(layout):
+    def make(dtype):
+        d = desc(dtype, layout)
+        return pyvkgrad.ActivationReluGradDesc(d, d, d)
+
+    def oracle(values, _):
+        return {"output_gradient_tensor": reference.activation_relu_grad(
+            values["input_tensor"], values["input_gradient_tensor"])}
+    return make, oracle
+
+
+def _resample(mode):
+    def make(dtype):
+        return pyvkgrad.ResampleGradDesc(desc(dtype, "wide"), desc(dtype, "packed"), mode,
+                                         (1.0, 2.0), (0.5, 0.5), (-0.5, -0.5))
+
+    def oracle(values, _):
+        return {"output_gradient_tensor": reference.resample_grad(
+            values["input_gradient_tensor"], (6, 5), mode, (1.0, 2.0), (0.5, 0.5),
+            (-0.5, -0.5))}
+    return make, oracle
+
+
+OPERATORS = {
+    "relu_packed": _relu("packed"),
+    "relu_transposed": _relu("transposed"),
+    "relu_short": _relu("short"),
+    "resample_nearest": _resample("nearest_neighbor"),
+    "resample_linear": _resample("linear"),
+}
+
+
+class Tensor:
+    """A live device tensor and its model: the whole buffer, as elements."""
+
+    def __init__(self, tensor, buffer):
+        self.tensor, self.buffer = tensor, buffer
+        self.closed = False
+
+    @property
+    def desc(self):
+        return self.tensor.desc
+
+
+class Op:
+    def __init__(self, name, op, dtype):
+        self.name, self.op, self.dtype = name, op, dtype
+        self.oracle = OPERATORS[name][1]
+        self.fields = dict(op.desc.tensor_fields())
+        self.in_place = dict(getattr(op.desc, "IN_PLACE", {}))
+        self.closed = False
+
+
+class DeviceStateMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self.device = pyvkgrad.default_device()
+        self.tensors, self.ops, self.recordings = [], [], []
+
+    # ---- helpers ----
+    def ints(self, data, shape, dtype):
+        values = data.draw(st.lists(st.integers(-8, 8), min_size=int(np.prod(shape)),
+                                    max_size=int(np.prod(shape))))
+        return np.array(values, dtype=dtype).reshape(shape)
+
+    def make(self, tensor):
+        item = tensor.dtype.itemsize
+        buffer = np.zeros(tensor.nbytes // item, tensor.dtype)
+        t = Tensor(tensor, buffer)
+        self.tensors.append(t)
+        return t
+
+    def binding_error(self, op, bound):
+        """The error `bind` must raise for these tensors, or None when they are valid."""
+        if op.closed:
+            return ClosedError
+        for name, t in bound.items():
+            d = op.fields[name][0]
+            if t.closed:
+                return ClosedError
+            if t.desc.data_type != d.data_type:
+                return TypeError
+            if t.tensor.nbytes < d.total_tensor_size_in_bytes:
+                return ValueError
+        for out, (d, access) in op.fields.items():
+            if access == "read":
+                continue
+            for other, (d2, _) in op.fields.items():
+                if other != out and bound[other] is bound[out] and not (
+                        other in op.in_place.get(out, ()) and d2 == d):
+                    return ValueError
+        return None
+
+    def apply(self, op, bound):
+        """Run `op` on the model: outputs written at their descriptors' elements only."""
+        values = {n: view(bound[n].buffer, op.fields[n][0]).astype(np.float64)
+                  for n, (_, access) in op.fields.items() if access == "read"}
+        for name, value in op.oracle(values, op).items():
+            view(bound[name].buffer, op.fields[name][0])[...] = value
+
+    def draw_binding(self, data, op):
+        """Mostly tensors that fit each field (so that most calls run), sometimes any."""
+        bound = {}
+        for name, (d, _) in op.fields.items():
+            fit = [t for t in self.tensors if not t.closed and t.desc.data_type == d.data_type
+                   and t.tensor.nbytes >= d.total_tensor_size_in_bytes]
+            pool = fit if fit and data.draw(st.integers(0, 7), label="fits") else self.tensors
+            bound[name] = data.draw(st.sampled_from(pool), label=name)
+        return bound
+
+    def check_raises(self, error, fn):
+        if error is None:
+            fn()
+            return True
+        with pytest.raises(error):
+            fn()
+        return False
+
+    # ---- rules ----
+    @initialize()
+    def start(self):
+        self.device.close()  # every example starts on a freshly opened device
+
+    @rule(data=st.data(), dtype=st.sampled_from([np.float32, np.float16]),
+          layout=st.sampled_from(["packed", "long", "wide"]),
+          kind=st.sampled_from(["plain", "strided", "broadcast"]))
+    def upload(self, data, dtype, layout, kind):
+        sizes = LAYOUTS[layout][0]
+        if kind == "plain":
+            array = self.ints(data, sizes, dtype)
+        elif kind == "strided":
+            array = self.ints(data, sizes[:-1] + (2 * sizes[-1],), dtype)[..., ::2]
+        else:
+            array = np.broadcast_to(self.ints(data, (1,) + sizes[1:], dtype), sizes)
+        t = self.make(self.device.upload(array))
+        view(t.buffer, t.desc)[...] = array
+
+    @rule(dtype=st.sampled_from([F32, F16]),
+          layout=st.sampled_from(["packed", "transposed", "long", "wide"]))
+    def empty(self, dtype, layout):
+        self.make(self.device.empty(desc(dtype, layout)))
+
+    @precondition(lambda self: self.tensors)
+    @rule(data=st.data())
+    def write(self, data):
+        t = data.draw(st.sampled_from(self.tensors))
+        array = self.ints(data, t.desc.sizes, t.tensor.dtype)
+        overlap = t.desc.has_overlap()
+        if overlap and data.draw(st.booleans(), label="consistent"):
+            # Values that agree wherever the descriptor's elements share memory.
+            array = view(np.resize(array.ravel(), t.desc.element_span), t.desc).copy()
+        error = None
+        if t.closed:
+            error = ClosedError
+        elif overlap:
+            trial = np.zeros(t.desc.element_span, array.dtype)
+            view(trial, t.desc)[...] = array
+            error = None if np.array_equal(view(trial, t.desc), array) else ValueError
+        if self.check_raises(error, lambda: t.tensor.write(array)):
+            view(t.buffer, t.desc)[...] = array
+
+    @rule(name=st.sampled_from(sorted(OPERATORS)), dtype=st.sampled_from([F32, F16]))
+    def compile(self, name, dtype):
+        op = self.device.compile(OPERATORS[name][0](dtype))
+        self.ops.append(Op(name, op, dtype))
+
+    @precondition(lambda self: self.ops and self.tensors)
+    @rule(data=st.data())
+    def call(self, data):
+        op = data.draw(st.sampled_from(self.ops))
+        bound = self.draw_binding(data, op)
+        error = self.binding_error(op, bound)
+        if self.check_raises(error, lambda: op.op(**{n: t.tensor for n, t in bound.items()})):
+            self.apply(op, bound)
+
+    @precondition(lambda self: self.ops and self.tensors)
+    @rule(data=st.data(), steps=st.integers(1, 3))
+    def record(self, data, steps):
+        """A recording of 1-3 executes; the second and third read what an earlier one wrote
+        where the draw allows (a chain), else anything."""
+        chosen = []
+        with self.device.record() as rec:
+            for _ in range(steps):
+                op = data.draw(st.sampled_from(self.ops))
+                bound = self.draw_binding(data, op)
+                error = self.binding_error(op, bound)
+                if not self.check_raises(error, lambda: rec.execute(
+                        op.op, **{n: t.tensor for n, t in bound.items()})):
+                    continue
+                chosen.append((op, bound))
+        for op, bound in chosen:
+            self.apply(op, bound)
+        self.recordings.append((rec, chosen))
+
+    @precondition(lambda self: self.recordings)
+    @rule(data=st.data())
+    def replay(self, data):
+        rec, chosen = data.draw(st.sampled_from(self.recordings))
+        closed = getattr(rec, "_model_closed", False) or any(
+            op.closed or any(t.closed for t in bound.values()) for op, bound in chosen)
+        if self.check_raises(ClosedError if closed else None, rec.replay):
+            for op, bound in chosen:
+                self.apply(op, bound)
+
+    @precondition(lambda self: self.tensors)
+    @rule(data=st.data())
+    def read(self, data):
+        t = data.draw(st.sampled_from(self.tensors))
+        if self.check_raises(ClosedError if t.closed else None, t.tensor.numpy):
+            got = t.tensor.numpy()
+            want = view(t.buffer, t.desc)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+    @precondition(lambda self: self.tensors)
+    @rule(data=st.data(), rare=st.integers(0, 3))
+    def close_tensor(self, data, rare):
+        if rare:
+            return
+        t = data.draw(st.sampled_from(self.tensors))
+        t.tensor.close()
+        t.closed = True
+
+    @precondition(lambda self: self.ops)
+    @rule(data=st.data(), rare=st.integers(0, 3))
+    def close_op(self, data, rare):
+        if rare:
+            return
+        op = data.draw(st.sampled_from(self.ops))
+        op.op.close()
+        op.closed = True
+
+    @precondition(lambda self: self.recordings)
+    @rule(data=st.data(), rare=st.integers(0, 3))
+    def close_recording(self, data, rare):
+        if rare:
+            return
+        rec, _ = data.draw(st.sampled_from(self.recordings))
+        rec.close()
+        rec._model_closed = True
+
+    @rule(rare=st.integers(0, 7))
+    def close_device(self, rare):
+        """Closing the device closes everything made on it; new objects reopen it."""
+        if rare:
+            return
+        self.device.close()
+        for t in self.tensors:
+            t.closed = True
+        for op in self.ops:
+            op.closed = True
+        for rec, _ in self.recordings:
+            rec._model_closed = True
+
+    @invariant()
+    def closed_objects_say_so(self):
+        for t in self.tensors:
+            assert t.tensor.closed == t.closed
+
+
+DeviceStateMachine.TestCase.settings = settings(
+    max_examples=40, stateful_step_count=30, deadline=None,
+    suppress_health_check=list(hypothesis.HealthCheck))
+
+
+def test_device_state_machine(device):
+    DeviceStateMachine.TestCase().runTest()

@@ -1,0 +1,298 @@
+"""Kernel interfaces: the manifest records each kernel's constants, bindings and push constants
+(read from its SPIR-V by tools/build_shaders.py), plans pass them by name, and a plan that
+disagrees with its kernel fails when it is built, before any device work."""
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import DataType, TensorDesc, kernels, reference
+from pyvkgrad.kernels import InterfaceError
+from pyvkgrad.plan import Dispatch, Limits, Plan
+
+ROOT = Path(__file__).resolve().parent.parent
+F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+RELU = "activation_relu_grad"
+
+
+def build_tool():
+    spec = importlib.util.spec_from_file_location("build_shaders", ROOT / "tools/build_shaders.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def strided_relu_desc(sizes=(5, 7)):
+    """X transposed (column-major), dY and dX packed: the strided kernel, three layouts."""
+    x = TensorDesc(F32, sizes, (1, sizes[0]))
+    return pyvkgrad.ActivationReluGradDesc(x, TensorDesc(F32, sizes), TensorDesc(F32, sizes))
+
+
+def with_constants(**changes):
+    """The strided ReLU grad's constants for 8 packed elements, with `changes` (None: drop)."""
+    constants = dict(WG=64, IS_F16=False, SIZES=(1,) * 7 + (8,), X_STRIDES=(0,) * 7 + (1,),
+                     DY_STRIDES=(0,) * 7 + (1,), DX_STRIDES=(0,) * 7 + (1,))
+    constants.update(changes)
+    return {name: value for name, value in constants.items() if value is not None}
+
+
+def relu_dispatch(**changes):
+    """The strided ReLU grad's dispatch, by name, with `changes` to its fields."""
+    fields = dict(kernel=RELU, workgroups=1, constants=with_constants(), push=dict(count=8),
+                  bindings=dict(x="input_tensor", dy="input_gradient_tensor",
+                                dx="output_gradient_tensor"))
+    return Dispatch(**dict(fields, **changes))
+
+
+def patch_kernel(monkeypatch, name, spirv=None, interface=None):
+    """Serve kernel `name` with other SPIR-V and/or another interface (an in-memory manifest)."""
+    real_spirv, real_interface = kernels.spirv, kernels.interface
+    if spirv is not None:
+        monkeypatch.setattr(kernels, "spirv", lambda n: spirv if n == name else real_spirv(n))
+    if interface is not None:
+        monkeypatch.setattr(kernels, "interface",
+                            lambda n: interface if n == name else real_interface(n))
+
+
+def manifest_entry(name):
+    return dict(kernels._manifest()["kernels"][name])
+
+
+# ---- what the manifest records ------------------------------------------------------------------
+
+def test_manifest_describes_every_shipped_kernel():
+    """The recorded interface is the one read back from each shipped SPIR-V (what
+    `build_shaders.py --check` verifies), with the rules plans rely on: SpecIds and bindings
+    numbered 0..n-1 and the workgroup width named WG."""
+    tool = build_tool()
+    for name in kernels.names():
+        entry = manifest_entry(name)
+        read = tool.read_interface(kernels.spirv(name), name)
+        assert {key: entry[key] for key in tool.INTERFACE} == read, name
+        iface = kernels.interface(name)
+        assert [c.id for c in iface.constants] == list(range(len(iface.constants))), name
+        assert [b.binding for b in iface.bindings] == list(range(len(iface.bindings))), name
+        assert iface.constants[0].name == "WG", name
+
+
+def test_interface_of_the_relu_and_partials_kernels():
+    relu = kernels.interface(RELU)
+    assert [c.name for c in relu.constants[:3]] == ["WG", "IS_F16", "SIZES0"]
+    assert [(c.name, c.type, c.default) for c in relu.constants if c.name == "DX_STRIDES7"] \
+        == [("DX_STRIDES7", "uint", 0)]
+    assert [(b.name, b.access) for b in relu.bindings] == [
+        ("x", "read"), ("dy", "read"), ("dx", "read_write")]  # float16 dx: atomics on words
+    assert relu.push_constants == ("count",)
+    packed = kernels.interface("activation_relu_grad_packed")
+    # dx read-write: a tail vector's float16 halves are stored with atomics on their words.
+    assert packed.access == {"x": "read", "dy": "read", "dx": "read_write"}
+    # One binding viewed through three blocks is one binding, named after its first view.
+    partials = kernels.interface("batch_normalization_grad_partials")
+    assert partials.bindings[0].name == "x"
+    assert partials.bindings[0].views == ("uint x", "uvec2 x_uvec2", "uvec4 x_uvec4")
+    direct = kernels.interface("batch_normalization_grad_direct")
+    assert {c.name: c.type for c in direct.constants}["EPSILON"] == "float"
+
+
+def test_specialization_and_binding_order_follow_the_kernel():
+    d = relu_dispatch(constants=with_constants(SIZES=(1, 1, 1, 1, 1, 1, 5, 7),
+                                               X_STRIDES=(0,) * 6 + (1, 5)))
+    words = kernels.specialization(d.kernel, d.constants)
+    ids = {c.name: c.id for c in kernels.interface(RELU).constants}
+    assert words.dtype == np.uint32 and words.size == len(ids)
+    assert (words[ids["SIZES6"]], words[ids["SIZES7"]], words[ids["X_STRIDES7"]]) == (5, 7, 5)
+    assert kernels.binding_order(d.kernel, dict(dx="c", x="a", dy="b")) == ("a", "b", "c")
+    # Floats are sent as their float32 bits, bools as 0/1.
+    eps = Dispatch("batch_normalization_grad_output", dict(
+        dy="input_gradient_tensor", scale="scale_tensor", variance="variance_tensor",
+        dx="output_gradient_tensor"), 1, constants=dict(
+            WG=64, IS_F16=True, EPSILON=1e-5, SIZES=(1,) * 8, DY_STRIDES=(0,) * 8,
+            DX_STRIDES=(0,) * 8, SCALE_STRIDES=(0,) * 8, VARIANCE_STRIDES=(0,) * 8),
+        push=dict(count=1))
+    words = kernels.specialization(eps.kernel, eps.constants)
+    by_name = {c.name: words[c.id] for c in kernels.interface(eps.kernel).constants}
+    assert by_name["EPSILON"] == np.float32(1e-5).view(np.uint32) and by_name["IS_F16"] == 1
+
+
+# ---- mismatches are errors when the plan is built -------------------------------------------------
+
+@pytest.mark.parametrize("change, message", [
+    (dict(constants=with_constants(DX_STRIDES=None)), r"not passed by the plan: DX_STRIDES0\.\.7"),
+    (dict(constants=with_constants(DX_STRIDES=None, DXS=(0,) * 8)),
+     r"not passed by the plan: DX_STRIDES0\.\.7; not declared by the kernel: DXS0\.\.7"),
+    (dict(constants=with_constants(LOCAL_SIZE=64)), "not declared by the kernel: LOCAL_SIZE"),
+    (dict(constants=with_constants(SIZES=(1,) * 4)), r"not passed by the plan: SIZES4\.\.7"),
+    (dict(constants=with_constants(SIZES=(1,) * 9)), "not declared by the kernel: SIZES8"),
+    (dict(constants=with_constants(SIZES0=1)), "constant SIZES0 is passed twice"),
+    (dict(constants=with_constants(IS_F16=2)), "IS_F16 is a bool"),
+    (dict(constants=with_constants(WG=64.0)), "WG is a uint"),
+    (dict(constants=with_constants(WG=-1)), "WG is a uint"),
+    (dict(constants=with_constants(WG=True)), "WG is a uint"),
+    (dict(bindings=dict(x="input_tensor", dy="input_gradient_tensor")), "not passed by the plan: dx"),
+    (dict(bindings=dict(x="input_tensor", dy="input_gradient_tensor",
+                        out="output_gradient_tensor")),
+     "not passed by the plan: dx; not declared by the kernel: out"),
+    (dict(bindings=dict(x="input_tensor", dy="input_gradient_tensor", dx=3)),
+     "binding dx must name a buffer"),
+    (dict(push=dict()), "push constants do not match the kernel's: not passed by the plan: count"),
+    (dict(push=dict(count=1, value=0)), "not declared by the kernel: value"),
+    (dict(push=dict(count=-1)), "push constant count is a uint"),
+])
+def test_a_dispatch_that_disagrees_with_its_kernel_is_refused(change, message):
+    with pytest.raises(InterfaceError, match=f"kernel {RELU}: .*{message}"):
+        relu_dispatch(**change)
+
+
+def test_the_error_lists_what_the_kernel_declares():
+    with pytest.raises(InterfaceError) as e:
+        relu_dispatch(constants=with_constants(X_STRIDES=None, XS=(0,) * 8))
+    assert ("it declares WG, IS_F16, SIZES0..7, X_STRIDES0..7, DY_STRIDES0..7, DX_STRIDES0..7"
+            in str(e.value))
+
+
+def test_a_plan_binding_an_unknown_buffer_is_refused():
+    d = relu_dispatch(bindings=dict(x="input_tensor", dy="input_gradient_tensor",
+                                    dx="output_gradient"))
+    with pytest.raises(InterfaceError, match="binding dx names buffer 'output_gradient'"):
+        Plan((d,), tensors=("input_tensor", "input_gradient_tensor", "output_gradient_tensor"))
+
+
+def test_a_renamed_kernel_constant_fails_at_plan_time(monkeypatch, device):
+    """A kernel whose X_STRIDES became XS (here: its manifest entry rewritten in memory) no
+    longer fits the plan: desc.plan and Device.compile raise before any device work."""
+    entry = manifest_entry(RELU)
+    entry["constants"] = [dict(c, name=c["name"].replace("X_STRIDES", "XS")) if
+                          c["name"].startswith("X_STRIDES") else c for c in entry["constants"]]
+    patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
+    desc = strided_relu_desc()
+    with pytest.raises(InterfaceError, match=r"kernel activation_relu_grad: .*not passed by the "
+                                             r"plan: XS0\.\.7; not declared by the kernel: "
+                                             r"X_STRIDES0\.\.7"):
+        desc.plan(Limits())
+    with pytest.raises(InterfaceError, match="X_STRIDES0..7"):
+        device.compile(desc)
+
+
+def test_reordered_constants_are_resolved_by_name(monkeypatch):
+    """A kernel whose constants are numbered in another order (its manifest entry rewritten in
+    memory, as a rebuilt shader would record it) gets the same values in its own order."""
+    plan = strided_relu_desc().plan(Limits())
+    (d,) = plan.dispatches
+    shipped = kernels.specialization(d.kernel, d.constants)
+    entry = manifest_entry(RELU)
+    ids = {c["name"]: c["id"] for c in entry["constants"]}
+
+    def swapped(name):  # X_STRIDES3 <-> DY_STRIDES3
+        for a, b in (("X_STRIDES", "DY_STRIDES"), ("DY_STRIDES", "X_STRIDES")):
+            if name.startswith(a) and name[len(a):].isdigit():
+                return b + name[len(a):]
+        return name
+    entry["constants"] = [dict(c, id=ids[swapped(c["name"])]) for c in entry["constants"]]
+    patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
+    reordered = kernels.specialization(d.kernel, d.constants)
+    old, new = kernels.interface_of(RELU, manifest_entry(RELU)), kernels.interface(RELU)
+    for c in old.constants:
+        moved = next(n for n in new.constants if n.name == c.name)
+        assert reordered[moved.id] == shipped[c.id], c.name
+    assert not np.array_equal(reordered, shipped)  # the strides of X and dY differ here
+
+
+@pytest.mark.skipif(shutil.which("glslangValidator") is None,
+                    reason="glslangValidator is not installed")
+def test_a_reordered_shader_computes_right_and_a_stale_manifest_is_caught(monkeypatch, device,
+                                                                         rng, tmp_path):
+    """Compile the strided ReLU grad with the constant ids of X's and dY's strides swapped.
+    With its own interface (what the build records) it computes the oracle's bits, with the
+    plan unchanged. With the shipped interface (a stale manifest) it would read X through
+    dY's strides: garbage, which the manifest-against-SPIR-V check of `--check` refuses."""
+    source = (ROOT / "shaders" / f"{RELU}.comp").read_text()
+    declaration = "DIMS8_3(uint, X_STRIDES, DY_STRIDES, DX_STRIDES, 10, 0)"
+    assert declaration in source
+    comp = tmp_path / f"{RELU}.comp"
+    comp.write_text(source.replace(declaration,
+                                   "DIMS8_3(uint, DY_STRIDES, X_STRIDES, DX_STRIDES, 10, 0)"))
+    spv = tmp_path / f"{RELU}.spv"
+    res = subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
+                          f"-I{ROOT / 'shaders/include'}", "-o", str(spv), str(comp)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = spv.read_bytes()
+    tool = build_tool()
+    rebuilt = tool.read_interface(data, "reordered")
+    shipped_entry = manifest_entry(RELU)
+    assert rebuilt != {key: shipped_entry[key] for key in tool.INTERFACE}  # --check's test
+
+    desc = strided_relu_desc()
+    x = np.asfortranarray(rng.uniform(-2, 2, (5, 7)).astype(np.float32))
+    dy = rng.uniform(-2, 2, (5, 7)).astype(np.float32)
+    want = reference.activation_relu_grad(x, dy).astype(np.float32)
+
+    def run():
+        op = device.compile(desc)
+        xt, dyt = device.upload(x), device.upload(dy)
+        assert xt.desc.strides == desc.input_tensor.strides
+        dxt = device.empty(desc.output_gradient_tensor)
+        op(input_tensor=xt, input_gradient_tensor=dyt, output_gradient_tensor=dxt)
+        out = dxt.numpy()
+        op.close()
+        return out
+
+    patch_kernel(monkeypatch, RELU, spirv=data,
+                 interface=kernels.interface_of(RELU, dict(shipped_entry, **rebuilt)))
+    np.testing.assert_array_equal(run().view(np.uint32), want.view(np.uint32))
+    monkeypatch.undo()
+    patch_kernel(monkeypatch, RELU, spirv=data)  # the shipped, now stale, interface
+    assert not np.array_equal(run(), want)
+
+
+# ---- one name per operator ------------------------------------------------------------------------
+
+def plans_by_operator():
+    """The kernels each operator's plans use, over layouts, data types and algorithms."""
+    from pyvkgrad import ResampleGradDesc
+    used = {}
+    relu = used.setdefault("activation_relu_grad", set())
+    for desc in (strided_relu_desc(), pyvkgrad.ActivationReluGradDesc(*[TensorDesc(F16, (9,))] * 3)):
+        relu.update(d.kernel for d in desc.plan(Limits()).dispatches)
+    resample = used.setdefault("resample_grad", set())
+    for dtype in (F32, F16):
+        for algorithm in ("gather", "atomic"):
+            for atomics in (False, True):
+                desc = ResampleGradDesc(TensorDesc(dtype, (4, 6)), TensorDesc(dtype, (2, 3)),
+                                        "linear", [2, 2], (0.5, 0.5), (-0.5, -0.5),
+                                        algorithm=algorithm)
+                resample.update(d.kernel for d in
+                                desc.plan(Limits(float_atomic_add=atomics)).dispatches)
+    for op, cls in (("batch_normalization_grad", pyvkgrad.BatchNormalizationGradDesc),
+                    ("batch_normalization_training_grad",
+                     pyvkgrad.BatchNormalizationTrainingGradDesc)):
+        # dX like X, or packed while X is not; float16 where single stores would need atomics.
+        for sizes, stat, strides, dtype, same_dx in (
+                ((7, 5), (7, 5), None, F32, True), ((64, 5), (1, 5), None, F32, True),
+                ((64, 5), (1, 5), (1, 64), F32, True), ((64, 5), (1, 5), (1, 64), F32, False),
+                ((64, 5), (1, 5), None, F16, True)):
+            x, m = TensorDesc(dtype, sizes, strides), TensorDesc(dtype, stat)
+            dx = x if same_dx else TensorDesc(dtype, sizes)
+            desc = cls(x, x, m, m, m, dx, m, m, 1e-5)
+            used.setdefault(op, set()).update(d.kernel for d in desc.plan(Limits()).dispatches)
+    return used
+
+
+def test_every_kernel_of_an_operator_is_found_by_grepping_its_name():
+    """Kernels carry their operator's name: in the file name, or (kernels two operators share,
+    named after the first) in the header's first lines, so `grep -l <operator> shaders/*.comp`
+    lists every kernel an operator runs."""
+    used = plans_by_operator()
+    assert used["batch_normalization_training_grad"] >= {"batch_normalization_grad_partials",
+                                                          "batch_normalization_grad_finalize",
+                                                          "batch_normalization_grad_direct"}
+    for op, names in used.items():
+        for name in names:
+            head = (ROOT / "shaders" / f"{name}.comp").read_text().splitlines()[:4]
+            assert name.startswith(op) or any(op in line for line in head), (op, name)
+    assert set().union(*used.values()) == set(kernels.names())
