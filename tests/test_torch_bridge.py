@@ -497,10 +497,7 @@ def execution(request):
     vt.set_options(execution=_runtime.DEFAULT_EXECUTION)
 
 
-ISSUE_10 = pytest.mark.xfail(strict=False, reason=(
-    "issue 10: DeviceTensor.write(array) and the replay/numpy() state model (a write seen by "
-    "the next replay, numpy() current after it) are not on main yet"))
-EXECUTIONS = ["one-call", "fresh", pytest.param("reuse", marks=ISSUE_10)]
+EXECUTIONS = list(_runtime.EXECUTIONS)
 
 
 @pytest.mark.parametrize("execution", EXECUTIONS, indirect=True)

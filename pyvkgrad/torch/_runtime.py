@@ -8,18 +8,20 @@ records all its operators into one submission.
 
 Three ways to run one (`set_options(execution=...)`, or PYVKGRAD_TORCH_EXECUTION):
 
-* "one-call" (the default today): each operator through `Device.run`, the one-call functions'
-  machinery (device tensors and a recording cached per descriptor, inputs written and outputs
-  read back in the same submission). One submission per operator; a chain's intermediate
-  gradients make a round trip through the host.
+* "reuse" (the default): the program keeps its device tensors and one recording; a run writes
+  the inputs (`DeviceTensor.write`), replays, and reads the outputs back inside the same
+  submission: one submission per chain, intermediates on the device, nothing rebuilt. It relies
+  on issue 10's device-tensor state model (every write seen by the next replay, `numpy()`
+  current after it). The device memory of the cached programs' tensors stays held (at most
+  PROGRAM_CACHE_BYTES, least recently used programs released first).
+* "one-call": each operator through `Device.run`, the one-call functions' machinery (device
+  tensors and a recording cached per descriptor). One submission per operator; a chain's
+  intermediate gradients make a round trip through the host.
 * "fresh": every run uploads its inputs into new device tensors (`Device.upload`), records all
-  operators into one submission, reads the outputs with `numpy()` and releases the tensors.
-  Intermediates stay on the device, but new buffers mean new kp pipelines bindings every run
-  (about 5 ms per dispatch on lavapipe), so it only pays where that is cheap.
-* "reuse": the program keeps its device tensors and one recording; a run writes the inputs
-  (`DeviceTensor.write`), replays and reads back: one submission per chain, nothing rebuilt.
-  It relies on the device-tensor state model of issue 10 (every write seen by the next
-  replay, `numpy()` always current) and becomes the default once that lands.
+  operators into one submission, reads the outputs back and releases the tensors: no device
+  memory held between backward calls, and gradients handed between separate bridged calls stay
+  on the device (below), but new buffers mean new kp pipeline bindings on every run (about
+  5 ms per dispatch on lavapipe).
 
 Hand-off between bridged backward calls ("fresh" only): a program may keep an output on the
 device after reading it back (`keep`). The bridge registers the kept device tensor with the
@@ -42,7 +44,7 @@ from ..tensor import TensorDesc
 _lock = threading.Lock()
 _device = None
 EXECUTIONS = ("one-call", "fresh", "reuse")
-DEFAULT_EXECUTION = "one-call"  # "reuse" once issue 10's device-tensor fixes are merged
+DEFAULT_EXECUTION = "reuse"
 _options = {"execution": None, "hand_off": True}
 
 
@@ -171,7 +173,8 @@ class Program:
             inputs = {f: values[binding[f]].reshape(-1) for f, (_, access) in fields
                       if access == "read"}
             outputs = [f for f, (_, access) in fields if access != "read"]
-            for f, result in zip(outputs, self.device.run(op.desc, inputs, outputs)):
+            shapes = [d.sizes for f, (d, access) in fields if access != "read"]
+            for f, result in zip(outputs, self.device.run(op.desc, inputs, outputs, shapes)):
                 values[binding[f]] = result
             stats["uploads"] += len(inputs)
         self.runs += 1
@@ -194,6 +197,7 @@ class Program:
             with dev.record() as rec:
                 for op, binding in self.ops:
                     rec.execute(op.op, **{f: tensors[n] for f, n in binding.items()})
+                _read_back_in_submission(rec, [tensors[n] for n in self.outputs])
             results = {n: tensors[n].numpy().reshape(self.descs[n].sizes) for n in self.outputs}
             kept = {n: tensors[n] for n in keep if n in owned}
             self.runs += 1
@@ -212,6 +216,7 @@ class Program:
             rec = dev.record()
             for op, binding in self.ops:
                 rec.execute(op.op, **{f: self._tensors[n] for f, n in binding.items()})
+            _read_back_in_submission(rec, [self._tensors[n] for n in self.outputs])
             rec.submit()
             self._recording = rec
         else:
@@ -228,6 +233,11 @@ class Program:
             raise AssertionError(f"program input {name}: {array.dtype} {array.shape} for {desc}")
         return array.reshape(desc.sizes)
 
+    @property
+    def nbytes(self) -> int:
+        """Device bytes the program's own tensors hold between runs ("reuse" execution)."""
+        return sum(d.total_tensor_size_in_bytes for d in self.descs.values())
+
     def close(self):
         with self._run_lock:
             if self._tensors is not None:
@@ -239,8 +249,18 @@ class Program:
                 op.close()
 
 
+def _read_back_in_submission(rec, tensors) -> None:
+    """Copy the outputs back to their staging memory at the end of every run of `rec`, as the
+    one-call path does (`Recording._download`), so that `numpy()` after a run needs no
+    submission of its own (one per output otherwise: 3 ms of a 15 ms chain on lavapipe). A
+    public form of this (a recording's read-back list) would let the bridge drop the private
+    call."""
+    rec._download(tensors)
+
+
 _programs: "collections.OrderedDict" = collections.OrderedDict()
 _PROGRAMS_KEPT = 64
+PROGRAM_CACHE_BYTES = 1 << 30  # tensors "reuse" programs keep on the device, all together
 
 
 def program(device, inputs, ops, outputs) -> Program:
@@ -255,8 +275,11 @@ def program(device, inputs, ops, outputs) -> Program:
     prog = Program(device, inputs, ops, outputs)
     with _lock:
         _programs[key] = prog
-        while len(_programs) > _PROGRAMS_KEPT:
+        total = sum(p.nbytes for p in _programs.values())
+        while len(_programs) > 1 and (len(_programs) > _PROGRAMS_KEPT
+                                      or total > PROGRAM_CACHE_BYTES):
             _, old = _programs.popitem(last=False)
+            total -= old.nbytes
             old.close()
     return prog
 
