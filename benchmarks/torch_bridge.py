@@ -1,7 +1,7 @@
 """The PyTorch bridge's cost: per-module overhead against the one-call functions, and a small
 model's backward against PyTorch's own, on CPU (lavapipe) or CUDA machines.
 
-    python benchmarks/torch_bridge.py [--quick] [--out DIR] [--executions one-call,fresh]
+    python benchmarks/torch_bridge.py [--quick] [--out DIR] [--executions reuse,one-call]
                                       [--sizes small,large] [--repeat N]
     PYVKGRAD_DEVICE=0 python benchmarks/torch_bridge.py        # which Vulkan device
 
@@ -201,9 +201,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--torch-device", default=None,
                     help="where PyTorch runs: cuda when available, else cpu")
-    ap.add_argument("--executions", default="one-call,fresh",
-                    help="bridge executions to time (one-call, fresh, reuse: reuse needs "
-                         "issue 10's device-tensor fixes)")
+    ap.add_argument("--executions", default="reuse,one-call,fresh",
+                    help="bridge executions to time (reuse, one-call, fresh)")
     ap.add_argument("--sizes", default=None,
                     help=f"module input sizes, of {list(SHAPES)} (default small,large; "
                          f"--quick: small,medium)")
