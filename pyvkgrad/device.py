@@ -692,13 +692,13 @@ class Recording:
 # ---- the device ---------------------------------------------------------------------------------
 
 class _Session:
-    """One opening of a device: its runtime, and the lifetime every object made on it shares
-    (closing the device closes them all)."""
+    """One opening of a device: the lifetime every object made on it shares (closing the
+    device closes them all and releases their Vulkan objects). The Vulkan device itself (the
+    runtime) outlives sessions: the NVIDIA driver aborted the process after a few dozen
+    create/destroy cycles of a device, and reopening costs nothing this way."""
 
-    def __init__(self, device: "Device"):
-        extensions = [FLOAT_ATOMICS_EXTENSION] if device.info.shader_buffer_float32_atomic_add \
-            else []
-        self.runtime = Runtime(device.index, extensions, what=device.name)
+    def __init__(self, device: "Device", runtime: Runtime):
+        self.runtime = runtime
         self.lifetime = Lifetime(f"device {device.name!r}")
         self._owned = weakref.WeakSet()
 
@@ -709,7 +709,6 @@ class _Session:
         self.lifetime.close()
         for obj in list(self._owned):
             obj.close()
-        self.runtime.close()
 
 
 class _OneCallEntry:
@@ -752,6 +751,7 @@ class Device:
         self.name = info.name
         self._lock = threading.RLock()
         self._open: Optional[_Session] = None
+        self._runtime: Optional[Runtime] = None  # the Vulkan device, opened on first use
         self._one_call: "collections.OrderedDict" = collections.OrderedDict()
         self._forgotten: "collections.deque" = collections.deque()
         self._layouts: Dict[tuple, tuple] = {}  # (layout_key, limits) -> one-call cache key
@@ -762,12 +762,17 @@ class Device:
     def _session(self) -> _Session:
         with self._lock:
             if self._open is None:
-                self._open = _Session(self)
+                if self._runtime is None:
+                    extensions = ([FLOAT_ATOMICS_EXTENSION]
+                                  if self.info.shader_buffer_float32_atomic_add else [])
+                    self._runtime = Runtime(self.index, extensions, what=self.name)
+                self._open = _Session(self, self._runtime)
             return self._open
 
     def runtime(self) -> Runtime:
-        """The open Vulkan runtime (runtime.py): the low-level seam for benchmarks and
-        diagnostics. Closed, with everything made on it, by `close()`."""
+        """The Vulkan runtime (runtime.py): the low-level seam for benchmarks and diagnostics.
+        What is made directly on it is the caller's to destroy (`Device.close` closes only
+        pyvkgrad's own tensors, operators and recordings)."""
         return self._session().runtime
 
     def _forget(self, storage: _Storage) -> None:
@@ -976,8 +981,8 @@ class Device:
         return _vulkan_info.device_memory_in_use(self.index)
 
     def close(self) -> None:
-        """Release every Vulkan object of this device: tensors, operators and recordings made
-        on it are closed (using them raises ClosedError). The device reopens on next use."""
+        """Release every Vulkan object made on this device: its tensors, operators and
+        recordings are closed (using them raises ClosedError); new ones work as before."""
         with self._lock:
             self._one_call.clear()
             self._layouts.clear()
