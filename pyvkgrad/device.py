@@ -440,13 +440,18 @@ class CompiledOperator:
         device = self.device
         with device._lock:
             device._collect()
-            self.bind(tensors, f"{self.operator} operator call")
-            key = tuple(id(tensors[name]._storage) for name in self._fields)
-            rec = self._calls.get(key)
+            # The same tensors as a cached call passed `bind` before, and a tensor's data type
+            # and size never change: only lifetimes can, and the recording checks them.
+            try:
+                key = tuple(id(tensors[name]._storage) for name in self._fields)
+            except (KeyError, AttributeError):
+                key = None
+            rec = self._calls.get(key) if len(tensors) == len(self._fields) else None
             if rec is not None:
                 self._calls.move_to_end(key)
                 rec._run()
                 return
+            self.bind(tensors, f"{self.operator} operator call")
             rec = Recording(device)
             rec.execute(self, **tensors)
             rec._finish()
@@ -469,9 +474,11 @@ class CompiledOperator:
             buffers, kernels.spirv(d.kernel), d.workgroups,
             kernels.specialization(d.kernel, d.constants), len(d.push_constants))
         # The program holds its buffers, so their ids cannot be reused while it is cached.
+        # Leaving the cache drops only the cache's reference: a recording may still use the
+        # program, and Python frees it (and the pipeline) when the last user lets go.
         self._programs[key] = program
         while len(self._programs) > OPERATOR_CACHE_ENTRIES * len(self.plan.dispatches):
-            self._programs.popitem(last=False)[1].destroy()
+            self._programs.popitem(last=False)
         return program
 
     def _forget(self, storage: _Storage) -> None:
@@ -480,7 +487,7 @@ class CompiledOperator:
             self._calls.pop(key).close()
         for key in [k for k, p in self._programs.items()
                     if any(b is storage.buffer for b in p.buffers)]:
-            self._programs.pop(key).destroy()
+            del self._programs[key]  # a recording that binds the tensor keeps its own reference
 
     def close(self) -> None:
         """Release the operator's pipelines and scratch now; recordings that use it, and
@@ -534,6 +541,7 @@ class Recording:
         self._finished = False
         self._last = None  # (commands, index of the first step's timestamp)
         self._runs = self._uploaded = self._built = 0
+        self._submission = None  # made once the steps are final, reused by every run
         session.own(self)
 
     @property
@@ -588,6 +596,12 @@ class Recording:
 
     def _finish(self) -> None:
         self._finished = True
+        submission = Submission()
+        for storage, written in self._storages.values():
+            submission.bind(storage.state, written)
+        for storage in self._downloads:
+            submission.download(storage.state)
+        self._submission = (submission, ", ".join(dict.fromkeys(self.labels)) or "copies")
 
     def submit(self) -> None:
         """Submit the recording (first run); later runs use replay()."""
@@ -595,7 +609,7 @@ class Recording:
             self._lifetime.check("Recording.submit")
             if self._last is not None:
                 raise RuntimeError("this recording was already submitted; use replay()")
-            self._finished = True
+            self._finish()
             self._run()
 
     def replay(self) -> None:
@@ -616,11 +630,7 @@ class Recording:
     def _run(self) -> None:
         self.device._collect()
         self._check_open("Recording.replay" if self._last is not None else "Recording.submit")
-        submission = Submission()
-        for storage, written in self._storages.values():
-            submission.bind(storage.state, written)
-        for storage in self._downloads:
-            submission.download(storage.state)
+        submission, what = self._submission
         uploads = submission.uploads()
         key = tuple(id(s) for s in uploads)
         commands = self._commands.get(key)
@@ -634,7 +644,7 @@ class Recording:
         else:
             self._commands.move_to_end(key)
         with _interrupts_deferred():
-            commands[0].submit(", ".join(dict.fromkeys(self.labels)) or "copies")
+            commands[0].submit(what)
             submission.commit(uploads)
             self._last = commands
             self._runs += 1
