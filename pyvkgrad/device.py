@@ -61,7 +61,8 @@ ONE_CALL_CACHE_BYTES = 1 << 30
 OPERATOR_CACHE_ENTRIES = 8
 
 # Environment variables that change `Device.limits` (and so the plans).
-_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
+_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS",
+                    "PYVKGRAD_CROSS_WORKGROUP_WAITS")
 
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
@@ -831,6 +832,16 @@ class Device:
         return LLVMPIPE_MAX_LOOP_ITERATIONS if llvmpipe else 0
 
     @property
+    def cross_workgroup_waits(self) -> bool:
+        """Whether kernels may wait for other workgroups (in ticket order): on devices without
+        a loop limit; PYVKGRAD_CROSS_WORKGROUP_WAITS=0 or 1 overrides (tests force it on
+        lavapipe run single-threaded, where workgroups run in order)."""
+        forced = os.environ.get("PYVKGRAD_CROSS_WORKGROUP_WAITS", "").strip()
+        if forced not in ("", "0", "1"):
+            raise ValueError(f"PYVKGRAD_CROSS_WORKGROUP_WAITS must be 0 or 1, got {forced!r}")
+        return forced == "1" if forced else not self.max_loop_iterations
+
+    @property
     def limits(self) -> Limits:
         """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
         changes it does)."""
@@ -852,7 +863,8 @@ class Device:
                                      i.max_compute_work_group_invocations),
                       max_shared_memory=i.max_compute_shared_memory_size,
                       float_atomic_add=self.float_atomic_add,
-                      max_loop_iterations=self.max_loop_iterations)
+                      max_loop_iterations=self.max_loop_iterations,
+                      cross_workgroup_waits=self.cross_workgroup_waits)
 
     # -- public API --
     def upload(self, array: np.ndarray) -> DeviceTensor:
