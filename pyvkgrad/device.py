@@ -61,7 +61,8 @@ ONE_CALL_CACHE_BYTES = 1 << 30
 OPERATOR_CACHE_ENTRIES = 8
 
 # Environment variables that change `Device.limits` (and so the plans).
-_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
+_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS",
+                    "PYVKGRAD_CROSS_WORKGROUP_WAITS")
 
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
@@ -440,13 +441,18 @@ class CompiledOperator:
         device = self.device
         with device._lock:
             device._collect()
-            self.bind(tensors, f"{self.operator} operator call")
-            key = tuple(id(tensors[name]._storage) for name in self._fields)
-            rec = self._calls.get(key)
+            # The same tensors as a cached call passed `bind` before, and a tensor's data type
+            # and size never change: only lifetimes can, and the recording checks them.
+            try:
+                key = tuple(id(tensors[name]._storage) for name in self._fields)
+            except (KeyError, AttributeError):
+                key = None
+            rec = self._calls.get(key) if len(tensors) == len(self._fields) else None
             if rec is not None:
                 self._calls.move_to_end(key)
                 rec._run()
                 return
+            self.bind(tensors, f"{self.operator} operator call")
             rec = Recording(device)
             rec.execute(self, **tensors)
             rec._finish()
@@ -469,9 +475,11 @@ class CompiledOperator:
             buffers, kernels.spirv(d.kernel), d.workgroups,
             kernels.specialization(d.kernel, d.constants), len(d.push_constants))
         # The program holds its buffers, so their ids cannot be reused while it is cached.
+        # Leaving the cache drops only the cache's reference: a recording may still use the
+        # program, and Python frees it (and the pipeline) when the last user lets go.
         self._programs[key] = program
         while len(self._programs) > OPERATOR_CACHE_ENTRIES * len(self.plan.dispatches):
-            self._programs.popitem(last=False)[1].destroy()
+            self._programs.popitem(last=False)
         return program
 
     def _forget(self, storage: _Storage) -> None:
@@ -480,7 +488,7 @@ class CompiledOperator:
             self._calls.pop(key).close()
         for key in [k for k, p in self._programs.items()
                     if any(b is storage.buffer for b in p.buffers)]:
-            self._programs.pop(key).destroy()
+            del self._programs[key]  # a recording that binds the tensor keeps its own reference
 
     def close(self) -> None:
         """Release the operator's pipelines and scratch now; recordings that use it, and
@@ -534,6 +542,7 @@ class Recording:
         self._finished = False
         self._last = None  # (commands, index of the first step's timestamp)
         self._runs = self._uploaded = self._built = 0
+        self._submission = None  # made once the steps are final, reused by every run
         session.own(self)
 
     @property
@@ -588,6 +597,12 @@ class Recording:
 
     def _finish(self) -> None:
         self._finished = True
+        submission = Submission()
+        for storage, written in self._storages.values():
+            submission.bind(storage.state, written)
+        for storage in self._downloads:
+            submission.download(storage.state)
+        self._submission = (submission, ", ".join(dict.fromkeys(self.labels)) or "copies")
 
     def submit(self) -> None:
         """Submit the recording (first run); later runs use replay()."""
@@ -595,7 +610,7 @@ class Recording:
             self._lifetime.check("Recording.submit")
             if self._last is not None:
                 raise RuntimeError("this recording was already submitted; use replay()")
-            self._finished = True
+            self._finish()
             self._run()
 
     def replay(self) -> None:
@@ -616,11 +631,7 @@ class Recording:
     def _run(self) -> None:
         self.device._collect()
         self._check_open("Recording.replay" if self._last is not None else "Recording.submit")
-        submission = Submission()
-        for storage, written in self._storages.values():
-            submission.bind(storage.state, written)
-        for storage in self._downloads:
-            submission.download(storage.state)
+        submission, what = self._submission
         uploads = submission.uploads()
         key = tuple(id(s) for s in uploads)
         commands = self._commands.get(key)
@@ -634,7 +645,7 @@ class Recording:
         else:
             self._commands.move_to_end(key)
         with _interrupts_deferred():
-            commands[0].submit(", ".join(dict.fromkeys(self.labels)) or "copies")
+            commands[0].submit(what)
             submission.commit(uploads)
             self._last = commands
             self._runs += 1
@@ -692,13 +703,13 @@ class Recording:
 # ---- the device ---------------------------------------------------------------------------------
 
 class _Session:
-    """One opening of a device: its runtime, and the lifetime every object made on it shares
-    (closing the device closes them all)."""
+    """One opening of a device: the lifetime every object made on it shares (closing the
+    device closes them all and releases their Vulkan objects). The Vulkan device itself (the
+    runtime) outlives sessions: the NVIDIA driver aborted the process after a few dozen
+    create/destroy cycles of a device, and reopening costs nothing this way."""
 
-    def __init__(self, device: "Device"):
-        extensions = [FLOAT_ATOMICS_EXTENSION] if device.info.shader_buffer_float32_atomic_add \
-            else []
-        self.runtime = Runtime(device.index, extensions, what=device.name)
+    def __init__(self, device: "Device", runtime: Runtime):
+        self.runtime = runtime
         self.lifetime = Lifetime(f"device {device.name!r}")
         self._owned = weakref.WeakSet()
 
@@ -709,7 +720,6 @@ class _Session:
         self.lifetime.close()
         for obj in list(self._owned):
             obj.close()
-        self.runtime.close()
 
 
 class _OneCallEntry:
@@ -752,6 +762,7 @@ class Device:
         self.name = info.name
         self._lock = threading.RLock()
         self._open: Optional[_Session] = None
+        self._runtime: Optional[Runtime] = None  # the Vulkan device, opened on first use
         self._one_call: "collections.OrderedDict" = collections.OrderedDict()
         self._forgotten: "collections.deque" = collections.deque()
         self._layouts: Dict[tuple, tuple] = {}  # (layout_key, limits) -> one-call cache key
@@ -762,12 +773,17 @@ class Device:
     def _session(self) -> _Session:
         with self._lock:
             if self._open is None:
-                self._open = _Session(self)
+                if self._runtime is None:
+                    extensions = ([FLOAT_ATOMICS_EXTENSION]
+                                  if self.info.shader_buffer_float32_atomic_add else [])
+                    self._runtime = Runtime(self.index, extensions, what=self.name)
+                self._open = _Session(self, self._runtime)
             return self._open
 
     def runtime(self) -> Runtime:
-        """The open Vulkan runtime (runtime.py): the low-level seam for benchmarks and
-        diagnostics. Closed, with everything made on it, by `close()`."""
+        """The Vulkan runtime (runtime.py): the low-level seam for benchmarks and diagnostics.
+        What is made directly on it is the caller's to destroy (`Device.close` closes only
+        pyvkgrad's own tensors, operators and recordings)."""
         return self._session().runtime
 
     def _forget(self, storage: _Storage) -> None:
@@ -816,6 +832,16 @@ class Device:
         return LLVMPIPE_MAX_LOOP_ITERATIONS if llvmpipe else 0
 
     @property
+    def cross_workgroup_waits(self) -> bool:
+        """Whether kernels may wait for other workgroups (in ticket order): on devices without
+        a loop limit; PYVKGRAD_CROSS_WORKGROUP_WAITS=0 or 1 overrides (tests force it on
+        lavapipe run single-threaded, where workgroups run in order)."""
+        forced = os.environ.get("PYVKGRAD_CROSS_WORKGROUP_WAITS", "").strip()
+        if forced not in ("", "0", "1"):
+            raise ValueError(f"PYVKGRAD_CROSS_WORKGROUP_WAITS must be 0 or 1, got {forced!r}")
+        return forced == "1" if forced else not self.max_loop_iterations
+
+    @property
     def limits(self) -> Limits:
         """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
         changes it does)."""
@@ -837,7 +863,8 @@ class Device:
                                      i.max_compute_work_group_invocations),
                       max_shared_memory=i.max_compute_shared_memory_size,
                       float_atomic_add=self.float_atomic_add,
-                      max_loop_iterations=self.max_loop_iterations)
+                      max_loop_iterations=self.max_loop_iterations,
+                      cross_workgroup_waits=self.cross_workgroup_waits)
 
     # -- public API --
     def upload(self, array: np.ndarray) -> DeviceTensor:
@@ -976,8 +1003,8 @@ class Device:
         return _vulkan_info.device_memory_in_use(self.index)
 
     def close(self) -> None:
-        """Release every Vulkan object of this device: tensors, operators and recordings made
-        on it are closed (using them raises ClosedError). The device reopens on next use."""
+        """Release every Vulkan object made on this device: its tensors, operators and
+        recordings are closed (using them raises ClosedError); new ones work as before."""
         with self._lock:
             self._one_call.clear()
             self._layouts.clear()

@@ -192,6 +192,27 @@ def test_closing_the_device_closes_everything_and_it_reopens(device):
         np.ones(3, np.float32), np.ones(3, np.float32), device=device), np.ones(3))
 
 
+def test_a_recording_keeps_the_tensors_it_binds(device):
+    """Dropping the DeviceTensor objects a recording binds (and the caches letting go of them)
+    leaves the recording working: it holds what it needs."""
+    d = TensorDesc(F32, (1000,))
+    op = relu(device, d)
+    x = np.linspace(-1, 1, 1000, dtype=np.float32)
+    tx, out = device.upload(x), device.empty(d)
+    op(input_tensor=tx, input_gradient_tensor=tx, output_gradient_tensor=out)  # cached call
+    with device.record() as rec:
+        rec.execute(op, input_tensor=tx, input_gradient_tensor=tx, output_gradient_tensor=out)
+    reader = out
+    del tx
+    gc.collect()
+    for n in range(3):  # calls on the device let caches drop what the caller dropped
+        relu(device, TensorDesc(F32, (8,)))(**{k: device.upload(np.ones(8, np.float32)) for k
+                                               in ("input_tensor", "input_gradient_tensor",
+                                                   "output_gradient_tensor")})
+    rec.replay()
+    np.testing.assert_array_equal(reader.numpy(), reference.activation_relu_grad(x, x))
+
+
 def test_closing_twice_and_garbage_collection_are_safe(device):
     op, x, out, rec = _recorded(device)
     for obj in (rec, x, op, x, rec, op):

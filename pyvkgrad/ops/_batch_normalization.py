@@ -70,6 +70,8 @@ DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does 
 ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
 ITERS_MAX_VECTORS = 4  # the same in vectors (up to 16 float32 or 32 float16 elements)
 K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
+FUSED_ITERS = 16  # vectors per lane in a chunk of the fused training grad
+FUSED_LAG_BYTES = 12 << 20  # X and dY of the channels between a reduction and its dX
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -250,6 +252,10 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     # atomics: there the element-wise kernel does it).
     write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
                 and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec)
+    dx_like_dy = rdx == rdy and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec
+    if (training and limits.cross_workgroup_waits and dx_like_dy
+            and vec * x.data_type.element_size in (8, 16)):
+        return _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors)
     lr = wg // lk
     iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
     groups = -(-channels // lk)
@@ -292,6 +298,37 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch, tensors=tensors)
+
+
+def _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors) -> Plan:
+    """BATCH_NORMALIZATION_TRAINING_GRAD in one dispatch (after one that zeroes its counters):
+    batch_normalization_training_grad_fused reduces a channel and writes its dX a few channels
+    later, while its X and dY are still in the cache (LAG channels, FUSED_LAG_BYTES of them)."""
+    wg, n, channels = limits.local_size, axes.reduced_count, axes.channels
+    ksizes, strides = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
+                                t["output_gradient_tensor"], t["mean_tensor"],
+                                t["variance_tensor"], t["scale_tensor"],
+                                t["output_scale_gradient_tensor"],
+                                t["output_bias_gradient_tensor"])
+    rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
+    chunks = -(-n // (FUSED_ITERS * wg * vec))
+    jobs = 2 * channels * chunks
+    per_channel = 2 * n * desc.input_tensor.data_type.element_size  # X and dY
+    lag = max(1, min(channels, FUSED_LAG_BYTES // per_channel))
+    names = ("K_X_STRIDES", "K_DY_STRIDES", "K_DX_STRIDES", "K_MEAN_STRIDES",
+             "K_VARIANCE_STRIDES", "K_SCALE_STRIDES", "K_DSCALE_STRIDES", "K_DBIAS_STRIDES")
+    common = dict(WG=wg, IS_F16=is_f16, ITERS=FUSED_ITERS, VEC=vec, EPSILON=eps,
+                  N_R=float(n), K_SIZES=ksizes, R_SIZES=rsizes, R_X_STRIDES=rx,
+                  R_DY_STRIDES=rdy, **dict(zip(names, strides)))
+    bindings = _bind(*KERNEL_NAMES.values(), "partials", "counters")
+    push = dict(channels=channels, reduced=n, chunks=chunks, jobs=jobs, lag=lag)
+    return Plan((Dispatch("batch_normalization_training_grad_fused", bindings, 1,
+                          constants=dict(common, RESET=True), push=push),
+                 Dispatch("batch_normalization_training_grad_fused", bindings,
+                          max(1, min(jobs, limits.max_workgroups)),
+                          constants=dict(common, RESET=False), push=push)),
+                (Scratch("partials", channels * chunks * 16),
+                 Scratch("counters", 4 * (channels + 1))), tensors=tensors)
 
 
 def _finalize_lanes(wg: int, chunks: int):
