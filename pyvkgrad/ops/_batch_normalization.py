@@ -70,11 +70,14 @@ DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does 
 ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
 ITERS_MAX_VECTORS = 4  # the same in vectors (up to 16 float32 or 32 float16 elements)
 K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
-# The fused training grad: chunks of FUSED_ITERS vectors per lane, run by at most
-# FUSED_IN_FLIGHT_BYTES / (bytes a job reads) workgroups, and a channel's dX jobs start two
-# such waves of jobs after its reduction's: late enough that the reduction has finished, early
-# enough that its X and dY are still in the cache (measured on the H100: benchmarks/).
-FUSED_ITERS = 8
+# The fused training grad (opt-in, Limits.cross_workgroup_waits): chunks of FUSED_ITERS vectors
+# per lane, run by at most FUSED_IN_FLIGHT_BYTES / (bytes a job reads) workgroups, and a
+# channel's dX jobs start two such waves of jobs after its reduction's: late enough that the
+# reduction has finished, early enough that its X and dY are still in the cache. On the H100 the
+# best of these (4 vectors, 16 MiB) reached 53-56% of the copy roofline, no better than the
+# three-kernel plan: the per-job ticket and the waits cost what the cache saves
+# (benchmarks/bn_fused_sweep.py, benchmarks/RESULTS.md).
+FUSED_ITERS = 4
 FUSED_IN_FLIGHT_BYTES = 16 << 20
 
 
