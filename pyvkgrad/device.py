@@ -833,13 +833,15 @@ class Device:
 
     @property
     def cross_workgroup_waits(self) -> bool:
-        """Whether kernels may wait for other workgroups (in ticket order): on devices without
-        a loop limit; PYVKGRAD_CROSS_WORKGROUP_WAITS=0 or 1 overrides (tests force it on
-        lavapipe run single-threaded, where workgroups run in order)."""
+        """Whether plans may use kernels whose workgroups wait for each other in ticket order
+        (the fused training grad). Off unless PYVKGRAD_CROSS_WORKGROUP_WAITS=1: on the H100 the
+        fused kernel reached 54-56% of the copy roofline against 55-58% for the three-kernel
+        plan (benchmarks/RESULTS.md). Only where started workgroups always run on: a GPU, or
+        lavapipe single-threaded (LP_NUM_THREADS=0; its loop limit would end the waits)."""
         forced = os.environ.get("PYVKGRAD_CROSS_WORKGROUP_WAITS", "").strip()
         if forced not in ("", "0", "1"):
             raise ValueError(f"PYVKGRAD_CROSS_WORKGROUP_WAITS must be 0 or 1, got {forced!r}")
-        return forced == "1" if forced else not self.max_loop_iterations
+        return forced == "1"
 
     @property
     def limits(self) -> Limits:

@@ -70,8 +70,15 @@ DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does 
 ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
 ITERS_MAX_VECTORS = 4  # the same in vectors (up to 16 float32 or 32 float16 elements)
 K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
-FUSED_ITERS = 16  # vectors per lane in a chunk of the fused training grad
-FUSED_LAG_BYTES = 12 << 20  # X and dY of the channels between a reduction and its dX
+# The fused training grad (opt-in, Limits.cross_workgroup_waits): chunks of FUSED_ITERS vectors
+# per lane, run by at most FUSED_IN_FLIGHT_BYTES / (bytes a job reads) workgroups, and a
+# channel's dX jobs start two such waves of jobs after its reduction's: late enough that the
+# reduction has finished, early enough that its X and dY are still in the cache. On the H100 the
+# best of these (4 vectors, 16 MiB) reached 53-56% of the copy roofline, no better than the
+# three-kernel plan: the per-job ticket and the waits cost what the cache saves
+# (benchmarks/bn_fused_sweep.py, benchmarks/RESULTS.md).
+FUSED_ITERS = 4
+FUSED_IN_FLIGHT_BYTES = 16 << 20
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -303,7 +310,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
 def _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors) -> Plan:
     """BATCH_NORMALIZATION_TRAINING_GRAD in one dispatch (after one that zeroes its counters):
     batch_normalization_training_grad_fused reduces a channel and writes its dX a few channels
-    later, while its X and dY are still in the cache (LAG channels, FUSED_LAG_BYTES of them)."""
+    later, while its X and dY are still in the cache (FUSED_ITERS, FUSED_IN_FLIGHT_BYTES)."""
     wg, n, channels = limits.local_size, axes.reduced_count, axes.channels
     ksizes, strides = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
                                 t["output_gradient_tensor"], t["mean_tensor"],
@@ -313,8 +320,9 @@ def _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors) -> Pl
     rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
     chunks = -(-n // (FUSED_ITERS * wg * vec))
     jobs = 2 * channels * chunks
-    per_channel = 2 * n * desc.input_tensor.data_type.element_size  # X and dY
-    lag = max(1, min(channels, FUSED_LAG_BYTES // per_channel))
+    job_bytes = 2 * FUSED_ITERS * wg * vec * desc.input_tensor.data_type.element_size
+    workers = max(1, min(jobs, limits.max_workgroups, FUSED_IN_FLIGHT_BYTES // job_bytes))
+    lag = min(channels, -(-workers // chunks) + 1)  # in channels: about 2 * workers jobs
     names = ("K_X_STRIDES", "K_DY_STRIDES", "K_DX_STRIDES", "K_MEAN_STRIDES",
              "K_VARIANCE_STRIDES", "K_SCALE_STRIDES", "K_DSCALE_STRIDES", "K_DBIAS_STRIDES")
     common = dict(WG=wg, IS_F16=is_f16, ITERS=FUSED_ITERS, VEC=vec, EPSILON=eps,
@@ -324,8 +332,7 @@ def _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors) -> Pl
     push = dict(channels=channels, reduced=n, chunks=chunks, jobs=jobs, lag=lag)
     return Plan((Dispatch("batch_normalization_training_grad_fused", bindings, 1,
                           constants=dict(common, RESET=True), push=push),
-                 Dispatch("batch_normalization_training_grad_fused", bindings,
-                          max(1, min(jobs, limits.max_workgroups)),
+                 Dispatch("batch_normalization_training_grad_fused", bindings, workers,
                           constants=dict(common, RESET=False), push=push)),
                 (Scratch("partials", channels * chunks * 16),
                  Scratch("counters", 4 * (channels + 1))), tensors=tensors)
