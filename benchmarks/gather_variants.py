@@ -55,6 +55,7 @@ VARIANTS = {
     "walk-r4": {"kernel": "walk", "rows": 4},
     "walk-r16": {"kernel": "walk", "rows": 16},
     "walk-loop": {"kernel": "walk", "switch": False},
+    "walk-pred": {"kernel": "walk", "select": False},
     "walk-r4-loop": {"kernel": "walk", "rows": 4, "switch": False},
     "walk-cols2": {"kernel": "walk", "cols": 2},
     "walk-cols2-r4": {"kernel": "walk", "cols": 2, "rows": 4},
@@ -138,7 +139,8 @@ def run_case(dev, case, names, repeat, oracle):
         row["kernels"] = [x.kernel for x in d]
         row["constants"] = {k: v for k, v in d[0].constants
                             if k in ("ROWS", "COLS", "MAXU", "LANES_ON_B", "PAIR_Q",
-                                     "DY_WORDS", "ROW_SWITCH", "COL_SLOTS", "COL_GROUPS")}
+                                     "DY_WORDS", "ROW_SWITCH", "SELECT_VALUES", "COL_SLOTS",
+                                     "COL_GROUPS")}
         if key in seen:
             row["same_as"] = seen[key]
             op.close()
@@ -205,29 +207,64 @@ def _oracle_check(dy, sizes, mode, scales, out):
     return "ok" if bad == 0 else f"{bad} elements off"
 
 
-def print_table(header, rows, file=None):
-    lines = [header,
-             f"{'case':<44}{'dtype':<9}{'variant':<15}{'us':>9}{'GB/s':>7}{'%copy':>7}"
-             f"{'x gather':>9}  {'bits':<5}{'settings'}"]
-    lines.append("-" * 120)
+def _settings(r):
+    """A walk plan's settings, short: r<rows> c<cols> u<maxu>, B (lanes along B), q (float16
+    column pairs), 2 (the pair kernel), w (dY by words), L (row loop, no switch), P (predicated
+    additions), pad (padded column slots)."""
+    c = r.get("constants") or {}
+    if not c:
+        return ",".join(r.get("kernels", []))
+    flags = ["B" if c.get("LANES_ON_B") else "", "q" if c.get("PAIR_Q") else "",
+             "2" if r.get("kernels") == ["resample_grad_walk_pair"] else "",
+             "w" if c.get("DY_WORDS") else "", "" if c.get("ROW_SWITCH") else "L",
+             "" if c.get("SELECT_VALUES") else "P",
+             "pad" if c.get("COL_SLOTS") != c.get("COL_GROUPS") else ""]
+    return f"r{c.get('ROWS')} c{c.get('COLS')} u{c.get('MAXU')} " + "".join(flags)
+
+
+def _ok(r):
+    return r["bitwise_equal_to_gather"] and r["deterministic"] and r["written"]
+
+
+def _line(r):
+    return (f"{r['case'][:43]:<44}{r['dtype']:<9}{r['variant']:<15}{r['us']:>9.1f}"
+            f"{r['gbps']:>7.0f}{100 * r['copy_fraction']:>7.1f}"
+            f"{r.get('speedup_vs_gather', 0):>9.2f}  {'ok' if _ok(r) else 'DIFF':<5}"
+            + (f"oracle: {r['oracle']} " if r.get("oracle") not in (None, "ok") else "")
+            + _settings(r))
+
+
+def print_table(header, rows, file=None, summary=False):
+    """Every row; or with `summary`, per case today's kernel, the default walk and the fastest
+    variant, and whether every variant matched (the full table is in gather_variants.txt)."""
+    head = (f"{'case':<44}{'dtype':<9}{'variant':<15}{'us':>9}{'GB/s':>7}{'%copy':>7}"
+            f"{'x gather':>9}  {'bits':<5}settings")
+    lines = [header, head, "-" * len(head)]
+    groups = {}
     for r in rows:
-        if "us" in r:
-            ok = ("ok" if r["bitwise_equal_to_gather"] and r["deterministic"] and r["written"]
-                  else "DIFF")
-            if r.get("oracle") not in (None, "ok"):
-                ok += f" oracle: {r['oracle']}"
-            c = r.get("constants", {})
-            settings = " ".join(f"{k.lower()}={int(v) if isinstance(v, bool) else v}"
-                                for k, v in c.items()) or ",".join(r["kernels"])
-            lines.append(f"{r['case'][:43]:<44}{r['dtype']:<9}{r['variant']:<15}{r['us']:>9.1f}"
-                         f"{r['gbps']:>7.0f}{100 * r['copy_fraction']:>7.1f}"
-                         f"{r.get('speedup_vs_gather', 0):>9.2f}  {ok:<5}{settings}")
-        elif "same_as" in r:
-            lines.append(f"{r['case'][:43]:<44}{r['dtype']:<9}{r['variant']:<15}"
-                         f"{'= ' + r['same_as']:>9}")
-        elif "error" in r or "skipped" in r:
-            lines.append(f"{r['case'][:43]:<44}{r['dtype']:<9}{r['variant']:<15}"
-                         f"  {'n/a' if 'skipped' in r else 'ERROR: ' + r['error'][:60]}")
+        groups.setdefault((r["case"], r["dtype"]), []).append(r)
+    for (case, dt), rs in groups.items():
+        timed = [r for r in rs if "us" in r]
+        if summary:
+            keep = [r for r in timed if r["variant"] in ("gather", "walk")]
+            if timed:
+                best = min(timed, key=lambda r: r["us"])
+                if best not in keep:
+                    keep.append(best)
+            lines += [_line(r) for r in keep]
+            bad = [r["variant"] for r in timed if not _ok(r)]
+            bad += [f"{r['variant']} (error)" for r in rs if "error" in r]
+            if bad:
+                lines.append(f"{'':<44}{dt:<9}PROBLEMS: {', '.join(bad)}")
+            continue
+        for r in rs:
+            if "us" in r:
+                lines.append(_line(r))
+            elif "same_as" in r:
+                lines.append(f"{case[:43]:<44}{dt:<9}{r['variant']:<15}{'= ' + r['same_as']:>9}")
+            else:
+                lines.append(f"{case[:43]:<44}{dt:<9}{r['variant']:<15}  "
+                             + ("n/a" if "skipped" in r else "ERROR: " + r["error"][:80]))
     text = "\n".join(lines)
     print(text, file=file, flush=True)
     return text
@@ -304,7 +341,7 @@ def main(argv=None):
     with open(out / "gather_variants.txt", "w") as f:
         print_table(header, rows, f)
     print()
-    print_table(header, rows)
+    print_table(header, rows, summary=True)
     bad = [r for r in rows if "us" in r and not (r["bitwise_equal_to_gather"]
                                                  and r["deterministic"] and r["written"])]
     bad += [r for r in rows if r.get("oracle") not in (None, "ok") or "error" in r]

@@ -385,10 +385,10 @@ _WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad
 # own whole 32-bit words of dX where the layout allows; lanes: "auto" (along the memory-innermost
 # identity axis where dX has one, else along the columns) or "q" (columns); pad: round the
 # column groups up to whole subgroups, so no subgroup straddles two row blocks; cols: dX columns
-# per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch:
-# ROW_SWITCH.
+# per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch,
+# select: ROW_SWITCH, SELECT_VALUES (include/resample_grad_walk.glsl).
 _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
-                      switch=True)
+                      switch=True, select=True)
 _WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
 
 
@@ -530,7 +530,8 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         DY_STRIDES=tuple(dys[k] for k in order), FIRST=first, WEIGHT_FIRST=weight_first,
         WEIGHT_NEXT=weight_next, ROW_SPANS=row_spans, BEGIN=begin, COUNTS=counts,
         WEIGHTS=weights, COL_SPANS=col_spans_at, ROW_BLOCKS=-(-sizes[p] // rows),
-        COL_GROUPS=col_groups, COL_SLOTS=col_slots, ROW_SWITCH=bool(options["switch"]))
+        COL_GROUPS=col_groups, COL_SLOTS=col_slots, ROW_SWITCH=bool(options["switch"]),
+        SELECT_VALUES=bool(options["select"]))
     kernel = "resample_grad_walk_pair" if pair_lanes == 2 else "resample_grad_walk"
     return Plan((Dispatch(kernel, dict(tables="tables", dy="input_gradient_tensor",
                                        dx="output_gradient_tensor"),

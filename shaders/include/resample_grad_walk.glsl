@@ -67,6 +67,12 @@ layout(constant_id = 35) const uint COL_SLOTS = 1u;
 // How a dY row finds the rows it adds to: a switch on the first tap's row (true), or a test of
 // every row of the item (false). Same additions in the same order either way.
 layout(constant_id = 36) const bool ROW_SWITCH = true;
+// How a column skips the union positions it does not read: per dY row, a copy of the values
+// with those positions zeroed, then every position added unconditionally (true), or each
+// addition under a test (false). The same bits: a skipped term adds +0 * w (weights are
+// positive and finite) to an accumulator that is never -0 (it starts at +0, and a float sum is
+// -0 only when both terms are), which leaves it unchanged.
+layout(constant_id = 37) const bool SELECT_VALUES = true;
 
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
 layout(push_constant) uniform Push { uint count; };
@@ -97,7 +103,7 @@ float load_value(uint off) { return LOAD(dy, off); }
 void store_value(uint off, float v) { STORE(dx, off, v) }
 #endif
 
-// The nu dY values from element y on along Q (v[u] for u < nu; the rest are never read).
+// The nu dY values from element y on along Q (v[u] for u < nu; 0 for the rest).
 void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 #if PAIR_LANES == 1
     if (IS_F16 && DY_WORDS) {  // Q stride 1: element y + u lives in word (y + u) / 2
@@ -111,8 +117,9 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
         [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
             vec2 even = unpackHalf2x16(w[u >> 1u]);
             vec2 odd = unpackHalf2x16(w[(u + 1u) >> 1u]);
-            v[u] = par == 0u ? ((u & 1u) == 0u ? even.x : even.y)
-                             : ((u & 1u) == 0u ? odd.y : odd.x);
+            float h = par == 0u ? ((u & 1u) == 0u ? even.x : even.y)
+                                : ((u & 1u) == 0u ? odd.y : odd.x);
+            v[u] = u < nu ? h : 0.0;
         }
         return;
     }
@@ -126,12 +133,15 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 // contributors, so the test is the load's).
 #define READS(e, u) (COLS == 1u ? (u) < nu : ((mask[e] >> (u)) & 1u) != 0u)
 // Add dY row v, times row weight W, into row J of the item: each column its own
-// contributors, in o_Q order.
+// contributors, in o_Q order (SELECT_VALUES: ve holds v with the others zeroed).
 #define ADD_ROW(J, W)                                                                     \
     if ((J) < ROWS) {                                                                     \
         [[unroll]] for (uint e = 0u; e < COLS; ++e) {                                     \
             [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                 \
-                if (READS(e, u)) {                                                        \
+                if (SELECT_VALUES) {                                                      \
+                    VALUE x = COLS == 1u ? v[u] : ve[e * MAX_U + u];                      \
+                    acc[(J) * MAX_COLS + e] += IS_LINEAR ? x * ((W) * wq[e * MAX_U + u]) : x; \
+                } else if (READS(e, u)) {                                                 \
                     acc[(J) * MAX_COLS + e] +=                                            \
                         IS_LINEAR ? v[u] * ((W) * wq[e * MAX_U + u]) : v[u];              \
                 }                                                                         \
@@ -198,6 +208,14 @@ void walk(uint a, uint b, uint rb, uint cg) {
     for (uint o = lo; o < hi; ++o) {
         VALUE v[MAX_U];
         load_row(ybase + o * DY_STRIDES2, nu, v);
+        VALUE ve[MAX_COLS * MAX_U];  // SELECT_VALUES with several columns: column e's values
+        if (SELECT_VALUES && COLS > 1u) {
+            [[unroll]] for (uint e = 0u; e < COLS; ++e) {
+                [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
+                    ve[e * MAX_U + u] = READS(e, u) ? v[u] : VALUE(0.0);
+                }
+            }
+        }
         uint ja;  // the row of tap FIRST[o] (wraps when it lies before the block)
         float wa = 1.0, wn = 0.0;
         if (IDENTITY2) {
