@@ -53,6 +53,7 @@ VARIANTS = {
     "walk": {"kernel": "walk"},  # the default plan
     "walk-r2": {"kernel": "walk", "rows": 2},
     "walk-r4": {"kernel": "walk", "rows": 4},
+    "walk-r8": {"kernel": "walk", "rows": 8},
     "walk-r16": {"kernel": "walk", "rows": 16},
     "walk-loop": {"kernel": "walk", "switch": False},
     "walk-pred": {"kernel": "walk", "select": False},

@@ -215,8 +215,9 @@ class ResampleGradDesc:
     def plan(self, limits: Limits, gather: Optional[dict] = None) -> Plan:
         """The dispatches on a device with `limits`. `gather` (benchmarks and tests) chooses
         among the gather kernels: {"kernel": "auto" | "walk" | "gather", and the walk's
-        "rows", "pair", "lanes", "pad" (`_walk_plan`)}; by default "auto": the walk kernels
-        where they apply, else resample_grad_gather. Every choice gives the same bits."""
+        settings, _WALK_DEFAULTS}; by default "auto": the walk kernels where they apply, else
+        resample_grad_gather ("walk" raises ValueError where they do not). Every choice gives
+        the same bits."""
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         for field, t in (("InputGradientTensor", dy), ("OutputGradientTensor", dx)):
             if t.element_count > _MAX_COUNT:
