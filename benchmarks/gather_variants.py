@@ -333,14 +333,15 @@ def main(argv=None):
                       f"bits {'ok' if r['bitwise_equal_to_gather'] else 'DIFF'}",
                       file=sys.stderr, flush=True)
         rows += got
-    report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": dev.name,
-              "driver": f"{dev.info.driver_name} {dev.info.driver_info}",
-              "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-              "repeat": repeat, "variants": {k: VARIANTS[k] for k in names}, "rows": rows,
-              "seconds": time.time() - t0}
-    (out / "gather_variants.json").write_text(json.dumps(report, indent=1))
-    with open(out / "gather_variants.txt", "w") as f:
-        print_table(header, rows, f)
+        # Written after every case: a run cut short keeps what it measured.
+        report = {"date": time.strftime("%Y-%m-%d %H:%M:%S"), "device": dev.name,
+                  "driver": f"{dev.info.driver_name} {dev.info.driver_info}",
+                  "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+                  "repeat": repeat, "variants": {k: VARIANTS[k] for k in names},
+                  "rows": rows, "seconds": time.time() - t0}
+        (out / "gather_variants.json").write_text(json.dumps(report, indent=1))
+        with open(out / "gather_variants.txt", "w") as f:
+            print_table(header, rows, f)
     print()
     print_table(header, rows, summary=True)
     bad = [r for r in rows if "us" in r and not (r["bitwise_equal_to_gather"]
