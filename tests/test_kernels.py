@@ -268,6 +268,14 @@ def plans_by_operator():
                                         algorithm=algorithm)
                 resample.update(d.kernel for d in
                                 desc.plan(Limits(float_atomic_add=atomics)).dispatches)
+    # Three resampled axes (resample_grad_gather), a float16 NHWC layout (the pair kernel).
+    for dy_d, dx_d in ((TensorDesc(F32, (4, 6, 8)), TensorDesc(F32, (2, 3, 4))),
+                       (TensorDesc(F16, (1, 4, 6, 8), (192, 1, 32, 4)),
+                        TensorDesc(F16, (1, 4, 3, 4), (48, 1, 16, 4)))):
+        scales = [s / t for s, t in zip(dy_d.sizes, dx_d.sizes)]
+        desc = ResampleGradDesc(dy_d, dx_d, "linear", scales, (0.5,) * dy_d.rank,
+                                (-0.5,) * dy_d.rank)
+        resample.update(d.kernel for d in desc.plan(Limits()).dispatches)
     for op, cls in (("batch_normalization_grad", pyvkgrad.BatchNormalizationGradDesc),
                     ("batch_normalization_training_grad",
                      pyvkgrad.BatchNormalizationTrainingGradDesc)):

@@ -452,9 +452,13 @@ def test_plan_shapes():
     desc = pyvkgrad.ResampleGradDesc(dy, dx, "linear", [1, 1, 2, 2], (0.5,) * 4, (-0.5,) * 4)
     assert desc.algorithm == "gather" and desc.interpolation_mode == InterpolationMode.LINEAR
     plan = desc.plan(Limits())
-    assert [d.kernel for d in plan.dispatches] == ["resample_grad_gather"]
+    assert [d.kernel for d in plan.dispatches] == ["resample_grad_walk"]
     (table,) = plan.scratch
     assert table.words.size <= 3 * (32 + 48) + 2 * 2 * (64 + 96) + 8  # N and C: identity
+    plan = desc.plan(Limits(), gather={"kernel": "gather"})
+    assert [d.kernel for d in plan.dispatches] == ["resample_grad_gather"]
+    (table,) = plan.scratch
+    assert table.words.size <= 3 * (32 + 48) + 2 * 2 * (64 + 96) + 8
     atomic = pyvkgrad.ResampleGradDesc(dy, dx, "linear", [1, 1, 2, 2], (0.5,) * 4, (-0.5,) * 4,
                                        algorithm="atomic").plan(Limits())
     assert [d.kernel for d in atomic.dispatches] == ["resample_grad_fill", "resample_grad_atomic"]
@@ -638,3 +642,224 @@ def test_binding_errors(device):
     with pytest.raises(TypeError, match=r"missing \['output_gradient_tensor'\]"):
         op(input_gradient_tensor=good_dy)
     op.close()
+
+
+# ---- the walk kernels (resample_grad_walk, resample_grad_walk_pair) --------------------------
+
+WALK_OPTIONS = [dict(rows=1), dict(rows=3), dict(rows=16), dict(cols=1), dict(cols=2),
+                dict(switch=False), dict(pad=True), dict(pair=False), dict(lanes="q"),
+                dict(lanes="b"), dict(rows=5, cols=2, switch=False), dict(select=False),
+                dict(select=False, cols=2, rows=2)]
+
+
+class _Choice:
+    """A ResampleGradDesc compiled with one `gather` plan option."""
+
+    def __init__(self, desc, gather):
+        self.desc, self.gather, self.OPERATOR = desc, gather, desc.OPERATOR
+
+    def plan(self, limits):
+        return self.desc.plan(limits, gather=self.gather)
+
+    def tensor_fields(self):
+        return self.desc.tensor_fields()
+
+
+def run_choice(device, desc, dy, gather):
+    """(dX, kernels) of `desc` on the array dy (uploaded in its own layout), dX poisoned with
+    NaN first so an element left unwritten shows."""
+    op = device.compile(_Choice(desc, gather))
+    tdx = device.empty(desc.output_gradient_tensor)
+    tdx.write(np.full(desc.output_gradient_tensor.sizes, np.nan, dy.dtype))
+    tdy = device.upload(dy)
+    assert tdy.desc == desc.input_gradient_tensor
+    op(input_gradient_tensor=tdy, output_gradient_tensor=tdx)
+    out = tdx.numpy()
+    kernels = [d.kernel for d in op.plan.dispatches]
+    op.close()
+    return out, kernels
+
+
+def assert_same_bits(a, b, what):
+    """Bitwise equal, NaN where the other is NaN (whatever its payload)."""
+    assert a.dtype == b.dtype and a.shape == b.shape, what
+    np.testing.assert_array_equal(np.isnan(a), np.isnan(b), err_msg=f"{what}: NaNs")
+    bits = np.uint16 if a.dtype == np.float16 else np.uint32
+    a, b = np.where(np.isnan(a), 0, a).astype(a.dtype), np.where(np.isnan(b), 0, b).astype(a.dtype)
+    diff = a.view(bits) != b.view(bits)
+    if diff.any():
+        i = tuple(np.argwhere(diff)[0])
+        raise AssertionError(f"{what}: {diff.sum()} of {diff.size} elements differ, first at "
+                             f"{i}: {a[i]!r} vs {b[i]!r}")
+
+
+def walk_problem(rng, rank):
+    """Random forward parameters with one or two resampled axes (the rest identities), and
+    random layouts: dY packed, a permuted copy or a strided slice; dX packed, permuted
+    (channels-last style) or with gaps."""
+    resampled = set(rng.choice(rank, size=min(rank, int(rng.integers(1, 3))), replace=False))
+    dx_sizes, dy_sizes, scales, ioff, ooff = [], [], [], [], []
+    for d in range(rank):
+        if d in resampled:
+            n = int(rng.integers(1, 12))
+            scale = float(rng.choice([2.0, 0.5, 1.5, 3.0, 80 / 48, 1 / 3, 0.75, 5.0,
+                                      float(rng.uniform(0.25, 5.0))]))
+            m = max(1, int(round(n * scale))) if rng.random() < 0.7 else int(rng.integers(1, 20))
+            a, b = [(0.5, -0.5), (0.0, 0.0), (0.5, 0.0), (float(rng.uniform(-1, 1)),
+                                                          float(rng.uniform(-1, 1)))][
+                int(rng.integers(0, 4))]
+        else:
+            n = m = int(rng.choice([1, 2, 3, 4, 6]))
+            scale, a, b = 1.0, 0.5, -0.5
+        dx_sizes.append(n)
+        dy_sizes.append(m)
+        scales.append(scale)
+        ioff.append(a)
+        ooff.append(b)
+    order = list(rng.permutation(rank))
+    layout = int(rng.integers(0, 3))
+    if layout == 1:  # dX with axis order `order` in memory (e.g. NHWC)
+        strides = [0] * rank
+        step = 1
+        for d in reversed(order):
+            strides[d] = step
+            step *= dx_sizes[d]
+        dx_strides = tuple(strides)
+    elif layout == 2:  # gaps: every element's offset doubled, plus one
+        dx_strides = tuple(2 * s for s in pyvkgrad.tensor.packed_strides(dx_sizes))
+    else:
+        dx_strides = None
+    return (tuple(dy_sizes), tuple(dx_sizes), dx_strides, tuple(scales), tuple(ioff),
+            tuple(ooff), order)
+
+
+def walk_dy(rng, dy_sizes, dtype, order, kind):
+    if kind == 1:  # a permuted copy: axis order `order` in memory
+        base = random_array(rng, tuple(dy_sizes[d] for d in order), dtype)
+        return np.transpose(base, np.argsort(order))
+    if kind == 2:  # every other element along the last axis
+        return random_array(rng, tuple(dy_sizes[:-1]) + (2 * dy_sizes[-1],), dtype)[..., ::2]
+    dy = random_array(rng, dy_sizes, dtype)
+    if dy.size > 8:  # non-finite values stay with the elements that read them
+        dy.flat[rng.choice(dy.size, 2, replace=False)] = [np.inf, np.nan]
+    return dy
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_walk_kernels_match_the_gather_bitwise(device, rng, case):
+    """The walk kernels sum the same terms in the same order as resample_grad_gather: the same
+    bits for every option, on random parameters with one or two resampled axes, strided and
+    permuted layouts of both tensors, both modes and data types, and every rounding."""
+    rank = case % 4 + 1
+    dy_sizes, dx_sizes, dx_strides, scales, ioff, ooff, order = walk_problem(rng, rank)
+    rounding = [None, "decreasing", "increasing"][case % 3]
+    for dtype, mode in ((np.float32, NN), (np.float32, LIN), (np.float16, NN),
+                        (np.float16, LIN)):
+        dt = F32 if dtype == np.float32 else F16
+        dy = walk_dy(rng, dy_sizes, dtype, order, int(rng.integers(0, 3)))
+        desc = pyvkgrad.ResampleGradDesc(
+            TensorDesc(dt, dy_sizes, array_strides(dy)), TensorDesc(dt, dx_sizes, dx_strides),
+            mode, scales, ioff, ooff, rounding)
+        want, kernels = run_choice(device, desc, dy, {"kernel": "gather"})
+        assert kernels == ["resample_grad_gather"]
+        if np.isfinite(dy).all():
+            expected, magnitude = oracle(dy, dx_sizes, mode, scales, ioff, ooff, rounding)
+            assert_close(want, expected, magnitude, dtype, "gather")
+        what = f"{mode} {dtype.__name__} {dy_sizes}->{dx_sizes} {dx_strides}"
+        got, kernels = run_choice(device, desc, dy, {})
+        assert_same_bits(got, want, what)
+        if kernels == ["resample_grad_gather"]:
+            continue  # the walk does not apply (e.g. more than 12 contributors per column)
+        picks = [WALK_OPTIONS[i] for i in rng.choice(len(WALK_OPTIONS), 3, replace=False)]
+        for options in picks:
+            try:
+                got, kernels = run_choice(device, desc, dy, dict(options, kernel="walk"))
+            except ValueError:  # cols=2 with paired lanes, or a union of > 12 with cols=2
+                assert options.get("cols") == 2 or options.get("lanes") == "b", what
+                continue
+            assert kernels[0].startswith("resample_grad_walk"), what
+            assert_same_bits(got, want, f"{what} {options}")
+
+
+def array_strides(a):
+    """The strides device.upload gives a numpy view (None: packed)."""
+    from pyvkgrad.tensor import array_desc
+    return array_desc(a, "test", "array", 2**40)[0].strides
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_walk_kernels_on_the_benchmark_layouts(device, rng, dtype):
+    """NCHW and NHWC at 2x, 80 -> 48, 1.5x and 3x (small batches): the default plan picks the
+    walk kernels (float16: whole-word stores) and matches the gather bitwise, with non-finite
+    dY values next to finite ones kept to their own contributors."""
+    dt = F32 if dtype == np.float32 else F16
+    for (h, w, ratio), nhwc in itertools.product(
+            [(8, 8, 2.0), (6, 6, 80 / 48), (8, 8, 1.5), (4, 4, 3.0)], (False, True)):
+        n, c, oh, ow = 2, 4, round(h * ratio), round(w * ratio)
+        dy = random_array(rng, (n, oh, ow, c) if nhwc else (n, c, oh, ow), dtype)
+        dy.flat[rng.choice(dy.size, 3, replace=False)] = [np.inf, -np.inf, np.nan]
+        if nhwc:
+            dy = dy.transpose(0, 3, 1, 2)
+        dx_strides = (h * w * c, 1, w * c, c) if nhwc else None
+        for mode in (NN, LIN):
+            desc = pyvkgrad.ResampleGradDesc(
+                TensorDesc(dt, dy.shape, array_strides(dy)), TensorDesc(dt, (n, c, h, w),
+                                                                        dx_strides),
+                mode, (1, 1, oh / h, ow / w), (0.5,) * 4, (-0.5,) * 4)
+            want, _ = run_choice(device, desc, dy, {"kernel": "gather"})
+            got, kernels = run_choice(device, desc, dy, {})
+            what = f"{mode} {dtype.__name__} {h}x{w} x{ratio:.3f} nhwc={nhwc}"
+            assert kernels == ["resample_grad_walk_pair" if nhwc and dtype == np.float16
+                               else "resample_grad_walk"], what
+            assert_same_bits(got, want, what)
+
+
+def test_walk_plan_choices():
+    """Pure plans: which gather kernel, which lanes and pairing the layouts get."""
+    from pyvkgrad.plan import Limits
+
+    def plan(dy_sizes, dx_sizes, dtype=F32, mode=LIN, dy_strides=None, dx_strides=None,
+             limits=Limits(), **gather):
+        desc = pyvkgrad.ResampleGradDesc(TensorDesc(dtype, dy_sizes, dy_strides),
+                                         TensorDesc(dtype, dx_sizes, dx_strides), mode,
+                                         [a / b for a, b in zip(dy_sizes, dx_sizes)],
+                                         (0.5,) * len(dy_sizes), (-0.5,) * len(dy_sizes))
+        d = desc.plan(limits, gather=gather or None).dispatches[0]
+        return d.kernel, dict(d.constants)
+
+    kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64))
+    assert kernel == "resample_grad_walk"
+    assert (c["ROWS"], c["COLS"], c["MAXU"], c["LANES_ON_B"]) == (8, 1, 4, False)
+    kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), F16)
+    assert (c["COLS"], c["PAIR_Q"], c["DY_WORDS"], c["MAXU"]) == (2, True, True, 6)
+    kernel, c = plan((2, 4, 8, 9), (2, 4, 4, 5), F16)  # an odd width: no pairs
+    assert (c["COLS"], c["PAIR_Q"]) == (1, False)
+    nhwc = dict(dy_strides=(128 * 128 * 64, 1, 128 * 64, 64),
+                dx_strides=(64 * 64 * 64, 1, 64 * 64, 64))
+    kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), **nhwc)
+    assert kernel == "resample_grad_walk" and c["LANES_ON_B"]
+    kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), F16, **nhwc)
+    assert kernel == "resample_grad_walk_pair" and c["LANES_ON_B"] and c["DY_WORDS"]
+    # The permutation: resampled N and W (axes 0 and 3) become P and Q, in that order.
+    kernel, c = plan((8, 3, 5, 12), (4, 3, 5, 6))
+    assert c["SIZES"] == (3, 5, 4, 6) and c["IDENTITY"] == (True, True, False, False)
+    # One resampled axis that is not innermost: it is P, the innermost identity axis Q.
+    kernel, c = plan((3, 10, 6), (3, 5, 6))
+    assert c["SIZES"] == (1, 3, 5, 6) and c["IDENTITY"] == (True, True, False, True)
+    # Three resampled axes, or more than 12 contributors per column: the generic gather.
+    assert plan((4, 6, 8), (2, 3, 4))[0] == "resample_grad_gather"
+    assert plan((2, 64), (2, 4))[0] == "resample_grad_gather"
+    with pytest.raises(ValueError, match="do not apply"):
+        plan((4, 6, 8), (2, 3, 4), kernel="walk")
+    # Every choice of the gather option is valid for its kernel.
+    for options in WALK_OPTIONS:
+        try:
+            plan((2, 4, 12, 10), (2, 4, 6, 5), F16, kernel="walk", **options)
+        except ValueError:
+            assert options.get("cols") == 2 or options.get("lanes") == "b"
+    # Within the loop limit where the driver has one: else the windowed gather.
+    limited = Limits(max_loop_iterations=65535)
+    assert plan((1, 1, 256, 256), (1, 1, 1, 1), limits=limited)[0] == "resample_grad_gather"
+    assert plan((1, 1, 8192, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_gather"
+    assert plan((1, 1, 8192, 24), (1, 1, 1, 4))[0] == "resample_grad_walk"
+    assert plan((1, 1, 256, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_walk"

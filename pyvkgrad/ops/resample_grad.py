@@ -16,17 +16,30 @@ Every coordinate, index and weight is computed here, on the host, in exact float
 (GPU float division is not correctly rounded everywhere), into small per-axis tables (sizes
 summed over axes, never multiplied); the kernels only look them up:
 
-* "gather" (default, deterministic): one invocation per dX element sums its contributors in a
-  fixed order (no atomics), so results are bitwise identical from run to run. Per axis the
+* "gather" (default, deterministic): each dX element is summed by one invocation, in a fixed
+  order (no atomics), so results are bitwise identical from run to run. Per axis the
   forward outputs that read input i form a contiguous range (the map is monotone), stored as
   BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
+  Two kernel families compute the same sums in the same order, so the same bits:
+  - `resample_grad_walk` (and `resample_grad_walk_pair`), used where at most two axes are
+    resampled (`_walk_plan`): an invocation owns a block of dX, ROWS x COLS elements of the two
+    resampled axes, walks the dY rows they read once each, ascending, adding every loaded value
+    into the rows and columns that read it (the rows through the forward table of the outer
+    axis, the columns through their transposed ranges). So each dY value is loaded once per
+    block instead of once per contributor, and per-tap table loads are gone. Lanes run along
+    the memory-innermost axis (the columns, or the channels of an NHWC layout), and a float16
+    invocation owns whole 32-bit words of dX (two columns, or two channels) where the layout
+    allows, storing without atomics.
+  - `resample_grad_gather`, the general one: one invocation per dX element (per float16 word
+    of a packed dX, PAIRED), any number of resampled axes, and windows of contributors
+    where a driver ends long loops (WINDOWED, `_windows`).
 * "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
   `resample_grad_atomic`, a compare-and-swap loop), after `resample_grad_fill` zeroes the
   accumulator: a packed float32 dX itself, or a packed float32 scratch that
   `resample_grad_convert` stores into dX's type and layout (rounding float16 once), so that
-  nothing between a strided dX's elements is written. Per axis the forward table is FWD[o] (first tap), then the weights of taps i0 and i0 + 1
-  (linear only).
+  nothing between a strided dX's elements is written. Per axis the forward table is FWD[o]
+  (first tap), then the weights of taps i0 and i0 + 1 (linear only).
 
 Choices where DirectML is silent:
 * rounding_direction only affects nearest neighbour (as in DML_RESAMPLE_GRAD1); it is accepted
@@ -199,7 +212,12 @@ class ResampleGradDesc:
                                self.rounding_direction)
                      for d in range(dy.rank))
 
-    def plan(self, limits: Limits) -> Plan:
+    def plan(self, limits: Limits, gather: Optional[dict] = None) -> Plan:
+        """The dispatches on a device with `limits`. `gather` (benchmarks and tests) chooses
+        among the gather kernels: {"kernel": "auto" | "walk" | "gather", and the walk's
+        settings, _WALK_DEFAULTS}; by default "auto": the walk kernels where they apply, else
+        resample_grad_gather ("walk" raises ValueError where they do not). Every choice gives
+        the same bits."""
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         for field, t in (("InputGradientTensor", dy), ("OutputGradientTensor", dx)):
             if t.element_count > _MAX_COUNT:
@@ -218,6 +236,15 @@ class ResampleGradDesc:
                       IDENTITY=right_align((m.identity for m in maps), _AXES, True))
         tables = _TableBuilder()
         if self.algorithm == "gather":
+            options = dict(_WALK_DEFAULTS, **(gather or {}))
+            if options["kernel"] not in ("auto", "walk", "gather"):
+                raise ValueError(f"resample_grad: unknown gather kernel {options['kernel']!r}")
+            if options["kernel"] != "gather":
+                walk = _walk_plan(self, maps, limits, options)
+                if walk is not None:
+                    return walk
+                if options["kernel"] == "walk":
+                    raise ValueError("resample_grad: the walk kernels do not apply here")
             beg, cnt, wgt = [0] * _AXES, [0] * _AXES, [0] * _AXES
             for d, m in enumerate(maps):
                 if m.identity:
@@ -350,6 +377,167 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
     return [dict({f"window_begin{d}": b[d] for d in range(_AXES)},
                  **{f"window_end{d}": min(outs[d], b[d] + length[d]) for d in range(_AXES)})
             for b in itertools.product(*starts)]
+
+
+# ---- the walk kernels ----------------------------------------------------------------------------
+
+_WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad_walk.glsl
+# rows: dX rows per invocation (None: 8, fewer for small problems); pair: float16 invocations
+# own whole 32-bit words of dX where the layout allows; lanes: "auto" (along the memory-innermost
+# identity axis where dX has one, else along the columns) or "q" (columns); pad: round the
+# column groups up to whole subgroups, so no subgroup straddles two row blocks; cols: dX columns
+# per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch,
+# select: ROW_SWITCH, SELECT_VALUES (include/resample_grad_walk.glsl).
+_WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
+                      switch=True, select=True)
+_WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
+
+
+def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) -> Optional[Plan]:
+    """resample_grad_walk or resample_grad_walk_pair (include/resample_grad_walk.glsl), or None
+    where they do not apply: no resampled axis or more than two, an invocation's columns reading
+    more than _WALK_MAX_U dY values, or more loop iterations than the driver allows.
+
+    Axes: the resampled ones become P and Q in logical order (so the summation order stays the
+    logical one); a single resampled axis is Q where it is dX's memory-innermost axis, else P
+    with Q the innermost identity axis. B is the innermost of the other two (identity) axes.
+    """
+    dy, dx = desc.input_gradient_tensor, desc.output_gradient_tensor
+    pad = _AXES - dy.rank
+    sizes, dy_sizes = right_align(dx.sizes, _AXES, 1), right_align(dy.sizes, _AXES, 1)
+    dxs = right_align(dx.element_strides, _AXES, 0)
+    dys = right_align(dy.element_strides, _AXES, 0)
+    amaps = [None] * pad + list(maps)
+    resampled = [k for k in range(_AXES) if amaps[k] is not None and not amaps[k].identity]
+    if not 1 <= len(resampled) <= 2:
+        return None
+
+    def stride(k):  # dX's stride along axis k; axes of one element come last
+        return dxs[k] if sizes[k] > 1 else 2**63
+
+    identity = [k for k in range(_AXES) if k not in resampled]
+    if len(resampled) == 2:
+        p, q = resampled
+    else:
+        inner = min(identity, key=stride)
+        if stride(resampled[0]) < stride(inner):
+            p, q = inner, resampled[0]
+        else:
+            p, q = resampled[0], inner
+    a, b = sorted((k for k in range(_AXES) if k not in (p, q)), key=stride, reverse=True)
+    lanes_on_b = {"auto": sizes[b] > 1 and dxs[b] == 1 and stride(q) != 1,
+                  "q": False, "b": sizes[b] > 1}[options["lanes"]]
+    is_f16 = dx.data_type.element_size == 2
+    is_linear = desc.interpolation_mode == InterpolationMode.LINEAR
+
+    def even_but(strides, sz, k):  # every other stride even: element offsets keep k's parity
+        return all(strides[i] % 2 == 0 for i in range(_AXES) if i != k and sz[i] > 1)
+
+    pair_lanes, cols = 1, 1
+    if is_f16 and options["pair"]:
+        if lanes_on_b:
+            if sizes[b] % 2 == 0 and dxs[b] == 1 and even_but(dxs, sizes, b):
+                pair_lanes = 2
+        elif sizes[q] % 2 == 0 and dxs[q] == 1 and even_but(dxs, sizes, q):
+            cols = 2
+    pair_q = cols == 2
+    if options["cols"] is not None and options["cols"] != cols:
+        if not 1 <= options["cols"] <= _WALK_MAX_COLS or pair_lanes == 2:
+            return None
+        cols, pair_q = options["cols"], False
+    if pair_lanes == 2:
+        dy_words = is_f16 and dys[b] == 1 and even_but(dys, dy_sizes, b)
+    else:
+        dy_words = is_f16 and dys[q] == 1 and even_but(dys, dy_sizes, q)
+    p_map, q_map = amaps[p], amaps[q]
+    p_identity = p_map is None or p_map.identity
+    q_identity = q_map is None or q_map.identity
+    if not p_identity and is_linear and not np.all(p_map.weight_first != 0):
+        return None  # the transposed tables drop such taps; the forward table would not
+
+    def spans(m, block, size, count=False):
+        """Per block of `block` inputs, the outputs they read: [lo, hi), or (lo, hi - lo) with
+        `count`; and the most outputs a block reads."""
+        counts = m.counts.astype(np.int64)
+        n = np.diff(counts)
+        begin = counts[:-1] if m.begin is None else m.begin.astype(np.int64)
+        blocks = -(-size // block)
+        fill = blocks * block - size
+        lo = np.concatenate([np.where(n > 0, begin, 2**62), np.full(fill, 2**62)])
+        hi = np.concatenate([np.where(n > 0, begin + n, -1), np.full(fill, -1)])
+        lo, hi = lo.reshape(blocks, block).min(1), hi.reshape(blocks, block).max(1)
+        empty = hi < 0
+        lo[empty], hi[empty] = 0, 0
+        return _u32(np.stack([lo, hi - lo if count else hi], 1)), int((hi - lo).max())
+
+    if q_identity:
+        col_spans, most = None, cols
+    else:
+        col_spans, most = spans(q_map, cols, sizes[q], count=True)
+        if most > _WALK_MAX_U and cols == 2 and options["cols"] is None:
+            pair_q, cols = False, 1
+            col_spans, most = spans(q_map, cols, sizes[q], count=True)
+        if most > _WALK_MAX_U:
+            return None
+    maxu = max(1, most)
+    wg = limits.local_size
+    col_groups = -(-sizes[q] // cols)
+    col_slots = col_groups
+    if options["pad"] and not lanes_on_b:
+        col_slots = -(-col_groups // limits.subgroup_size) * limits.subgroup_size
+    lanes_b = sizes[b] // pair_lanes
+
+    def items(rows):
+        return sizes[a] * lanes_b * -(-sizes[p] // rows) * col_slots
+
+    rows = options["rows"]
+    if rows is None:
+        rows = 8
+        while rows > 1 and items(rows) < _WALK_MIN_ITEMS:
+            rows //= 2
+    rows = max(1, min(rows, _WALK_MAX_ROWS, sizes[p]))
+    count = items(rows)
+    if count > _MAX_COUNT:
+        return None
+    tables = _TableBuilder()
+    first = weight_first = weight_next = row_spans = 0
+    begin = counts = weights = col_spans_at = 0
+    if p_identity:
+        most_rows = rows
+    else:
+        first = tables.add(p_map.first)
+        if is_linear:
+            weight_first = tables.add(p_map.weight_first.view(np.uint32))
+            weight_next = tables.add(p_map.weight_next.view(np.uint32))
+        spans_p, most_rows = spans(p_map, rows, sizes[p])
+        row_spans = tables.add(spans_p)
+    if not q_identity:
+        counts = tables.add(q_map.counts)
+        begin = counts if q_map.begin is None else tables.add(q_map.begin)
+        weights = tables.add(q_map.weights.view(np.uint32)) if is_linear else 0
+        col_spans_at = tables.add(col_spans)
+    workgroups = grid(count, wg, limits)
+    if limits.max_loop_iterations:
+        # Counted as if the driver unrolled nothing.
+        per_row = 1 + (maxu + 2) // 2 + maxu + rows * (1 + cols * (1 + maxu))
+        per_item = 2 + most_rows * per_row + cols * (1 + maxu) + 2 * rows * (1 + cols)
+        if -(-count // (workgroups * wg)) * per_item > limits.max_loop_iterations - 64:
+            return None
+    order = (a, b, p, q)
+    constants = dict(
+        WG=wg, IS_F16=is_f16, IS_LINEAR=is_linear, IDENTITY=(True, True, p_identity, q_identity),
+        ROWS=rows, COLS=cols, MAXU=maxu, LANES_ON_B=lanes_on_b, PAIR_Q=pair_q, DY_WORDS=dy_words,
+        SIZES=tuple(sizes[k] for k in order), DX_STRIDES=tuple(dxs[k] for k in order),
+        DY_STRIDES=tuple(dys[k] for k in order), FIRST=first, WEIGHT_FIRST=weight_first,
+        WEIGHT_NEXT=weight_next, ROW_SPANS=row_spans, BEGIN=begin, COUNTS=counts,
+        WEIGHTS=weights, COL_SPANS=col_spans_at, ROW_BLOCKS=-(-sizes[p] // rows),
+        COL_GROUPS=col_groups, COL_SLOTS=col_slots, ROW_SWITCH=bool(options["switch"]),
+        SELECT_VALUES=bool(options["select"]))
+    kernel = "resample_grad_walk_pair" if pair_lanes == 2 else "resample_grad_walk"
+    return Plan((Dispatch(kernel, dict(tables="tables", dy="input_gradient_tensor",
+                                       dx="output_gradient_tensor"),
+                          workgroups, constants=constants, push=dict(count=count)),),
+                (tables.scratch(),), tensors=("input_gradient_tensor", "output_gradient_tensor"))
 
 
 # ---- host tables ---------------------------------------------------------------------------------
