@@ -8,7 +8,8 @@
 // is a contiguous range [BEGIN[i], BEGIN[i] + COUNTS[i+1] - COUNTS[i]); the host computes it,
 // and the weights, in exact float32 (DECISIONS item 2): no coordinate is computed here.
 // Summation order: o0, then o1, o2, o3 ascending (innermost o3); weights multiply as
-// ((w0*w1)*w2)*w3, then times dY; accumulation in float32, one rounding on a float16 store.
+// ((w0*w1)*w2)*w3, then acc = fma(dY, weight, acc) (ACCUMULATE: one rounding per term on every
+// device); accumulation in float32, one rounding on a float16 store.
 //
 // Bindings: tables, dy and IDENTITY as in include/resample_grad.glsl; dx
 //   (OutputGradientTensor; float16 strided stores use integer atomics on shared words).
@@ -83,7 +84,7 @@ float dx_element(uint e, out uint xoff) {
     CLIP_TO_WINDOW(1, ob1, wb1, n1)
     CLIP_TO_WINDOW(2, ob2, wb2, n2)
     CLIP_TO_WINDOW(3, ob3, wb3, n3)
-    float acc = 0.0;
+    precise float acc = 0.0;  // no contraction but ACCUMULATE's fma
     for (uint k0 = 0u; k0 < n0; ++k0) {
         float w0 = WEIGHT(0, wb0 + k0);
         uint y0 = (ob0 + k0) * DY_STRIDES0;
@@ -95,7 +96,7 @@ float dx_element(uint e, out uint xoff) {
                 uint y2 = y1 + (ob2 + k2) * DY_STRIDES2;
                 for (uint k3 = 0u; k3 < n3; ++k3) {
                     float v = LOAD(dy, y2 + (ob3 + k3) * DY_STRIDES3);
-                    acc += IS_LINEAR ? v * (w2 * WEIGHT(3, wb3 + k3)) : v;
+                    ACCUMULATE(acc, v, w2 * WEIGHT(3, wb3 + k3))
                 }
             }
         }

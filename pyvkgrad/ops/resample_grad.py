@@ -389,7 +389,15 @@ _WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad
 # per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch,
 # select: ROW_SWITCH, SELECT_VALUES (include/resample_grad_walk.glsl).
 _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
-                      switch=True, select=True)
+                      switch=None, select=None)
+# Rows per invocation, the row `switch` (False: a loop) and zeroed values (False: predicated
+# additions) where not asked for, per (linear, float16): the fastest settings on the H100 over
+# the benchmark's shapes (benchmarks/gather_variants.py, benchmarks/RESULTS.md). Every setting
+# gives the same bits.
+_WALK_TUNED = {(False, False): dict(rows=4, switch=False, select=True),
+               (True, False): dict(rows=4, switch=True, select=True),
+               (False, True): dict(rows=2, switch=True, select=True),
+               (True, True): dict(rows=8, switch=True, select=False)}
 _WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
 
 
@@ -429,6 +437,9 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
                   "q": False, "b": sizes[b] > 1}[options["lanes"]]
     is_f16 = dx.data_type.element_size == 2
     is_linear = desc.interpolation_mode == InterpolationMode.LINEAR
+    tuned = _WALK_TUNED[(is_linear, is_f16)]
+    options = {k: tuned[k] if v is None and k in ("switch", "select") else v
+               for k, v in options.items()}
 
     def even_but(strides, sz, k):  # every other stride even: element offsets keep k's parity
         return all(strides[i] % 2 == 0 for i in range(_AXES) if i != k and sz[i] > 1)
@@ -492,7 +503,7 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
 
     rows = options["rows"]
     if rows is None:
-        rows = 8
+        rows = tuned["rows"]
         while rows > 1 and items(rows) < _WALK_MIN_ITEMS:
             rows //= 2
     rows = max(1, min(rows, _WALK_MAX_ROWS, sizes[p]))

@@ -9,3 +9,8 @@ DIMS4(bool, IDENTITY, 3, true)
 
 layout(set = 0, binding = 0) readonly buffer TABLES { uint tables[]; };  // scratch, constant
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
+
+// acc += v * w for linear (w: the product of the axes' weights), acc += v for nearest. The
+// accumulator is `precise` and the linear term one fma: a single rounding that no compiler may
+// split or fuse otherwise, so every kernel and every device gives the same bits.
+#define ACCUMULATE(acc, v, w) acc = IS_LINEAR ? fma((v), (w), (acc)) : (acc) + (v);

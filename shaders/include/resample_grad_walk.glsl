@@ -22,8 +22,9 @@
 // in o_Q order, each column reading only its own contributors (a bit mask per column over the
 // union, and its weights aligned to the union, loaded once per item from the transposed
 // tables BEGIN / COUNTS / WEIGHTS of Q). So every element adds the same terms in the same
-// order as resample_grad_gather: acc += v * (wP * wQ) (linear; weights of identity axes are
-// 1.0) or acc += v (nearest), float32 accumulation from 0, one rounding to float16.
+// order as resample_grad_gather: acc = fma(v, wP * wQ, acc) (linear; weights of identity axes
+// are 1.0) or acc += v (nearest), float32 accumulation from 0, one rounding to float16
+// (ACCUMULATE, include/resample_grad.glsl).
 //
 // Lanes: consecutive items differ in their column group (LANES_ON_B false: a warp covers
 // consecutive columns of the same rows) or in B (LANES_ON_B: B is memory-innermost, e.g. the
@@ -140,10 +141,9 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
             [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                 \
                 if (SELECT_VALUES) {                                                      \
                     VALUE x = COLS == 1u ? v[u] : ve[e * MAX_U + u];                      \
-                    acc[(J) * MAX_COLS + e] += IS_LINEAR ? x * ((W) * wq[e * MAX_U + u]) : x; \
+                    ACCUMULATE(acc[(J) * MAX_COLS + e], x, VALUE((W) * wq[e * MAX_U + u])) \
                 } else if (READS(e, u)) {                                                 \
-                    acc[(J) * MAX_COLS + e] +=                                            \
-                        IS_LINEAR ? v[u] * ((W) * wq[e * MAX_U + u]) : v[u];              \
+                    ACCUMULATE(acc[(J) * MAX_COLS + e], v[u], VALUE((W) * wq[e * MAX_U + u])) \
                 }                                                                         \
             }                                                                             \
         }                                                                                 \
@@ -200,7 +200,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
         lo = tables[ROW_SPANS + 2u * rb];
         hi = tables[ROW_SPANS + 2u * rb + 1u];
     }
-    VALUE acc[MAX_ROWS * MAX_COLS];
+    precise VALUE acc[MAX_ROWS * MAX_COLS];  // no contraction but ACCUMULATE's fma
     [[unroll]] for (uint k = 0u; k < MAX_ROWS * MAX_COLS; ++k) {
         acc[k] = VALUE(0.0);
     }
