@@ -24,7 +24,6 @@ any number of compiled operators into one submission (`Device.record`), replay i
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import threading
 import weakref
@@ -39,17 +38,20 @@ from .tensor import TensorDesc, buffer_words, describe_array, fail, \
 
 
 def _import_kp():
-    # kp calls logging.basicConfig() at import, which would install a root handler in the
-    # user's process. Give the root logger a placeholder handler for the duration.
-    root = logging.getLogger()
-    placeholder = None if root.handlers else logging.NullHandler()
-    if placeholder:
-        root.addHandler(placeholder)
+    # The runtime is pyvkgrad's own build of kp 0.9.0 with tools/kp-0.9.0.patch
+    # (pyvkgrad._kompute, compiled by the wheel build), never a stock `kp`. (Stock kp called
+    # logging.basicConfig() at import, so this used to shield the root logger; the patch
+    # removed that call.)
     try:
-        import kp
-    finally:
-        if placeholder:
-            root.removeHandler(placeholder)
+        from . import _kompute as kp
+    except ImportError as e:
+        raise ImportError(
+            f"pyvkgrad's Kompute runtime (pyvkgrad._kompute) is missing or cannot load ({e}). "
+            "It is built with pyvkgrad's wheel: install pyvkgrad with pip (pip install "
+            "<pyvkgrad checkout>), or in a checkout run ./tools/test or ./tools/demo, which "
+            "build it") from e
+    from ._kompute_check import check
+    check(kp)
     return kp
 
 
