@@ -28,6 +28,8 @@ DEBIAN_BUILD="g++ cmake libvulkan-dev python3-dev"
 DEBIAN_TEST="vulkan-validationlayers glslang-tools spirv-tools"
 
 _say() { [ "${PYVKGRAD_QUIET:-0}" = 1 ] || echo "[pyvkgrad setup] $*" >&2; }
+# pip, without the warnings this machine's pip configuration may print about index locations.
+_pip() { python -m pip "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
 _debian_packages() {
   echo "$DEBIAN_RUN $DEBIAN_BUILD"
@@ -79,7 +81,7 @@ _ensure_requirements() {
   fi
   _say "installing into .venv: pyvkgrad's requirements ($groups)"
   # shellcheck disable=SC2046
-  python -m pip install -q $(python "$ROOT/tools/_requirements.py" $groups | grep -vx pip) ninja
+  _pip install -q $(python "$ROOT/tools/_requirements.py" $groups | grep -vx pip) ninja
   echo "$want $groups" > "$stamp"
 }
 
@@ -114,8 +116,7 @@ _ensure_sdist() {  # kp's sdist, downloaded once into the cache; the build check
   [ -f "$KP_SDIST" ] && return 0
   _say "downloading the kp $KP_VERSION sdist (pyvkgrad's runtime is built from it)"
   mkdir -p "$CACHE/sdist"
-  python -m pip download -q --no-deps --no-binary :all: -d "$CACHE/sdist" "kp==$KP_VERSION" 2>&1 \
-    | grep -v "is ignored: it is neither" >&2 || true
+  _pip download -q --no-deps --no-binary :all: -d "$CACHE/sdist" "kp==$KP_VERSION" || true
   [ -f "$KP_SDIST" ] || { echo "could not download the kp $KP_VERSION sdist" >&2; exit 1; }
 }
 
@@ -124,7 +125,7 @@ _progress() {  # $1: pid of a build, $2: its log; shows its steps until it ends,
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     step="$(grep -aoE '\[[0-9]+/[0-9]+\] [A-Za-z]+ [A-Za-z+]+ [a-z]+ .*' "$log" 2>/dev/null | tail -1 \
-            | sed -E 's#^(\[[0-9]+/[0-9]+\]) ([A-Za-z]+).* ([^ /]+)$#\1 \2 \3#' || true)"
+            | sed -E 's#^(\[[0-9]+/[0-9]+\]) ([A-Za-z]+) .* ([^ ]*/)?([^ /]+)$#\1 \2 \4#' || true)"
     [ -n "$step" ] || step="$(grep -aqE -- '-- Configuring|-- pyvkgrad' "$log" 2>/dev/null \
                               && echo configuring || echo "preparing the build")"
     elapsed=$((SECONDS - start))
@@ -165,13 +166,13 @@ _build_wheel() {  # $1: python, $2: directory for the wheel, $3: its wheel tag (
   rm -rf "$out"
   _say "built $(basename "$dir"/pyvkgrad-*.whl) in $((SECONDS - t0)) s"
   # Keep the ten newest wheels.
-  ls -1dt "$CACHE"/wheels/*/ 2>/dev/null | tail -n +11 | xargs -r rm -rf
+  ls -1dt "$CACHE"/wheels/pyvkgrad-*/ 2>/dev/null | tail -n +11 | xargs -r rm -rf
 }
 
 _wheel_for() {  # $1: python. Prints the path of pyvkgrad's wheel built from this checkout for it.
   local py=$1 pytag dir
   pytag="$("$py" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
-  dir="$CACHE/wheels/$(_wheel_key)-$pytag"
+  dir="$CACHE/wheels/pyvkgrad-$(_wheel_key)-$pytag"
   ls "$dir"/pyvkgrad-*.whl >/dev/null 2>&1 || _build_wheel "$py" "$dir" "$pytag"
   ls "$dir"/pyvkgrad-*.whl | head -1
 }
