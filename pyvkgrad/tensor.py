@@ -1,6 +1,6 @@
 """DirectML buffer tensor descriptors and the checks every operator shares.
 
-`TensorDesc` mirrors `DML_BUFFER_TENSOR_DESC` (spec section 1): a data type, sizes (outermost
+`TensorDesc` mirrors `DML_BUFFER_TENSOR_DESC` (docs/semantics.md §1): a data type, sizes (outermost
 first) and optional element strides (0 broadcasts, larger than packed pads). Operators validate
 their descriptors with the helpers here so that every message has one shape:
 
@@ -144,7 +144,8 @@ class TensorDesc:
     def has_overlap(self) -> bool:
         """True when two logical elements share memory (a zero stride, or strides that alias).
 
-        Outputs must not overlap: several results would race for one cell (spec 1.2).
+        Outputs must not overlap: several results would race for one cell
+        (docs/semantics.md §6.13).
         Sorting dimensions by stride, each stride must exceed the reach of the inner ones.
         """
         reach = 0

@@ -5,7 +5,7 @@
 //   (Sdy, Sa, Sdya) = sum over chunks of part[k * chunks + j]     a = X - Mean, n = N_R
 //   c0 = 1 / sqrt(Variance + Epsilon)
 //   OutputBiasGradient[k]  = Sdy
-//   OutputScaleGradient[k] = Sdya * c0                              (spec 7.2 and 7.4)
+//   OutputScaleGradient[k] = Sdya * c0                              (docs/semantics.md §4, §5)
 //   mean_R(dY) = Sdy / n;  ma = mean_R(X) - Mean = Sa / n
 //   mean_R(Coef1) = mean_R(dY * (X - mean_R(X))) = Sdya / n - mean_R(dY) * ma
 //   table[2k]     = (alpha = Scale * c0, q = mean_R(Coef1) / (Variance + Epsilon), Mean, ma)
