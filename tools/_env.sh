@@ -121,7 +121,7 @@ _ensure_sdist() {  # kp's sdist, downloaded once into the cache; the build check
 }
 
 _progress() {  # $1: pid of a build, $2: its log; shows its steps until it ends, returns its status
-  local pid=$1 log=$2 start=$SECONDS shown="" step elapsed
+  local pid=$1 log=$2 start=$SECONDS shown="" shown_at=$SECONDS step elapsed
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     step="$(grep -aoE '\[[0-9]+/[0-9]+\] [A-Za-z]+ [A-Za-z+]+ [a-z]+ .*' "$log" 2>/dev/null | tail -1 \
@@ -129,9 +129,9 @@ _progress() {  # $1: pid of a build, $2: its log; shows its steps until it ends,
     [ -n "$step" ] || step="$(grep -aqE -- '-- Configuring|-- pyvkgrad' "$log" 2>/dev/null \
                               && echo configuring || echo "preparing the build")"
     elapsed=$((SECONDS - start))
-    if [ "$step" != "$shown" ] || [ $((elapsed % 30)) = 0 ]; then
+    if [ "$step" != "$shown" ] || [ $((SECONDS - shown_at)) -ge 30 ]; then
       _say "  $(printf '%d:%02d' $((elapsed / 60)) $((elapsed % 60)))  $step"
-      shown="$step"
+      shown="$step" shown_at=$SECONDS
     fi
   done
   wait "$pid"
