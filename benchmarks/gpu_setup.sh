@@ -9,7 +9,7 @@
 #     mkdir -p .gpu/debs && (cd .gpu/debs && apt-get download libvulkan1 libvulkan-dev \
 #         libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)      # amd64 packages
 #     python3 -m pip download --no-deps --no-binary :all: -d .gpu kp==0.9.0
-for f in .gpu/debs/*.deb; do dpkg -x "$f" /; done; ldconfig
+for f in .gpu/debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export VK_ICD_FILENAMES=$VK_DRIVER_FILES
 # The runtime's key, as tools/_env.sh computes it: what the runtime depends on, and the Python.
