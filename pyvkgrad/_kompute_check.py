@@ -28,7 +28,7 @@ def check(kp) -> None:
     sent = np.array([0, 1, 2, 3, 0xDEADBEEF, 0xFFFFFFFF, 7, 0x12345678], dtype=np.uint32)
     try:
         back = kp._round_trip_u32(sent)
-    except Exception as e:  # noqa: BLE001 - any failure here means an unusable runtime
+    except Exception as e:  # any failure here means an unusable runtime
         raise ImportError(f"pyvkgrad's Kompute runtime {where} failed its round-trip check "
                           f"under numpy {np.__version__} ({type(e).__name__}: {e})") from e
     problem = compare(sent, back)

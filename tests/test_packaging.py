@@ -153,6 +153,7 @@ def test_package_ships_its_typing_marker_and_kernels():
 
 def _cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "pyvkgrad", *args], cwd=cwd or PACKAGE.parent,
+                          check=False,
                           capture_output=True, text=True, timeout=300)
 
 

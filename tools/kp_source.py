@@ -55,7 +55,8 @@ def find_sdist(dest: Path) -> Path:
                    "-d", str(sdist.parent), f"kp=={KP_VERSION}"]
             print(f"-- pyvkgrad: downloading the kp {KP_VERSION} sdist: {' '.join(cmd)}",
                   file=sys.stderr)
-            done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            done = subprocess.run(cmd, check=False, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT,
                                   text=True)
             if done.returncode != 0 or not sdist.is_file():
                 raise SourceError(
