@@ -76,7 +76,7 @@ _ensure_requirements() {
   [ "$have" = "$want $groups" ] || [ "$have" = "$want run build test" ] && return 0
   # A .venv from before the runtime moved into pyvkgrad holds a stock kp wheel and an editable
   # pyvkgrad; the checkout is on sys.path through a .pth file now.
-  if ls "$SITE"/kp-*.dist-info "$SITE"/pyvkgrad-*.dist-info >/dev/null 2>&1; then
+  if compgen -G "$SITE/kp-*.dist-info" >/dev/null || compgen -G "$SITE/pyvkgrad-*.dist-info" >/dev/null; then
     python -m pip uninstall -q -y kp pyvkgrad >/dev/null 2>&1 || true
   fi
   _say "installing into .venv: pyvkgrad's requirements ($groups)"
