@@ -61,11 +61,19 @@ _ensure_venv() {
     _say "creating $ROOT/.venv"
     "${PYTHON:-python3}" -m venv "$ROOT/.venv"
   fi
-  # shellcheck disable=SC1091
-  . "$ROOT/.venv/bin/activate"
-  # This Python's wheel tag and site-packages, in one call.
-  read -r PYTAG SITE < <(python -c 'import sys, sysconfig
-print("cp%d%d" % sys.version_info[:2], sysconfig.get_path("purelib"))')
+  # Not bin/activate: it names the path the venv was made at, and a moved or copied checkout
+  # would then install into some other venv.
+  export VIRTUAL_ENV="$ROOT/.venv" PATH="$ROOT/.venv/bin:$PATH"
+  unset PYTHONHOME
+  # This Python's wheel tag, site-packages and prefix, in one call.
+  local prefix
+  read -r PYTAG SITE prefix < <(python -c 'import os, sys, sysconfig
+print("cp%d%d" % sys.version_info[:2], sysconfig.get_path("purelib"), os.path.realpath(sys.prefix))')
+  if [ "$prefix" != "$(realpath "$ROOT/.venv")" ]; then
+    echo "$ROOT/.venv is not a usable virtual environment here (its Python's prefix is" \
+         "$prefix); remove it and run again" >&2
+    exit 1
+  fi
 }
 
 _ensure_requirements() {
