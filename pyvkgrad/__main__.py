@@ -1,15 +1,43 @@
-"""Command line: `python -m pyvkgrad info | demo | bench [args]`."""
+"""Command line: `python -m pyvkgrad [--version] info | demo | bench [args]`."""
 
 from __future__ import annotations
 
 import argparse
+import platform
 import runpy
 import sys
 from pathlib import Path
 
+from . import __version__
+
+
+def versions() -> int:
+    """Print pyvkgrad's, the runtime's, numpy's and Python's versions, and whether pyvkgrad's
+    fast runtime is in use; 1 when the runtime cannot be loaded (the reason is printed)."""
+    import numpy
+
+    print(f"pyvkgrad {__version__} ({Path(__file__).resolve().parent})")
+    status = 0
+    try:
+        from .runtime import kp
+    except ImportError as e:
+        print(f"runtime: cannot be loaded: {e}")
+        status = 1
+    else:
+        # runtime.py refuses a runtime without pyvkgrad's patch, so a loaded one is the fast one.
+        print(f"runtime: kp 0.9.0 with pyvkgrad's patch, level {kp.pyvkgrad_patch} "
+              f"({Path(kp.__file__).name})")
+        print("fast runtime: yes (compute barriers, one polled fence per sequence, native "
+              "float atomics where the device has them)")
+    print(f"numpy {numpy.__version__}")
+    print(f"Python {platform.python_version()} ({sys.executable})")
+    return status
+
 
 def info() -> int:
-    """Print every Vulkan device pyvkgrad sees, and which one is the default."""
+    """Print the versions, then every Vulkan device pyvkgrad sees and which one is the default."""
+    if versions():
+        return 1
     from .device import default_device, devices
 
     found = devices()
@@ -56,27 +84,44 @@ def _wait_policy(device) -> str:
             else "blocks at once (PYVKGRAD_WAIT_SPIN_US=0 or a CPU device)")
 
 
-def main(argv=None) -> int:
+def bench(args) -> int:
+    """benchmarks/run.py with `args`. The benchmarks ship with the source repository, not with
+    the package: they are looked for next to the package (a checkout) and in the current
+    directory."""
+    here = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
+    for script in (here, Path.cwd() / "benchmarks" / "run.py"):
+        if script.is_file():
+            sys.argv = [str(script), *args]
+            runpy.run_path(str(script), run_name="__main__")
+            return 0
+    print("python -m pyvkgrad bench needs pyvkgrad's source repository: the benchmarks "
+          "(benchmarks/run.py) are not part of the installed package. Run it from the "
+          "repository's root directory.", file=sys.stderr)
+    return 1
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pyvkgrad", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"pyvkgrad {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="print the Vulkan devices and their limits")
+    sub.add_parser("info", help="print the versions, the Vulkan devices and their limits")
     demo_p = sub.add_parser("demo", help="run every operator against the float64 oracle")
     demo_p.add_argument("--device", default=None, help="index or part of a device name")
-    sub.add_parser("bench", help="benchmarks (benchmarks/run.py; arguments pass through)",
-                   add_help=False)
-    args, rest = parser.parse_known_args(argv)
+    sub.add_parser("bench", add_help=False,
+                   help="benchmarks (benchmarks/run.py of the repository; arguments pass "
+                        "through: bench --help lists them)")
+    return parser
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # everything after `bench` belongs to benchmarks/run.py
+        return bench(argv[1:])
+    args = _parser().parse_args(argv)  # anything unknown is an error
     if args.command == "info":
         return info()
-    if args.command == "demo":
-        from .demo import run
-        return run(args.device)
-    bench = Path(__file__).resolve().parent.parent / "benchmarks" / "run.py"
-    if not bench.exists():
-        print("benchmarks/ ships with the source tree, not the package", file=sys.stderr)
-        return 1
-    sys.argv = [str(bench), *rest]
-    runpy.run_path(str(bench), run_name="__main__")
-    return 0
+    from .demo import run
+    return run(args.device)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from . import reference
-from .device import get_device
+from .device import get_device, kp
 
 
 def _cases(rng):
@@ -29,11 +29,12 @@ def _cases(rng):
     yield ("ACTIVATION_RELU_GRAD", "float16 [8, 64, 56, 56]",
            lambda d: p.activation_relu_grad(xh, dyh, device=d),
            lambda: reference.activation_relu_grad(xh, dyh))
-    for mode in ("nearest_neighbor", "linear"):
+    for mode, algorithm in (("nearest_neighbor", "gather"), ("linear", "gather"),
+                            ("linear", "atomic")):
         g = arr((4, 16, 64, 64))
-        yield ("RESAMPLE_GRAD", f"{mode} float32 [4, 16, 64, 64] -> [4, 16, 32, 32]",
-               lambda d, g=g, m=mode: p.resample_grad(g, (4, 16, 32, 32), interpolation_mode=m,
-                                                      device=d),
+        yield ("RESAMPLE_GRAD", f"{mode} {algorithm} float32 [4, 16, 64, 64] -> [4, 16, 32, 32]",
+               lambda d, g=g, m=mode, a=algorithm: p.resample_grad(
+                   g, (4, 16, 32, 32), interpolation_mode=m, algorithm=a, device=d),
                lambda g=g, m=mode: reference.resample_grad(g, (4, 16, 32, 32), m,
                                                            (1, 1, 2, 2), (0.5,) * 4, (-0.5,) * 4))
     xb, dyb = arr((8, 32, 28, 28)), arr((8, 32, 28, 28))
@@ -63,7 +64,11 @@ def _error(got, want) -> float:
 def run(device=None) -> int:
     dev = get_device(device)
     print(f"pyvkgrad demo on {dev.name} ({dev.info.vendor}, {dev.info.driver_name})")
-    print(f"{'operator':<36}{'case':<58}{'max rel error':>14}{'first call':>12}{'repeat':>10}")
+    print("runtime: kp 0.9.0 with pyvkgrad's patch, level "
+          f"{kp.pyvkgrad_patch}; float atomics: "
+          + ("native (VK_EXT_shader_atomic_float)" if dev.float_atomic_add
+             else "compare-and-swap (no native float atomic add here)"))
+    print(f"{'operator':<36}{'case':<68}{'max rel error':>14}{'first call':>12}{'repeat':>10}")
     rng = np.random.default_rng(0)
     failures = 0
     for name, text, call, oracle in _cases(rng):
@@ -75,7 +80,7 @@ def run(device=None) -> int:
         err = _error(got, oracle())
         bad = err > 1e-3
         failures += bad
-        print(f"{name:<36}{text:<58}{err:>14.2e}{(t1 - t0) * 1e3:>10.1f}ms"
+        print(f"{name:<36}{text:<68}{err:>14.2e}{(t1 - t0) * 1e3:>10.1f}ms"
               f"{(t2 - t1) * 1e3:>8.1f}ms{'  FAIL' if bad else ''}")
     return 1 if failures else 0
 

@@ -1,13 +1,13 @@
 """Float64 NumPy reference oracle for the operators pyvkgrad implements.
 
-Written from the formulas of /work/shared/spec/dml-semantics.md (sections 3-7) and the choices of
-DECISIONS.md, without looking at any GPU code, so that the two implementations stay independent.
+Written from the formulas of docs/semantics.md (sections 2-5) and its choices (section 6),
+without looking at any GPU code, so that the two implementations stay independent.
 Every function converts its inputs with ``np.asarray(x, dtype=np.float64)`` (inputs are never
 modified) and returns float64 arrays.
 
 Deliberate precision choices:
 
-* Resample coordinates are computed in float32 (DECISIONS item 2), because that is what a GPU
+* Resample coordinates are computed in float32 (docs/semantics.md §6.2), because that is what a GPU
   shader with float32 ``Scales`` does; ties such as align-corners ``1/(2/7) = 3.4999998`` therefore
   round the way the device rounds.  Everything after the coordinate (index selection on the exact
   float32 value, weight products, accumulation) is float64.
@@ -42,7 +42,7 @@ def _f64(x):
 
 
 # --------------------------------------------------------------------------------------------
-# ReLU grad (spec section 3)
+# ReLU grad (docs/semantics.md §2)
 # --------------------------------------------------------------------------------------------
 
 
@@ -61,7 +61,7 @@ def activation_relu_grad(input, input_gradient):
 
 
 # --------------------------------------------------------------------------------------------
-# Resample forward / grad (spec sections 4 and 5)
+# Resample forward / grad (docs/semantics.md §3)
 # --------------------------------------------------------------------------------------------
 
 
@@ -159,7 +159,7 @@ def resample_grad(input_gradient, output_gradient_sizes, interpolation_mode, sca
                   input_pixel_offsets, output_pixel_offsets, rounding_direction=None):
     """DML_RESAMPLE_GRAD (DML_RESAMPLE_GRAD1 with rounding_direction): dX = W^T dY.
 
-    The parameters are those of the forward being differentiated (R-doc, DECISIONS item 1);
+    The parameters are those of the forward being differentiated (docs/semantics.md §6.1);
     input_gradient has the forward output's shape, the result has shape output_gradient_sizes
     (the forward input's).  Built from the same per-axis matrices as resample1, transposed, so it
     is the exact adjoint: <resample1(x), dY> == <x, resample_grad(dY)>.
@@ -176,12 +176,13 @@ def resample_grad(input_gradient, output_gradient_sizes, interpolation_mode, sca
 
 
 # --------------------------------------------------------------------------------------------
-# Batch normalization (spec section 7)
+# Batch normalization (docs/semantics.md §4 and §5)
 # --------------------------------------------------------------------------------------------
 
 
 def _reduced_axes(input_shape, stats_shape, what):
-    """R = {d : stats size is 1}; every other stats dim must equal the input's (spec 7)."""
+    """R = {d : stats size is 1}; every other stats dim must equal the input's
+    (docs/semantics.md §4)."""
     if len(stats_shape) != len(input_shape):
         raise ValueError(f"batch_normalization: {what} has rank {len(stats_shape)}, "
                          f"input has rank {len(input_shape)}")
@@ -202,7 +203,7 @@ def batch_normalization(input, mean, variance, scale, bias, epsilon):
 def batch_normalization_training(input, scale, bias, epsilon):
     """Training forward -> (output, mean, variance), statistics over R = {d : scale size is 1}.
 
-    Mean = mean_R(X); Variance = mean_R((X - Mean)^2) (biased, spec 7.3);
+    Mean = mean_R(X); Variance = mean_R((X - Mean)^2) (biased, docs/semantics.md §5);
     Output = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias.  Mean/variance have the
     statistics shape (size 1 on R, input size elsewhere).
     """
@@ -215,7 +216,7 @@ def batch_normalization_training(input, scale, bias, epsilon):
 
 
 def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon):
-    """DML_BATCH_NORMALIZATION_GRAD (spec 7.2); Mean/Variance are constants.
+    """DML_BATCH_NORMALIZATION_GRAD (docs/semantics.md §4); Mean/Variance are constants.
 
     dX = dY * Scale / sigma;  dScale = sum_R dY * (X - Mean) / sigma;  dBias = sum_R dY,
     sigma = sqrt(Variance + Epsilon), R = {d : mean size is 1} (possibly empty: element-wise).
@@ -231,7 +232,7 @@ def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsil
 
 
 def batch_normalization_training_grad(input, input_gradient, mean, variance, scale, epsilon):
-    """DML_BATCH_NORMALIZATION_TRAINING_GRAD, spec 7.4 followed literally (DECISIONS item 7).
+    """DML_BATCH_NORMALIZATION_TRAINING_GRAD, docs/semantics.md §5 followed literally (§6.7).
 
     Coef0 = 1/sqrt(Variance + Epsilon); Xc = X - mean_R(X); dYc = dY - mean_R(dY);
     Coef1 = dY * Xc;

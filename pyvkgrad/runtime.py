@@ -26,7 +26,6 @@ Quirks handled here:
 
 from __future__ import annotations
 
-import logging
 from typing import Iterable, List, Sequence
 
 import numpy as np
@@ -35,25 +34,27 @@ from ._state import ClosedError
 
 
 def _import_kp():
-    # kp calls logging.basicConfig() at import, which would install a root handler in the
-    # user's process. Give the root logger a placeholder handler for the duration.
-    root = logging.getLogger()
-    placeholder = None if root.handlers else logging.NullHandler()
-    if placeholder:
-        root.addHandler(placeholder)
+    # The runtime is pyvkgrad's own build of kp 0.9.0 with tools/kp-0.9.0.patch
+    # (pyvkgrad._kompute, compiled by the wheel build), never a stock `kp`.
     try:
-        import kp
-    finally:
-        if placeholder:
-            root.removeHandler(placeholder)
+        from . import _kompute as kp
+    except ImportError as e:
+        raise ImportError(
+            f"pyvkgrad's Kompute runtime (pyvkgrad._kompute) is missing or cannot load ({e}). "
+            "It is built with pyvkgrad's wheel: install pyvkgrad with pip (pip install "
+            "<pyvkgrad checkout>), or in a checkout run ./tools/test or ./tools/demo, which "
+            "build it") from e
+    from ._kompute_check import check
+    check(kp)
     return kp
 
 
 kp = _import_kp()
 
-# The level of pyvkgrad's kp patch this module needs (memory barriers, fence reuse and
-# polling, float atomics, timestamp query resets).
-PATCH_LEVEL = 3
+# The level of pyvkgrad's kp patch this module needs (tools/kp-0.9.0.patch: memory barriers,
+# fence reuse and polling, float atomics, timestamp query resets, the module's own name, pruned
+# object lists).
+PATCH_LEVEL = 4
 if getattr(kp, "pyvkgrad_patch", 0) < PATCH_LEVEL:
     raise ImportError(f"pyvkgrad needs its patched Kompute runtime (patch level >= "
                       f"{PATCH_LEVEL}), found patch level {getattr(kp, 'pyvkgrad_patch', 0)}")

@@ -1,6 +1,6 @@
 """DirectML buffer tensor descriptors and the checks every operator shares.
 
-`TensorDesc` mirrors `DML_BUFFER_TENSOR_DESC` (spec section 1): a data type, sizes (outermost
+`TensorDesc` mirrors `DML_BUFFER_TENSOR_DESC` (docs/semantics.md §1): a data type, sizes (outermost
 first) and optional element strides (0 broadcasts, larger than packed pads). Operators validate
 their descriptors with the helpers here so that every message has one shape:
 
@@ -155,7 +155,8 @@ class TensorDesc:
     def has_overlap(self) -> bool:
         """True when two logical elements share memory (a zero stride, or strides that alias).
 
-        Outputs must not overlap: several results would race for one cell. Exact: when,
+        Outputs must not overlap: several results would race for one cell (docs/semantics.md
+        §6.13). Exact: when,
         sorting dimensions by stride, each stride exceeds the reach of the smaller ones, no
         two elements meet; otherwise the offsets are enumerated (sizes (3, 2) with strides
         (2, 3) address 0, 3, 2, 5, 4, 7: distinct). Beyond EXACT_OVERLAP_CHECK_MAX elements

@@ -1,7 +1,7 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_GRAD (batch_normalization_grad), OutputGradient, general
 // strided form.
 //
-//   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (spec 7.2)
+//   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (docs/semantics.md §4)
 //
 // Element-wise with constant statistics: no reduction, so it runs beside the reduction
 // kernels (it reads only dY, Scale and Variance). The statistics are read through strides

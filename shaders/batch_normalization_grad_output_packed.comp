@@ -1,7 +1,7 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_GRAD (batch_normalization_grad), OutputGradient, fast path
 // for dY and dX sharing one packed layout.
 //
-//   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (spec 7.2)
+//   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (docs/semantics.md §4)
 //
 // Word w of dY and dX holds the same elements, so each invocation streams one 16-byte vector:
 // 4 float32 or 8 float16 elements, and owns whole output words (no atomics). The statistics

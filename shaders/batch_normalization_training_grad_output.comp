@@ -1,7 +1,7 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD (batch_normalization_training_grad),
 // OutputGradient, general strided form.
 //
-//   dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)            (spec 7.4)
+//   dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)            (docs/semantics.md §5)
 //
 // with the per-channel coefficients of the reduction's stage 2:
 //   coefficients[2k] = (alpha = Scale / sqrt(Var + eps), q = mean_R(Coef1) / (Var + eps),

@@ -1,7 +1,7 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD (batch_normalization_training_grad),
 // OutputGradient, fast path for X, dY and dX sharing one packed layout.
 //
-//   dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)            (spec 7.4)
+//   dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)            (docs/semantics.md §5)
 //
 // Coefficients per channel as in the strided form, batch_normalization_training_grad_output.
 // Word w of the three tensors holds the same elements, so each invocation streams one 16-byte

@@ -6,7 +6,7 @@
 // C_d(i) is the set of forward outputs o along axis d that read input i (nearest: i(o) == i;
 // linear: a tap of o lands on i with a nonzero weight). The forward map is monotone, so C_d(i)
 // is a contiguous range [BEGIN[i], BEGIN[i] + COUNTS[i+1] - COUNTS[i]); the host computes it,
-// and the weights, in exact float32 (DECISIONS item 2): no coordinate is computed here.
+// and the weights, in exact float32 (docs/semantics.md §6.2): no coordinate is computed here.
 // Summation order: o0, then o1, o2, o3 ascending (innermost o3); weights multiply as
 // ((w0*w1)*w2)*w3, then acc = fma(dY, weight, acc) (ACCUMULATE: one rounding per term on every
 // device); accumulation in float32, one rounding on a float16 store.

@@ -1,7 +1,7 @@
 """What BATCH_NORMALIZATION_GRAD and BATCH_NORMALIZATION_TRAINING_GRAD share: validation of the
 eight tensors, the reduction-axis analysis, the kernel plan and the one-call driver.
 
-Reduction axes (spec 7, DECISIONS item 7): R = {d : MeanTensor.Sizes[d] == 1} (reduced) and
+Reduction axes (docs/semantics.md §4, §6.7): R = {d : MeanTensor.Sizes[d] == 1} (reduced) and
 K = the other dimensions (kept, the "channels"). Dimensions of size 1 everywhere play no part.
 Channel k is the row-major index over K; element (k, r) has reduced index r, row-major over R.
 Both sets are ordered by InputTensor stride, outermost first, so the innermost dimension in
@@ -84,7 +84,7 @@ FUSED_IN_FLIGHT_BYTES = 16 << 20
 # ---- validation ---------------------------------------------------------------------------------
 
 def validate(desc) -> float:
-    """Spec section 8 for the eight tensors, and Epsilon; returns Epsilon as a float.
+    """docs/semantics.md §8 for the eight tensors, and Epsilon; returns Epsilon as a float.
 
     Epsilon must be finite and >= 0 (also in float32). 0 is allowed, as in DirectML: then a
     zero variance gives infinite or NaN results, as in float64 arithmetic.

@@ -1,6 +1,6 @@
-"""DML_OPERATOR_ACTIVATION_RELU_GRAD: dX = X > 0 ? dY : +0, element-wise (spec section 3).
+"""DML_OPERATOR_ACTIVATION_RELU_GRAD: dX = X > 0 ? dY : +0, element-wise (docs/semantics.md §2).
 
-X = 0, -0 and NaN give +0; a NaN in dY passes where X > 0 (DECISIONS item 6). A select, not
+X = 0, -0 and NaN give +0; a NaN in dY passes where X > 0 (docs/semantics.md §6.6). A select, not
 a multiply, so results are bit copies of dY or +0 in float32 and float16 alike.
 """
 

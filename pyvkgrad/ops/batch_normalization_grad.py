@@ -1,5 +1,5 @@
 """DML_OPERATOR_BATCH_NORMALIZATION_GRAD: the gradient of batch normalization with constant
-statistics (spec 7.2, DECISIONS item 7).
+statistics (docs/semantics.md §4, §6.7).
 
     OutputGradient      = dY * Scale / sqrt(Variance + Epsilon)             (element-wise)
     OutputScaleGradient = sum_R dY * (X - Mean) / sqrt(Variance + Epsilon)

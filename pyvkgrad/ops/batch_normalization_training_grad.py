@@ -1,5 +1,5 @@
 """DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD: the full gradient of training-mode batch
-normalization, spec 7.4 followed literally (DECISIONS item 7).
+normalization, docs/semantics.md §5 followed literally (§6.7).
 
     Coef0          = 1 / sqrt(Variance + Epsilon)
     Xc             = X - mean_R(X)

@@ -1,8 +1,10 @@
-"""DML_OPERATOR_RESAMPLE_GRAD: dX = W^T dY, the exact transpose of DML_RESAMPLE1 (spec section 5).
+"""DML_OPERATOR_RESAMPLE_GRAD: dX = W^T dY, the exact transpose of DML_RESAMPLE1
+(docs/semantics.md §3).
 
-The parameters are the forward's (DECISIONS item 1): `Scales`, `InputPixelOffsets` and
+The parameters are the forward's (docs/semantics.md §6.1): `Scales`, `InputPixelOffsets` and
 `OutputPixelOffsets` of the RESAMPLE1 whose input has dX's sizes and whose output has dY's.
-Per dimension d the forward reads, for output index o, the input coordinate (DECISIONS item 2)
+Per dimension d the forward reads, for output index o, the input coordinate
+(docs/semantics.md §6.2)
 
     x(o) = (float32(o) - OutputPixelOffset) / Scale - InputPixelOffset      (float32, this order)
 
@@ -45,7 +47,7 @@ Choices where DirectML is silent:
 * rounding_direction only affects nearest neighbour (as in DML_RESAMPLE_GRAD1); it is accepted
   and ignored with linear.
 * Taps of weight exactly 0 (linear, f = 0) are dropped, so a non-finite dY next to them does not
-  spread NaN (keep gradients finite; the spec calls DirectML's behaviour unknown, 4.6).
+  spread NaN (keep gradients finite; DirectML's behaviour is unknown, docs/semantics.md §6.11).
 * A coordinate that overflows float32 (a tiny Scale) clamps to the edge element with weight 1.
 * An axis whose map is the identity (same sizes, o reads exactly i) uses no table.
 """

@@ -5,7 +5,7 @@
 //
 // The sums are taken around a shift: s = (sum dY, sum a, sum dY * a) with a = X - shift.
 // BATCH_NORMALIZATION_GRAD shifts by the supplied Mean, so that s.z is its scale gradient's
-// own sum. The training grad recentres with the batch's own mean_R(X) (spec 7.4), so its dX
+// own sum. The training grad recentres with the batch's own mean_R(X) (docs/semantics.md §5), so its dX
 // must not depend on the Mean passed in. Any shift gives the same result in exact arithmetic;
 // in float32 the covariance loses about |shift - mean_R(X)| |mean_R(dY)| / |covariance| of
 // its precision, so the best shift is the batch mean. `training_shift` takes the supplied Mean
