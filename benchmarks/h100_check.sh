@@ -1,4 +1,4 @@
-# One lent-GPU run (../shared/gpu/README.md): the test suite on the GPU, then the benchmark with
+# One lent-GPU run (set up by benchmarks/gpu_setup.sh): the test suite on the GPU, then the benchmark with
 # every case in its own process; logs and JSON under $OUT. Run from the project root with .gpu
 # carried:  bash benchmarks/h100_check.sh
 set -o pipefail

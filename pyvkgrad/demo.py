@@ -11,7 +11,8 @@ import time
 import numpy as np
 
 from . import reference
-from .device import get_device, kp
+from .device import get_device
+from .runtime import kp
 
 
 def _cases(rng):

@@ -1,4 +1,4 @@
-"""ACTIVATION_RELU_GRAD against the float64 oracle, the spec's vectors, and its error rules."""
+"""ACTIVATION_RELU_GRAD against the float64 oracle, the worked examples of docs/semantics.md §2, and its error rules."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
 """BATCH_NORMALIZATION_GRAD and BATCH_NORMALIZATION_TRAINING_GRAD against the float64 oracle,
-the spec's vectors (10.5), every reduction layout, and their error rules.
+the worked examples of docs/semantics.md §4-5, every reduction layout, and their error rules.
 
 Tolerances. Sums are compared relative to their magnitude (the sum of the absolute terms, which
 bounds any summation order's error): float32 1e-5 of it. The output gradient likewise, relative

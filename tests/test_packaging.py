@@ -27,7 +27,7 @@ EXPECT_INSTALLED = os.environ.get("PYVKGRAD_EXPECT_INSTALLED") == "1"
 
 def test_runtime_is_pyvkgrads_own_build():
     from pyvkgrad import _kompute
-    from pyvkgrad.device import kp
+    from pyvkgrad.runtime import kp
     assert kp is _kompute
     assert kp.__name__ == "pyvkgrad._kompute"
     assert kp.pyvkgrad_patch == 4
@@ -217,9 +217,7 @@ _OUTSIDE = re.compile(r"\.\./shared|shared/spec|spec/dml-semantics|spec/DECISION
                       r"(?<![\w/])DECISIONS\.md|kompute\.md|/work/")
 
 
-# device.py's module docstring still names the kp notes outside the repository; device.py is
-# being restructured separately (issue 10), which drops that reference.
-_PENDING = {("pyvkgrad/device.py", "Quirks handled here (../shared/kompute.md):")}
+_PENDING = set()  # (file, line) pairs allowed to point outside, while they are reworked
 
 
 def test_references_stay_inside_the_repository():

@@ -180,7 +180,7 @@ def test_r17_float16_input_exact():
 
 def test_coordinates_are_float32():
     # Align-corners 8 -> 3, Scale 2/7, offsets 0/0: x(1) = 1/float32(2/7) = 3.4999998 in float32
-    # (3.5 exactly in real arithmetic), so round-half-up picks 3, not 4 (DECISIONS item 2).
+    # (3.5 exactly in real arithmetic), so round-half-up picks 3, not 4 (docs/semantics.md §6.2).
     y = fwd(np.arange(8.0), (3,), NN, (2 / 7,), (0, 0))
     np.testing.assert_array_equal(y, [0, 3, 7])
 
@@ -194,7 +194,7 @@ def test_resample_does_not_modify_input():
 
 
 def brute_force_resample(x, out, mode, scales, in_offs, out_offs, rd):
-    """Direct per-output evaluation of spec 4.2-4.6 (2^D taps), independent of _axis_weights."""
+    """Direct per-output evaluation of docs/semantics.md §3.1 (2^D taps), independent of _axis_weights."""
     x = np.asarray(x, np.float64)
     y = np.zeros(out)
     for o in itertools.product(*[range(n) for n in out]):

@@ -1,8 +1,8 @@
-"""RESAMPLE_GRAD against the float64 oracle, the spec's vectors (10.3 through the transpose,
-10.4 directly), its properties (adjoint identity, sum preservation), both kernels, and its
-error rules.
+"""RESAMPLE_GRAD against the float64 oracle, the worked examples of docs/semantics.md §3
+(through the transpose, and directly), its properties (adjoint identity, sum preservation), both
+kernels, and its error rules.
 
-Tolerances (DECISIONS item 8: float32 accumulation, one rounding on a float16 store), relative
+Tolerances (docs/semantics.md §6.8: float32 accumulation, one rounding on a float16 store), relative
 to the magnitude S = W^T |dY| of each element's contributions (the oracle on |dY|):
 * float32: |dX - oracle| <= 1e-5 * S (a few float32 roundings per contribution);
 * float16: |dX - oracle| <= 2^-10 * S + 2^-24 (one float16 rounding, 2^-11 relative, plus the
@@ -114,7 +114,7 @@ def spec_close(out, expected, dtype):
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=rtol, atol=1e-7)
 
 
-# ---- the seed's worked example (DECISIONS item 3, spec 4.9) ----
+# ---- the seed's worked example (docs/semantics.md §6.3) ----
 
 SEED_DY = [[4, 5, 6]]  # sizes {1,1,1,3} viewed as 2-D {1,3}; dX {2,2}
 
@@ -125,7 +125,7 @@ SEED_DY = [[4, 5, 6]]  # sizes {1,1,1,3} viewed as 2-D {1,3}; dX {2,2}
     (None, None, "decreasing", [[9, 6], [0, 0]]),  # defaults, DML_RESAMPLE_GRAD1 floor
     (None, None, AxisDirection.DECREASING, [[9, 6], [0, 0]]),
     (None, None, None, [[0, 0], [4, 11]]),  # defaults, RESAMPLE1: both ties round up
-    ((0.0, 0.0), (0.0, 0.0), None, [[4, 11], [0, 0]]),  # spec 4.9, offsets 0 / 0
+    ((0.0, 0.0), (0.0, 0.0), None, [[4, 11], [0, 0]]),  # docs/semantics.md §6.3, offsets 0 / 0
 ], ids=["in0.5-out0", "decreasing", "enum-decreasing", "defaults-half-up", "zero-offsets"])
 def test_seed_example(device, dtype, algorithm, ioff, ooff, rounding, expected):
     dy = np.array(SEED_DY, dtype)
@@ -327,7 +327,7 @@ def test_default_parameters(device, rng, dtype, algorithm):
 
 def test_rounding_directions_on_ties(device, algorithm):
     """Exact ties x = k + 0.5: RESAMPLE1 rounds up, decreasing floors, increasing ceils;
-    integer coordinates are unaffected by floor/ceil (spec 4.5, R2-1)."""
+    integer coordinates are unaffected by floor/ceil (docs/semantics.md §6.3)."""
     dy = np.array([1, 2], np.float32)
     cases = [(None, (0.5,), [0, 1, 0, 2]), ("decreasing", (0.5,), [1, 0, 2, 0]),
              ("increasing", (0.5,), [0, 1, 0, 2]), ("increasing", (1.0,), [1, 0, 2, 0]),

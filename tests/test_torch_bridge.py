@@ -83,7 +83,7 @@ def test_relu_inplace(rng):
 
 
 def test_relu_nan_input_gets_zero_gradient():
-    """DirectML's ReLU grad is X > 0 ? dY : 0 (DECISIONS item 6): a NaN input gets 0, where
+    """DirectML's ReLU grad is X > 0 ? dY : 0 (docs/semantics.md §6.6): a NaN input gets 0, where
     PyTorch (y <= 0 ? 0 : dy on the output) passes dY. Documented in docs/torch.md."""
     x = torch.tensor([float("nan"), 1.0, -1.0], requires_grad=True)
     (g,) = torch.autograd.grad(vt.relu(x), x, torch.tensor([5.0, 6.0, 7.0]))
