@@ -40,8 +40,8 @@ from . import _vulkan_info, kernels
 from ._state import ClosedError, Current, Hazards, Lifetime, Submission, TensorState
 from .plan import Limits, Plan
 from .runtime import FLOAT_ATOMICS_EXTENSION, DeviceError, Runtime
-from .tensor import (TensorDesc, array_desc, buffer_words, check_array, elements_of, fail,
-                     words_to_array)
+from .tensor import (TensorDesc, array_desc, buffer_words, check_array, dml_name, elements_of,
+                     fail, words_to_array)
 
 __all__ = ["Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
            "ClosedError", "devices", "default_device", "get_device"]
@@ -329,11 +329,6 @@ class DeviceTensor:
 
 # ---- compiled operators ------------------------------------------------------------------------
 
-def _dml_field(name: str) -> str:
-    """input_gradient_tensor -> InputGradientTensor (DirectML's field name, for messages)."""
-    return "".join(part.capitalize() for part in name.split("_"))
-
-
 class CompiledOperator:
     """A descriptor compiled for one device: its plan, kernels and scratch buffers.
 
@@ -390,7 +385,7 @@ class CompiledOperator:
                             f"missing {missing}, unexpected {extra}")
         for name, tensor in tensors.items():
             desc, _ = self._fields[name]
-            field = _dml_field(name)
+            field = dml_name(name)
             if not isinstance(tensor, DeviceTensor):
                 fail(self.operator, field, "must be bound to a DeviceTensor", "DeviceTensor",
                      type(tensor).__name__, TypeError)
@@ -419,7 +414,7 @@ class CompiledOperator:
                 continue
             out = written[0]
             if len(written) > 1:
-                fail(self.operator, " and ".join(_dml_field(n) for n in written),
+                fail(self.operator, " and ".join(dml_name(n) for n in written),
                      "are outputs bound to one tensor", "a tensor per output", "one tensor")
             for other in names:
                 if other == out:
@@ -428,11 +423,11 @@ class CompiledOperator:
                 same = self._fields[other][0] == self._fields[out][0]
                 if not (allowed and same):
                     rule = ("may share a tensor only with an identical descriptor" if allowed
-                            else "may not share a tensor with " + _dml_field(other))
-                    pairs = ", ".join(f"{_dml_field(o)} with {_dml_field(i)}"
+                            else "may not share a tensor with " + dml_name(other))
+                    pairs = ", ".join(f"{dml_name(o)} with {dml_name(i)}"
                                       for o, ins in self._in_place.items() for i in ins)
-                    fail(self.operator, f"{_dml_field(out)} and {_dml_field(other)}",
-                         f"are bound to one tensor; {_dml_field(out)} {rule}",
+                    fail(self.operator, f"{dml_name(out)} and {dml_name(other)}",
+                         f"are bound to one tensor; {dml_name(out)} {rule}",
                          f"in place only {pairs or 'never'} (identical descriptors)",
                          f"{self._fields[out][0]} over {self._fields[other][0]}")
 
@@ -909,7 +904,7 @@ class Device:
                             f"{type(desc).__name__}")
         for name, (t, _) in desc.tensor_fields():
             if buffer_words(t.total_tensor_size_in_bytes) * 4 > self.max_buffer_bytes:
-                fail(desc.OPERATOR, f"{_dml_field(name)}.Sizes", "make a tensor that "
+                fail(desc.OPERATOR, f"{dml_name(name)}.Sizes", "make a tensor that "
                      f"exceeds the maximum storage buffer range of {self.name} (compiled "
                      f"operators bind whole buffers; the one-call functions cut such problems "
                      f"where they can)", f"<= {self.max_buffer_bytes} bytes",

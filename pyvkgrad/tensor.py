@@ -54,6 +54,28 @@ def fail(operator: str, field: str, rule: str, expected, actual, kind=ValueError
     raise kind(f"{operator}: {field} {rule}: expected {expected}, got {actual}")
 
 
+def dml_name(field: str) -> str:
+    """input_gradient_tensor -> InputGradientTensor, alpha -> Alpha (DirectML's field names)."""
+    return "".join(part.capitalize() for part in field.split("_"))
+
+
+def check_float(operator: str, field: str, value, non_negative: bool = False) -> float:
+    """A DirectML FLOAT field: a real number (not a bool), finite in float32 (and >= 0 with
+    `non_negative`), returned as a Python float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                     np.floating)):
+        fail(operator, field, "must be a number", "float", type(value).__name__, TypeError)
+    number = float(value)
+    with np.errstate(over="ignore"):
+        if not (math.isfinite(number) and np.isfinite(np.float32(number))) or \
+                (non_negative and number < 0):
+            if non_negative:
+                fail(operator, field, "must be finite and non-negative (in float32)",
+                     f"0 <= {field} <= 3.4e38", number)
+            fail(operator, field, "must be finite (in float32)", f"|{field}| <= 3.4e38", number)
+    return number
+
+
 def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
     """Row-major element strides, last dimension fastest (DirectML's null strides)."""
     strides = [1] * len(sizes)

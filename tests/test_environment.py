@@ -62,13 +62,15 @@ def test_check_reports_stale_and_orphan_spirv(tmp_path):
     check = [sys.executable, "tools/build_shaders.py", "--check"]
     assert subprocess.run(check, cwd=tree, capture_output=True).returncode == 0
 
-    comp = tree / "shaders/activation_relu_grad.comp"
-    comp.write_text(comp.read_text().replace("0x7F800000u", "0x7F800001u"))
+    formula = tree / "shaders/include/activation_relu_grad.glsl"  # both ReLU kernels include it
+    assert "0x7F800000u" in formula.read_text()
+    formula.write_text(formula.read_text().replace("0x7F800000u", "0x7F800001u"))
     (tree / "pyvkgrad/spirv/orphan.spv").write_bytes(b"\x03\x02\x23\x07")
     before = {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()}
     res = subprocess.run(check, cwd=tree, capture_output=True, text=True)
     assert res.returncode == 1
     assert "activation_relu_grad.spv is stale" in res.stderr
+    assert "activation_relu_grad_packed.spv is stale" in res.stderr
     assert "orphan.spv has no source" in res.stderr
     assert "fix: python tools/build_shaders.py" in res.stderr
     assert {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()} == before

@@ -209,13 +209,17 @@ def test_a_reordered_shader_computes_right_and_a_stale_manifest_is_caught(monkey
     """Compile the strided ReLU grad with the constant ids of X's and dY's strides swapped.
     With its own interface (what the build records) it computes the oracle's bits, with the
     plan unchanged. With the shipped interface (a stale manifest) it would read X through
-    dY's strides: garbage, which the manifest-against-SPIR-V check of `--check` refuses."""
-    source = (ROOT / "shaders" / f"{RELU}.comp").read_text()
+    dY's strides: garbage, which the manifest-against-SPIR-V check of `--check` refuses.
+    The constants are declared by the element-wise template, which the kernel includes: a
+    reordered copy of it beside the kernel is found first (includes resolve from the
+    including file's folder)."""
+    template = (ROOT / "shaders/include/elementwise_grad.glsl").read_text()
     declaration = "DIMS8_3(uint, X_STRIDES, DY_STRIDES, DX_STRIDES, 10, 0)"
-    assert declaration in source
+    assert declaration in template
+    (tmp_path / "elementwise_grad.glsl").write_text(template.replace(
+        declaration, "DIMS8_3(uint, DY_STRIDES, X_STRIDES, DX_STRIDES, 10, 0)"))
     comp = tmp_path / f"{RELU}.comp"
-    comp.write_text(source.replace(declaration,
-                                   "DIMS8_3(uint, DY_STRIDES, X_STRIDES, DX_STRIDES, 10, 0)"))
+    comp.write_text((ROOT / "shaders" / f"{RELU}.comp").read_text())
     spv = tmp_path / f"{RELU}.spv"
     res = subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
                           f"-I{ROOT / 'shaders/include'}", "-o", str(spv), str(comp)],

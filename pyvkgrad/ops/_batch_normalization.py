@@ -41,8 +41,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
-from ..tensor import (TensorDesc, check_desc, check_output, check_rank, check_same, coalesce,
-                      array_desc, fail)
+from ..tensor import (TensorDesc, array_desc, check_desc, check_float, check_output, check_rank,
+                      check_same, coalesce, fail)
 from ._split import fits, run_in_pieces
 
 BatchNormalizationGradResult = namedtuple(
@@ -113,15 +113,7 @@ def validate(desc) -> float:
 
 
 def check_epsilon(op: str, epsilon) -> float:
-    if isinstance(epsilon, (bool, np.bool_)) or not isinstance(epsilon, (int, float, np.integer,
-                                                                         np.floating)):
-        fail(op, "Epsilon", "must be a number", "float", type(epsilon).__name__, TypeError)
-    value = float(epsilon)
-    with np.errstate(over="ignore"):
-        if not (math.isfinite(value) and value >= 0 and np.isfinite(np.float32(value))):
-            fail(op, "Epsilon", "must be finite and non-negative (in float32)",
-                 "0 <= Epsilon <= 3.4e38", value)
-    return value
+    return check_float(op, "Epsilon", epsilon, non_negative=True)
 
 
 def tensor_fields(desc):

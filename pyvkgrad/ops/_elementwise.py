@@ -1,0 +1,133 @@
+"""The base of element-wise gradient operators: dX[i] = grad(X[i], dY[i]; parameters).
+
+An operator on this base is a descriptor subclass and a one-call function (see
+`activation_relu_grad.py`), a formula in `shaders/include/<operator>.glsl`, and two five-line
+kernels on the template `shaders/include/elementwise_grad.glsl`: `<operator>` (any strides)
+and `<operator>_packed` (three identically packed tensors, 16-byte vectors).
+
+The base holds what every such operator shares:
+- the three tensor fields, in DirectML's order (InputTensor, InputGradientTensor,
+  OutputGradientTensor): one data type (FLOAT32 or FLOAT16) and one set of sizes, 1 to 8
+  dimensions, any strides (the output's may not overlap);
+- scalar parameters: the subclass's own dataclass fields after the tensors (DirectML's FLOAT
+  fields, e.g. `alpha: float = 1.0`), each a real number finite in float32, passed to both
+  kernels as the float constant named after the field in capitals (ALPHA);
+- `IN_PLACE`: dX may be bound to X's or dY's tensor when the descriptors are identical (each
+  invocation reads an element's X and dY before it writes that element's dX);
+- the plan: the packed kernel when X, dY and dX coalesce to one packed run, else the strided
+  kernel over the coalesced dimensions;
+- the one-call function's body, `run`, which cuts a problem larger than the device's buffer
+  limit along every axis (outputs depend only on the same element of the inputs).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar, Dict, Tuple
+
+import numpy as np
+
+from ..plan import READ, WRITE, Dispatch, Limits, Plan, grid, right_align
+from ..tensor import (array_desc, check_desc, check_float, check_output, check_rank, check_same,
+                      coalesce, dml_name)
+from ._split import fits, run_in_pieces
+
+TENSOR_FIELDS = ("input_tensor", "input_gradient_tensor", "output_gradient_tensor")
+# The tensors' names in the kernels (shaders/include/common.glsl).
+BINDINGS = dict(x="input_tensor", dy="input_gradient_tensor", dx="output_gradient_tensor")
+
+
+@dataclass(frozen=True)
+class ElementwiseGradDesc:
+    """Three tensors of one data type and sizes, 1 to 8 dimensions, any strides (the output's
+    may not overlap), then the subclass's scalar parameters. Subclasses set `OPERATOR`."""
+
+    input_tensor: object
+    input_gradient_tensor: object
+    output_gradient_tensor: object
+    OPERATOR: ClassVar[str] = ""
+    # Element-wise: dX may be X's or dY's tensor (identical descriptors), in place.
+    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
+                                                           "input_gradient_tensor")}
+    # Along which axes the one-call function may cut a problem too large for one buffer.
+    INDEPENDENT_AXES: ClassVar[str] = "every axis (element-wise)"
+
+    def __post_init__(self):
+        op = self.OPERATOR
+        x, dy, dx = (check_desc(op, dml_name(name), getattr(self, name))
+                     for name in TENSOR_FIELDS)
+        check_rank(op, "InputTensor", x, 1, 8)
+        for attr in ("data_type", "sizes"):
+            check_same(op, attr, ("InputTensor", x), ("InputGradientTensor", dy),
+                       ("OutputGradientTensor", dx))
+        check_output(op, "OutputGradientTensor", dx)
+        for name in self.parameter_names():
+            object.__setattr__(self, name, check_float(op, dml_name(name), getattr(self, name)))
+
+    @classmethod
+    def parameter_names(cls) -> Tuple[str, ...]:
+        """The scalar parameters: the dataclass fields after the three tensors."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in TENSOR_FIELDS)
+
+    def parameters(self) -> Dict[str, float]:
+        return {name: getattr(self, name) for name in self.parameter_names()}
+
+    def tensor_fields(self):
+        return (("input_tensor", (self.input_tensor, READ)),
+                ("input_gradient_tensor", (self.input_gradient_tensor, READ)),
+                ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))
+
+    def independent_axes(self) -> Tuple[int, ...]:
+        """Axes along which outputs depend only on the same slice of the inputs: all."""
+        return tuple(range(self.input_tensor.rank))
+
+    def plan(self, limits: Limits) -> Plan:
+        x, dy, dx = self.input_tensor, self.input_gradient_tensor, self.output_gradient_tensor
+        kernel = self.OPERATOR.lower()
+        wg = limits.local_size
+        is_f16 = x.data_type.element_size == 2
+        constants = dict(WG=wg, IS_F16=is_f16,
+                         **{name.upper(): value for name, value in self.parameters().items()})
+        sizes, (xs, dys, dxs) = coalesce(x.sizes, x.element_strides, dy.element_strides,
+                                         dx.element_strides)
+        if len(sizes) == 1 and xs == dys == dxs == (1,):
+            # One packed layout for all three: stream 16-byte vectors.
+            vectors = -(-sizes[0] * x.data_type.element_size // 16)
+            return Plan((Dispatch(f"{kernel}_packed", BINDINGS, grid(vectors, wg, limits),
+                                  constants=constants,
+                                  push=dict(count=vectors, elements=sizes[0])),),
+                        tensors=TENSOR_FIELDS)
+        count = x.element_count
+        return Plan((Dispatch(kernel, BINDINGS, grid(count, wg, limits),
+                              constants=dict(constants, SIZES=right_align(sizes, 8, 1),
+                                             X_STRIDES=right_align(xs, 8, 0),
+                                             DY_STRIDES=right_align(dys, 8, 0),
+                                             DX_STRIDES=right_align(dxs, 8, 0)),
+                              push=dict(count=count)),), tensors=TENSOR_FIELDS)
+
+
+def run(desc_cls, input, input_gradient, parameters: Dict[str, object], device) -> np.ndarray:
+    """The one-call function of an element-wise operator: dX on the device, a packed array of
+    input's dtype and shape. `parameters`: the descriptor's scalar fields by name."""
+    from ..device import get_device, layout_key
+
+    op = desc_cls.OPERATOR
+    dev = get_device(device)
+    layout = layout_key(op, tuple(parameters.values()), input, input_gradient)
+    again = dev.run_again(layout, (input, input_gradient))
+    if again is not None:
+        return again[0]
+    x_desc, _ = array_desc(input, op, "input", dev.max_buffer_bytes)
+    dy_desc, _ = array_desc(input_gradient, op, "input_gradient", dev.max_buffer_bytes)
+    desc = desc_cls(x_desc, dy_desc, x_desc.with_sizes(x_desc.sizes), **parameters)
+    arrays = {"input": input, "input_gradient": input_gradient}
+    outputs = {"output_gradient": (x_desc.sizes, input.dtype, x_desc.data_type.element_size)}
+    if not fits(dev.max_buffer_bytes, arrays, outputs):
+        return run_in_pieces(op, dev.max_buffer_bytes, arrays, outputs, desc.independent_axes(),
+                             desc.INDEPENDENT_AXES,
+                             lambda **p: (run(desc_cls, parameters=parameters, device=dev, **p),)
+                             )["output_gradient"].reshape(np.shape(input))
+    (dx,) = dev.run(desc, {"input_tensor": input, "input_gradient_tensor": input_gradient},
+                    ["output_gradient_tensor"], [np.shape(input)], layout)
+    return dx

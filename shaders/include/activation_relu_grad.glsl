@@ -1,0 +1,11 @@
+// DML_OPERATOR_ACTIVATION_RELU_GRAD (activation_relu_grad): the formula, on the element-wise
+// template (elementwise_grad.glsl).
+//
+//   dX = X > 0 ? dY : +0        (a select, so NaN in dY passes only where X > 0)
+//
+// On bit patterns: results are bit copies of dY or +0, exact in float32 and float16 alike.
+// X is positive when its sign is clear and it is neither zero nor NaN (at most +Inf):
+// bits - 1 is then below the +Inf pattern (0 wraps to the top).
+
+uint grad_f32(uint x, uint dy) { return x - 1u < 0x7F800000u ? dy : 0u; }
+uint grad_f16(uint x, uint dy) { return x - 1u < 0x7C00u ? dy : 0u; }
