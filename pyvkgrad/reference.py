@@ -3,7 +3,9 @@
 Written from the formulas of docs/semantics.md (sections 2-5) and its choices (section 6),
 without looking at any GPU code, so that the two implementations stay independent.
 Every function converts its inputs with ``np.asarray(x, dtype=np.float64)`` (inputs are never
-modified) and returns float64 arrays.
+modified) and returns float64 arrays. Each takes the arguments of the one-call function of its
+name, with the same defaults (shared with it through pyvkgrad/defaults.py), less the execution
+options (``device``, ``algorithm``) that do not change the result.
 
 Deliberate precision choices:
 
@@ -17,6 +19,8 @@ Deliberate precision choices:
 from collections import namedtuple
 
 import numpy as np
+
+from . import defaults
 
 __all__ = [
     "BatchNormGradResult",
@@ -113,10 +117,26 @@ def _axis_weights(in_size, out_size, mode, scale, in_off, out_off, rounding_dire
     return w
 
 
-def _check_resample_args(rank, sizes, mode, scales, in_offs, out_offs, rounding_direction):
+def _name(value):
+    """An interpolation mode or rounding direction as its lower-case name: the one-call
+    functions take DirectML's enum members (InterpolationMode.LINEAR) as well as strings."""
+    name = getattr(value, "name", value)
+    return name.lower() if isinstance(name, str) else name
+
+
+def _resample_args(x_sizes, y_sizes, mode, scales, in_offs, out_offs, rounding_direction):
+    """Check the parameters of a resample whose input has `x_sizes` and whose output has
+    `y_sizes`; returns them with the one-call functions' defaults filled in and the mode and
+    rounding direction as names."""
+    rank = len(x_sizes)
     if not 1 <= rank <= 4:
         raise ValueError(f"resample: rank must be 1..4, got {rank}")
-    for name, arr in (("sizes", sizes), ("scales", scales), ("input_pixel_offsets", in_offs),
+    if len(y_sizes) != rank:
+        raise ValueError(f"resample: sizes has {len(y_sizes)} entries, tensor rank is {rank}")
+    scales, in_offs, out_offs = defaults.resample_grad(y_sizes, x_sizes, scales, in_offs,
+                                                       out_offs)
+    mode, rounding_direction = _name(mode), _name(rounding_direction)
+    for name, arr in (("scales", scales), ("input_pixel_offsets", in_offs),
                       ("output_pixel_offsets", out_offs)):
         if len(arr) != rank:
             raise ValueError(f"resample: {name} has {len(arr)} entries, tensor rank is {rank}")
@@ -128,6 +148,7 @@ def _check_resample_args(rank, sizes, mode, scales, in_offs, out_offs, rounding_
     for s in scales:
         if not (np.isfinite(s) and s > 0):
             raise ValueError(f"resample: scales must be finite and > 0, got {s!r}")
+    return mode, scales, in_offs, out_offs, rounding_direction
 
 
 def _apply_along(mats, t):
@@ -137,41 +158,43 @@ def _apply_along(mats, t):
     return t
 
 
-def resample1(input, output_sizes, interpolation_mode, scales, input_pixel_offsets,
-              output_pixel_offsets, rounding_direction=None):
+def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", scales=None,
+              input_pixel_offsets=None, output_pixel_offsets=None, rounding_direction=None):
     """Forward DML_RESAMPLE1 (DML_RESAMPLE2 when rounding_direction is given).
 
     out = (W_0 (x) W_1 (x) ... ) x: each dimension d is resampled by its own matrix
     W_d = _axis_weights(In_d, Out_d, ...), i.e. separable nearest / N-linear interpolation.
+    Defaults as resample_grad's (pyvkgrad/defaults.py): scale = output size / input size,
+    half-pixel offsets.
     """
     x = _f64(input)
-    _check_resample_args(x.ndim, output_sizes, interpolation_mode, scales, input_pixel_offsets,
-                         output_pixel_offsets, rounding_direction)
-    mats = [
-        _axis_weights(x.shape[d], int(output_sizes[d]), interpolation_mode, scales[d],
-                      input_pixel_offsets[d], output_pixel_offsets[d], rounding_direction)
-        for d in range(x.ndim)
-    ]
+    mode, scales, in_offs, out_offs, rd = _resample_args(
+        x.shape, output_sizes, interpolation_mode, scales, input_pixel_offsets,
+        output_pixel_offsets, rounding_direction)
+    mats = [_axis_weights(x.shape[d], int(output_sizes[d]), mode, scales[d], in_offs[d],
+                          out_offs[d], rd)
+            for d in range(x.ndim)]
     return _apply_along(mats, x)
 
 
-def resample_grad(input_gradient, output_gradient_sizes, interpolation_mode, scales,
-                  input_pixel_offsets, output_pixel_offsets, rounding_direction=None):
+def resample_grad(input_gradient, output_gradient_sizes, *,
+                  interpolation_mode="nearest_neighbor", scales=None, input_pixel_offsets=None,
+                  output_pixel_offsets=None, rounding_direction=None):
     """DML_RESAMPLE_GRAD (DML_RESAMPLE_GRAD1 with rounding_direction): dX = W^T dY.
 
     The parameters are those of the forward being differentiated (docs/semantics.md §6.1);
     input_gradient has the forward output's shape, the result has shape output_gradient_sizes
     (the forward input's).  Built from the same per-axis matrices as resample1, transposed, so it
-    is the exact adjoint: <resample1(x), dY> == <x, resample_grad(dY)>.
+    is the exact adjoint: <resample1(x), dY> == <x, resample_grad(dY)>.  The signature and
+    defaults are pyvkgrad.resample_grad's (pyvkgrad/defaults.py), less its execution options.
     """
     dy = _f64(input_gradient)
-    _check_resample_args(dy.ndim, output_gradient_sizes, interpolation_mode, scales,
-                         input_pixel_offsets, output_pixel_offsets, rounding_direction)
-    mats = [
-        _axis_weights(int(output_gradient_sizes[d]), dy.shape[d], interpolation_mode, scales[d],
-                      input_pixel_offsets[d], output_pixel_offsets[d], rounding_direction).T
-        for d in range(dy.ndim)
-    ]
+    sizes = tuple(int(s) for s in output_gradient_sizes)
+    mode, scales, in_offs, out_offs, rd = _resample_args(
+        sizes, dy.shape, interpolation_mode, scales, input_pixel_offsets, output_pixel_offsets,
+        rounding_direction)
+    mats = [_axis_weights(sizes[d], dy.shape[d], mode, scales[d], in_offs[d], out_offs[d], rd).T
+            for d in range(dy.ndim)]
     return _apply_along(mats, dy)
 
 

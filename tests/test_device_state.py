@@ -67,8 +67,8 @@ def _resample(mode):
 
     def oracle(values, _):
         return {"output_gradient_tensor": reference.resample_grad(
-            values["input_gradient_tensor"], (6, 5), mode, (1.0, 2.0), (0.5, 0.5),
-            (-0.5, -0.5))}
+            values["input_gradient_tensor"], (6, 5), interpolation_mode=mode,
+            scales=(1.0, 2.0))}
     return make, oracle
 
 

@@ -62,16 +62,23 @@ NN, LIN = "nearest_neighbor", "linear"
 SEED = [[1.0, 2.0], [3.0, 4.0]]
 
 
+def params(mode, scales, in_offs, out_offs, rd):
+    """The resample functions' keyword arguments."""
+    return dict(interpolation_mode=mode, scales=scales, input_pixel_offsets=in_offs,
+                output_pixel_offsets=out_offs, rounding_direction=rd)
+
+
 def fwd(x, out, mode, scales, offs=D, rd=None):
     x = np.asarray(x, np.float64) if not isinstance(x, np.ndarray) else x
     n = x.ndim
-    return ref.resample1(x, out, mode, scales, [offs[0]] * n, [offs[1]] * n, rd)
+    return ref.resample1(x, out, **params(mode, scales, [offs[0]] * n, [offs[1]] * n, rd))
 
 
 def grad(dy, in_sizes, mode, scales, offs=D, rd=None):
     dy = np.asarray(dy, np.float64)
     n = dy.ndim
-    return ref.resample_grad(dy, in_sizes, mode, scales, [offs[0]] * n, [offs[1]] * n, rd)
+    return ref.resample_grad(dy, in_sizes, **params(mode, scales, [offs[0]] * n, [offs[1]] * n,
+                                                      rd))
 
 
 # (id, mode, input, out sizes, scales, offsets, rounding, expected forward, dY, expected dX)
@@ -242,7 +249,7 @@ def test_resample_forward_matches_brute_force(mode, rd):
         for _ in range(3):
             in_shape, out, scales, in_offs, out_offs = random_resample_params(rng, rank)
             x = rng.standard_normal(in_shape)
-            y = ref.resample1(x, out, mode, scales, in_offs, out_offs, rd)
+            y = ref.resample1(x, out, **params(mode, scales, in_offs, out_offs, rd))
             np.testing.assert_allclose(
                 y, brute_force_resample(x, out, mode, scales, in_offs, out_offs, rd),
                 rtol=1e-12, atol=1e-12)
@@ -256,8 +263,8 @@ def test_rg_p_adjoint_and_sum(mode, rd):
         in_shape, out, scales, in_offs, out_offs = random_resample_params(rng, rank)
         x = rng.standard_normal(in_shape)
         dy = rng.standard_normal(out)
-        y = ref.resample1(x, out, mode, scales, in_offs, out_offs, rd)
-        dx = ref.resample_grad(dy, in_shape, mode, scales, in_offs, out_offs, rd)
+        y = ref.resample1(x, out, **params(mode, scales, in_offs, out_offs, rd))
+        dx = ref.resample_grad(dy, in_shape, **params(mode, scales, in_offs, out_offs, rd))
         assert y.shape == out and dx.shape == in_shape
         lhs, rhs = np.sum(y * dy), np.sum(x * dx)
         scale = np.sum(np.abs(y * dy)) + np.sum(np.abs(x * dx))
@@ -275,10 +282,11 @@ def test_resample_grad_is_transpose_of_forward_jacobian(mode, rd):
         in_shape, out, scales, in_offs, out_offs = random_resample_params(rng, rank)
         n_in = int(np.prod(in_shape))
         # Jacobian of the forward, column by column (forward applied to unit vectors).
-        jac = np.stack([ref.resample1(e.reshape(in_shape), out, mode, scales, in_offs,
-                                      out_offs, rd).ravel() for e in np.eye(n_in)], axis=1)
+        jac = np.stack([ref.resample1(e.reshape(in_shape), out,
+                                      **params(mode, scales, in_offs, out_offs, rd)).ravel()
+                        for e in np.eye(n_in)], axis=1)
         dy = rng.standard_normal(out)
-        dx = ref.resample_grad(dy, in_shape, mode, scales, in_offs, out_offs, rd)
+        dx = ref.resample_grad(dy, in_shape, **params(mode, scales, in_offs, out_offs, rd))
         np.testing.assert_allclose(dx.ravel(), jac.T @ dy.ravel(), rtol=1e-12, atol=1e-12)
 
 

@@ -30,17 +30,18 @@ NN, LIN = "nearest_neighbor", "linear"
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 
 
-def _defaults(rank, scales, ioff, ooff):
-    return (tuple(scales), (0.5,) * rank if ioff is None else tuple(ioff),
-            (-0.5,) * rank if ooff is None else tuple(ooff))
+def parameters(mode, scales, ioff=None, ooff=None, rounding=None):
+    """The keyword arguments of pyvkgrad.resample_grad and its oracle (None: the default)."""
+    return dict(interpolation_mode=mode, scales=scales, input_pixel_offsets=ioff,
+                output_pixel_offsets=ooff, rounding_direction=rounding)
 
 
 def oracle(dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None):
     """(expected dX, magnitude S) in float64."""
-    scales, ioff, ooff = _defaults(np.ndim(dy), scales, ioff, ooff)
-    args = (sizes, mode, scales, ioff, ooff, rounding)
+    kwargs = parameters(mode, scales, ioff, ooff, rounding)
     dy64 = np.asarray(dy, np.float64)
-    return reference.resample_grad(dy64, *args), reference.resample_grad(np.abs(dy64), *args)
+    return (reference.resample_grad(dy64, sizes, **kwargs),
+            reference.resample_grad(np.abs(dy64), sizes, **kwargs))
 
 
 @contextlib.contextmanager
@@ -71,13 +72,10 @@ def algorithm(request, monkeypatch):
 
 def device_grad(device, dy, sizes, mode, scales, ioff=None, ooff=None, rounding=None,
                 algorithm="gather"):
-    scales, ioff, ooff = _defaults(np.ndim(dy), scales, ioff, ooff)
     before = dy.copy()
     with kernel_choice(algorithm) as algo:
-        out = pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode, scales=scales,
-                                     input_pixel_offsets=ioff, output_pixel_offsets=ooff,
-                                     rounding_direction=rounding, algorithm=algo,
-                                     device=device)
+        out = pyvkgrad.resample_grad(dy, sizes, **parameters(mode, scales, ioff, ooff, rounding),
+                                     algorithm=algo, device=device)
     np.testing.assert_array_equal(dy, before, err_msg="input_gradient was modified")
     return out
 
@@ -276,7 +274,7 @@ def test_adjoint_identity(device, rng, mode, case):
     dy_sizes, dx_sizes, scales, ioff, ooff, _, rounding = random_params(rng, 4, mode)
     x = rng.uniform(-1, 1, dx_sizes)
     dy = random_array(rng, dy_sizes, np.float32)
-    forward = reference.resample1(x, dy_sizes, mode, scales, ioff, ooff, rounding)
+    forward = reference.resample1(x, dy_sizes, **parameters(mode, scales, ioff, ooff, rounding))
     lhs = np.sum(forward * dy)
     for algorithm in ALGORITHMS:
         dx = device_grad(device, dy, dx_sizes, mode, scales, ioff, ooff, rounding, algorithm)

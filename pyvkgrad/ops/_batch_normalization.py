@@ -143,12 +143,20 @@ class BatchNormalizationGradFields:
     # X and dY before it writes that element's dX, and reductions finish before dX is written.
     IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
                                                            "input_gradient_tensor")}
+    # Along which axes the one-call function may cut a problem too large for one buffer.
+    INDEPENDENT_AXES: ClassVar[str] = ("only the channel axes (where the statistics' sizes are "
+                                       "not 1), never those they reduce over")
 
     def __post_init__(self):
         object.__setattr__(self, "epsilon", validate(self))
 
     def tensor_fields(self):
         return tensor_fields(self)
+
+    def independent_axes(self):
+        """Axes along which outputs depend only on the same slice of the inputs: the kept
+        (channel) axes, where the statistics' sizes are not 1."""
+        return tuple(a for a, n in enumerate(self.mean_tensor.sizes) if n != 1)
 
     def plan(self, limits: Limits) -> Plan:
         return plan(self, limits, training=self.TRAINING)
@@ -467,9 +475,8 @@ def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device)
     if not fits(dev.max_buffer_bytes, arrays, outputs):
         # Each statistic (channel) index is a problem of its own; reduced axes are not cut.
         pieces = run_in_pieces(
-            op, dev.max_buffer_bytes, arrays, outputs,
-            [a for a in range(x.rank) if m.sizes[a] != 1],
-            "the statistics reduce over the axes that are too large",
+            op, dev.max_buffer_bytes, arrays, outputs, desc.independent_axes(),
+            desc.INDEPENDENT_AXES,
             lambda **p: run(desc_cls, epsilon=epsilon, device=dev, **p))
         return BatchNormalizationGradResult(*(pieces[n].reshape(np.shape(a)) for n, a in (
             ("output_gradient", input), ("output_scale_gradient", mean),

@@ -36,7 +36,7 @@ def fits(limit: int, arrays: Dict[str, np.ndarray], outputs: Dict[str, tuple]) -
 
 
 def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
-                  outputs: Dict[str, tuple], axes: Sequence[int], why: str,
+                  outputs: Dict[str, tuple], axes: Sequence[int], independent: str,
                   run_piece: Callable[..., Sequence[np.ndarray]]) -> Dict[str, np.ndarray]:
     """Run `run_piece(**input pieces)` on pieces of at most `limit` bytes per tensor.
 
@@ -44,8 +44,8 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
     element that count against the limit, e.g. 4 for a float16 output accumulated in a float32
     scratch); axes: the independent axes, in the order to cut; run_piece returns the outputs
     in `outputs`' order. A tensor is cut along an axis where its size is the problem's there
-    (elsewhere every piece gets that axis whole). `why` ends the error message when
-    no cut makes the problem fit."""
+    (elsewhere every piece gets that axis whole). `independent` says which axes the operator
+    can cut (the descriptor's INDEPENDENT_AXES), for the error when no cut makes it fit."""
     shapes = {n: tuple(np.shape(a)) for n, a in arrays.items()}
     shapes.update({n: tuple(shape) for n, (shape, _, _) in outputs.items()})
     items = {n: np.dtype(a.dtype).itemsize for n, a in arrays.items()}
@@ -75,7 +75,8 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
             return
         if not rest:
             fail(operator, "tensor sizes", f"exceed the device's maximum storage buffer range, "
-                 f"and no cut along independent axes makes them fit ({why})",
+                 f"and no cut along independent axes makes them fit (the operator can cut "
+                 f"{independent})",
                  f"<= {limit} bytes per tensor", f"{piece_bytes(box)} bytes")
         a, later = rest[0], rest[1:]
         lo, hi = box[a]

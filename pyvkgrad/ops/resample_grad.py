@@ -62,6 +62,7 @@ from typing import ClassVar, Optional, Tuple
 
 import numpy as np
 
+from .. import defaults
 from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       array_desc, fail, packed_strides)
@@ -150,6 +151,8 @@ class ResampleGradDesc:
     rounding_direction: Optional[object] = None
     algorithm: str = "gather"
     OPERATOR: ClassVar[str] = OPERATOR
+    # Along which axes the one-call function may cut a problem too large for one buffer.
+    INDEPENDENT_AXES: ClassVar[str] = "only the axes that are not resampled"
 
     def __post_init__(self):
         dy = check_desc(OPERATOR, "InputGradientTensor", self.input_gradient_tensor)
@@ -202,6 +205,11 @@ class ResampleGradDesc:
     def tensor_fields(self):
         return (("input_gradient_tensor", (self.input_gradient_tensor, READ)),
                 ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))
+
+    def independent_axes(self) -> Tuple[int, ...]:
+        """Axes along which dX's slice depends only on dY's same slice, with the same
+        parameters: those whose map is the identity (same sizes, o reads exactly i)."""
+        return tuple(a for a, m in enumerate(self.axis_maps()) if m.identity)
 
     # -- per-axis maps, exact float32 on the host --
 
@@ -681,8 +689,9 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     """dX of a RESAMPLE1 whose input had `output_gradient_sizes` and whose output gradient is
     `input_gradient`; a packed array of input_gradient's dtype.
 
-    Defaults as DirectMLX's `dml::ResampleGrad`: scales = input_gradient size / output_gradient
-    size per dimension (in float32), input offsets 0.5, output offsets -0.5 (half-pixel).
+    Defaults as DirectMLX's `dml::ResampleGrad` (pyvkgrad/defaults.py): scales =
+    input_gradient size / output_gradient size per dimension (in float32), input offsets 0.5,
+    output offsets -0.5 (half-pixel).
     algorithm: "auto" (= "gather", deterministic), "gather" or "atomic".
     """
     from ..device import get_device, layout_key
@@ -702,12 +711,8 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
              "must equal InputGradientTensor.DimensionCount", dy_desc.rank, len(sizes))
     if min(sizes) == 0:
         fail(OPERATOR, "OutputGradientTensor.Sizes", "must all be at least 1", ">= 1", sizes)
-    if scales is None:
-        scales = tuple(float(np.float32(o) / np.float32(i)) for o, i in zip(dy_desc.sizes, sizes))
-    if input_pixel_offsets is None:
-        input_pixel_offsets = (0.5,) * dy_desc.rank
-    if output_pixel_offsets is None:
-        output_pixel_offsets = (-0.5,) * dy_desc.rank
+    scales, input_pixel_offsets, output_pixel_offsets = defaults.resample_grad(
+        dy_desc.sizes, sizes, scales, input_pixel_offsets, output_pixel_offsets)
     desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes), interpolation_mode,
                             scales, input_pixel_offsets, output_pixel_offsets,
                             rounding_direction, algorithm)
@@ -718,10 +723,9 @@ def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="
     if not fits(dev.max_buffer_bytes, arrays, outputs):
         # Along an identity axis (same sizes, o reads exactly i) dX's slice depends only on
         # dY's same slice, with the same parameters.
-        identity = [a for a, m in enumerate(desc.axis_maps()) if m.identity]
+        identity = desc.independent_axes()
         return run_in_pieces(
-            OPERATOR, dev.max_buffer_bytes, arrays, outputs, identity,
-            "only axes that are not resampled can be cut",
+            OPERATOR, dev.max_buffer_bytes, arrays, outputs, identity, desc.INDEPENDENT_AXES,
             lambda input_gradient: (resample_grad(
                 input_gradient, tuple(n if a in identity else sizes[a]
                                       for a, n in enumerate(input_gradient.shape)),
