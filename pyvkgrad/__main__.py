@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import platform
 import runpy
 import sys
@@ -35,9 +36,11 @@ def versions() -> int:
 
 
 def info() -> int:
-    """Print the versions, then every Vulkan device pyvkgrad sees and which one is the default."""
+    """Print the versions, then every Vulkan device pyvkgrad sees and which one is the default,
+    and the operators."""
     if versions():
         return 1
+    from . import operators
     from .device import default_device, devices
 
     found = devices()
@@ -67,6 +70,14 @@ def info() -> int:
         ]
         for key, value in rows:
             print(f"  {key:<26}{value}")
+    print("operators (float32 and float16):")
+    for record in operators.OPERATORS:
+        signature = inspect.signature(record.function).replace(
+            return_annotation=inspect.Signature.empty)
+        print(f"  pyvkgrad.{record.name}{signature}")
+        print(f"      DML_OPERATOR_{record.OPERATOR}, {record.descriptor.__name__}, 1 to "
+              f"{record.max_rank} dimensions; a one-call problem beyond the buffer limit is "
+              f"cut along {record.independent_axes}")
     return 0
 
 
@@ -104,7 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pyvkgrad", description=__doc__)
     parser.add_argument("--version", action="version", version=f"pyvkgrad {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="print the versions, the Vulkan devices and their limits")
+    sub.add_parser("info", help="print the versions, the Vulkan devices and their limits, "
+                                "and the operators")
     demo_p = sub.add_parser("demo", help="run every operator against the float64 oracle")
     demo_p.add_argument("--device", default=None, help="index or part of a device name")
     sub.add_parser("bench", add_help=False,

@@ -31,3 +31,22 @@ def broadcast_view(rng, shape, dtype, axis=0):
     small_shape = list(shape)
     small_shape[axis] = 1
     return np.broadcast_to(random_array(rng, small_shape, dtype), shape)
+
+
+VIEWS = ("packed", "transposed", "sliced", "broadcast")
+
+
+def view_of(array, kind, axis=0):
+    """`array` through another layout: "packed" (itself), "transposed" (the same values in
+    column-major memory), "sliced" (every other element of a larger array) or "broadcast" (its
+    first slice along `axis` repeated, zero strides: other values)."""
+    if kind == "transposed":
+        return np.asfortranarray(array)
+    if kind == "sliced":
+        big = np.zeros(tuple(2 * s for s in array.shape), array.dtype)
+        inner = tuple(slice(None, None, 2) for _ in array.shape)
+        big[inner] = array
+        return big[inner]
+    if kind == "broadcast":
+        return np.broadcast_to(np.take(array, [0], axis=axis), array.shape)
+    return array

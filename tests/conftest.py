@@ -4,6 +4,7 @@ In CI (CI=true) a missing Vulkan device fails every device test instead of skipp
 canary in test_environment.py also fails when CI is not running on lavapipe.
 """
 
+import hashlib
 import os
 
 import numpy as np
@@ -24,11 +25,17 @@ def device():
         pytest.skip(f"no Vulkan device: {e}")
 
 
+def seed_of(nodeid: str) -> int:
+    """64 bits of a hash of the whole test id: every test and parameter set its own seed."""
+    return int.from_bytes(hashlib.sha256(nodeid.encode()).digest()[:8], "little")
+
+
 @pytest.fixture
 def rng(request):
-    """A generator seeded from the test's name: fresh data per test, reproducible per run."""
-    seed = int.from_bytes(request.node.nodeid.encode()[-8:].rjust(8, b"\0"), "little")
-    return np.random.default_rng(seed ^ int(os.environ.get("PYVKGRAD_TEST_SEED", "0")))
+    """A generator seeded from the test's id: fresh data per test, reproducible per run
+    (PYVKGRAD_TEST_SEED varies every seed at once)."""
+    return np.random.default_rng(seed_of(request.node.nodeid)
+                                 ^ int(os.environ.get("PYVKGRAD_TEST_SEED", "0")))
 
 
 # Property tests: a derandomized profile in CI (the same examples every run), random locally.

@@ -1,9 +1,9 @@
-"""Hardening: property tests, descriptor fuzzing, memory, threads and faults (every operator).
-
-Operators are listed once in OPERATORS below; each entry knows how to make a random valid
-call and its oracle, so a new operator joins every hardening test by adding one entry.
+"""Hardening: property tests, descriptor fuzzing, memory, threads and faults, for every
+operator of the table (pyvkgrad/operators.py): a new operator joins each of them through its
+record (case generator, oracle, tolerance, descriptor and its parameters' examples).
 """
 
+import dataclasses
 import gc
 import os
 import threading
@@ -13,133 +13,101 @@ import pytest
 from hypothesis import given, strategies as st
 
 import pyvkgrad
-from pyvkgrad import DataType, TensorDesc, reference
+from pyvkgrad import DataType, TensorDesc, operators
+from pyvkgrad.operators import BY_NAME, OPERATORS
+from cases import VIEWS, view_of
 
-
-# ---- one entry per operator: (name, make_call(rng, shape, dtype) -> (device_fn, oracle_fn)) ----
-
-def relu_call(rng, shape, dtype):
-    x = rng.standard_normal(shape).astype(dtype)
-    dy = rng.standard_normal(shape).astype(dtype)
-    return (lambda dev: pyvkgrad.activation_relu_grad(x, dy, device=dev),
-            lambda: reference.activation_relu_grad(x, dy))
-
-
-def resample_call(rng, shape, dtype):
-    shape = shape[:4]
-    dy = rng.standard_normal(shape).astype(dtype)
-    sizes = tuple(int(rng.integers(1, s + 3)) for s in shape)
-    mode = ("nearest_neighbor", "linear")[int(rng.integers(2))]
-    scales = tuple(float(np.float32(o) / np.float32(i)) for o, i in zip(shape, sizes))
-    algorithm = ("gather", "atomic")[int(rng.integers(2))]
-    return (lambda dev: pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode,
-                                               algorithm=algorithm, device=dev),
-            lambda: reference.resample_grad(dy, sizes, mode, scales, (0.5,) * len(shape),
-                                            (-0.5,) * len(shape)))
-
-
-def batch_normalization_call(training):
-    def make(rng, shape, dtype):
-        x = rng.standard_normal(shape).astype(dtype)
-        dy = rng.standard_normal(shape).astype(dtype)
-        stats_shape = tuple(s if rng.random() < 0.4 else 1 for s in shape)
-        mean = rng.standard_normal(stats_shape).astype(dtype)
-        variance = rng.uniform(0.5, 2.0, stats_shape).astype(dtype)
-        scale = rng.standard_normal(stats_shape).astype(dtype)
-        fn = (pyvkgrad.batch_normalization_training_grad if training
-              else pyvkgrad.batch_normalization_grad)
-        ref = (reference.batch_normalization_training_grad if training
-               else reference.batch_normalization_grad)
-        return (lambda dev: fn(x, dy, mean, variance, scale, 1e-3, device=dev),
-                lambda: ref(x, dy, mean, variance, scale, 1e-3))
-    return make
-
-
-OPERATORS = {"activation_relu_grad": relu_call, "resample_grad": resample_call,
-             "batch_normalization_grad": batch_normalization_call(False),
-             "batch_normalization_training_grad": batch_normalization_call(True)}
-
-
-def assert_close(got, want, dtype):
-    got = [got] if isinstance(got, np.ndarray) else list(got)
-    want = [want] if isinstance(want, np.ndarray) else list(want)
-    tol = 2e-2 if dtype == np.float16 else 1e-5
-    for i, (g, w) in enumerate(zip(got, want)):
-        assert g.shape == w.shape, f"output {i} shape"
-        assert g.dtype == dtype, f"output {i} dtype"
-        scale = max(1.0, float(np.max(np.abs(w))))
-        np.testing.assert_allclose(g.astype(np.float64), w, rtol=tol, atol=tol * scale,
-                                   err_msg=f"output {i}")
+NAMES = [record.name for record in OPERATORS]
 
 
 # ---- property tests ----
 
-def strided_array(data, shape, dtype):
-    """A random array of `shape` as a plain, transposed, sliced or broadcast view."""
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    kind = data.draw(st.sampled_from(["packed", "transposed", "sliced", "broadcast"]))
-    if kind == "transposed":
-        return rng.standard_normal(shape[::-1]).astype(dtype).T
-    if kind == "sliced":
-        return rng.standard_normal(tuple(s * 2 for s in shape)).astype(dtype)[
-            tuple(slice(None, None, 2) for _ in shape)]
-    if kind == "broadcast":
-        axis = data.draw(st.integers(0, len(shape) - 1))
-        small = list(shape)
-        small[axis] = 1
-        return np.broadcast_to(rng.standard_normal(small).astype(dtype), shape)
-    return rng.standard_normal(shape).astype(dtype)
-
-
 @given(data=st.data())
-def test_property_activation_relu_grad(device, data):
-    rank = data.draw(st.integers(1, 8))
-    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
-    dtype = data.draw(st.sampled_from([np.float32, np.float16]))
-    x = strided_array(data, shape, dtype)
-    dy = strided_array(data, shape, dtype)
-    got = pyvkgrad.activation_relu_grad(x, dy, device=device)
-    np.testing.assert_array_equal(got, reference.activation_relu_grad(x, dy).astype(dtype))
+def test_property_every_operator_against_the_oracle(device, data):
+    """Any operator, rank, sizes and data type, each array argument through any layout
+    (packed, transposed, sliced, broadcast): the oracle's result within the operator's
+    tolerance."""
+    record = BY_NAME[data.draw(st.sampled_from(NAMES), label="operator")]
+    rank = data.draw(st.integers(1, record.max_rank), label="rank")
+    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank),
+                            label="shape"))
+    dtype = data.draw(st.sampled_from(operators.DTYPES), label="dtype")
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    case = record.make_case(rng, shape, dtype)
+    args = [view_of(a, data.draw(st.sampled_from(VIEWS)), data.draw(st.integers(0, a.ndim - 1)))
+            if isinstance(a, np.ndarray) else a for a in case.args]
+    got = record.run(operators.Case(tuple(args), case.kwargs, case.options), device)
+    operators.assert_close(record, got, args, case.kwargs, dtype)
 
 
 # ---- descriptor fuzzing ----
 
-@given(data=st.data())
-def test_fuzzed_descriptors_never_reach_the_device_unless_valid(device, data):
-    """Random descriptors either raise TypeError/ValueError at construction, or run and give
-    the oracle's answer for the elements their strides address."""
-    # Mostly plausible values, so that both outcomes are common.
-    rank = data.draw(st.sampled_from([0, 9] + list(range(1, 9)) * 3))
-    sizes = data.draw(st.lists(st.sampled_from([-1, 0] + [1, 2, 3, 4] * 6), min_size=rank,
-                               max_size=rank))
-    dtype = data.draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16, 0, 3]))
+def tensor_fields(descriptor):
+    return [f.name for f in dataclasses.fields(descriptor) if f.name.endswith("_tensor")]
 
-    def strides():
+
+def fuzzed_tensor(data, desc: TensorDesc, tensors: int):
+    """`desc` as it is, or with other strides, sizes, rank or data type: about one change per
+    descriptor of `tensors` tensors, so that valid and invalid descriptors are both common."""
+    change = data.draw(st.sampled_from(["none"] * (2 * tensors) + ["strides"] * 3
+                                       + ["sizes", "type"]))
+    rank = desc.rank
+    if change == "strides":  # plausible: any strides, or one too many
         length = data.draw(st.sampled_from([rank] * 6 + [rank + 1]))
-        return data.draw(st.one_of(st.none(), st.lists(st.sampled_from([-1] + list(range(41)) * 3),
-                                                        min_size=length, max_size=length)))
+        return TensorDesc(desc.data_type, desc.sizes, data.draw(st.lists(
+            st.sampled_from([-1] + list(range(41)) * 3), min_size=length, max_size=length)))
+    if change == "sizes":
+        rank = data.draw(st.sampled_from([0, 9] + [rank] * 8 + list(range(1, 9))))
+        return TensorDesc(desc.data_type, tuple(data.draw(st.lists(
+            st.sampled_from([-1, 0] + [1, 2, 3, 4] * 6), min_size=rank, max_size=rank))))
+    if change == "type":
+        return TensorDesc(data.draw(st.sampled_from([DataType.FLOAT32, DataType.FLOAT16, 0, 3])),
+                          desc.sizes, desc.strides)
+    return desc
+
+
+@pytest.mark.parametrize("name", NAMES)
+@given(data=st.data())
+def test_fuzzed_descriptors_never_reach_the_device_unless_valid(device, name, data):
+    """A valid descriptor with random changes (tensors' strides, sizes, rank and data type;
+    scalar fields from the record's valid and invalid examples) either raises TypeError or
+    ValueError at construction, or runs and gives the oracle's answer for the elements its
+    strides address, within the operator's tolerance."""
+    record = BY_NAME[name]
+    rank = data.draw(st.integers(1, record.max_rank), label="rank")
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    dtype = data.draw(st.sampled_from(operators.DTYPES))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    valid = record.describe(record.make_case(rng, shape, dtype))
+    changes = {}
     try:
-        descs = [TensorDesc(dtype, tuple(sizes), strides()) for _ in range(3)]
-        op_desc = pyvkgrad.ActivationReluGradDesc(*descs)
+        fields = tensor_fields(record.descriptor)
+        for field in fields:
+            changes[field] = fuzzed_tensor(data, getattr(valid, field), len(fields))
+        for field, (good, bad) in record.parameter_examples(rank).items():
+            if data.draw(st.integers(0, 4), label=f"change {field}") == 0:
+                changes[field] = data.draw(st.sampled_from(good + bad), label=field)
+        desc = dataclasses.replace(valid, **changes)
     except (TypeError, ValueError):
         return
-    op = device.compile(op_desc)
-    rng = np.random.default_rng(0)
-    np_dtype = descs[0].data_type.numpy_dtype
-    bufs = [rng.standard_normal(d.element_span).astype(np_dtype) for d in descs[:2]]
-    item = np_dtype.itemsize
-    # Each input's elements as its descriptor addresses them (zero or overlapping strides
-    # repeat a buffer element), so the values agree wherever elements share memory.
-    x, dy = (np.lib.stride_tricks.as_strided(b, d.sizes, [s * item for s in d.element_strides])
-             for d, b in zip(descs[:2], bufs))
-    tensors = []
-    for d, values in zip(descs[:2], (x, dy)):
-        t = device.empty(d)
-        t.write(values)
-        tensors.append(t)
-    out = device.empty(descs[2])
-    op(input_tensor=tensors[0], input_gradient_tensor=tensors[1], output_gradient_tensor=out)
-    np.testing.assert_array_equal(out.numpy(), reference.activation_relu_grad(x, dy).astype(np_dtype))
+    op = device.compile(desc)
+    fields = dict(desc.tensor_fields())
+    values, tensors = {}, {}
+    for name, (d, access) in fields.items():
+        tensors[name] = device.empty(d)
+        if access == "read":
+            # The elements as the descriptor addresses them (zero or overlapping strides
+            # repeat a buffer element), so the values agree wherever elements share memory.
+            np_dtype = d.data_type.numpy_dtype
+            buffer = rng.uniform(0.25, 2.0, d.element_span) * rng.choice([-1, 1], d.element_span)
+            values[name] = np.lib.stride_tricks.as_strided(
+                buffer.astype(np_dtype), d.sizes, [s * np_dtype.itemsize for s in d.element_strides])
+            tensors[name].write(values[name])
+    op(**tensors)
+    got = tuple(tensors[name].numpy() for name, (_, access) in fields.items() if access != "read")
+    args, kwargs = record.call(desc, values)
+    operators.assert_close(record, got, args, kwargs, desc.input_gradient_tensor.data_type
+                           .numpy_dtype)
 
 
 # ---- memory ----
@@ -172,13 +140,13 @@ def growth_bytes(device, step, warm_up, calls):
     return host1 - host0, dev1 - dev0
 
 
-@pytest.mark.parametrize("name", sorted(OPERATORS))
+@pytest.mark.parametrize("name", NAMES)
 def test_ten_thousand_calls_keep_memory_flat(device, name):
     """Host memory (and device memory: lavapipe's lives in host memory too) stays flat over
     10,000 one-call invocations with the same shapes."""
-    rng = np.random.default_rng(0)
-    call, _ = OPERATORS[name](rng, (4, 5), np.float32)
-    host, dev = growth_bytes(device, lambda: call(device), 200, 10_000)
+    record = BY_NAME[name]
+    case = record.make_case(np.random.default_rng(0), (4, 5), np.float32)
+    host, dev = growth_bytes(device, lambda: record.run(case, device), 200, 10_000)
     assert host < 8 * 2**20, f"{name}: resident memory grew by {host / 2**20:.1f} MiB"
     assert dev < 8 * 2**20, f"{name}: device memory grew by {dev / 2**20:.1f} MiB"
 
@@ -215,11 +183,12 @@ def test_eight_threads_on_one_device(device):
         rng = np.random.default_rng(seed)
         try:
             for i in range(15):
-                name = sorted(OPERATORS)[(seed + i) % len(OPERATORS)]
-                shape = tuple(rng.integers(1, 9, size=rng.integers(1, 5)))
-                dtype = [np.float32, np.float16][i % 2]
-                call, oracle = OPERATORS[name](rng, shape, dtype)
-                assert_close(call(device), oracle(), dtype)
+                record = OPERATORS[(seed + i) % len(OPERATORS)]
+                shape = tuple(int(n) for n in rng.integers(1, 9, size=rng.integers(1, 5)))
+                dtype = operators.DTYPES[i % 2]
+                case = record.make_case(rng, shape, dtype)
+                operators.assert_close(record, record.run(case, device), case.args,
+                                       case.kwargs, dtype)
         except Exception as e:  # reported in the main thread
             errors.append(e)
 
@@ -238,50 +207,3 @@ def test_non_finite_inputs_follow_ieee(device):
     dy = np.array([1.0, np.nan, 2.0, np.inf], np.float32)
     np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, dy, device=device),
                                   [0.0, np.nan, 0.0, np.inf])
-
-
-@given(data=st.data())
-def test_property_resample_grad(device, data):
-    rank = data.draw(st.integers(1, 4))
-    dy_shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
-    sizes = tuple(data.draw(st.lists(st.integers(1, 7), min_size=rank, max_size=rank)))
-    floats = st.floats(-1.0, 1.0, allow_nan=False, width=32)
-    scales = tuple(data.draw(st.lists(st.floats(0.25, 4.0, width=32), min_size=rank,
-                                      max_size=rank)))
-    in_off = tuple(data.draw(st.lists(floats, min_size=rank, max_size=rank)))
-    out_off = tuple(data.draw(st.lists(floats, min_size=rank, max_size=rank)))
-    mode = data.draw(st.sampled_from(["nearest_neighbor", "linear"]))
-    rounding = data.draw(st.sampled_from([None, "decreasing", "increasing"]))
-    algorithm = data.draw(st.sampled_from(["gather", "atomic"]))
-    dtype = data.draw(st.sampled_from([np.float32, np.float16]))
-    dy = strided_array(data, dy_shape, dtype)
-    got = pyvkgrad.resample_grad(dy, sizes, interpolation_mode=mode, scales=scales,
-                                 input_pixel_offsets=in_off, output_pixel_offsets=out_off,
-                                 rounding_direction=rounding, algorithm=algorithm, device=device)
-    args = (sizes, mode, scales, in_off, out_off, rounding)
-    want = reference.resample_grad(dy, *args)
-    magnitude = reference.resample_grad(np.abs(dy.astype(np.float64)), *args)
-    assert got.shape == want.shape and got.dtype == dtype
-    tol = 2.0**-10 if dtype == np.float16 else 1e-5
-    assert np.all(np.abs(got - want) <= tol * magnitude + 2.0**-24)
-
-
-@given(data=st.data())
-def test_property_batch_normalization_grads(device, data):
-    rank = data.draw(st.integers(1, 8))
-    shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=rank, max_size=rank)))
-    kept = data.draw(st.lists(st.booleans(), min_size=rank, max_size=rank))
-    stats_shape = tuple(s if k else 1 for s, k in zip(shape, kept))
-    dtype = data.draw(st.sampled_from([np.float32, np.float16]))
-    training = data.draw(st.booleans())
-    x, dy = strided_array(data, shape, dtype), strided_array(data, shape, dtype)
-    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
-    mean = rng.standard_normal(stats_shape).astype(dtype)
-    variance = rng.uniform(0.5, 2.0, stats_shape).astype(dtype)
-    scale = rng.standard_normal(stats_shape).astype(dtype)
-    epsilon = data.draw(st.sampled_from([0.0, 1e-5, 0.5]))
-    fn = pyvkgrad.batch_normalization_training_grad if training else pyvkgrad.batch_normalization_grad
-    ref = (reference.batch_normalization_training_grad if training
-           else reference.batch_normalization_grad)
-    got = fn(x, dy, mean, variance, scale, epsilon, device=device)
-    assert_close(got, ref(x, dy, mean, variance, scale, epsilon), dtype)

@@ -1,0 +1,376 @@
+"""The operator table: one record per operator, the one list of operators.
+
+It drives the table-driven tests (tests/test_operators.py), the hardening properties and the
+descriptor fuzzing (tests/test_hardening.py), the demo (`python -m pyvkgrad demo`), `python -m
+pyvkgrad info` and the benchmark's operator list (benchmarks/run.py). A record holds
+
+- `descriptor`: the descriptor class (DirectML's operator desc);
+- `function`: the one-call function (numpy in, numpy out);
+- `oracle`: the float64 oracle of reference.py, which takes the function's arguments (less
+  the execution options `device` and `algorithm`, EXECUTION_OPTIONS) with the same defaults;
+- `make_case(rng, shape, dtype)`: random valid arguments for an input of `shape` and `dtype`;
+- `tolerance`: per data type, how far the device may be from the oracle, and why;
+- the independent axes the one-call function cuts along when a problem exceeds the device's
+  buffer limit: `descriptor.independent_axes()` (the axes of a descriptor) and
+  `descriptor.INDEPENDENT_AXES` (what they are, in words); `record.independent_axes`.
+
+Plus what the generic tests need to speak about any operator: `describe(case)`, the
+descriptor of a case (packed tensors), and its inverse `call(desc, values)`, the arguments of
+the call a descriptor stands for given its input tensors' values (so that any compiled
+descriptor can be checked against the oracle); `magnitude(args, kwargs)` for tolerances
+relative to the size of the terms an output sums; `parameter_examples(rank)`, valid and
+invalid values of the descriptor's scalar fields, for the fuzzing.
+
+Shaped after JAX's tests/lax_test.py (`op_record`: the function beside its reference) and ONNX's
+reference/ops/_op_list.py. Nothing here touches a device: importing it needs no Vulkan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+from . import defaults, reference
+from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
+from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
+from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
+                                                    batch_normalization_training_grad)
+from .ops.resample_grad import ResampleGradDesc, resample_grad
+from .tensor import DataType, TensorDesc
+
+# Arguments of the one-call functions that choose how, not what: the oracle has none of them.
+EXECUTION_OPTIONS = ("device", "algorithm")
+DTYPES = (np.float32, np.float16)
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per element: |got - oracle| <= magnitude * M + value * |oracle| + absolute, where M is
+    the record's `magnitude` of that element (the sum of the absolute terms it is made of,
+    which bounds the rounding error of any summation order); `exact`: bitwise equal to the
+    oracle rounded to the data type (NaNs and signed zeros included)."""
+
+    magnitude: float = 0.0
+    value: float = 0.0
+    absolute: float = 0.0
+    exact: bool = False
+
+    def bound(self, want: np.ndarray, magnitude: Optional[np.ndarray]) -> np.ndarray:
+        bound = self.value * np.abs(want) + self.absolute
+        if self.magnitude:
+            bound = bound + self.magnitude * magnitude
+        return bound
+
+
+EXACT = Tolerance(exact=True)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call: `args` and `kwargs` go to the function and to the oracle, `options` to the
+    function only (EXECUTION_OPTIONS); `label` says what it is, for messages and the demo."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    options: dict = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.asarray(self.args[0]).dtype
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator's record (see the module docstring)."""
+
+    name: str  # DirectML's name in snake_case: module, function, oracle and kernels share it
+    descriptor: type
+    function: Callable
+    oracle: Callable
+    make_case: Callable[[np.random.Generator, Tuple[int, ...], type], Case]
+    tolerance: Mapping[str, Tolerance]  # by numpy dtype name
+    describe: Callable[[Case], object]
+    call: Callable[[object, Dict[str, np.ndarray]], Tuple[tuple, dict]]
+    max_rank: int = 8
+    magnitude: Optional[Callable[[tuple, dict], Sequence[np.ndarray]]] = None
+    # field -> (valid values, invalid values), for a descriptor of `rank` dimensions
+    parameter_examples: Callable[[int], Dict[str, Tuple[list, list]]] = lambda rank: {}
+    demo_shape: Tuple[int, ...] = (8, 64, 56, 56)
+
+    @property
+    def OPERATOR(self) -> str:
+        return self.descriptor.OPERATOR
+
+    @property
+    def independent_axes(self) -> str:
+        """The axes the one-call function may cut along (descriptor.independent_axes())."""
+        return self.descriptor.INDEPENDENT_AXES
+
+    def tolerance_for(self, dtype) -> Tolerance:
+        return self.tolerance[np.dtype(dtype).name]
+
+    def run(self, case: Case, device=None) -> Tuple[np.ndarray, ...]:
+        """The one-call function on `case`, its outputs as a tuple."""
+        return _outputs(self.function(*case.args, **case.kwargs, **case.options, device=device))
+
+    def expected(self, case: Case) -> Tuple[np.ndarray, ...]:
+        return _outputs(self.oracle(*case.args, **case.kwargs))
+
+    def magnitudes(self, args, kwargs) -> Tuple[Optional[np.ndarray], ...]:
+        if self.magnitude is None:
+            return (None,) * len(_outputs(self.oracle(*args, **kwargs)))
+        return tuple(self.magnitude(args, kwargs))
+
+
+def _outputs(result) -> Tuple[np.ndarray, ...]:
+    return (result,) if isinstance(result, np.ndarray) else tuple(result)
+
+
+# ---- comparing with the oracle -------------------------------------------------------------------
+
+def compare(record: Operator, got, want, magnitudes, dtype,
+            tolerance: Optional[Tolerance] = None) -> Tuple[float, str]:
+    """(worst error as a fraction of the tolerance, what went wrong or ""): shape, then dtype,
+    then values of each output in turn, naming the output. A fraction above 1 fails."""
+    tolerance = tolerance or record.tolerance_for(dtype)
+    worst = 0.0
+    for i, (g, w, m) in enumerate(zip(_outputs(got), _outputs(want), magnitudes)):
+        what = f"{record.name} output {i}"
+        if g.shape != np.shape(w):
+            return math.inf, f"{what}: shape {g.shape}, expected {np.shape(w)}"
+        if g.dtype != np.dtype(dtype):
+            return math.inf, f"{what}: dtype {g.dtype}, expected {np.dtype(dtype)}"
+        if tolerance.exact:
+            bits = np.uint16 if g.dtype == np.float16 else np.uint32
+            bad = g.view(bits) != np.asarray(w).astype(g.dtype).view(bits)
+            if bad.any():
+                first = tuple(np.argwhere(bad)[0])
+                return math.inf, (f"{what}: {bad.sum()} of {bad.size} elements differ in their "
+                                  f"bits, first at {first}: got {g[first]!r}, expected "
+                                  f"{np.asarray(w)[first]!r}")
+            continue
+        with np.errstate(invalid="ignore"):
+            err = np.abs(g.astype(np.float64) - w)
+            # NaN where the oracle has NaN (a negative variance, a non-finite input) matches.
+            err[np.isnan(err) & np.isnan(g) & np.isnan(w)] = 0.0
+            bound = tolerance.bound(w, m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(err == 0, 0.0, err / bound)
+        bad = ~((err == 0) | (err <= bound))
+        if bad.any():
+            first = tuple(np.argwhere(bad)[0])
+            return math.inf, (f"{what}: {bad.sum()} of {bad.size} elements beyond tolerance, "
+                              f"first at {first}: got {g[first]!r}, expected {w[first]!r} "
+                              f"(tolerance {bound[first]!r})")
+        worst = max(worst, float(np.max(ratio, initial=0.0)))
+    return worst, ""
+
+
+def assert_close(record: Operator, got, args, kwargs, dtype,
+                 tolerance: Optional[Tolerance] = None) -> None:
+    """Raise AssertionError unless `got` matches the oracle on (args, kwargs) within the
+    record's tolerance for `dtype` (or `tolerance`)."""
+    want = _outputs(record.oracle(*args, **kwargs))
+    _, problem = compare(record, got, want, record.magnitudes(args, kwargs), dtype,
+                             tolerance)
+    if problem:
+        raise AssertionError(problem)
+
+
+# ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
+
+def _elementwise_case(rng, shape, dtype) -> Case:
+    x = rng.standard_normal(shape).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    return Case((x, dy), label=f"{np.dtype(dtype).name} {list(shape)}")
+
+
+def _packed(array) -> TensorDesc:
+    return TensorDesc(DataType.from_numpy(array.dtype, "", ""), np.shape(array))
+
+
+def _elementwise_describe(descriptor):
+    def describe(case):
+        x, dy = case.args
+        return descriptor(_packed(x), _packed(dy), _packed(x), **case.kwargs)
+    return describe
+
+
+def _elementwise_call(desc, values):
+    return ((values["input_tensor"], values["input_gradient_tensor"]), desc.parameters())
+
+
+# ---- RESAMPLE_GRAD ---------------------------------------------------------------------------------
+
+_MODES = ("nearest_neighbor", "linear")
+
+
+def _resample_case(rng, shape, dtype) -> Case:
+    """dY of `shape` (its first 4 dimensions); dX sizes from 1 to 2 more than dY's (up- and
+    downsampling, same sizes); nearest or linear; half the time the default parameters, else
+    random scales, offsets and rounding direction (every choice the descriptor allows);
+    either algorithm."""
+    shape = tuple(shape[:4])
+    dy = rng.standard_normal(shape).astype(dtype)
+    sizes = tuple(int(rng.integers(1, s + 3)) for s in shape)
+    kwargs = dict(interpolation_mode=_MODES[int(rng.integers(2))])
+    random_parameters = rng.random() < 0.5
+    if random_parameters:
+        rank = len(shape)
+        kwargs.update(scales=tuple(float(s) for s in rng.uniform(0.25, 4.0, rank)),
+                      input_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, rank)),
+                      output_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, rank)),
+                      rounding_direction=(None, "decreasing", "increasing")[int(rng.integers(3))])
+    algorithm = ("gather", "atomic")[int(rng.integers(2))]
+    return Case((dy, sizes), kwargs, dict(algorithm=algorithm),
+                f"{kwargs['interpolation_mode']} {algorithm} {np.dtype(dtype).name} "
+                f"{list(shape)} -> {list(sizes)}"
+                + (", random scales and offsets" if random_parameters else ""))
+
+
+def _resample_magnitude(args, kwargs):
+    """S = W^T |dY|: the oracle on |dY|, the sum of each element's absolute contributions."""
+    dy, sizes = args
+    return (reference.resample_grad(np.abs(np.asarray(dy, np.float64)), sizes, **kwargs),)
+
+
+def _resample_describe(case):
+    (dy, sizes), kw = case.args, case.kwargs
+    dx = TensorDesc(_packed(dy).data_type, sizes)
+    scales, input_offsets, output_offsets = defaults.resample_grad(
+        dy.shape, sizes, kw.get("scales"), kw.get("input_pixel_offsets"),
+        kw.get("output_pixel_offsets"))
+    return ResampleGradDesc(_packed(dy), dx, kw.get("interpolation_mode", "nearest_neighbor"),
+                            scales, input_offsets, output_offsets,
+                            kw.get("rounding_direction"), case.options.get("algorithm", "auto"))
+
+
+def _resample_call(desc, values):
+    return ((values["input_gradient_tensor"], desc.output_gradient_tensor.sizes),
+            dict(interpolation_mode=desc.interpolation_mode, scales=desc.scales,
+                 input_pixel_offsets=desc.input_pixel_offsets,
+                 output_pixel_offsets=desc.output_pixel_offsets,
+                 rounding_direction=desc.rounding_direction))
+
+
+def _resample_parameters(rank):
+    return {"interpolation_mode": (["nearest_neighbor", "linear", 1], ["cubic", 2, 1.0]),
+            "scales": ([(2.0,) * rank, (0.5,) * rank, (1.5,) * rank],
+                       [(1.0,) * (rank + 1), (0.0,) * rank, (math.nan,) * rank, 2.0]),
+            "input_pixel_offsets": ([(0.5,) * rank, (0.0,) * rank],
+                                    [(math.inf,) * rank, (0.5,) * (rank + 1)]),
+            "output_pixel_offsets": ([(-0.5,) * rank, (0.25,) * rank], [(math.nan,) * rank]),
+            "rounding_direction": ([None, "decreasing", "increasing"], ["up", 1.5]),
+            "algorithm": (["gather", "atomic", "auto"], ["fast", 1])}
+
+
+# ---- BATCH_NORMALIZATION_GRAD and _TRAINING_GRAD -----------------------------------------------
+
+def _batch_normalization_case(rng, shape, dtype) -> Case:
+    """X, dY; statistics kept (input's size) on about 40% of the dimensions, reduced (1) on
+    the rest; Mean arbitrary (not X's own), Variance in [0.5, 2); Epsilon 0, 1e-5, 1e-3 or
+    0.5."""
+    x = rng.standard_normal(shape).astype(dtype)
+    dy = rng.standard_normal(shape).astype(dtype)
+    stats_shape = tuple(s if rng.random() < 0.4 else 1 for s in shape)
+    mean = rng.standard_normal(stats_shape).astype(dtype)
+    variance = rng.uniform(0.5, 2.0, stats_shape).astype(dtype)
+    scale = rng.standard_normal(stats_shape).astype(dtype)
+    epsilon = (0.0, 1e-5, 1e-3, 0.5)[int(rng.integers(4))]
+    return Case((x, dy, mean, variance, scale, epsilon),
+                label=f"{np.dtype(dtype).name} {list(shape)}, statistics {list(stats_shape)}")
+
+
+def _batch_normalization_magnitude(training: bool):
+    """Per output, the size of the terms it is made of (float64), for error bounds: the sum of
+    the absolute terms of each sum, and for dX the absolute terms of its formula."""
+    def magnitude(args, kwargs):
+        x, dy, m, v, s = (np.asarray(a, np.float64) for a in args[:5])
+        eps = args[5]
+        dy = np.broadcast_to(dy, x.shape)
+        axes = tuple(d for d in range(x.ndim) if m.shape[d] == 1)
+        sigma = np.sqrt(v + eps)
+        mag_scale = np.sum(np.abs(dy * (x - m)), axis=axes, keepdims=True) / sigma
+        mag_bias = np.sum(np.abs(dy), axis=axes, keepdims=True)
+        if not training:
+            mag_dx = np.abs(dy * s / sigma)
+        else:
+            ma = (x - m).mean(axis=axes, keepdims=True)
+            mdy = dy.mean(axis=axes, keepdims=True)
+            q = (dy * (x - m - ma)).mean(axis=axes, keepdims=True) / (v + eps)
+            mag_dx = np.abs(s / sigma) * (np.abs(dy) + np.abs(mdy)
+                                          + (np.abs(x - m) + np.abs(ma)) * np.abs(q))
+        return mag_dx, mag_scale.reshape(m.shape), mag_bias.reshape(m.shape)
+    return magnitude
+
+
+def _batch_normalization_describe(descriptor):
+    def describe(case):
+        x, dy, mean, variance, scale, epsilon = case.args
+        big, small = _packed(x), _packed(mean)
+        return descriptor(big, _packed(dy), small, _packed(variance), _packed(scale), big, small,
+                          small, epsilon)
+    return describe
+
+
+def _batch_normalization_call(desc, values):
+    return (tuple(values[name] for name in ("input_tensor", "input_gradient_tensor",
+                                            "mean_tensor", "variance_tensor", "scale_tensor"))
+            + (desc.epsilon,), {})
+
+
+def _batch_normalization_parameters(rank):
+    return {"epsilon": ([1e-3, 0.0, 0.5, 1e-5], [-1e-5, math.nan, math.inf, 1e39, "0.1", True])}
+
+
+# ---- tolerances ----------------------------------------------------------------------------------
+# One per operator and data type; the operator suites and the hardening properties use these.
+#
+# ReLU grad is a select: the device copies bits of dY or writes +0, so it is exact in both types.
+#
+# The others compute in float32 whatever the data type, and sum terms. Their error is bounded
+# relative to the magnitude M of an element (the sum of the absolute values of its terms),
+# which bounds the rounding of any summation order: 1e-5 M (about 170 float32 ulps of M) covers
+# a few roundings per term over the sums the kernels do in a fixed tree order. Float16 results
+# then round once to float16 on store:
+# - ResampleGrad: 2^-10 M + 2^-24. Its dX <= M, so 2^-10 M covers the store's rounding
+#   (2^-11 relative) twice over together with the float32 sum, and 2^-24 is float16's
+#   subnormal spacing.
+# - BatchNorm grads: 1e-5 M + 2^-10 |dX| + 1e-7: the float32 sums as in float32, plus one
+#   float16 rounding of the result (2^-10 relative also covers a truncating conversion), plus
+#   1e-7 absolute for float16 subnormals. Its magnitudes can be far above |dX| (the training
+#   grad's dX cancels large terms), so the rounding is bounded by |dX| instead of M.
+_SUMS_F32 = Tolerance(magnitude=1e-5)
+_RESAMPLE_F16 = Tolerance(magnitude=2.0**-10, absolute=2.0**-24)
+_BATCH_NORMALIZATION_F16 = Tolerance(magnitude=1e-5, value=2.0**-10, absolute=1e-7)
+
+
+OPERATORS: Tuple[Operator, ...] = (
+    Operator("activation_relu_grad", ActivationReluGradDesc, activation_relu_grad,
+             reference.activation_relu_grad, _elementwise_case,
+             {"float32": EXACT, "float16": EXACT}, _elementwise_describe(ActivationReluGradDesc),
+             _elementwise_call),
+    Operator("resample_grad", ResampleGradDesc, resample_grad, reference.resample_grad,
+             _resample_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
+             _resample_describe, _resample_call,
+             max_rank=4, magnitude=_resample_magnitude, parameter_examples=_resample_parameters,
+             demo_shape=(4, 16, 64, 64)),
+    Operator("batch_normalization_grad", BatchNormalizationGradDesc, batch_normalization_grad,
+             reference.batch_normalization_grad, _batch_normalization_case,
+             {"float32": _SUMS_F32, "float16": _BATCH_NORMALIZATION_F16},
+             _batch_normalization_describe(BatchNormalizationGradDesc),
+             _batch_normalization_call, magnitude=_batch_normalization_magnitude(False),
+             parameter_examples=_batch_normalization_parameters, demo_shape=(8, 32, 28, 28)),
+    Operator("batch_normalization_training_grad", BatchNormalizationTrainingGradDesc,
+             batch_normalization_training_grad, reference.batch_normalization_training_grad,
+             _batch_normalization_case,
+             {"float32": _SUMS_F32, "float16": _BATCH_NORMALIZATION_F16},
+             _batch_normalization_describe(BatchNormalizationTrainingGradDesc),
+             _batch_normalization_call, magnitude=_batch_normalization_magnitude(True),
+             parameter_examples=_batch_normalization_parameters, demo_shape=(8, 32, 28, 28)),
+)
+BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}
