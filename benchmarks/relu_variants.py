@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Exploration (not part of the benchmark): ReLU-grad kernel time across workgroup widths and
-workgroup-count caps, to pick the plan's defaults. Prints one line per variant and size."""
+workgroup-count caps, to pick the plans' defaults. Prints one line per variant and size.
 
+Each variant compiles with other Limits than the device's; `Device.limits` is replaced only
+inside `limits_of`, which puts the device's own back when the variant is compiled (also on an
+error), so nothing else sees them."""
+
+import contextlib
 import statistics
 import sys
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -15,29 +21,43 @@ from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from pyvkgrad.device import Device  # noqa: E402
 
 MiB = 2**20
-dev = pyvkgrad.default_device()
-base = dev.limits
-sizes = [16, 64, 256, 1024] if dev.info.device_type != "cpu" else [4]
-for mib in sizes:
-    n = mib * MiB // 4
-    desc = TensorDesc(DataType.FLOAT32, (n,))
-    x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
-    ts = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(x),
-              output_gradient_tensor=dev.empty(desc))
-    for local in (128, 256, 512, 1024):
-        for cap in (65535, 132 * 8, 132 * 16, 132 * 32, 132 * 64):
-            limits = replace(base, local_size=local, max_workgroups=cap)
-            Device.limits = property(lambda self, l=limits: l)
-            op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
-            with dev.record(timestamps=True) as rec:
-                rec.execute(op, **ts)
-            times = []
-            for _ in range(15):
-                rec.replay()
-                times.append(sum(rec.kernel_times_ns()))
-            ns = statistics.median(times)
-            print(f"{mib:5d} MiB local {local:5d} cap {cap:6d}: {ns / 1e3:9.1f} us "
-                  f"{3 * mib * MiB / ns:7.0f} GB/s", flush=True)
-            op.close()
-    for t in ts.values():
-        t.close()
+
+
+@contextlib.contextmanager
+def limits_of(limits):
+    """Compile with `limits` instead of the device's (restored on leaving)."""
+    with mock.patch.object(Device, "limits", property(lambda self: limits)):
+        yield
+
+
+def main():
+    dev = pyvkgrad.default_device()
+    base = dev.limits
+    sizes = [16, 64, 256, 1024] if dev.info.device_type != "cpu" else [4]
+    for mib in sizes:
+        n = mib * MiB // 4
+        desc = TensorDesc(DataType.FLOAT32, (n,))
+        x = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+        ts = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(x),
+                  output_gradient_tensor=dev.empty(desc))
+        for local in (128, 256, 512, 1024):
+            for cap in (65535, 132 * 8, 132 * 16, 132 * 32, 132 * 64):
+                with limits_of(replace(base, local_size=local, max_workgroups=cap)):
+                    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+                with dev.record(timestamps=True) as rec:
+                    rec.execute(op, **ts)
+                times = []
+                for _ in range(15):
+                    rec.replay()
+                    times.append(sum(rec.kernel_times_ns()))
+                ns = statistics.median(times)
+                print(f"{mib:5d} MiB local {local:5d} cap {cap:6d}: {ns / 1e3:9.1f} us "
+                      f"{3 * mib * MiB / ns:7.0f} GB/s", flush=True)
+                op.close()
+        for t in ts.values():
+            t.close()
+    assert dev.limits == base
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,10 @@
 """pyvkgrad benchmark: kernel time from Vulkan timestamps, GB/s, fraction of a copy roofline
 measured in the same run, and PyTorch's time for the same operation on the same device.
 
-    python -m pyvkgrad bench [--out DIR] [--ops relu,resample,bn] [--quick] [--repeat N]
+    python -m pyvkgrad bench [--out DIR] [--ops NAMES] [--quick] [--repeat N]
+
+--ops: operators of the table (pyvkgrad/operators.py) by name, or relu, resample, bn (both
+BatchNorm grads); and the groups overhead, chain, roundtrip. Default: all of them.
 
 Bytes are the minimum traffic of the operation (every input read once, every output written
 once). The copy roofline is a device-to-device buffer copy (vkCmdCopyBuffer through kp), read
@@ -29,7 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pyvkgrad  # noqa: E402
-from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from pyvkgrad import DataType, TensorDesc, operators  # noqa: E402
+from pyvkgrad.ops._elementwise import ElementwiseGradDesc  # noqa: E402
 
 MiB = 2**20
 
@@ -176,26 +180,37 @@ def _dt(dt):
     return DataType.FLOAT32 if dt == "float32" else DataType.FLOAT16
 
 
-def relu_cases(quick):
-    sizes = [16 * MiB, 64 * MiB] if quick else [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB]
-    for dt in ("float32", "float16"):
-        for nbytes in sizes:
-            n = nbytes // np.dtype(_np(dt)).itemsize
-            yield ("ACTIVATION_RELU_GRAD", f"{nbytes // MiB} MiB per tensor ({n} elements)", dt,
-                   lambda dev, rng, dt=dt, n=n: _relu(dev, rng, dt, n))
+def elementwise_cases(record):
+    """Cases of an element-wise operator (any on the element-wise base): one tensor size per
+    line, packed, both data types."""
+    def cases(quick):
+        sizes = [16 * MiB, 64 * MiB] if quick else [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB]
+        for dt in ("float32", "float16"):
+            for nbytes in sizes:
+                n = nbytes // np.dtype(_np(dt)).itemsize
+                yield (record.OPERATOR, f"{nbytes // MiB} MiB per tensor ({n} elements)", dt,
+                       lambda dev, rng, dt=dt, n=n: _elementwise(dev, rng, record, dt, n))
+    return cases
 
 
-def _relu(dev, rng, dt, n):
+# PyTorch's equivalent of an element-wise operator, where it has one: (torch, x, dy) -> call.
+TORCH_ELEMENTWISE = {
+    "activation_relu_grad": lambda torch, tx, tdy: lambda: torch.ops.aten.threshold_backward(
+        tdy, tx, 0),
+}
+
+
+def _elementwise(dev, rng, record, dt, n):
     desc = TensorDesc(_dt(dt), (n,))
-    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    op = dev.compile(record.descriptor(desc, desc, desc))
     x = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
     dy = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
     tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
                    output_gradient_tensor=dev.empty(desc))
-
-    def torch_fn(T):
-        tx, tdy = T.tensor(x), T.tensor(dy)
-        return lambda: T.torch.ops.aten.threshold_backward(tdy, tx, 0)
+    torch_fn = None
+    if record.name in TORCH_ELEMENTWISE:
+        def torch_fn(T):
+            return TORCH_ELEMENTWISE[record.name](T.torch, T.tensor(x), T.tensor(dy))
     return op, tensors, 3 * x.nbytes, torch_fn
 
 
@@ -252,15 +267,35 @@ def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
     return op, tensors, dy.nbytes + n * c * h * w * dy.itemsize, torch_fn
 
 
-def bn_cases(quick):
-    shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
-                                                                 (256, 256, 14, 14)]
-    for training in (False, True):
+def bn_cases(training):
+    def cases(quick):
+        shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
+                                                                     (256, 256, 14, 14)]
         name = "BATCH_NORMALIZATION_TRAINING_GRAD" if training else "BATCH_NORMALIZATION_GRAD"
         for shape in shapes:
             for dt in ("float32", "float16"):
                 yield (name, f"{list(shape)} per channel", dt,
-                       lambda dev, rng, s=shape, t=training, dt=dt: _bn(dev, rng, s, t, dt))
+                       lambda dev, rng, s=shape, dt=dt: _bn(dev, rng, s, training, dt))
+    return cases
+
+
+def benchmark_cases(record):
+    """The benchmark's cases of an operator of the table: shapes from its issue; any
+    element-wise operator gets the element-wise cases."""
+    special = {"resample_grad": resample_cases,
+               "batch_normalization_grad": bn_cases(False),
+               "batch_normalization_training_grad": bn_cases(True)}
+    if record.name in special:
+        return special[record.name]
+    if issubclass(record.descriptor, ElementwiseGradDesc):
+        return elementwise_cases(record)
+    raise SystemExit(f"benchmarks/run.py: no benchmark cases for {record.name}: add them")
+
+
+# Short names kept from before the table: --ops relu,resample,bn.
+ALIASES = {"relu": ["activation_relu_grad"], "resample": ["resample_grad"],
+           "bn": ["batch_normalization_grad", "batch_normalization_training_grad"]}
+GROUPS = ("overhead", "chain", "roundtrip")
 
 
 def _bn(dev, rng, shape, training, dt):
@@ -359,7 +394,8 @@ def roundtrip(dev, T, quick, repeat):
 # ---- host overhead and chain -------------------------------------------------------------------
 
 def host_overhead(dev, repeat):
-    """Microseconds per call on a 1024-element ReLU grad, three ways, plus an empty submission."""
+    """Microseconds per call on a 1024-element ReLU grad: the one-call function, the compiled
+    operator, a recording's replay, and a replay of a recording of ten."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal(1024).astype(np.float32)
     pyvkgrad.activation_relu_grad(x, x, device=dev)
@@ -479,7 +515,7 @@ def run_case(dev, T, entry, repeat, seed):
                     (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
     r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (size_roof / 1e9))
     r.extra["copy_roofline_gbps_same_bytes"] = size_roof / 1e9
-    if T.torch:
+    if T.torch and torch_fn is not None:
         try:
             tns = T.time_ns(torch_fn(T), repeat)
             r.torch_ns, r.torch_gbps, r.speedup_vs_torch = tns, nbytes / tns, tns / ns
@@ -512,7 +548,9 @@ def run_isolated(index, argv):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="bench-out")
-    ap.add_argument("--ops", default="relu,resample,bn,overhead,chain,roundtrip")
+    ap.add_argument("--ops", default=",".join([r.name for r in operators.OPERATORS] + list(GROUPS)),
+                    help="operators of pyvkgrad/operators.py by name, or relu, resample, bn; "
+                         "and the groups " + ", ".join(GROUPS))
     ap.add_argument("--quick", action="store_true", help="small shapes (default on a CPU device)")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--device", default=None)
@@ -527,7 +565,11 @@ def main(argv=None):
     T = Torch() if not args.no_torch else Torch.__new__(Torch)
     if args.no_torch:
         T.torch = None
-    ops = args.ops.split(",")
+    ops = [name for op in args.ops.split(",") for name in ALIASES.get(op, [op])]
+    unknown = set(ops) - set(operators.BY_NAME) - set(GROUPS)
+    if unknown:
+        ap.error(f"--ops: unknown {sorted(unknown)}; known: "
+                 f"{', '.join(list(operators.BY_NAME) + list(ALIASES) + list(GROUPS))}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.case is None:
@@ -544,12 +586,9 @@ def main(argv=None):
                  + (f", PyTorch {torch_roof / 1e9:.0f} GB/s" if torch_roof else ""))
 
     catalogue = []
-    if "relu" in ops:
-        catalogue += list(relu_cases(quick))
-    if "resample" in ops:
-        catalogue += list(resample_cases(quick))
-    if "bn" in ops:
-        catalogue += list(bn_cases(quick))
+    for record in operators.OPERATORS:  # the table's order
+        if record.name in ops:
+            catalogue += list(benchmark_cases(record)(quick))
     if args.case is not None:  # a child of --isolate: one case, one JSON line
         r = run_case(dev, T, catalogue[args.case], repeat, args.case)
         print("RESULT " + json.dumps(asdict(r) if r else None), flush=True)

@@ -21,14 +21,17 @@ SPINS_US = (0, 50, 2000)
 dev = pyvkgrad.default_device()
 runtime = dev.runtime()
 buffers = [runtime.buffer(16, words=np.ones(4, np.uint32)) for _ in range(3)]
-program = runtime.program(buffers, kernels.spirv("activation_relu_grad_packed"), 1,
-                          np.array([64, 0], np.uint32), 1)
+KERNEL = "activation_relu_grad_packed"  # one 16-byte vector: four float32 elements
+program = runtime.program(buffers, kernels.spirv(KERNEL), 1,
+                          kernels.specialization(KERNEL, {"WG": 64, "IS_F16": False}),
+                          len(kernels.push_words(KERNEL, {"count": 1, "elements": 4})))
+PUSH = np.array(kernels.push_words(KERNEL, {"count": 1, "elements": 4}), np.uint32)
 
 
 def measure(label, n=400):
     for spin in SPINS_US:
         commands = runtime.commands(0, spin * 1000)
-        commands.dispatch(program, np.array([1], np.uint32))
+        commands.dispatch(program, PUSH)
         walls = []
         for _ in range(n):
             t0 = time.perf_counter_ns()

@@ -49,6 +49,8 @@ class PhysicalDeviceInfo:
     timestamp_compute_and_graphics: bool
     timestamp_period: float     # nanoseconds per timestamp tick
     shader_buffer_float32_atomic_add: bool
+    memory_budget: bool         # VK_EXT_memory_budget (device_memory_in_use), device and
+                                # instance >= 1.1
 
 
 # --- constants -------------------------------------------------------------
@@ -412,9 +414,10 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             get_props2(phys, byref(props2))
             props = props2.properties
 
+        extensions = _device_extensions(enum_exts, phys)
         atomic_add = False
         if get_feats2 is not None and usable >= _V1_1 and \
-                "VK_EXT_shader_atomic_float" in _device_extensions(enum_exts, phys):
+                "VK_EXT_shader_atomic_float" in extensions:
             atomics = VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
                 sType=_ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
             feats2 = VkPhysicalDeviceFeatures2(sType=_ST_PHYSICAL_DEVICE_FEATURES_2,
@@ -446,6 +449,7 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             timestamp_compute_and_graphics=bool(lim.timestampComputeAndGraphics),
             timestamp_period=float(lim.timestampPeriod),
             shader_buffer_float32_atomic_add=atomic_add,
+            memory_budget=usable >= _V1_1 and "VK_EXT_memory_budget" in extensions,
         ))
     return infos
 

@@ -849,8 +849,7 @@ class Device:
 
     def _make_limits(self) -> Limits:
         i = self.info
-        return Limits(subgroup_size=i.subgroup_size,
-                      max_workgroups=min(i.max_compute_work_group_count[0], 65535),
+        return Limits(max_workgroups=min(i.max_compute_work_group_count[0], 65535),
                       max_storage_buffer_range=self.max_buffer_bytes,
                       # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to
                       # show reductions do not depend on the workgroup or subgroup width).
@@ -858,7 +857,6 @@ class Device:
                                               minimum=1, power_of_two=True) or 256,
                                      i.max_compute_work_group_size[0],
                                      i.max_compute_work_group_invocations),
-                      max_shared_memory=i.max_compute_shared_memory_size,
                       float_atomic_add=self.float_atomic_add,
                       max_loop_iterations=self.max_loop_iterations,
                       cross_workgroup_waits=self.cross_workgroup_waits)

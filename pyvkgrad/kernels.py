@@ -111,7 +111,20 @@ def spirv(name: str) -> bytes:
 
 
 def names() -> list:
+    """Every kernel the manifest records, sorted."""
     return sorted(_manifest()["kernels"])
+
+
+def manifest_entry(name: str) -> dict:
+    """The manifest's record of kernel `name`: its source, hashes and interface."""
+    return dict(_entry(name))
+
+
+def clear_caches() -> None:
+    """Forget the cached manifest, SPIR-V and interfaces (they are read again on next use),
+    e.g. after rebuilding the kernels of an editable install in a running process."""
+    for cached in (_manifest, spirv, interface):
+        cached.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)

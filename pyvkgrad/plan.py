@@ -21,13 +21,15 @@ from .kernels import READ, READ_WRITE, WRITE  # noqa: F401 (re-exported for the 
 
 @dataclass(frozen=True)
 class Limits:
-    """What a plan may assume about the device."""
+    """What a plan may assume about the device. Limits are part of the one-call caches' keys
+    (Device.run), so a change of any (through a PYVKGRAD_ variable) plans problems anew."""
 
-    subgroup_size: int = 32
     max_workgroups: int = 65535  # maxComputeWorkGroupCount[0]
+    # The largest buffer a kernel may bind (Device.max_buffer_bytes). No plan reads it; it is
+    # here so that a cached one-call problem is not reused under a lower limit, which must
+    # cut it into pieces (tests/test_operators.py::test_beyond_the_buffer_limit).
     max_storage_buffer_range: int = 2**27
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
-    max_shared_memory: int = 32768
     float_atomic_add: bool = False  # native float32 atomicAdd on storage buffers is enabled
     # Loop iterations an invocation may run in total, over all its loops, before the driver
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.

@@ -1,5 +1,7 @@
 """The device layer: tensors, compiled operators, recordings, barriers, errors."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -64,12 +66,30 @@ def test_write_after_read_gets_a_barrier(device, rng):
 
 
 def test_timestamps(device, rng):
-    op = relu_op(device, (4096,))
-    ts = [device.upload(rng.standard_normal(4096).astype(np.float32)) for _ in range(3)]
+    """One duration per step (dispatches and the barrier between them, as `labels`): each
+    dispatch takes time, and together they fit in the replay's wall time."""
+    n = 1 << 20
+    op = relu_op(device, (n,))
+    ts = [device.upload(rng.standard_normal(n).astype(np.float32)) for _ in range(4)]
     with device.record(timestamps=True) as rec:
-        rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1], output_gradient_tensor=ts[2])
+        rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1],
+                    output_gradient_tensor=ts[2])
+        rec.execute(op, input_tensor=ts[2], input_gradient_tensor=ts[1],
+                    output_gradient_tensor=ts[3])
+    assert rec.labels == ["ACTIVATION_RELU_GRAD:activation_relu_grad_packed", "barrier",
+                          "ACTIVATION_RELU_GRAD:activation_relu_grad_packed"]
+    t0 = time.perf_counter_ns()
+    rec.replay()
+    wall = time.perf_counter_ns() - t0
     times = rec.kernel_times_ns()
-    assert len(times) >= 1 and all(t >= 0 for t in times)
+    assert len(times) == 3
+    assert times[0] > 0 and times[2] > 0 and times[1] >= 0, times
+    assert sum(times) <= wall, (times, wall)
+    with pytest.raises(RuntimeError, match="timestamps=True"):
+        with device.record() as plain:
+            plain.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1],
+                          output_gradient_tensor=ts[2])
+        plain.kernel_times_ns()
 
 
 def test_execute_rejects_a_foreign_or_finished_recording(device, rng):
@@ -115,7 +135,7 @@ def test_too_large_for_device_is_refused_before_device_work(device):
 
 
 def test_corrupt_or_missing_kernel(monkeypatch):
-    kernels.spirv.cache_clear()
+    kernels.clear_caches()
     real = kernels.resources.files
 
     class Fake:
@@ -131,17 +151,16 @@ def test_corrupt_or_missing_kernel(monkeypatch):
     monkeypatch.setattr(kernels.resources, "files", lambda pkg: Fake(pkg))
     with pytest.raises(kernels.KernelError, match="activation_relu_grad.spv is missing"):
         kernels.spirv("activation_relu_grad")
-    kernels.spirv.cache_clear()
+    kernels.clear_caches()
     monkeypatch.setattr(kernels, "resources", type("R", (), {"files": staticmethod(
         lambda pkg: type("F", (), {"joinpath": lambda self, n: type("B", (), {
             "read_bytes": lambda self: b"garbage!", "read_text": lambda self:
             real("pyvkgrad").joinpath(n).read_text()})()})())}))
     with pytest.raises(kernels.KernelError, match="corrupt"):
         kernels.spirv("activation_relu_grad")
-    kernels.spirv.cache_clear()
+    kernels.clear_caches()
+    monkeypatch.undo()
     with pytest.raises(kernels.KernelError, match="no kernel named"):
-        kernels._manifest.cache_clear()
-        monkeypatch.undo()
         kernels.spirv("no_such_kernel")
 
 

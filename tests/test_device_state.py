@@ -93,6 +93,15 @@ class Tensor:
         return self.tensor.desc
 
 
+class Rec:
+    """A recording and its model: the operators and bindings it replays, and whether it was
+    closed."""
+
+    def __init__(self, rec, chosen):
+        self.rec, self.chosen = rec, chosen
+        self.closed = False
+
+
 class Op:
     def __init__(self, name, op, dtype):
         self.name, self.op, self.dtype = name, op, dtype
@@ -241,16 +250,16 @@ class DeviceStateMachine(RuleBasedStateMachine):
                 chosen.append((op, bound))
         for op, bound in chosen:
             self.apply(op, bound)
-        self.recordings.append((rec, chosen))
+        self.recordings.append(Rec(rec, chosen))
 
     @precondition(lambda self: self.recordings)
     @rule(data=st.data())
     def replay(self, data):
-        rec, chosen = data.draw(st.sampled_from(self.recordings))
-        closed = getattr(rec, "_model_closed", False) or any(
-            op.closed or any(t.closed for t in bound.values()) for op, bound in chosen)
-        if self.check_raises(ClosedError if closed else None, rec.replay):
-            for op, bound in chosen:
+        model = data.draw(st.sampled_from(self.recordings))
+        closed = model.closed or any(
+            op.closed or any(t.closed for t in bound.values()) for op, bound in model.chosen)
+        if self.check_raises(ClosedError if closed else None, model.rec.replay):
+            for op, bound in model.chosen:
                 self.apply(op, bound)
 
     @precondition(lambda self: self.tensors)
@@ -286,9 +295,9 @@ class DeviceStateMachine(RuleBasedStateMachine):
     def close_recording(self, data, rare):
         if rare:
             return
-        rec, _ = data.draw(st.sampled_from(self.recordings))
-        rec.close()
-        rec._model_closed = True
+        model = data.draw(st.sampled_from(self.recordings))
+        model.rec.close()
+        model.closed = True
 
     @rule(rare=st.integers(0, 7))
     def close_device(self, rare):
@@ -300,8 +309,8 @@ class DeviceStateMachine(RuleBasedStateMachine):
             t.closed = True
         for op in self.ops:
             op.closed = True
-        for rec, _ in self.recordings:
-            rec._model_closed = True
+        for model in self.recordings:
+            model.closed = True
 
     @invariant()
     def closed_objects_say_so(self):

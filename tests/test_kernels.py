@@ -59,10 +59,6 @@ def patch_kernel(monkeypatch, name, spirv=None, interface=None):
                             lambda n: interface if n == name else real_interface(n))
 
 
-def manifest_entry(name):
-    return dict(kernels._manifest()["kernels"][name])
-
-
 # ---- what the manifest records ------------------------------------------------------------------
 
 def test_manifest_describes_every_shipped_kernel():
@@ -71,7 +67,7 @@ def test_manifest_describes_every_shipped_kernel():
     numbered 0..n-1 and the workgroup width named WG."""
     tool = build_tool()
     for name in kernels.names():
-        entry = manifest_entry(name)
+        entry = kernels.manifest_entry(name)
         read = tool.read_interface(kernels.spirv(name), name)
         assert {key: entry[key] for key in tool.INTERFACE} == read, name
         iface = kernels.interface(name)
@@ -165,7 +161,7 @@ def test_a_plan_binding_an_unknown_buffer_is_refused():
 def test_a_renamed_kernel_constant_fails_at_plan_time(monkeypatch, device):
     """A kernel whose X_STRIDES became XS (here: its manifest entry rewritten in memory) no
     longer fits the plan: desc.plan and Device.compile raise before any device work."""
-    entry = manifest_entry(RELU)
+    entry = kernels.manifest_entry(RELU)
     entry["constants"] = [dict(c, name=c["name"].replace("X_STRIDES", "XS")) if
                           c["name"].startswith("X_STRIDES") else c for c in entry["constants"]]
     patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
@@ -184,7 +180,7 @@ def test_reordered_constants_are_resolved_by_name(monkeypatch):
     plan = strided_relu_desc().plan(Limits())
     (d,) = plan.dispatches
     shipped = kernels.specialization(d.kernel, d.constants)
-    entry = manifest_entry(RELU)
+    entry = kernels.manifest_entry(RELU)
     ids = {c["name"]: c["id"] for c in entry["constants"]}
 
     def swapped(name):  # X_STRIDES3 <-> DY_STRIDES3
@@ -195,7 +191,7 @@ def test_reordered_constants_are_resolved_by_name(monkeypatch):
     entry["constants"] = [dict(c, id=ids[swapped(c["name"])]) for c in entry["constants"]]
     patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
     reordered = kernels.specialization(d.kernel, d.constants)
-    old, new = kernels.interface_of(RELU, manifest_entry(RELU)), kernels.interface(RELU)
+    old, new = kernels.interface_of(RELU, kernels.manifest_entry(RELU)), kernels.interface(RELU)
     for c in old.constants:
         moved = next(n for n in new.constants if n.name == c.name)
         assert reordered[moved.id] == shipped[c.id], c.name
@@ -228,7 +224,7 @@ def test_a_reordered_shader_computes_right_and_a_stale_manifest_is_caught(monkey
     data = spv.read_bytes()
     tool = build_tool()
     rebuilt = tool.read_interface(data, "reordered")
-    shipped_entry = manifest_entry(RELU)
+    shipped_entry = kernels.manifest_entry(RELU)
     assert rebuilt != {key: shipped_entry[key] for key in tool.INTERFACE}  # --check's test
 
     desc = strided_relu_desc()

@@ -73,11 +73,14 @@ def test_struct_layout_matches_c_abi():
 
 
 def test_device_memory_in_use():
-    """Device-local bytes in use where VK_EXT_memory_budget exists, else None; an index past
-    the last device is None too."""
+    """Device-local bytes in use exactly where the device has VK_EXT_memory_budget, else None;
+    an index past the last device is None too."""
     for info in vi.physical_devices():
         used = vi.device_memory_in_use(info.index)
-        assert used is None or used >= 0
+        if info.memory_budget:
+            assert isinstance(used, int) and used >= 0, (info.name, used)
+        else:
+            assert used is None, (info.name, used)
     assert vi.device_memory_in_use(len(vi.physical_devices())) is None
 
 
@@ -99,7 +102,9 @@ def test_lavapipe_properties(lavapipe):
     assert d.subgroup_operations & 0x1  # VK_SUBGROUP_FEATURE_BASIC_BIT
     assert d.driver_name == "llvmpipe"
     assert "Mesa" in d.driver_info
-    assert isinstance(d.shader_buffer_float32_atomic_add, bool)
+    # lavapipe has VK_EXT_shader_atomic_float's float32 buffer atomic add (CI's runs the
+    # native atomic kernel: tests/test_resample_grad.py)
+    assert d.shader_buffer_float32_atomic_add is True
 
 
 def test_api_version_format(lavapipe):
@@ -131,6 +136,7 @@ def test_older_instance_versions(lavapipe, monkeypatch, cap):
         assert d.subgroup_size == 8
     else:
         assert d.subgroup_size == 0 and d.shader_buffer_float32_atomic_add is False
+        assert d.memory_budget is False and vi.device_memory_in_use(d.index) is None
 
 
 _SUBPROCESS_PROBE = f"""
@@ -154,17 +160,18 @@ def test_bogus_driver_file_does_not_crash(tmp_path):
     bogus = str(tmp_path / "does_not_exist_icd.json")
     proc = _run_probe(VK_DRIVER_FILES=bogus, VK_ICD_FILENAMES=bogus)
     assert proc.returncode == 0, proc.stderr
-    assert "DEVICES 0" in proc.stdout or "UNAVAILABLE" in proc.stdout, proc.stdout
+    # With no driver the loader's vkCreateInstance fails with VK_ERROR_INCOMPATIBLE_DRIVER.
+    assert "UNAVAILABLE vkCreateInstance failed with VK_ERROR_INCOMPATIBLE_DRIVER" in \
+        proc.stdout, proc.stdout
 
 
 def test_bogus_driver_file_in_process(monkeypatch, tmp_path):
     bogus = str(tmp_path / "does_not_exist_icd.json")
     monkeypatch.setenv("VK_DRIVER_FILES", bogus)
     monkeypatch.setenv("VK_ICD_FILENAMES", bogus)
-    try:
-        assert vi.physical_devices() == []
-    except vi.VulkanUnavailable as e:
-        assert "vkCreateInstance" in str(e)
+    with pytest.raises(vi.VulkanUnavailable,
+                       match="vkCreateInstance failed with VK_ERROR_INCOMPATIBLE_DRIVER"):
+        vi.physical_devices()
 
 
 def test_clean_under_validation_layer():
