@@ -183,25 +183,34 @@ def assert_close(record: Operator, got, args, kwargs, dtype,
 
 # ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
 
-def _elementwise_case(rng, shape, dtype) -> Case:
-    x = rng.standard_normal(shape).astype(dtype)
-    dy = rng.standard_normal(shape).astype(dtype)
-    return Case((x, dy), label=f"{np.dtype(dtype).name} {list(shape)}")
+def elementwise_case(**parameters: Tuple[float, float]):
+    """The case generator of an element-wise operator: X and dY standard normal, and each
+    scalar parameter uniform in its (low, high) range, e.g. elementwise_case(alpha=(0, 1))."""
+    def make_case(rng, shape, dtype) -> Case:
+        x = rng.standard_normal(shape).astype(dtype)
+        dy = rng.standard_normal(shape).astype(dtype)
+        kwargs = {name: float(rng.uniform(low, high)) for name, (low, high) in parameters.items()}
+        label = " ".join([np.dtype(dtype).name, str(list(shape))]
+                         + [f"{name}={value:.3g}" for name, value in kwargs.items()])
+        return Case((x, dy), kwargs, label=label)
+    return make_case
 
 
 def _packed(array) -> TensorDesc:
     return TensorDesc(DataType.from_numpy(array.dtype, "", ""), np.shape(array))
 
 
-def _elementwise_describe(descriptor):
+def elementwise_describe(descriptor):
+    """The `describe` of an element-wise operator with descriptor class `descriptor`."""
     def describe(case):
         x, dy = case.args
         return descriptor(_packed(x), _packed(dy), _packed(x), **case.kwargs)
     return describe
 
 
-def _elementwise_call(desc, values):
-    return ((values["input_tensor"], values["input_gradient_tensor"]), desc.parameters())
+def elementwise_call(desc, values):
+    """The `call` of any element-wise operator: X, dY and the scalar parameters by name."""
+    return (values["input_tensor"], values["input_gradient_tensor"]), desc.parameters()
 
 
 # ---- RESAMPLE_GRAD ---------------------------------------------------------------------------------
@@ -351,9 +360,9 @@ _BATCH_NORMALIZATION_F16 = Tolerance(magnitude=1e-5, value=2.0**-10, absolute=1e
 
 OPERATORS: Tuple[Operator, ...] = (
     Operator("activation_relu_grad", ActivationReluGradDesc, activation_relu_grad,
-             reference.activation_relu_grad, _elementwise_case,
-             {"float32": EXACT, "float16": EXACT}, _elementwise_describe(ActivationReluGradDesc),
-             _elementwise_call),
+             reference.activation_relu_grad, elementwise_case(),
+             {"float32": EXACT, "float16": EXACT}, elementwise_describe(ActivationReluGradDesc),
+             elementwise_call),
     Operator("resample_grad", ResampleGradDesc, resample_grad, reference.resample_grad,
              _resample_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
              _resample_describe, _resample_call,
