@@ -894,8 +894,11 @@ class Device:
             session.own(storage)
             return tensor
 
-    def compile(self, desc) -> CompiledOperator:
-        """Compile an operator descriptor: validate, plan and load its kernels once."""
+    def compile(self, desc, limits: Optional[Limits] = None) -> CompiledOperator:
+        """Compile an operator descriptor: validate, plan and load its kernels once.
+
+        `limits`: plan with these instead of `Device.limits` (explorations of plan choices,
+        e.g. benchmarks/relu_variants.py; they must stay within what the device supports)."""
         plan_fn = getattr(desc, "plan", None)
         if plan_fn is None:
             raise TypeError(f"Device.compile needs an operator descriptor, got "
@@ -907,7 +910,7 @@ class Device:
                      f"operators bind whole buffers; the one-call functions cut such problems "
                      f"where they can)", f"<= {self.max_buffer_bytes} bytes",
                      f"{t.total_tensor_size_in_bytes} bytes")
-        plan = desc.plan(self.limits)
+        plan = desc.plan(self.limits if limits is None else limits)
         with self._lock:
             self._collect()
             session = self._session()

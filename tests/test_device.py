@@ -207,3 +207,20 @@ def test_local_size_override_is_validated(monkeypatch, device):
         monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", bad)
         with pytest.raises(ValueError, match="PYVKGRAD_LOCAL_SIZE must be a power of two"):
             device.limits
+
+
+def test_compile_with_other_limits(device, rng):
+    """`compile(desc, limits)` plans with the limits given (explorations of plan choices) and
+    leaves the device's own as they are."""
+    import dataclasses
+    before = device.limits
+    narrow = dataclasses.replace(before, local_size=32, max_workgroups=3)
+    desc = TensorDesc(F32, (5000,))
+    op = device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc), narrow)
+    assert [(d.workgroups, d.constant("WG")) for d in op.plan.dispatches] == [(3, 32)]
+    assert device.limits == before
+    x, dy = rng.standard_normal((2, 5000)).astype(np.float32)
+    out = device.empty(desc)
+    op(input_tensor=device.upload(x), input_gradient_tensor=device.upload(dy),
+       output_gradient_tensor=out)
+    np.testing.assert_array_equal(out.numpy(), reference.activation_relu_grad(x, dy))
