@@ -298,7 +298,7 @@ ALIASES = {"relu": ["activation_relu_grad"], "resample": ["resample_grad"],
 GROUPS = ("overhead", "chain", "roundtrip")
 
 
-def _bn(dev, rng, shape, training, dt):
+def _bn(dev, rng, shape, training, dt, limits=None):
     n, c, h, w = shape
     x = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
     dy = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
@@ -308,7 +308,7 @@ def _bn(dev, rng, shape, training, dt):
     big, small = TensorDesc(_dt(dt), shape), TensorDesc(_dt(dt), (1, c, 1, 1))
     cls = (pyvkgrad.BatchNormalizationTrainingGradDesc if training
            else pyvkgrad.BatchNormalizationGradDesc)
-    op = dev.compile(cls(big, big, small, small, small, big, small, small, 1e-5))
+    op = dev.compile(cls(big, big, small, small, small, big, small, small, 1e-5), limits)
     tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
                    mean_tensor=dev.upload(mean), variance_tensor=dev.upload(var),
                    scale_tensor=dev.upload(scale), output_gradient_tensor=dev.empty(big),
