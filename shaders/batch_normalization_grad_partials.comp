@@ -156,8 +156,9 @@ vec4 vector_sums(uvec3 o, float m, float coef) {
         return sums2(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
     }
     const uint gw = dy[o.y / 2u];  // 2 float16
+    const uint xw = x[o.x / 2u];  // before dX is written: dX may be X's tensor (IN_PLACE)
     if (WRITE_DX) dx[o.z / 2u] = scaled(gw, coef);
-    return sums2(unpackHalf2x16(gw), unpackHalf2x16(x[o.x / 2u]) - m);
+    return sums2(unpackHalf2x16(gw), unpackHalf2x16(xw) - m);
 }
 
 void main() {

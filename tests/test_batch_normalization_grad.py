@@ -520,3 +520,18 @@ def test_binding_errors(device):
     t["scale_tensor"] = device.empty(TensorDesc(F16, (1, 3, 1)))
     with pytest.raises(TypeError, match=r"ScaleTensor has the wrong data type"):
         op(**t)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_in_place_every_reduction_kernel(device, rng, op, dtype):
+    """dX bound over X or over dY (IN_PLACE) through each reduction kernel and vector width:
+    every kernel reads an element's X and dY before it writes that element's dX. (The
+    reduction's float16 pair path once stored dX before it read X.)"""
+    import test_operators
+    record = RECORDS[op]
+    for shape, stat in (((3, 10, 7), (1, 1, 1)), ((3, 10, 7), (1, 10, 1)),
+                        ((2, 3, 64), (1, 3, 1)), ((4, 66), (1, 66))):
+        case = operators.Case(make_inputs(rng, shape, stat, dtype, op) + (1e-3,))
+        for layout in ("packed", "transposed"):
+            test_operators.check_in_place(device, record, case, layout, dtype)

@@ -4,6 +4,7 @@ at every rank, data type and layout, inputs untouched, a cached repeat, its desc
 compiled form, cuts beyond the buffer limit, and errors before any device work. A new operator
 joins all of these by adding its record."""
 
+import dataclasses
 import inspect
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import pyvkgrad
 from pyvkgrad import operators
 from pyvkgrad.operators import OPERATORS
+from pyvkgrad.tensor import TensorDesc, packed_strides
 from cases import SHAPES_BY_RANK, VIEWS, view_of
 
 RECORDS = pytest.mark.parametrize("record", OPERATORS, ids=lambda r: r.name)
@@ -161,3 +163,40 @@ def test_one_call_errors_before_device_work(device, rng, record, monkeypatch):
     args[0] = [1.0, 2.0]
     with pytest.raises(TypeError, match=f"^{record.OPERATOR}: .*must be a numpy array"):
         record.run(with_args(case, args), device)
+
+
+@RECORDS
+@DTYPES
+@pytest.mark.parametrize("layout", ["packed", "transposed"])
+def test_in_place(device, rng, record, dtype, layout):
+    """An output bound over an input its descriptor allows (`IN_PLACE`, identical
+    descriptors): the oracle's result, packed and strided (float16 strided stores go through
+    word atomics, which must not clear the element before it is read)."""
+    in_place = getattr(record.descriptor, "IN_PLACE", {})
+    if not in_place:
+        pytest.skip(f"{record.name} allows no output over an input")
+    for shape in ((3, 10, 7), (2, 3, 64)):  # short and long reductions (BatchNorm)
+        check_in_place(device, record, record.make_case(rng, shape, dtype), layout, dtype)
+
+
+def check_in_place(device, record, case, layout, dtype):
+    in_place = record.descriptor.IN_PLACE
+    desc = record.describe(case)
+    if layout == "transposed":  # column-major strides on every tensor
+        desc = dataclasses.replace(desc, **{
+            name: TensorDesc(d.data_type, d.sizes, packed_strides(d.sizes[::-1])[::-1])
+            for name, (d, _) in desc.tensor_fields()})
+    op = device.compile(desc)
+    fields = dict(desc.tensor_fields())
+    inputs = [name for name, (_, access) in fields.items() if access == "read"]
+    values = dict(zip(inputs, (case.args[i] for i in arrays_of(case))))
+    for output, over in in_place.items():
+        for field in over:
+            tensors = {name: device.empty(d) for name, (d, _) in fields.items()}
+            for name, value in values.items():
+                tensors[name].write(value)
+            tensors[output] = tensors[field]
+            op(**tensors)
+            got = tuple(tensors[name].numpy() for name in fields if name not in values)
+            args, kwargs = record.call(desc, values)
+            operators.assert_close(record, got, args, kwargs, dtype)

@@ -11,11 +11,14 @@
 
 // Store float16 bits into element i. The other half of the word may belong to another
 // invocation, so only our 16 bits are cleared and set, each with an integer atomic (core
-// Vulkan, no feature needed). Final contents are right whatever the interleaving.
+// Vulkan, no feature needed). Final contents are right whatever the interleaving. `bits` is
+// evaluated once, before the word is touched: it may read the element it replaces (dX bound
+// over X or dY, in place).
 #define STORE_HALF_BITS(words, i, bits)                                   \
     {                                                                     \
+        const uint half_bits_ = (bits);                                   \
         atomicAnd((words)[(i) >> 1u], ~(0xFFFFu << HALF_SHIFT(i)));       \
-        atomicOr((words)[(i) >> 1u], (bits) << HALF_SHIFT(i));            \
+        atomicOr((words)[(i) >> 1u], half_bits_ << HALF_SHIFT(i));        \
     }
 
 // Store vector v (4 float32 or 8 float16 elements, as 32-bit words) into vector slot i of a
