@@ -849,7 +849,8 @@ class Device:
 
     def _make_limits(self) -> Limits:
         i = self.info
-        return Limits(max_workgroups=min(i.max_compute_work_group_count[0], 65535),
+        return Limits(subgroup_size=i.subgroup_size,
+                      max_workgroups=min(i.max_compute_work_group_count[0], 65535),
                       max_storage_buffer_range=self.max_buffer_bytes,
                       # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to
                       # show reductions do not depend on the workgroup or subgroup width).

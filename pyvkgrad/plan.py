@@ -24,6 +24,7 @@ class Limits:
     """What a plan may assume about the device. Limits are part of the one-call caches' keys
     (Device.run), so a change of any (through a PYVKGRAD_ variable) plans problems anew."""
 
+    subgroup_size: int = 32  # the device's (ResampleGrad's walk pads its columns to it)
     max_workgroups: int = 65535  # maxComputeWorkGroupCount[0]
     # The largest buffer a kernel may bind (Device.max_buffer_bytes). No plan reads it; it is
     # here so that a cached one-call problem is not reused under a lower limit, which must
