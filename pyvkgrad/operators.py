@@ -78,10 +78,6 @@ class Case:
     options: dict = field(default_factory=dict)
     label: str = ""
 
-    @property
-    def dtype(self) -> np.dtype:
-        return np.asarray(self.args[0]).dtype
-
 
 @dataclass(frozen=True)
 class Operator:
@@ -120,10 +116,9 @@ class Operator:
     def expected(self, case: Case) -> Tuple[np.ndarray, ...]:
         return _outputs(self.oracle(*case.args, **case.kwargs))
 
-    def magnitudes(self, args, kwargs) -> Tuple[Optional[np.ndarray], ...]:
-        if self.magnitude is None:
-            return (None,) * len(_outputs(self.oracle(*args, **kwargs)))
-        return tuple(self.magnitude(args, kwargs))
+    def magnitudes(self, args, kwargs) -> Optional[Tuple[np.ndarray, ...]]:
+        """Per output, the magnitude its tolerance is relative to (None: no such tolerance)."""
+        return None if self.magnitude is None else tuple(self.magnitude(args, kwargs))
 
 
 def _outputs(result) -> Tuple[np.ndarray, ...]:
@@ -137,8 +132,12 @@ def compare(record: Operator, got, want, magnitudes, dtype,
     """(worst error as a fraction of the tolerance, what went wrong or ""): shape, then dtype,
     then values of each output in turn, naming the output. A fraction above 1 fails."""
     tolerance = tolerance or record.tolerance_for(dtype)
+    got, want = _outputs(got), _outputs(want)
+    if len(got) != len(want):
+        return math.inf, f"{record.name}: {len(got)} outputs, expected {len(want)}"
+    magnitudes = (None,) * len(want) if magnitudes is None else magnitudes
     worst = 0.0
-    for i, (g, w, m) in enumerate(zip(_outputs(got), _outputs(want), magnitudes)):
+    for i, (g, w, m) in enumerate(zip(got, want, magnitudes)):
         what = f"{record.name} output {i}"
         if g.shape != np.shape(w):
             return math.inf, f"{what}: shape {g.shape}, expected {np.shape(w)}"
@@ -175,8 +174,7 @@ def assert_close(record: Operator, got, args, kwargs, dtype,
     """Raise AssertionError unless `got` matches the oracle on (args, kwargs) within the
     record's tolerance for `dtype` (or `tolerance`)."""
     want = _outputs(record.oracle(*args, **kwargs))
-    _, problem = compare(record, got, want, record.magnitudes(args, kwargs), dtype,
-                             tolerance)
+    _, problem = compare(record, got, want, record.magnitudes(args, kwargs), dtype, tolerance)
     if problem:
         raise AssertionError(problem)
 
