@@ -61,8 +61,7 @@ ONE_CALL_CACHE_BYTES = 1 << 30
 OPERATOR_CACHE_ENTRIES = 8
 
 # Environment variables that change `Device.limits` (and so the plans).
-_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS",
-                    "PYVKGRAD_CROSS_WORKGROUP_WAITS")
+_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
 
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
@@ -827,18 +826,6 @@ class Device:
         return LLVMPIPE_MAX_LOOP_ITERATIONS if llvmpipe else 0
 
     @property
-    def cross_workgroup_waits(self) -> bool:
-        """Whether plans may use kernels whose workgroups wait for each other in ticket order
-        (the fused training grad). Off unless PYVKGRAD_CROSS_WORKGROUP_WAITS=1: on the H100 the
-        fused kernel reached 54-56% of the copy roofline against 55-58% for the three-kernel
-        plan (benchmarks/RESULTS.md). Only where started workgroups always run on: a GPU, or
-        lavapipe single-threaded (LP_NUM_THREADS=0; its loop limit would end the waits)."""
-        forced = os.environ.get("PYVKGRAD_CROSS_WORKGROUP_WAITS", "").strip()
-        if forced not in ("", "0", "1"):
-            raise ValueError(f"PYVKGRAD_CROSS_WORKGROUP_WAITS must be 0 or 1, got {forced!r}")
-        return forced == "1"
-
-    @property
     def limits(self) -> Limits:
         """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
         changes it does)."""
@@ -859,8 +846,7 @@ class Device:
                                      i.max_compute_work_group_size[0],
                                      i.max_compute_work_group_invocations),
                       float_atomic_add=self.float_atomic_add,
-                      max_loop_iterations=self.max_loop_iterations,
-                      cross_workgroup_waits=self.cross_workgroup_waits)
+                      max_loop_iterations=self.max_loop_iterations)
 
     # -- public API --
     def upload(self, array: np.ndarray) -> DeviceTensor:

@@ -35,10 +35,6 @@ class Limits:
     # Loop iterations an invocation may run in total, over all its loops, before the driver
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
     max_loop_iterations: int = 0
-    # A workgroup that has started always runs on while others wait for it (GPUs), so a
-    # kernel may wait across workgroups in ticket order; not on lavapipe, whose loop limit
-    # would end the waits.
-    cross_workgroup_waits: bool = False
 
 
 @dataclass(frozen=True)

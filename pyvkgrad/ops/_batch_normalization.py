@@ -70,15 +70,6 @@ DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does 
 ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
 ITERS_MAX_VECTORS = 4  # the same in vectors (up to 16 float32 or 32 float16 elements)
 K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
-# The fused training grad (opt-in, Limits.cross_workgroup_waits): chunks of FUSED_ITERS vectors
-# per lane, run by at most FUSED_IN_FLIGHT_BYTES / (bytes a job reads) workgroups, and a
-# channel's dX jobs start two such waves of jobs after its reduction's: late enough that the
-# reduction has finished, early enough that its X and dY are still in the cache. On the H100 the
-# best of these (4 vectors, 16 MiB) reached 53-56% of the copy roofline, no better than the
-# three-kernel plan: the per-job ticket and the waits cost what the cache saves
-# (benchmarks/bn_fused_sweep.py, benchmarks/RESULTS.md).
-FUSED_ITERS = 4
-FUSED_IN_FLIGHT_BYTES = 16 << 20
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -259,10 +250,6 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     # atomics: there the element-wise kernel does it).
     write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
                 and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec)
-    dx_like_dy = rdx == rdy and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec
-    if (training and limits.cross_workgroup_waits and dx_like_dy
-            and vec * x.data_type.element_size in (8, 16)):
-        return _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors)
     lr = wg // lk
     iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
     groups = -(-channels // lk)
@@ -305,37 +292,6 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch, tensors=tensors)
-
-
-def _fused_training_plan(desc, axes, limits, t, vec, is_f16, eps, tensors) -> Plan:
-    """BATCH_NORMALIZATION_TRAINING_GRAD in one dispatch (after one that zeroes its counters):
-    batch_normalization_training_grad_fused reduces a channel and writes its dX a few channels
-    later, while its X and dY are still in the cache (FUSED_ITERS, FUSED_IN_FLIGHT_BYTES)."""
-    wg, n, channels = limits.local_size, axes.reduced_count, axes.channels
-    ksizes, strides = axes.over(axes.kept, t["input_tensor"], t["input_gradient_tensor"],
-                                t["output_gradient_tensor"], t["mean_tensor"],
-                                t["variance_tensor"], t["scale_tensor"],
-                                t["output_scale_gradient_tensor"],
-                                t["output_bias_gradient_tensor"])
-    rsizes, (rx, rdy) = axes.over(axes.reduced, t["input_tensor"], t["input_gradient_tensor"])
-    chunks = -(-n // (FUSED_ITERS * wg * vec))
-    jobs = 2 * channels * chunks
-    job_bytes = 2 * FUSED_ITERS * wg * vec * desc.input_tensor.data_type.element_size
-    workers = max(1, min(jobs, limits.max_workgroups, FUSED_IN_FLIGHT_BYTES // job_bytes))
-    lag = min(channels, -(-workers // chunks) + 1)  # in channels: about 2 * workers jobs
-    names = ("K_X_STRIDES", "K_DY_STRIDES", "K_DX_STRIDES", "K_MEAN_STRIDES",
-             "K_VARIANCE_STRIDES", "K_SCALE_STRIDES", "K_DSCALE_STRIDES", "K_DBIAS_STRIDES")
-    common = dict(WG=wg, IS_F16=is_f16, ITERS=FUSED_ITERS, VEC=vec, EPSILON=eps,
-                  N_R=float(n), K_SIZES=ksizes, R_SIZES=rsizes, R_X_STRIDES=rx,
-                  R_DY_STRIDES=rdy, **dict(zip(names, strides)))
-    bindings = _bind(*KERNEL_NAMES.values(), "partials", "counters")
-    push = dict(channels=channels, reduced=n, chunks=chunks, jobs=jobs, lag=lag)
-    return Plan((Dispatch("batch_normalization_training_grad_fused", bindings, 1,
-                          constants=dict(common, RESET=True), push=push),
-                 Dispatch("batch_normalization_training_grad_fused", bindings, workers,
-                          constants=dict(common, RESET=False), push=push)),
-                (Scratch("partials", channels * chunks * 16),
-                 Scratch("counters", 4 * (channels + 1))), tensors=tensors)
 
 
 def _finalize_lanes(wg: int, chunks: int):

@@ -267,23 +267,22 @@ void walk(uint a, uint b, uint rb, uint cg) {
     }
 }
 
+// Mixed-radix split of `item`, innermost first: (item % n0, (item / n0) % n1,
+// (item / (n0 n1)) % n2, what is left).
+uvec4 split3(uint item, uint n0, uint n1, uint n2) {
+    const uint r0 = item / n0, r1 = r0 / n1;
+    return uvec4(item % n0, r0 % n1, r1 % n2, r1 / n2);
+}
+
 void main() {
     GRID_STRIDE_LOOP(item, count) {
-        uint a, b, rb, cg, rest;
+        uint a, b, rb, cg;
         if (LANES_ON_B) {
-            b = item % LANES_B;
-            rest = item / LANES_B;
-            cg = rest % COL_SLOTS;
-            rest /= COL_SLOTS;
-            rb = rest % ROW_BLOCKS;
-            a = rest / ROW_BLOCKS;
+            const uvec4 d = split3(item, LANES_B, COL_SLOTS, ROW_BLOCKS);
+            b = d.x; cg = d.y; rb = d.z; a = d.w;
         } else {
-            cg = item % COL_SLOTS;
-            rest = item / COL_SLOTS;
-            rb = rest % ROW_BLOCKS;
-            rest /= ROW_BLOCKS;
-            b = rest % LANES_B;
-            a = rest / LANES_B;
+            const uvec4 d = split3(item, COL_SLOTS, ROW_BLOCKS, LANES_B);
+            cg = d.x; rb = d.y; b = d.z; a = d.w;
         }
         if (cg < COL_GROUPS) {
             walk(a, b * PAIR_LANES, rb, cg);
