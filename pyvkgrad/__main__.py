@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import platform
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -137,4 +138,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `python -m pyvkgrad info | head`: the reader left; not an error
+        # Python flushes stdout again at exit; point it at /dev/null so that is silent.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(0)

@@ -10,14 +10,17 @@
 #define HALF_FROM_FLOAT(v) (packHalf2x16(vec2((v), 0.0)) & 0xFFFFu)
 
 // Store float16 bits into element i. The other half of the word may belong to another
-// invocation, so only our 16 bits are cleared and set, each with an integer atomic (core
-// Vulkan, no feature needed). Final contents are right whatever the interleaving. `bits` is
-// evaluated once, before the word is touched: it may read the element it replaces (dX bound
-// over X or dY, in place).
+// invocation, so only our 16 bits change, through two integer atomics (core Vulkan, no
+// feature needed): AND clears the bits that are 0 in the new value, OR sets those that are 1.
+// Final contents are right whatever the interleaving. Both atomics take the new bits as an
+// operand on purpose: `bits` may read the element it replaces (dX bound over X or dY, in
+// place), and a compiler may move a load from a readonly binding past any store it does not
+// depend on. With a constant mask the H100's compiler issued the AND first, and in-place
+// float16 results read the cleared half (Aliased decorations did not prevent it).
 #define STORE_HALF_BITS(words, i, bits)                                   \
     {                                                                     \
         const uint half_bits_ = (bits);                                   \
-        atomicAnd((words)[(i) >> 1u], ~(0xFFFFu << HALF_SHIFT(i)));       \
+        atomicAnd((words)[(i) >> 1u], ~((0xFFFFu & ~half_bits_) << HALF_SHIFT(i))); \
         atomicOr((words)[(i) >> 1u], half_bits_ << HALF_SHIFT(i));        \
     }
 
