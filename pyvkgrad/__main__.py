@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import platform
 import os
+import platform
 import runpy
 import sys
 from pathlib import Path
