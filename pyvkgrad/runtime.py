@@ -51,14 +51,6 @@ def _import_kp():
 
 kp = _import_kp()
 
-# The level of pyvkgrad's kp patch this module needs (tools/kp-0.9.0.patch: memory barriers,
-# fence reuse and polling, float atomics, timestamp query resets, the module's own name, pruned
-# object lists).
-PATCH_LEVEL = 4
-if getattr(kp, "pyvkgrad_patch", 0) < PATCH_LEVEL:
-    raise ImportError(f"pyvkgrad needs its patched Kompute runtime (patch level >= "
-                      f"{PATCH_LEVEL}), found patch level {getattr(kp, 'pyvkgrad_patch', 0)}")
-
 # Vulkan enum values passed to OpMemoryBarrier.
 _ACCESS_SHADER_READ = 0x20
 _ACCESS_SHADER_WRITE = 0x40

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import pyvkgrad
+from pyvkgrad._kompute_check import PATCH_LEVEL
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(pyvkgrad.__file__).resolve().parent
@@ -30,7 +31,7 @@ def test_runtime_is_pyvkgrads_own_build():
     from pyvkgrad.runtime import kp
     assert kp is _kompute
     assert kp.__name__ == "pyvkgrad._kompute"
-    assert kp.pyvkgrad_patch == 4
+    assert kp.pyvkgrad_patch == PATCH_LEVEL
     assert hasattr(kp, "OpMemoryBarrier") and hasattr(kp.Sequence, "set_wait_spin")
     assert "kp" not in sys.modules, "a stock kp was imported"
 
@@ -48,7 +49,7 @@ def test_round_trip_is_exact_under_this_numpy():
 class _FakeRuntime:
     """A runtime whose round trip misbehaves the way a too-old pybind11 does under numpy 2."""
     __file__ = "fake_kompute.so"
-    pyvkgrad_patch = 4
+    pyvkgrad_patch = PATCH_LEVEL
 
     def __init__(self, mangle):
         self._mangle = mangle
@@ -177,7 +178,7 @@ def test_cli_info_prints_versions_and_the_fast_runtime(device):
     assert res.returncode == 0, res.stderr
     out = res.stdout
     assert f"pyvkgrad {pyvkgrad.__version__} ({PACKAGE})" in out
-    assert "runtime: kp 0.9.0 with pyvkgrad's patch, level 4" in out
+    assert f"runtime: kp 0.9.0 with pyvkgrad's patch, level {PATCH_LEVEL}" in out
     assert "fast runtime: yes" in out
     assert f"numpy {np.__version__}" in out
     assert "Python %d.%d.%d" % sys.version_info[:3] in out
