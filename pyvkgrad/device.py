@@ -32,7 +32,7 @@ import enum
 import os
 import threading
 import weakref
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -165,7 +165,12 @@ def default_device() -> "Device":
     return (gpus or found)[0]
 
 
-def get_device(which=None) -> "Device":
+# What the `device=` argument of the one-call functions takes: None (the default device), a
+# Device, an index or part of a device name.
+DeviceLike = Union[None, int, str, "Device"]
+
+
+def get_device(which: "DeviceLike" = None) -> "Device":
     """A Device from None (default), a Device, an index or part of a device name."""
     if which is None:
         return default_device()

@@ -152,6 +152,24 @@ def test_package_ships_its_typing_marker_and_kernels():
     assert list((PACKAGE / "spirv").glob("*.spv"))
 
 
+def test_public_functions_are_annotated():
+    """py.typed promises types: every one-call function of the operator table, and
+    get_device, annotates every parameter and its result, and the names resolve."""
+    import inspect
+    import typing
+
+    from pyvkgrad import device, operators
+    for fn in [record.function for record in operators.OPERATORS] + [pyvkgrad.get_device]:
+        sig = inspect.signature(fn)
+        missing = [n for n, p in sig.parameters.items() if p.annotation is inspect.Parameter.empty]
+        assert not missing, f"{fn.__name__}: unannotated {missing}"
+        assert sig.return_annotation is not inspect.Signature.empty, fn.__name__
+        module = sys.modules[fn.__module__]
+        hints = typing.get_type_hints(fn, {**vars(module), "DeviceLike": device.DeviceLike,
+                                           "Device": device.Device})
+        assert set(hints) == set(sig.parameters) | {"return"}, fn.__name__
+
+
 # -- the command line ---------------------------------------------------------------------------
 
 def _cli(*args, cwd=None):

@@ -8,11 +8,14 @@ bit patterns, not a multiply, so results are bit copies of dY or +0 in float32 a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from . import _elementwise
+
+if TYPE_CHECKING:
+    from ..device import DeviceLike
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class ActivationReluGradDesc(_elementwise.ElementwiseGradDesc):
     OPERATOR: ClassVar[str] = "ACTIVATION_RELU_GRAD"
 
 
-def activation_relu_grad(input, input_gradient, *, device=None) -> np.ndarray:
+def activation_relu_grad(input: np.ndarray, input_gradient: np.ndarray, *,
+                         device: DeviceLike = None) -> np.ndarray:
     """dX = input > 0 ? input_gradient : 0 on the device; a packed array of input's dtype."""
     return _elementwise.run(ActivationReluGradDesc, input, input_gradient, {}, device)

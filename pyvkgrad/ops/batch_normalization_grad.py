@@ -13,10 +13,15 @@ gradient's kernel needs no reduction and runs beside it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+import numpy as np
 
 from . import _batch_normalization as bn
 from ._batch_normalization import BatchNormalizationGradResult
+
+if TYPE_CHECKING:
+    from ..device import DeviceLike
 
 OPERATOR = "BATCH_NORMALIZATION_GRAD"
 
@@ -32,8 +37,9 @@ class BatchNormalizationGradDesc(bn.BatchNormalizationGradFields):
     TRAINING: ClassVar[bool] = False
 
 
-def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon, *,
-                             device=None) -> BatchNormalizationGradResult:
+def batch_normalization_grad(input: np.ndarray, input_gradient: np.ndarray, mean: np.ndarray,
+                             variance: np.ndarray, scale: np.ndarray, epsilon: float, *,
+                             device: DeviceLike = None) -> BatchNormalizationGradResult:
     """(output_gradient, output_scale_gradient, output_bias_gradient) on the device: packed
     arrays of input's dtype, shaped like input, mean and mean. The statistics have input's
     rank, each size 1 (reduced) or input's."""

@@ -58,7 +58,7 @@ import enum
 import itertools
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Optional, Tuple
+from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -67,6 +67,9 @@ from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_ali
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       array_desc, fail, packed_strides)
 from ._split import fits, run_in_pieces
+
+if TYPE_CHECKING:
+    from ..device import DeviceLike
 
 OPERATOR = "RESAMPLE_GRAD"
 MAX_RANK = 4
@@ -683,9 +686,13 @@ class _TableBuilder:
 
 # ---- one-call function ---------------------------------------------------------------------------
 
-def resample_grad(input_gradient, output_gradient_sizes, *, interpolation_mode="nearest_neighbor",
-                  scales=None, input_pixel_offsets=None, output_pixel_offsets=None,
-                  rounding_direction=None, algorithm="auto", device=None) -> np.ndarray:
+def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[int], *,
+                  interpolation_mode: Union[str, InterpolationMode] = "nearest_neighbor",
+                  scales: Optional[Sequence[float]] = None,
+                  input_pixel_offsets: Optional[Sequence[float]] = None,
+                  output_pixel_offsets: Optional[Sequence[float]] = None,
+                  rounding_direction: Union[None, str, AxisDirection] = None,
+                  algorithm: str = "auto", device: DeviceLike = None) -> np.ndarray:
     """dX of a RESAMPLE1 whose input had `output_gradient_sizes` and whose output gradient is
     `input_gradient`; a packed array of input_gradient's dtype.
 
