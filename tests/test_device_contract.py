@@ -3,6 +3,7 @@ descriptor, memory, interrupts and early errors (the state machine in test_devic
 covers random sequences of the same)."""
 
 import gc
+import os
 import signal
 import threading
 import time
@@ -531,6 +532,9 @@ def test_one_call_misses_keep_memory_flat(device):
     it ever made: +0.5 KB per miss for good, fixed in the runtime's patch). What remains on
     lavapipe is the driver's own: creating and destroying a compute pipeline there keeps some
     memory even through raw Vulkan; the H100's figure is in benchmarks/RESULTS.md."""
+    if os.environ.get("VK_INSTANCE_LAYERS"):
+        pytest.skip("the validation layer keeps memory of its own per object (about 5 KB per "
+                    "miss when this test runs alone); tools/test's plain pass measures")
     arrays = [np.ones(100 + i, np.float32) for i in range(2 * device_module.ONE_CALL_CACHE_ENTRIES
                                                           + 3)]
 
@@ -546,10 +550,12 @@ def test_one_call_misses_keep_memory_flat(device):
     gc.collect()
     per_miss = (_rss() - before) / 1500
     # What remains is the drivers' own: a compute pipeline created and destroyed keeps a
-    # little host memory in Mesa's lavapipe (under 1 KiB per miss here) and in NVIDIA's driver
+    # little host memory in Mesa's lavapipe and in NVIDIA's driver
     # (about 4.4 KiB per miss on the H100); the runtime's own objects (kp's lists) no longer
-    # grow (tests/test_packaging.py counts them). 25,000 misses then cost under 25 and 110 MiB.
-    limit = 1024 if device.info.device_type == "cpu" else 6 * 1024
+    # grow (tests/test_packaging.py counts them). 25,000 misses then cost under 13 and 110 MiB.
+    # Lavapipe measured 156-273 bytes per miss; kp's old leak added about 566, so 512 catches
+    # it.
+    limit = 512 if device.info.device_type == "cpu" else 6 * 1024
     assert per_miss < limit, f"{per_miss:.0f} bytes per cache miss"
     assert device.cache_info().entries <= device_module.ONE_CALL_CACHE_ENTRIES
 
