@@ -217,12 +217,15 @@ class Program:
             for op, binding in self.ops:
                 rec.execute(op.op, **{f: self._tensors[n] for f, n in binding.items()})
             _read_back_in_submission(rec, [self._tensors[n] for n in self.outputs])
-            rec.submit()
             self._recording = rec
+            uploaded = 0
+            rec.submit()
         else:
             for name in self.inputs:
                 self._tensors[name].write(self._checked(name, arrays[name]))
+            uploaded = self._recording.stats.uploads
             self._recording.replay()
+        stats["uploads"] += self._recording.stats.uploads - uploaded  # what the device copied
         self.runs += 1
         return {n: self._tensors[n].numpy().reshape(self.descs[n].sizes) for n in self.outputs}
 
