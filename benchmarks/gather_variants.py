@@ -45,7 +45,7 @@ except ImportError:
 from pyvkgrad import DataType, TensorDesc, reference  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from run import copy_roofline  # noqa: E402
+from run import copy_roofline, resample_shapes  # noqa: E402
 
 # name -> the `gather` option of ResampleGradDesc.plan (pyvkgrad/ops/resample_grad.py).
 VARIANTS = {
@@ -67,14 +67,9 @@ VARIANTS = {
 
 
 def cases(quick):
-    """(n, c, h, w, ratio, nhwc, mode, dtype): benchmarks/run.py's resample_cases, gather only."""
-    shapes = ([(4, 16, 64, 64, 2.0, False), (4, 16, 48, 48, 80 / 48, False),
-               (4, 16, 64, 64, 1.5, False), (4, 16, 32, 32, 3.0, False),
-               (4, 16, 64, 64, 2.0, True)] if quick else
-              [(32, 64, 64, 64, 2.0, False), (32, 64, 48, 48, 80 / 48, False),
-               (32, 64, 64, 64, 1.5, False), (32, 64, 32, 32, 3.0, False),
-               (32, 64, 64, 64, 2.0, True)])
-    return [(n, c, h, w, ratio, nhwc, mode, dt) for n, c, h, w, ratio, nhwc in shapes
+    """(n, c, h, w, ratio, nhwc, mode, dtype): benchmarks/run.py's resample cases, gather only."""
+    return [(n, c, h, w, ratio, nhwc, mode, dt)
+            for n, c, h, w, ratio, nhwc in resample_shapes(quick)
             for mode in ("nearest_neighbor", "linear") for dt in ("float32", "float16")]
 
 

@@ -218,15 +218,17 @@ def _elementwise(dev, rng, record, dt, n):
     return op, tensors, 3 * x.nbytes, torch_fn
 
 
+def resample_shapes(quick):
+    """(n, c, h, w, ratio, nhwc) of dX: NCHW at 2x, 80 -> 48, 1.5x and 3x, and one NHWC
+    (channels innermost in memory) case."""
+    n, c = (4, 16) if quick else (32, 64)
+    return [(n, c, 64, 64, 2.0, False), (n, c, 48, 48, 80 / 48, False),
+            (n, c, 64, 64, 1.5, False), (n, c, 32, 32, 3.0, False), (n, c, 64, 64, 2.0, True)]
+
+
 def resample_cases(quick):
-    """NCHW at 2x, 80 -> 48, 1.5x and 3x, and one NHWC (channels innermost in memory) case."""
-    shapes = ([(4, 16, 64, 64, 2.0, False), (4, 16, 48, 48, 80 / 48, False),
-               (4, 16, 64, 64, 1.5, False), (4, 16, 32, 32, 3.0, False),
-               (4, 16, 64, 64, 2.0, True)] if quick else
-              [(32, 64, 64, 64, 2.0, False), (32, 64, 48, 48, 80 / 48, False),
-               (32, 64, 64, 64, 1.5, False), (32, 64, 32, 32, 3.0, False),
-               (32, 64, 64, 64, 2.0, True)])
-    for n, c, h, w, ratio, nhwc in shapes:
+    """The ResampleGrad cases on resample_shapes: both modes, gather and atomic, both types."""
+    for n, c, h, w, ratio, nhwc in resample_shapes(quick):
         for mode in ("nearest_neighbor", "linear"):
             for algorithm in ("gather", "atomic"):
                 if algorithm == "atomic" and (nhwc or ratio not in (2.0, 80 / 48)):

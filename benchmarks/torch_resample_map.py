@@ -21,7 +21,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pyvkgrad.ops.resample_grad import _axis_map
 from pyvkgrad.torch import _resample_map as rm
 
 SCALE_FACTORS = (2.0, 3.0, 4.0, 0.5, 1.5, 2.5, 1 / 3, 0.25, 0.75, 1.25, 1.7, 2.3, 0.3, 1.05)
@@ -42,17 +41,6 @@ def torch_backward_matrix(i, o, mode, align_corners, size=None, scale=None, reco
                       recompute_scale_factor=recompute)
     (g,) = torch.autograd.grad(y, x, torch.eye(o).reshape(1, o, o))
     return g[0].double().numpy()
-
-
-def dml_matrix(i, o, params, linear):
-    m = _axis_map(i, o, linear, params.scale, params.input_pixel_offset,
-                  params.output_pixel_offset, None)
-    w = np.zeros((o, i))
-    rows = np.arange(o)
-    w[rows, m.first] += m.weight_first
-    second = m.weight_next != 0
-    w[rows[second], m.first[second] + 1] += m.weight_next[second]
-    return w
 
 
 def cases(max_in, max_out):
@@ -92,7 +80,7 @@ def linear_study(align_corners, max_in, max_out):
     for i, o, kw, sf in cases(max_in, max_out):
         params = rm.linear_params(i, o, sf, align_corners)
         diff = np.abs(torch_matrix(i, o, "linear", align_corners, **kw)
-                      - dml_matrix(i, o, params, True)).max()
+                      - rm.dml_matrix(i, o, params, True)).max()
         worst = max(worst, diff / (2.0**-24 * max(i, 1)))
         bitwise += diff == 0
         total += 1

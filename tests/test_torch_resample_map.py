@@ -17,7 +17,6 @@ import pytest
 from torch_support import F, torch
 
 import pyvkgrad
-from pyvkgrad.ops.resample_grad import _axis_map
 from pyvkgrad.torch import _resample_map as rm
 
 MAX_IN, MAX_OUT = 20, 40
@@ -49,17 +48,6 @@ def backward_matrix(i, o, mode, **kw):
     return g[0].double().numpy()
 
 
-def dml_matrix(i, o, params, linear):
-    m = _axis_map(i, o, linear, params.scale, params.input_pixel_offset,
-                  params.output_pixel_offset, None)
-    w = np.zeros((o, i))
-    rows = np.arange(o)
-    w[rows, m.first] += m.weight_first
-    second = m.weight_next != 0
-    w[rows[second], m.first[second] + 1] += m.weight_next[second]
-    return w
-
-
 @pytest.mark.parametrize("mode", rm.NEAREST_MODES)
 def test_nearest_taps_exact_or_refused(mode):
     refused, total = [], 0
@@ -76,7 +64,7 @@ def test_nearest_taps_exact_or_refused(mode):
         except rm.InexactResample:
             refused.append((i, o, sf))
             continue
-        np.testing.assert_array_equal(dml_matrix(i, o, params, False), w,
+        np.testing.assert_array_equal(rm.dml_matrix(i, o, params, False), w,
                                       err_msg=f"{mode} {i}->{o} {kw}: {params}")
     assert len(refused) <= 0.02 * total, refused
 
@@ -110,7 +98,7 @@ def test_linear_weights_within_one_coordinate_rounding(align_corners):
         w = forward_matrix(i, "linear", align_corners, **kw)
         o = w.shape[0]
         params = rm.linear_params(i, o, sf, align_corners)
-        diff = np.abs(dml_matrix(i, o, params, True) - w).max()
+        diff = np.abs(rm.dml_matrix(i, o, params, True) - w).max()
         worst = max(worst, diff / (2.0**-24 * i))
     assert worst <= 4.0, worst  # measured up to 2.46 (benchmarks/torch_resample_map.py)
 

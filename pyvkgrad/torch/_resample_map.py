@@ -84,6 +84,19 @@ def dml_taps(in_size: int, out_size: int, params: AxisParams) -> np.ndarray:
     return m.first.astype(np.int64)
 
 
+def dml_matrix(in_size: int, out_size: int, params: AxisParams, linear: bool) -> np.ndarray:
+    """RESAMPLE1 along one axis as a dense (out_size, in_size) float64 matrix W, y = W x: the
+    taps and weights pyvkgrad's ResampleGrad tables compute (its gradient is W^T dy)."""
+    m = _axis_map(in_size, out_size, linear, params.scale, params.input_pixel_offset,
+                  params.output_pixel_offset, None)
+    w = np.zeros((out_size, in_size))
+    rows = np.arange(out_size)
+    w[rows, m.first] += m.weight_first
+    second = m.weight_next != 0
+    w[rows[second], m.first[second] + 1] += m.weight_next[second]
+    return w
+
+
 def _nearest_candidates(mode: str, in_size: int, out_size: int, scale_factor):
     s = kernel_scale(in_size, out_size, scale_factor)
     scales = []
