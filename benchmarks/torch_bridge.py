@@ -51,18 +51,7 @@ def sync(device):
 
 def median_time(fn, repeat, device=None, setup=None):
     """Median seconds of fn(setup()) over `repeat` runs, after two warm-up runs."""
-    times = []
-    for i in range(repeat + 2):
-        arg = setup() if setup else None
-        if device is not None:
-            sync(device)
-        start = time.perf_counter()
-        fn(arg)
-        if device is not None:
-            sync(device)
-        if i >= 2:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return interleaved([(fn, setup, device)], repeat)[0]
 
 
 def interleaved(cases, repeat):
