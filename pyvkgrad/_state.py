@@ -55,7 +55,15 @@ class TensorState:
         self.current = Current.BOTH
 
     def __repr__(self):
-        return f"TensorState({self.current.value})"
+        return f"{type(self).__name__}({self.current.value})"
+
+
+class OneCopy(TensorState):
+    """The state of a tensor in mapped memory, which the host writes and kernels bind
+    directly: one copy, always current, so nothing is ever uploaded or downloaded."""
+
+    __slots__ = ()
+    current = property(lambda self: Current.BOTH, lambda self, value: None)
 
 
 class Submission:

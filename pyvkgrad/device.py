@@ -37,7 +37,9 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _vulkan_info, kernels
-from ._state import ClosedError, Current, Hazards, Lifetime, Submission, TensorState
+from ._copy import copy_into
+from ._state import (ClosedError, Current, Hazards, Lifetime, OneCopy, Submission,
+                     TensorState)
 from .plan import Limits, Plan
 from .runtime import FLOAT_ATOMICS_EXTENSION, DeviceError, Runtime
 from .tensor import (TensorDesc, array_desc, buffer_words, check_array, dml_name, elements_of,
@@ -201,7 +203,8 @@ class _Storage:
 
     def __init__(self, desc, buffer, lifetime):
         self.desc, self.buffer, self.lifetime = desc, buffer, lifetime
-        self.state = TensorState(Current.HOST)  # staging holds the contents (zeros or data)
+        # Staging holds the contents (zeros or data); a mapped buffer is its own staging.
+        self.state = OneCopy() if buffer.kind == "mapped" else TensorState(Current.HOST)
         self._download = None  # a cached command buffer that copies the device copy back
 
     def host_words(self, action: str) -> np.ndarray:
@@ -310,7 +313,7 @@ class DeviceTensor:
         # One-call path: `elements` is the 1-D span `array_desc` made for this descriptor.
         storage = self._storage
         storage.lifetime.check("DeviceTensor.write")
-        storage.buffer.words().view(elements.dtype)[: elements.size] = elements
+        copy_into(storage.buffer.words().view(elements.dtype)[: elements.size], elements)
         storage.state.host_written()
 
     def close(self) -> None:
@@ -360,8 +363,8 @@ class CompiledOperator:
             if s.words is not None:
                 words = np.zeros(buffer_words(s.nbytes), dtype=np.uint32)
                 words[: s.words.size] = s.words
-            buf = runtime.buffer(buffer_words(s.nbytes) * 4, host_visible=words is not None,
-                                 words=words)
+            buf = runtime.buffer(buffer_words(s.nbytes) * 4,
+                                 "device" if words is None else "staged", words=words)
             self._scratch[s.name] = buf
             if words is not None:
                 tables.append(buf)
@@ -731,8 +734,10 @@ class _OneCallEntry:
         self.op, self.tensors, self.recording = op, tensors, recording
         self.inputs = inputs  # ((field, TensorDesc), ...) in the caller's order
         self.outputs, self.shapes = outputs, shapes
-        self.nbytes = 2 * sum(t.nbytes for t in tensors.values()) + sum(
-            b.nbytes for b in op._scratch.values())
+        # Staged tensors hold their bytes twice (device and staging), mapped ones once.
+        self.nbytes = sum(t.nbytes * (1 if t._storage.buffer.kind == "mapped" else 2)
+                          for t in tensors.values()) + sum(b.nbytes
+                                                           for b in op._scratch.values())
 
     def run(self, arrays) -> list:
         for (name, desc), array in zip(self.inputs, arrays):
@@ -872,7 +877,7 @@ class Device:
             raise TypeError(f"Device.empty: desc must be a TensorDesc, got {type(desc).__name__}")
         return self._tensor(desc)
 
-    def _tensor(self, desc: TensorDesc) -> DeviceTensor:
+    def _tensor(self, desc: TensorDesc, kind: str = "staged") -> DeviceTensor:
         nbytes = buffer_words(desc.total_tensor_size_in_bytes) * 4
         if nbytes > self.max_buffer_bytes:
             fail("Device", f"tensor {desc.sizes}", "exceeds the device's maximum storage buffer "
@@ -880,7 +885,7 @@ class Device:
         with self._lock:
             self._collect()
             session = self._session()
-            storage = _Storage(desc, session.runtime.buffer(nbytes),
+            storage = _Storage(desc, session.runtime.buffer(nbytes, kind),
                                Lifetime(f"the DeviceTensor {desc.sizes}", session.lifetime))
             tensor = DeviceTensor(self, storage)
             session.own(storage)
@@ -931,7 +936,12 @@ class Device:
             if entry is None:
                 self._misses += 1
                 op = self.compile(desc)
-                tensors = {name: self.empty(fields[name][0]) for name in fields}
+                # Inputs go straight into mapped memory when that is device memory: no staging
+                # copy and no copy command (outputs come back through staging, which the host
+                # reads fast; mapped device memory it reads slowly).
+                mapped = self._session().runtime.mapped_device_local
+                tensors = {name: self._tensor(fields[name][0], "mapped" if mapped and name
+                                              in arrays else "staged") for name in fields}
                 rec = Recording(self)
                 rec.execute(op, **tensors)
                 rec._download([tensors[n] for n in outputs])

@@ -60,6 +60,13 @@ _STAGE_TRANSFER = 0x1000
 
 FLOAT_ATOMICS_EXTENSION = "VK_EXT_shader_atomic_float"
 
+# What `Runtime.buffer` makes, by kind: "staged", device memory with a host-visible staging copy
+# that `Commands.upload` / `download` move; "device", device memory alone (scratch); "mapped",
+# one host-visible allocation that kernels bind directly and the host writes in place (device
+# memory where the driver maps it all, see `Runtime.mapped_device_local`).
+BUFFER_KINDS = {"staged": kp.TensorTypes.device, "device": kp.TensorTypes.storage,
+                "mapped": kp.TensorTypes.host}
+
 
 class DeviceError(RuntimeError):
     """A Vulkan failure, re-raised with what pyvkgrad was doing."""
@@ -72,6 +79,7 @@ class Runtime:
 
     def __init__(self, index: int, extensions: Sequence[str] = (), what: str = ""):
         self.what = what or f"Vulkan device {index}"
+        self._mapped_device_local = None
         try:
             self._mgr = kp.Manager(index, [], list(extensions))
         except Exception as e:
@@ -85,18 +93,27 @@ class Runtime:
         if self._mgr is None:
             raise ClosedError(f"{self.what}: its runtime is closed")
 
-    def buffer(self, nbytes: int, host_visible: bool = True, words=None) -> "Buffer":
-        """A device buffer of `nbytes` (a multiple of 16). Host-visible buffers have a staging
-        copy (`Buffer.words`) moved by `Commands.upload` / `download`; initial staging
-        contents are `words` (uint32), else zeros."""
+    def buffer(self, nbytes: int, kind: str = "staged", words=None) -> "Buffer":
+        """A device buffer of `nbytes` (a multiple of 16) of one of `BUFFER_KINDS`. Staged and
+        mapped buffers have host-visible words (`Buffer.words`); initial contents are `words`
+        (uint32), else zeros."""
         self._check()
         if words is None:
             words = np.zeros(nbytes // 4, dtype=np.uint32)
-        kind = kp.TensorTypes.device if host_visible else kp.TensorTypes.storage
         try:
-            return Buffer(self, self._mgr.tensor_t(words, kind), nbytes, host_visible)
+            return Buffer(self, self._mgr.tensor_t(words, BUFFER_KINDS[kind]), nbytes, kind)
         except Exception as e:
             raise DeviceError(f"allocating {nbytes} bytes on {self.what} failed: {e}") from e
+
+    @property
+    def mapped_device_local(self) -> bool:
+        """Whether mapped buffers are device memory (resizable BAR, or a device whose memory is
+        host memory): then kernels read them as fast as any buffer (patch part 13)."""
+        if self._mapped_device_local is None:
+            probe = self.buffer(16, "mapped")
+            self._mapped_device_local = bool(probe._kp.is_device_local())
+            probe.destroy()
+        return self._mapped_device_local
 
     def program(self, buffers: Sequence["Buffer"], spirv: bytes, workgroups: int,
                 specialization: np.ndarray, push_words: int) -> "Program":
@@ -149,16 +166,16 @@ class _Owned:
 
 
 class Buffer(_Owned):
-    __slots__ = ("nbytes", "host_visible", "_words")
+    __slots__ = ("nbytes", "kind", "_words")
 
-    def __init__(self, runtime, kp_tensor, nbytes, host_visible):
-        self.runtime, self._kp, self.nbytes, self.host_visible = runtime, kp_tensor, nbytes, \
-            host_visible
+    def __init__(self, runtime, kp_tensor, nbytes, kind):
+        self.runtime, self._kp, self.nbytes, self.kind = runtime, kp_tensor, nbytes, kind
         self._words = None
 
     def words(self) -> np.ndarray:
-        """The staging memory as uint32 words: a view, valid until the buffer is destroyed
-        (never keep it past that: the memory is unmapped)."""
+        """The host-visible memory (staging, or a mapped buffer itself) as uint32 words: a
+        view, valid until the buffer is destroyed (never keep it past that: the memory is
+        unmapped)."""
         self._check()
         if self._words is None:
             self._words = self._kp.data()

@@ -16,6 +16,8 @@ from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
+from ._copy import copy_of
+
 MAX_DIMENSIONS = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1
 MAX_ELEMENTS = 2**32 - 1  # a DirectML buffer tensor may not exceed 2^32 - 1 elements
 MAX_UINT = 2**32 - 1  # sizes and strides are DirectML UINTs
@@ -344,7 +346,7 @@ def words_to_array(words: np.ndarray, desc: TensorDesc) -> np.ndarray:
     """Gather the logical elements of `desc` out of buffer words into a packed array."""
     elements = words.view(desc.data_type.numpy_dtype)
     if desc.strides is None:
-        return elements[: desc.element_count].reshape(desc.sizes).copy()
+        return copy_of(elements[: desc.element_count]).reshape(desc.sizes)
     item = desc.data_type.element_size
     view = np.lib.stride_tricks.as_strided(
         elements, shape=desc.sizes, strides=tuple(s * item for s in desc.element_strides))
