@@ -31,23 +31,26 @@ def _executor() -> ThreadPoolExecutor:
     global _pool, _pool_pid
     with _pool_lock:
         if _pool is None or _pool_pid != os.getpid():
-            _pool = ThreadPoolExecutor(min(COPY_THREADS, os.cpu_count() or 1),
+            _pool = ThreadPoolExecutor(min(COPY_THREADS, _CPUS),
                                        thread_name_prefix="pyvkgrad-copy")
             _pool_pid = os.getpid()
         return _pool
 
 
+_CPUS = os.cpu_count() or 1  # read once: os.cpu_count() costs microseconds per call
+
+
 def _threads(nbytes: int) -> int:
-    return min(COPY_THREADS, os.cpu_count() or 1, nbytes // BYTES_PER_THREAD)
+    return min(COPY_THREADS, _CPUS, nbytes // BYTES_PER_THREAD)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
     """dst[...] = src for 1-D arrays of one length; every part is done when this returns, even
     when it is interrupted (the parts are waited for before the interrupt propagates)."""
-    threads = _threads(dst.nbytes)
-    if threads < 2:
-        np.copyto(dst, src, casting="no")
+    if dst.nbytes < 2 * BYTES_PER_THREAD:
+        dst[...] = src  # the one-call hot path: the cheapest copy numpy has
         return
+    threads = _threads(dst.nbytes)
     step = -(-dst.shape[0] // threads)
     parts = [(dst[i:i + step], src[i:i + step]) for i in range(0, dst.shape[0], step)]
     pool = _executor()
@@ -72,6 +75,8 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
 
 def copy_of(src: np.ndarray) -> np.ndarray:
     """A new array equal to the 1-D array `src` (large ones copied by several threads)."""
+    if src.nbytes < 2 * BYTES_PER_THREAD:
+        return src.copy()
     out = np.empty_like(src)
     copy_into(out, src)
     return out

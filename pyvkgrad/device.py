@@ -157,14 +157,23 @@ def devices() -> List["Device"]:
 
 def default_device() -> "Device":
     """`PYVKGRAD_DEVICE` (an index or part of a name), else the first GPU, else lavapipe."""
+    global _default
+    choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
+    if _default is not None and _default[0] == choice:
+        return _default[1]  # every one-call function asks: answer from the last lookup
     found = devices()
     if not found:
         raise DeviceError(f"no Vulkan device found; {LAVAPIPE_HINT}")
-    choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
     if choice:
-        return get_device(int(choice) if choice.isdigit() else choice)
-    gpus = [d for d in found if d.info.device_type != "cpu"]
-    return (gpus or found)[0]
+        device = get_device(int(choice) if choice.isdigit() else choice)
+    else:
+        gpus = [d for d in found if d.info.device_type != "cpu"]
+        device = (gpus or found)[0]
+    _default = (choice, device)
+    return device
+
+
+_default: Optional[tuple] = None  # (PYVKGRAD_DEVICE, the device it chose)
 
 
 # What the `device=` argument of the one-call functions takes: None (the default device), a
