@@ -7,6 +7,9 @@ waits for. The device layer (device.py) decides what to record; benchmarks and t
 validation canary use this seam too.
 
 Quirks handled here:
+- buffers come in three kinds (`BUFFER_KINDS`): staged (kp's device tensors: device memory
+  and a host-visible staging copy), device (scratch without staging), mapped (kp's host
+  tensors, which the patch puts in device memory where the host can map all of it);
 - buffers are always created with an explicit dtype (`tensor_t` on uint32 words); float16
   travels packed two to a word;
 - push and specialization constants are always numpy uint32 arrays (a Python list would be

@@ -224,3 +224,32 @@ def test_compile_with_other_limits(device, rng):
     op(input_tensor=device.upload(x), input_gradient_tensor=device.upload(dy),
        output_gradient_tensor=out)
     np.testing.assert_array_equal(out.numpy(), reference.activation_relu_grad(x, dy))
+
+
+def test_one_call_inputs_mapped_or_staged_give_the_same_bits(monkeypatch, device, rng):
+    """The one-call functions write their inputs straight into mapped memory when it is device
+    memory (lavapipe's is: one memory type for everything), else into staging; outputs always
+    come back through staging. Both paths give the same bits, and the cache keeps each."""
+    from pyvkgrad import runtime
+    mapped = device.runtime().mapped_device_local
+    if device.info.device_type == "cpu":
+        assert mapped, "lavapipe's memory is device-local and host-visible"
+    x = rng.standard_normal((3, 257)).astype(np.float16)
+    dy = rng.standard_normal((3, 257)).astype(np.float16)
+    want = reference.activation_relu_grad(x, dy)
+    results = {}
+    for kind in ("mapped", "staged"):
+        if kind == "staged":
+            monkeypatch.setattr(runtime.Runtime, "mapped_device_local",
+                                property(lambda self: False))
+        device.close()
+        for _ in range(3):  # a miss, then hits that write the inputs again
+            results[kind] = pyvkgrad.activation_relu_grad(x, dy, device=device)
+            np.testing.assert_array_equal(results[kind], want)
+        entry = list(device._one_call.values())[-1]
+        kinds = {n: t._storage.buffer.kind for n, t in entry.tensors.items()}
+        assert kinds["output_gradient_tensor"] == "staged"
+        expect = kind if (mapped or kind == "staged") else "staged"
+        assert kinds["input_tensor"] == kinds["input_gradient_tensor"] == expect
+    device.close()
+    assert results["mapped"].tobytes() == results["staged"].tobytes()

@@ -8,7 +8,8 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
-from pyvkgrad._state import ClosedError, Current, Hazards, Lifetime, Submission, TensorState
+from pyvkgrad._state import (ClosedError, Current, Hazards, Lifetime, OneCopy, Submission,
+                             TensorState)
 
 
 def run(bound, downloads=()):
@@ -86,6 +87,19 @@ def test_download_in_submission_leaves_both_current():
     run({y: True}, downloads=[y])
     assert y.current is Current.BOTH
     assert run({y: True}, downloads=[y]) == []
+
+
+def test_one_copy_is_never_copied():
+    """A mapped tensor (one copy that host and kernels share) is never uploaded or downloaded,
+    whatever writes it: host writes, kernel writes, downloads asked for."""
+    a, b = OneCopy(), TensorState()
+    assert not a.needs_upload and not a.needs_download
+    a.host_written()
+    assert run({a: False, b: True}, downloads=[a]) == [b]
+    assert a.current is Current.BOTH
+    assert run({a: True}) == []
+    assert not a.needs_download and a.current is Current.BOTH
+    assert repr(a) == "OneCopy(both)"
 
 
 def test_uncommitted_submission_changes_nothing():
