@@ -65,6 +65,29 @@ OPERATOR_CACHE_ENTRIES = 8
 # Environment variables that change `Device.limits` (and so the plans).
 _LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
 
+
+def _limit_environment() -> tuple:
+    """The values of `_LIMIT_VARIABLES`: with the device, they decide `Device.limits`."""
+    get = os.environ.get
+    return tuple([get(name) for name in _LIMIT_VARIABLES])
+
+
+class _CacheKey:
+    """A one-call cache key, (descriptor, limits), that hashes once: a cache hit looks it up
+    twice, and hashing a descriptor walks every field of every tensor."""
+
+    __slots__ = ("value", "hash")
+
+    def __init__(self, value: tuple):
+        self.value, self.hash = value, hash(value)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return isinstance(other, _CacheKey) and self.hash == other.hash and \
+            self.value == other.value
+
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
 
@@ -778,7 +801,9 @@ class Device:
         self._runtime: Optional[Runtime] = None  # the Vulkan device, opened on first use
         self._one_call: "collections.OrderedDict" = collections.OrderedDict()
         self._forgotten: "collections.deque" = collections.deque()
-        self._layouts: Dict[tuple, tuple] = {}  # (layout_key, limits) -> one-call cache key
+        # (layout_key, _limit_environment()) -> one-call cache key: the limits are a function
+        # of the device and those variables, so a hit needs neither descriptor nor limits.
+        self._layouts: Dict[tuple, _CacheKey] = {}
         self._limits = None  # (environment, Limits)
         self._hits = self._misses = 0
 
@@ -848,7 +873,7 @@ class Device:
     def limits(self) -> Limits:
         """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
         changes it does)."""
-        env = tuple(os.environ.get(k) for k in _LIMIT_VARIABLES)
+        env = _limit_environment()
         if self._limits is None or self._limits[0] != env:
             self._limits = (env, self._make_limits())
         return self._limits[1]
@@ -938,8 +963,8 @@ class Device:
         descriptor again."""
         with self._lock:
             self._collect()
-            limits = self.limits
-            key = (desc, limits)
+            env = _limit_environment()
+            key = _CacheKey((desc, self.limits))
             entry = self._one_call.get(key)
             fields = dict(desc.tensor_fields())
             if entry is None:
@@ -968,7 +993,7 @@ class Device:
             if key not in self._one_call:
                 entry.close()  # too large to keep
             elif layout is not None:
-                self._layouts[(layout, limits)] = key
+                self._layouts[(layout, env)] = key
             return results
 
     def run_again(self, layout: Optional[tuple], arrays: Sequence[np.ndarray]):
@@ -978,7 +1003,7 @@ class Device:
             return None
         with self._lock:
             self._collect()
-            key = self._layouts.get((layout, self.limits))
+            key = self._layouts.get((layout, _limit_environment()))
             entry = None if key is None else self._one_call.get(key)
             if entry is None:
                 return None

@@ -253,3 +253,24 @@ def test_one_call_inputs_mapped_or_staged_give_the_same_bits(monkeypatch, device
         assert kinds["input_tensor"] == kinds["input_gradient_tensor"] == expect
     device.close()
     assert results["mapped"].tobytes() == results["staged"].tobytes()
+
+
+def test_one_call_cache_follows_the_limit_variables(monkeypatch, device, rng):
+    """A cache hit skips building the descriptor and the limits, so it is keyed on the
+    variables that decide the limits: changing one between calls plans again (a miss, with
+    the new workgroup size), and changing it back finds the first problem (a hit)."""
+    monkeypatch.delenv("PYVKGRAD_LOCAL_SIZE", raising=False)
+    device.close()
+    x = rng.standard_normal(1000).astype(np.float32)
+    want = reference.activation_relu_grad(x, x)
+    default = device.limits.local_size
+    for local_size, misses in ((None, 1), ("64", 2), (None, 2), ("64", 2)):
+        if local_size is None:
+            monkeypatch.delenv("PYVKGRAD_LOCAL_SIZE", raising=False)
+        else:
+            monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", local_size)
+        np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device), want)
+        assert device.cache_info().misses == misses
+        entry = next(reversed(device._one_call.values()))  # the one just used
+        assert dict(entry.op.plan.dispatches[0].constants)["WG"] == int(local_size or default)
+    device.close()
