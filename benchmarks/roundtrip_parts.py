@@ -83,7 +83,7 @@ def parts(dev, call, arrays, repeat):
 
     def write():
         for t, e in ins:
-            t._write_elements(e)
+            t._storage.write_elements(e)
     row = {"input_kinds": sorted({t._storage.buffer.kind for t, _ in ins}),
            "write_inputs_us": med(write, repeat),
            # after write(): the submission with whatever uploads the inputs need

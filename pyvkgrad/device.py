@@ -62,14 +62,34 @@ ONE_CALL_CACHE_BYTES = 1 << 30
 # Per compiled operator: bound-tensor sets whose pipelines and command buffers are kept.
 OPERATOR_CACHE_ENTRIES = 8
 
-# Environment variables that change `Device.limits` (and so the plans).
-_LIMIT_VARIABLES = ("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE", "PYVKGRAD_FLOAT_ATOMICS")
+# os.environ.get costs about 1 us a variable (a Python-level mapping that encodes the name, and
+# raises and catches KeyError when it is unset), and every one-call function reads four. On
+# POSIX, os.environ keeps its values in a dict of bytes that its writes go through: where it
+# exists, the checks below read that, for comparison with earlier calls only.
+_ENVIRON_BYTES = getattr(os.environ, "_data", None) if os.name == "posix" else None
 
 
-def _limit_environment() -> tuple:
-    """The values of `_LIMIT_VARIABLES`: with the device, they decide `Device.limits`."""
-    get = os.environ.get
-    return tuple([get(name) for name in _LIMIT_VARIABLES])
+class _Variables:
+    """Environment variables that every one-call function checks: `values()` is what they
+    hold now, raw (equal tuples mean equal values)."""
+
+    def __init__(self, *names: str):
+        self.names = names
+        self._keys = tuple(os.fsencode(name) for name in names)
+
+    def values(self) -> tuple:
+        if isinstance(_ENVIRON_BYTES, dict):
+            get = _ENVIRON_BYTES.get
+            return tuple([get(key) for key in self._keys])
+        get = os.environ.get
+        return tuple([get(name) for name in self.names])
+
+
+# The variables that change `Device.limits` (and so the plans), and the one that picks the
+# default device.
+_LIMIT_VARIABLES = _Variables("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE",
+                              "PYVKGRAD_FLOAT_ATOMICS")
+_DEVICE_VARIABLE = _Variables("PYVKGRAD_DEVICE")
 
 
 class _CacheKey:
@@ -181,22 +201,23 @@ def devices() -> List["Device"]:
 def default_device() -> "Device":
     """`PYVKGRAD_DEVICE` (an index or part of a name), else the first GPU, else lavapipe."""
     global _default
-    choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
-    if _default is not None and _default[0] == choice:
+    raw = _DEVICE_VARIABLE.values()
+    if _default is not None and _default[0] == raw:
         return _default[1]  # every one-call function asks: answer from the last lookup
     found = devices()
     if not found:
         raise DeviceError(f"no Vulkan device found; {LAVAPIPE_HINT}")
+    choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
     if choice:
         device = get_device(int(choice) if choice.isdigit() else choice)
     else:
         gpus = [d for d in found if d.info.device_type != "cpu"]
         device = (gpus or found)[0]
-    _default = (choice, device)
+    _default = (raw, device)
     return device
 
 
-_default: Optional[tuple] = None  # (PYVKGRAD_DEVICE, the device it chose)
+_default: Optional[tuple] = None  # (PYVKGRAD_DEVICE raw, the device it chose)
 
 
 # What the `device=` argument of the one-call functions takes: None (the default device), a
@@ -250,6 +271,12 @@ class _Storage:
                 self._download.submit("read back")
                 self.state.downloaded()
         return self.buffer.words()
+
+    def write_elements(self, elements: np.ndarray) -> None:
+        """The one-call path's write: `elements`, the 1-D span `array_desc` made for this
+        descriptor, into the host-visible words (the caller checked the lifetime)."""
+        copy_into(self.buffer.words().view(elements.dtype)[: elements.size], elements)
+        self.state.host_written()
 
     def close(self):
         self.lifetime.close()
@@ -340,13 +367,6 @@ class DeviceTensor:
             np.lib.stride_tricks.as_strided(words.view(desc.data_type.numpy_dtype),
                                             desc.sizes, strides)[...] = array
             storage.state.host_written()
-
-    def _write_elements(self, elements: np.ndarray) -> None:
-        # One-call path: `elements` is the 1-D span `array_desc` made for this descriptor.
-        storage = self._storage
-        storage.lifetime.check("DeviceTensor.write")
-        copy_into(storage.buffer.words().view(elements.dtype)[: elements.size], elements)
-        storage.state.host_written()
 
     def close(self) -> None:
         """Release the device memory now (it is also released when garbage-collected);
@@ -760,7 +780,8 @@ class _OneCallEntry:
     """A one-call problem ready to run again: its operator, tensors, recording (uploads,
     dispatches, downloads), and what its inputs and outputs look like."""
 
-    __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes")
+    __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes",
+                 "_writes", "_reads")
 
     def __init__(self, op, tensors, recording, inputs, outputs, shapes):
         self.op, self.tensors, self.recording = op, tensors, recording
@@ -770,13 +791,19 @@ class _OneCallEntry:
         self.nbytes = sum(t.nbytes * (1 if t._storage.buffer.kind == "mapped" else 2)
                           for t in tensors.values()) + sum(b.nbytes
                                                            for b in op._scratch.values())
+        # The hot path's lookups, done once: storages with their descriptors and shapes.
+        self._writes = tuple((tensors[name]._storage, desc) for name, desc in inputs)
+        self._reads = tuple((tensors[name]._storage, shape) for name, shape in zip(outputs,
+                                                                                  shapes))
 
     def run(self, arrays) -> list:
-        for (name, desc), array in zip(self.inputs, arrays):
-            self.tensors[name]._write_elements(elements_of(array, desc))
+        """Write `arrays` in, run the recording, read the outputs back (new arrays)."""
+        self.recording._check_open("one-call function")  # its tensors and operator too
+        for (storage, desc), array in zip(self._writes, arrays):
+            storage.write_elements(elements_of(array, desc))
         self.recording._run()
-        return [self.tensors[n].numpy().reshape(shape)
-                for n, shape in zip(self.outputs, self.shapes)]
+        return [words_to_array(storage.host_words("one-call function"), storage.desc
+                               ).reshape(shape) for storage, shape in self._reads]
 
     def close(self):
         self.recording.close()
@@ -801,8 +828,8 @@ class Device:
         self._runtime: Optional[Runtime] = None  # the Vulkan device, opened on first use
         self._one_call: "collections.OrderedDict" = collections.OrderedDict()
         self._forgotten: "collections.deque" = collections.deque()
-        # (layout_key, _limit_environment()) -> one-call cache key: the limits are a function
-        # of the device and those variables, so a hit needs neither descriptor nor limits.
+        # (layout_key, _LIMIT_VARIABLES.values()) -> one-call cache key: the limits follow from
+        # the device and those variables, so a hit needs neither descriptor nor limits.
         self._layouts: Dict[tuple, _CacheKey] = {}
         self._limits = None  # (environment, Limits)
         self._hits = self._misses = 0
@@ -873,7 +900,7 @@ class Device:
     def limits(self) -> Limits:
         """What plans may assume about this device (recomputed when a PYVKGRAD_ variable that
         changes it does)."""
-        env = _limit_environment()
+        env = _LIMIT_VARIABLES.values()
         if self._limits is None or self._limits[0] != env:
             self._limits = (env, self._make_limits())
         return self._limits[1]
@@ -963,7 +990,7 @@ class Device:
         descriptor again."""
         with self._lock:
             self._collect()
-            env = _limit_environment()
+            env = _LIMIT_VARIABLES.values()
             key = _CacheKey((desc, self.limits))
             entry = self._one_call.get(key)
             fields = dict(desc.tensor_fields())
@@ -1003,7 +1030,7 @@ class Device:
             return None
         with self._lock:
             self._collect()
-            key = self._layouts.get((layout, _limit_environment()))
+            key = self._layouts.get((layout, _LIMIT_VARIABLES.values()))
             entry = None if key is None else self._one_call.get(key)
             if entry is None:
                 return None
