@@ -60,7 +60,9 @@ class TensorState:
 
 class OneCopy(TensorState):
     """The state of a tensor in mapped memory, which the host writes and kernels bind
-    directly: one copy, always current, so nothing is ever uploaded or downloaded."""
+    directly: one copy, always current, so nothing is ever uploaded or downloaded. Only for
+    tensors kernels read: the host may read a kernel's writes only after a barrier that a
+    download records, so a written tensor is staged (the device layer makes sure)."""
 
     __slots__ = ()
     current = property(lambda self: Current.BOTH, lambda self, value: None)

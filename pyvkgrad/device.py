@@ -40,7 +40,7 @@ from . import _vulkan_info, kernels
 from ._copy import copy_into
 from ._state import (ClosedError, Current, Hazards, Lifetime, OneCopy, Submission,
                      TensorState)
-from .plan import Limits, Plan
+from .plan import READ, Limits, Plan
 from .runtime import FLOAT_ATOMICS_EXTENSION, DeviceError, Runtime
 from .tensor import (TensorDesc, array_desc, buffer_words, check_array, dml_name, elements_of,
                      fail, words_to_array)
@@ -65,8 +65,8 @@ OPERATOR_CACHE_ENTRIES = 8
 # os.environ.get costs about 1 us a variable (a Python-level mapping that encodes the name, and
 # raises and catches KeyError when it is unset), and every one-call function reads four. On
 # POSIX, os.environ keeps its values in a dict of bytes that its writes go through: where it
-# exists, the checks below read that, for comparison with earlier calls only.
-_ENVIRON_BYTES = getattr(os.environ, "_data", None) if os.name == "posix" else None
+# has one, the checks below read that, for comparison with earlier calls only. os.environ is
+# looked up on every call, so a replaced os.environ (mock.patch) is seen too.
 
 
 class _Variables:
@@ -78,10 +78,12 @@ class _Variables:
         self._keys = tuple(os.fsencode(name) for name in names)
 
     def values(self) -> tuple:
-        if isinstance(_ENVIRON_BYTES, dict):
-            get = _ENVIRON_BYTES.get
+        environ = os.environ
+        data = getattr(environ, "_data", None) if os.name == "posix" else None
+        if type(data) is dict:
+            get = data.get
             return tuple([get(key) for key in self._keys])
-        get = os.environ.get
+        get = environ.get
         return tuple([get(name) for name in self.names])
 
 
@@ -1000,9 +1002,12 @@ class Device:
                 # Inputs go straight into mapped memory when that is device memory: no staging
                 # copy and no copy command (outputs come back through staging, which the host
                 # reads fast; mapped device memory it reads slowly).
+                # Only fields kernels read: the host could not read a kernel's writes to mapped
+                # memory without a barrier, and reads it slowly anyway.
                 mapped = self._session().runtime.mapped_device_local
                 tensors = {name: self._tensor(fields[name][0], "mapped" if mapped and name
-                                              in arrays else "staged") for name in fields}
+                                              in arrays and fields[name][1] == READ
+                                              else "staged") for name in fields}
                 rec = Recording(self)
                 rec.execute(op, **tensors)
                 rec._download([tensors[n] for n in outputs])

@@ -274,4 +274,11 @@ def test_one_call_cache_follows_the_limit_variables(monkeypatch, device, rng):
         assert device.cache_info().misses - before == misses
         entry = next(reversed(device._one_call.values()))  # the one just used
         assert dict(entry.op.plan.dispatches[0].constants)["WG"] == int(local_size or default)
+    # A replaced os.environ (mock.patch("os.environ", ...)) is seen as well.
+    import os
+    monkeypatch.setattr(os, "environ", {**os.environ, "PYVKGRAD_LOCAL_SIZE": "32"})
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device), want)
+    assert device.cache_info().misses - before == 3
+    entry = next(reversed(device._one_call.values()))
+    assert dict(entry.op.plan.dispatches[0].constants)["WG"] == 32
     device.close()
