@@ -91,6 +91,8 @@ def test_worker_error_propagates(small_parts):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork()")
+# Python 3.12+ warns on every fork() with threads alive; this test forks with them on purpose.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_pool_works_after_fork(small_parts):
     """A child forked after the pool started gets a pool of its own (an inherited one has no
     threads and would hang)."""
