@@ -110,6 +110,7 @@ class _CacheKey:
         return isinstance(other, _CacheKey) and self.hash == other.hash and \
             self.value == other.value
 
+
 LAVAPIPE_HINT = ("install Mesa's software Vulkan driver lavapipe with "
                  "`apt-get install mesa-vulkan-drivers` (and the loader, libvulkan1)")
 
@@ -1000,10 +1001,9 @@ class Device:
                 self._misses += 1
                 op = self.compile(desc)
                 # Inputs go straight into mapped memory when that is device memory: no staging
-                # copy and no copy command (outputs come back through staging, which the host
-                # reads fast; mapped device memory it reads slowly).
-                # Only fields kernels read: the host could not read a kernel's writes to mapped
-                # memory without a barrier, and reads it slowly anyway.
+                # copy and no copy command. Only fields kernels read: outputs come back through
+                # staging, since the host may read a kernel's writes to mapped memory only
+                # after a barrier, and reads mapped device memory slowly.
                 mapped = self._session().runtime.mapped_device_local
                 tensors = {name: self._tensor(fields[name][0], "mapped" if mapped and name
                                               in arrays and fields[name][1] == READ
