@@ -1,8 +1,9 @@
 """The device-tensor API over any sequence of calls, against a numpy model.
 
 A hypothesis state machine drives random sequences of upload, empty, write, compile, call,
-record/execute, replay, numpy, close (tensor, operator, recording, device) and reopen over
-two operators and a chain, including in-place bindings the operators allow, and compares every
+record/execute, replay, numpy, one-call functions, close (tensor, operator, recording,
+device) and reopen over two operators and a chain, including in-place bindings the operators
+allow, and compares every
 `numpy()` with the model. Every invalid step (a closed object, a wrong dtype, a buffer too
 small, an aliasing the operator refuses, values that disagree where elements share memory)
 must raise, and leave the model unchanged.
@@ -263,6 +264,24 @@ class DeviceStateMachine(RuleBasedStateMachine):
             self.apply(op, bound)
             self.done["call"] += 1
 
+    @rule(data=st.data(), dtype=st.sampled_from([F32, F16]),
+          layout=st.sampled_from(["packed", "transposed", "long"]))
+    def one_call(self, data, dtype, layout):
+        """The one-call function on fresh arrays between everything else, device closes
+        included: its cache (inputs in mapped memory where the device has it, hits found by
+        the arrays' layouts) always gives the oracle's bits, and the inputs stay as they were."""
+        shape, strides = LAYOUTS[layout]
+        np_dtype = dtype.numpy_dtype
+        x, dy = (self.ints(data, shape[::-1], np_dtype).T if strides else
+                 self.ints(data, shape, np_dtype) for _ in range(2))
+        before = x.copy(), dy.copy()
+        got = pyvkgrad.activation_relu_grad(x, dy, device=self.device)
+        want = reference.activation_relu_grad(x, dy).astype(np_dtype)
+        assert got.dtype == np_dtype and got.shape == x.shape
+        assert got.tobytes() == np.ascontiguousarray(want).tobytes()
+        assert np.array_equal(x, before[0]) and np.array_equal(dy, before[1])
+        self.done["one-call"] += 1
+
     @precondition(lambda self: self.ops and self.tensors)
     @rule(data=st.data(), steps=st.integers(1, 3))
     def record(self, data, steps):
@@ -365,11 +384,13 @@ def test_device_state_machine(device):
     print(dict(done))
     # Real work in every category: calls, executes (some reading an earlier execute's
     # output), replays of non-empty recordings, reads compared with the model, and closes of
-    # every kind. The CI run (derandomized) did 940 calls, 476 executes of which 193 chained,
-    # 207 replays, 513 reads and 124 closes (3-64 of each kind); random runs on lavapipe and
-    # the H100 stayed above 609, 377, 141, 50, 283 and 65 closes (2 of one kind at least).
+    # every kind, and one-call functions. The CI run (derandomized) did 938 calls, 579
+    # executes of which 241 chained, 156 replays, 576 reads, 443 one-call functions and 79
+    # closes (7-38 of each kind); before the one-call rule, random runs on lavapipe and the
+    # H100 stayed above 609 calls, 377 executes, 141 chained, 50 replays, 283 reads and 65
+    # closes (2 of one kind at least).
     for what, least in (("call", 200), ("execute", 100), ("chained execute", 30),
-                        ("replay", 25), ("read", 100)):
+                        ("replay", 25), ("read", 100), ("one-call", 50)):
         assert done[what] >= least, f"only {done[what]} successful {what}s: {dict(done)}"
     closes = {k: n for k, n in done.items() if k.startswith("close ")}
     assert len(closes) == 4 and sum(closes.values()) >= 20, f"too few closes: {dict(done)}"
