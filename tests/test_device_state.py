@@ -3,8 +3,7 @@
 A hypothesis state machine drives random sequences of upload, empty, write, compile, call,
 record/execute, replay, numpy, one-call functions, close (tensor, operator, recording,
 device) and reopen over two operators and a chain, including in-place bindings the operators
-allow, and compares every
-`numpy()` with the model. Every invalid step (a closed object, a wrong dtype, a buffer too
+allow, and compares every `numpy()` with the model. Every invalid step (a closed object, a wrong dtype, a buffer too
 small, an aliasing the operator refuses, values that disagree where elements share memory)
 must raise, and leave the model unchanged.
 
