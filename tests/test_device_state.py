@@ -3,9 +3,9 @@
 A hypothesis state machine drives random sequences of upload, empty, write, compile, call,
 record/execute, replay, numpy, one-call functions, close (tensor, operator, recording,
 device) and reopen over two operators and a chain, including in-place bindings the operators
-allow, and compares every `numpy()` with the model. Every invalid step (a closed object, a wrong dtype, a buffer too
-small, an aliasing the operator refuses, values that disagree where elements share memory)
-must raise, and leave the model unchanged.
+allow, and compares every `numpy()` with the model. Every invalid step (a closed object, a
+wrong dtype, a buffer too small, an aliasing the operator refuses, values that disagree where
+elements share memory) must raise, and leave the model unchanged.
 
 The model holds each tensor's whole buffer as elements, so it also checks that a kernel writes
 only what its output descriptor covers (an operator compiled for 5 elements, bound to a
