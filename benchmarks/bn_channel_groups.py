@@ -11,7 +11,6 @@ best copy of the same bytes in the same run (Vulkan's or PyTorch's, as benchmark
 
     python3 benchmarks/bn_channel_groups.py --out DIR [--quick]
 """
-import argparse
 import json
 import os
 import statistics
@@ -22,17 +21,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyvkgrad  # noqa: E402
-from run import Torch, _bn, copy_roofline  # noqa: E402
+from run import Torch, _bn, diagnostic_args, same_bytes_roofline  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=20)
-    args = ap.parse_args()
+    args = diagnostic_args()
     dev = pyvkgrad.default_device()
-    T = Torch()  # the roofline as benchmarks/run.py takes it: the better of the two copies
+    T = Torch()  # for the roofline: the better of Vulkan's and PyTorch's copies
     shapes = [(4, 64, 56, 56)] if args.quick else [(32, 64, 112, 112), (256, 256, 14, 14)]
     rows = []
     for shape in shapes:
@@ -40,9 +35,7 @@ def main():
         for dt in ("float32", "float16"):
             item = 4 if dt == "float32" else 2
             nbytes = 3 * n * c * h * w * item
-            half = nbytes // 2 // 16 * 16  # a copy of half the bytes moves them all
-            roof = max(copy_roofline(dev, half, args.repeat),
-                       (T.copy_roofline(half, args.repeat) or 0) if T.torch else 0)
+            roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
             for groups in (1, 2, 4, 8, 16, 32):
                 if c % groups:
                     continue

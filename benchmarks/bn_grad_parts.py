@@ -7,7 +7,6 @@ total, and % of the best copy of the same bytes in the same run (as benchmarks/r
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
 """
-import argparse
 import dataclasses
 import json
 import os
@@ -20,15 +19,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyvkgrad  # noqa: E402
 from pyvkgrad.ops import _batch_normalization as bn  # noqa: E402
-from run import Torch, _bn, copy_roofline  # noqa: E402
+from run import Torch, _bn, diagnostic_args, same_bytes_roofline  # noqa: E402
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=20)
-    args = ap.parse_args()
+    args = diagnostic_args()
     dev = pyvkgrad.default_device()
     T = Torch()
     shapes = [(4, 64, 56, 56)] if args.quick else [(256, 256, 14, 14), (32, 64, 112, 112)]
@@ -44,9 +39,7 @@ def main():
                     op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, False,
                                                  dt, limits)
                     if roof is None:
-                        half = nbytes // 2 // 16 * 16
-                        roof = max(copy_roofline(dev, half, args.repeat),
-                                   (T.copy_roofline(half, args.repeat) or 0) if T.torch else 0)
+                        roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
                     with dev.record(timestamps=True) as rec:
                         rec.execute(op, **tensors)
                     steps = []

@@ -73,6 +73,24 @@ def benchmark_kernel(name):
     return data, kernels.interface_of(name, entry)
 
 
+def same_bytes_roofline(dev, T, nbytes, repeat):
+    """The roofline for a kernel moving `nbytes` (read + written): the best copy that moves
+    as many, Vulkan's or PyTorch's (T, a Torch), in bytes per second."""
+    half = min(nbytes // 2 // 16 * 16, dev.info.max_storage_buffer_range // 16 * 16)
+    return max(copy_roofline(dev, half, repeat),
+               (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
+
+
+def diagnostic_args(argv=None, repeat=20):
+    """The options the diagnostic scripts beside this one share: --out DIR, --quick (small
+    shapes, for a check on lavapipe), --repeat N."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=repeat)
+    return ap.parse_args(argv)
+
+
 def copy_roofline(device, nbytes, repeat, by_method=None):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
     vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam).
@@ -515,10 +533,7 @@ def run_case(dev, T, entry, repeat, seed):
         progress(f"    skipped: {e}")
         return None
     ns, _ = vulkan_time(dev, op, tensors, repeat)
-    # The roofline at this size: the best copy moving the same bytes (read + written).
-    half = min(nbytes // 2 // 16 * 16, dev.info.max_storage_buffer_range // 16 * 16)
-    size_roof = max(copy_roofline(dev, half, repeat),
-                    (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
+    size_roof = same_bytes_roofline(dev, T, nbytes, repeat)
     r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (size_roof / 1e9))
     r.extra["copy_roofline_gbps_same_bytes"] = size_roof / 1e9
     if T.torch and torch_fn is not None:
