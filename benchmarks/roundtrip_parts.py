@@ -8,9 +8,8 @@ function's cache-hit parts (copying the inputs in; the submission: uploads, kern
 reading the outputs back into new arrays). Then the same parts for a 1024-element ReLU grad
 (host overhead), and the device's memory types (flags, heap).
 
-    python3 benchmarks/roundtrip_parts.py --out DIR [--quick]
+    python3 benchmarks/roundtrip_parts.py --out DIR [--quick] [--repeat N]
 """
-import argparse
 import ctypes
 import json
 import os
@@ -20,20 +19,12 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import _copy, _vulkan_info as vi, runtime  # noqa: E402
 from pyvkgrad.tensor import elements_of, words_to_array  # noqa: E402
-
-
-def med(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / 1e3
+from run import diagnostic_args  # noqa: E402
 
 
 def interleaved(fns, repeat):
@@ -47,6 +38,11 @@ def interleaved(fns, repeat):
             fn()
             t.append(time.perf_counter_ns() - t0)
     return [statistics.median(t) / 1e3 for t in times]
+
+
+def med(fn, repeat):
+    """Median wall microseconds of `fn` over `repeat` calls (after one)."""
+    return interleaved([fn], repeat)[0]
 
 
 def memory_types():
@@ -69,11 +65,6 @@ def memory_types():
     return vi._with_instance(probe)
 
 
-def entry_of(dev, arrays):
-    """The cached one-call entry whose inputs have these arrays' sizes (the last one made)."""
-    return list(dev._one_call.values())[-1]
-
-
 def parts(dev, call, arrays, repeat):
     """The cache-hit parts of the one-call entry `call` made (its inputs: `arrays`)."""
     call()
@@ -84,23 +75,20 @@ def parts(dev, call, arrays, repeat):
     def write():
         for t, e in ins:
             t._storage.write_elements(e)
-    row = {"input_kinds": sorted({t._storage.buffer.kind for t, _ in ins}),
-           "write_inputs_us": med(write, repeat),
-           # after write(): the submission with whatever uploads the inputs need
-           "submit_us": med(lambda: (write(), entry.recording._run()), repeat)
-           - med(write, repeat),
-           "read_outputs_us": med(lambda: [words_to_array(t._storage.buffer.words(), t.desc)
-                                           for t in outs], repeat)}
-    return row
+    write_us, write_run_us, read_us = interleaved(
+        [write, lambda: (write(), entry.recording._run()),
+         lambda: [words_to_array(t._storage.buffer.words(), t.desc) for t in outs]], repeat)
+    return {"input_kinds": sorted({t._storage.buffer.kind for t, _ in ins}),
+            "write_inputs_us": write_us,
+            # after write(): the submission with whatever uploads the inputs need
+            "submit_us": write_run_us - write_us,
+            "read_outputs_us": read_us}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=".")
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+    args = diagnostic_args(repeat=30)
     os.makedirs(args.out, exist_ok=True)
-    repeat = 5 if args.quick else 30
+    repeat = 5 if args.quick else args.repeat
     result = {"memory_types": memory_types()}
     print(json.dumps(result), flush=True)
     dev = pyvkgrad.default_device()
