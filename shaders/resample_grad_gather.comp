@@ -7,9 +7,11 @@
 // linear: a tap of o lands on i with a nonzero weight). The forward map is monotone, so C_d(i)
 // is a contiguous range [BEGIN[i], BEGIN[i] + COUNTS[i+1] - COUNTS[i]); the host computes it,
 // and the weights, in exact float32 (docs/semantics.md §6.2): no coordinate is computed here.
-// Summation order: o0, then o1, o2, o3 ascending (innermost o3); weights multiply as
-// ((w0*w1)*w2)*w3, then acc = fma(dY, weight, acc) (ACCUMULATE: one rounding per term on every
-// device); accumulation in float32, one rounding on a float16 store.
+// Summation order: o0, then o1, o2, o3 ascending (innermost o3). Nearest: acc += dY. Linear
+// (ROW_SUM, include/resample_grad.glsl): along the innermost resampled axis INNER first,
+// h = fma(dY, w_INNER, h) from 0, then acc = fma(h, w_outer, acc) with w_outer the product of
+// the other axes' weights in axis order, ((w0*w1)*w2); accumulation in float32, one rounding
+// on a float16 store.
 //
 // Bindings: tables, dy and IDENTITY as in include/resample_grad.glsl; dx
 //   (OutputGradientTensor; float16 strided stores use integer atomics on shared words).
@@ -84,23 +86,42 @@ float dx_element(uint e, out uint xoff) {
     CLIP_TO_WINDOW(1, ob1, wb1, n1)
     CLIP_TO_WINDOW(2, ob2, wb2, n2)
     CLIP_TO_WINDOW(3, ob3, wb3, n3)
-    precise float acc = 0.0;  // no contraction but ACCUMULATE's fma
+    // The innermost resampled axis (0 when none is: every weight is then 1).
+    uint inner = !IDENTITY3 ? 3u : !IDENTITY2 ? 2u : !IDENTITY1 ? 1u : 0u;
+    precise float acc = 0.0;  // no contraction but the fma of ACCUMULATE and ROW_SUM
+    precise float h = 0.0;    // linear: the sum along axis `inner` (zeroed before its loop)
     for (uint k0 = 0u; k0 < n0; ++k0) {
-        float w0 = WEIGHT(0, wb0 + k0);
+        float a0 = WEIGHT(0, wb0 + k0);
+        float w0 = inner == 0u ? 1.0 : a0;
         uint y0 = (ob0 + k0) * DY_STRIDES0;
+        if (inner == 1u) h = 0.0;
         for (uint k1 = 0u; k1 < n1; ++k1) {
-            float w1 = w0 * WEIGHT(1, wb1 + k1);
+            float a1 = WEIGHT(1, wb1 + k1);
+            float w1 = w0 * (inner == 1u ? 1.0 : a1);
             uint y1 = y0 + (ob1 + k1) * DY_STRIDES1;
+            if (inner == 2u) h = 0.0;
             for (uint k2 = 0u; k2 < n2; ++k2) {
-                float w2 = w1 * WEIGHT(2, wb2 + k2);
+                float a2 = WEIGHT(2, wb2 + k2);
+                float w2 = w1 * (inner == 2u ? 1.0 : a2);
                 uint y2 = y1 + (ob2 + k2) * DY_STRIDES2;
+                if (inner == 3u) h = 0.0;
                 for (uint k3 = 0u; k3 < n3; ++k3) {
                     float v = LOAD(dy, y2 + (ob3 + k3) * DY_STRIDES3);
-                    ACCUMULATE(acc, v, w2 * WEIGHT(3, wb3 + k3))
+                    if (IS_LINEAR) {
+                        float a3 = WEIGHT(3, wb3 + k3);
+                        float wi = inner == 3u ? a3 : inner == 2u ? a2 : inner == 1u ? a1 : a0;
+                        ACCUMULATE(h, v, wi)
+                    } else {
+                        ACCUMULATE(acc, v, 1.0)
+                    }
                 }
+                if (inner == 3u) ROW_SUM(acc, h, w2)
             }
+            if (inner == 2u) ROW_SUM(acc, h, w1)
         }
+        if (inner == 1u) ROW_SUM(acc, h, w0)
     }
+    if (inner == 0u) ROW_SUM(acc, h, 1.0)
     return acc;
 }
 

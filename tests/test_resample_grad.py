@@ -806,6 +806,114 @@ def test_walk_kernels_on_the_benchmark_layouts(device, rng, dtype):
             assert_same_bits(got, want, what)
 
 
+def fma32(a, b, c):
+    """float32 fma(a, b, c), one rounding, emulated in float64: a * b is exact there and TwoSum
+    gives the sum's exact error, which settles the one case where rounding the float64 sum to
+    float32 again could differ, a sum that lands on a float32 tie."""
+    p = np.float64(a) * np.float64(b)
+    c = np.float64(c)
+    s = p + c
+    t = s - p
+    err = (p - (s - t)) + (c - t)
+    r = np.float32(s)
+    if err != 0 and s != np.float64(r):
+        other = np.nextafter(r, np.float32(np.inf if s > r else -np.inf))
+        if s - np.float64(r) == np.float64(other) - s:  # a tie: err says which side x is on
+            return other if (err > 0) == (other > r) else r
+    return r
+
+
+def test_fma32_rounds_once():
+    """The emulation itself, on a sum whose float64 rounding lands on a float32 tie."""
+    one = np.float32(1)
+    tiny = np.float32(2.0**-60)
+    half_ulp = np.float32(2.0**-24)  # 1 + 2^-24 is the tie between 1 and 1 + 2^-23
+    assert fma32(one, one, np.float32(0)) == one
+    # Exact 1 + 2^-24 + 2^-60: above the tie, so it rounds up; float64 gives the tie itself.
+    assert np.float32(np.float64(1) + 2.0**-24 + 2.0**-60) == one
+    assert fma32(np.float32(1 + 2.0**-23), half_ulp, one) == np.float32(1 + 2.0**-23)
+    assert fma32(half_ulp, one, one) == one  # an exact tie rounds to even
+    assert fma32(tiny, np.float32(-1), np.float32(1 + 2.0**-22)) == np.float32(1 + 2.0**-22)
+
+
+def mul_add32(a, b, c):
+    """fma(a, b, c) as a float32 multiply, then a float32 add: Vulkan lets a device's fma round
+    twice (its precision is that of OpFMul followed by OpFAdd), and lavapipe's does."""
+    return np.float32(np.float32(a * b) + c)
+
+
+def documented_linear_sum(dy, desc, fma):
+    """dX of a linear ResampleGrad with the arithmetic docs/semantics.md §6.15 gives, `fma`
+    (fma32 or mul_add32) for each fma: per dX element, for each combination of contributors
+    along the outer axes (ascending), h = fma(dY, w_inner, h) from 0 along the innermost
+    resampled axis, then acc = fma(h, w_outer, acc), w_outer the product of the outer weights
+    in axis order; a float16 dX rounds acc once."""
+    maps = desc.axis_maps()
+    resampled = [d for d, m in enumerate(maps) if not m.identity]
+    inner = resampled[-1] if resampled else dy.ndim - 1
+
+    def contributors(d, i):  # [(o, weight)] of dX index i along axis d
+        m = maps[d]
+        if m.identity:
+            return [(i, np.float32(1))]
+        lo, hi = int(m.counts[i]), int(m.counts[i + 1])
+        first = int(m.begin[i]) if m.begin is not None else lo
+        return [(first + k, m.weights[lo + k]) for k in range(hi - lo)]
+
+    dx = np.zeros(desc.output_gradient_tensor.sizes, np.float32)
+    dy32 = dy.astype(np.float32)
+    for index in np.ndindex(*dx.shape):
+        acc = np.float32(0)
+        outer = [contributors(d, index[d]) for d in range(dy.ndim) if d != inner]
+        for combo in itertools.product(*outer):
+            w_outer, pos = np.float32(1), []
+            for (o, w) in combo:
+                w_outer = np.float32(w_outer * w)
+                pos.append(o)
+            h = np.float32(0)
+            for o, w in contributors(inner, index[inner]):
+                at = list(pos)
+                at.insert(inner, o)
+                h = fma(dy32[tuple(at)], w, h)
+            acc = fma(h, w_outer, acc)
+        dx[index] = acc
+    return dx.astype(dy.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dy_sizes, dx_sizes, scales", [
+    ((11, 13), (5, 6), (11 / 5, 13 / 6)),  # two resampled axes: the walk kernels
+    ((3, 9, 10), (3, 4, 7), (1.0, 9 / 4, 10 / 7)),  # an identity axis outside them
+    ((7, 6, 5), (3, 4, 9), (7 / 3, 1.5, 5 / 9)),  # three: resample_grad_gather, w_outer a product
+    ((17,), (6,), (17 / 6,)),  # one: w_outer 1
+], ids=["2d", "identity-outer", "3d", "1d"])
+def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes, dx_sizes,
+                                                   scales):
+    """The linear gather's bits are the documented arithmetic (row sums along the innermost
+    resampled axis, then one fma per row), emulated here, for every gather kernel the plan may
+    pick: all with a single-rounding fma, or all with the device's two-rounding one (Vulkan
+    allows both; the H100 rounds once, lavapipe twice). Uneven weights (offsets drawn at
+    random), so that another order or a weight per term would change bits."""
+    rank = len(dy_sizes)
+    ioff = tuple(float(x) for x in rng.uniform(-0.7, 0.7, rank))
+    ooff = tuple(float(x) for x in rng.uniform(-0.7, 0.7, rank))
+    dt = F32 if dtype == np.float32 else F16
+    dy = random_array(rng, dy_sizes, dtype)
+    desc = pyvkgrad.ResampleGradDesc(TensorDesc(dt, dy_sizes), TensorDesc(dt, dx_sizes), LIN,
+                                     scales, ioff, ooff)
+    fused, unfused = (documented_linear_sum(dy, desc, f) for f in (fma32, mul_add32))
+    got, _ = run_choice(device, desc, dy, {"kernel": "gather"})
+    want = fused if np.array_equal(got, fused) else unfused
+    for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
+                   {"kernel": "walk", "rows": 1, "switch": False}):
+        try:
+            got, kernels = run_choice(device, desc, dy, choice)
+        except ValueError:  # the walk kernels take one or two resampled axes
+            assert choice.get("kernel") == "walk" and len(dy_sizes) == 3
+            continue
+        assert_same_bits(got, want, f"{choice} {kernels}")
+
+
 def test_walk_plan_choices():
     """Pure plans: which gather kernel, which lanes and pairing the layouts get."""
     from pyvkgrad.plan import Limits

@@ -10,7 +10,14 @@ DIMS4(bool, IDENTITY, 3, true)
 layout(set = 0, binding = 0) readonly buffer TABLES { uint tables[]; };  // scratch, constant
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
 
-// acc += v * w for linear (w: the product of the axes' weights), acc += v for nearest. The
-// accumulator is `precise` and the linear term one fma: a single rounding that no compiler may
-// split or fuse otherwise, so every kernel and every device gives the same bits.
+// The gather kernels' arithmetic, the same in each so that every kernel and every device gives
+// the same bits (accumulators are `precise`, every linear step one fma: a single rounding that
+// no compiler may split or fuse otherwise):
+//   nearest: acc += v per contributor (ACCUMULATE);
+//   linear: per combination of the outer contributors, the contributors along the innermost
+//   resampled axis first, h = fma(v, w_inner, h) from 0 (ACCUMULATE into h), then
+//   acc = fma(h, w_outer, acc) (ROW_SUM), w_outer the product of the other axes' weights in
+//   axis order. One multiply-add per term and one per row, where a weight per term (w_outer *
+//   w_inner) costs two per term.
 #define ACCUMULATE(acc, v, w) acc = IS_LINEAR ? fma((v), (w), (acc)) : (acc) + (v);
+#define ROW_SUM(acc, h, w_outer) if (IS_LINEAR) { acc = fma((h), (w_outer), (acc)); }

@@ -22,9 +22,11 @@
 // in o_Q order, each column reading only its own contributors (a bit mask per column over the
 // union, and its weights aligned to the union, loaded once per item from the transposed
 // tables BEGIN / COUNTS / WEIGHTS of Q). So every element adds the same terms in the same
-// order as resample_grad_gather: acc = fma(v, wP * wQ, acc) (linear; weights of identity axes
-// are 1.0) or acc += v (nearest), float32 accumulation from 0, one rounding to float16
-// (ACCUMULATE, include/resample_grad.glsl).
+// order, with the same arithmetic, as resample_grad_gather (include/resample_grad.glsl):
+// nearest acc += v; linear, per dY row and column, h = fma(v, wQ, h) over the column's
+// contributors, computed once per row and added to each row that reads it as
+// acc = fma(h, wP, acc) (weights of identity axes are 1.0); float32 accumulation from 0, one
+// rounding to float16.
 //
 // Lanes: consecutive items differ in their column group (LANES_ON_B false: a warp covers
 // consecutive columns of the same rows) or in B (LANES_ON_B: B is memory-innermost, e.g. the
@@ -133,17 +135,23 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 // Whether union position u is one of column e's contributors (one column: the union is its
 // contributors, so the test is the load's).
 #define READS(e, u) (COLS == 1u ? (u) < nu : ((mask[e] >> (u)) & 1u) != 0u)
+// With SELECT_VALUES: union position u's value for column e, 0 where e does not read it.
+#define COLUMN_VALUE(e, u) (COLS == 1u ? v[u] : ve[(e) * MAX_U + (u)])
 // Add dY row v, times row weight W, into row J of the item: each column its own
-// contributors, in o_Q order (SELECT_VALUES: ve holds v with the others zeroed).
+// contributors, in o_Q order (SELECT_VALUES: ve holds v with the others zeroed); linear adds
+// the column's row sum h (ROW_SUM).
 #define ADD_ROW(J, W)                                                                     \
     if ((J) < ROWS) {                                                                     \
         [[unroll]] for (uint e = 0u; e < COLS; ++e) {                                     \
+            if (IS_LINEAR) {                                                              \
+                ROW_SUM(acc[(J) * MAX_COLS + e], h[e], VALUE(W))                          \
+                continue;                                                                 \
+            }                                                                             \
             [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                 \
                 if (SELECT_VALUES) {                                                      \
-                    VALUE x = COLS == 1u ? v[u] : ve[e * MAX_U + u];                      \
-                    ACCUMULATE(acc[(J) * MAX_COLS + e], x, VALUE((W) * wq[e * MAX_U + u])) \
+                    ACCUMULATE(acc[(J) * MAX_COLS + e], COLUMN_VALUE(e, u), VALUE(1.0))   \
                 } else if (READS(e, u)) {                                                 \
-                    ACCUMULATE(acc[(J) * MAX_COLS + e], v[u], VALUE((W) * wq[e * MAX_U + u])) \
+                    ACCUMULATE(acc[(J) * MAX_COLS + e], v[u], VALUE(1.0))                 \
                 }                                                                         \
             }                                                                             \
         }                                                                                 \
@@ -200,7 +208,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
         lo = tables[ROW_SPANS + 2u * rb];
         hi = tables[ROW_SPANS + 2u * rb + 1u];
     }
-    precise VALUE acc[MAX_ROWS * MAX_COLS];  // no contraction but ACCUMULATE's fma
+    precise VALUE acc[MAX_ROWS * MAX_COLS];  // no contraction but ACCUMULATE's and ROW_SUM's fma
     [[unroll]] for (uint k = 0u; k < MAX_ROWS * MAX_COLS; ++k) {
         acc[k] = VALUE(0.0);
     }
@@ -213,6 +221,19 @@ void walk(uint a, uint b, uint rb, uint cg) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
                 [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
                     ve[e * MAX_U + u] = READS(e, u) ? v[u] : VALUE(0.0);
+                }
+            }
+        }
+        precise VALUE h[MAX_COLS];  // linear: each column's sum of this row, h = fma(v, wQ, h)
+        if (IS_LINEAR) {
+            [[unroll]] for (uint e = 0u; e < COLS; ++e) {
+                h[e] = VALUE(0.0);
+                [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
+                    if (SELECT_VALUES) {
+                        ACCUMULATE(h[e], COLUMN_VALUE(e, u), VALUE(wq[e * MAX_U + u]))
+                    } else if (READS(e, u)) {
+                        ACCUMULATE(h[e], v[u], VALUE(wq[e * MAX_U + u]))
+                    }
                 }
             }
         }
