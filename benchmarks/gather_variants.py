@@ -57,6 +57,8 @@ VARIANTS = {
     "walk-r16": {"kernel": "walk", "rows": 16},
     "walk-loop": {"kernel": "walk", "switch": False},
     "walk-pred": {"kernel": "walk", "select": False},
+    "walk-select": {"kernel": "walk", "select": True},
+    "walk-r8-select": {"kernel": "walk", "rows": 8, "select": True},
     "walk-r4-loop": {"kernel": "walk", "rows": 4, "switch": False},
     "walk-cols2": {"kernel": "walk", "cols": 2},
     "walk-cols2-r4": {"kernel": "walk", "cols": 2, "rows": 4},
