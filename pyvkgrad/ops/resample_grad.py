@@ -22,7 +22,9 @@ summed over axes, never multiplied); the kernels only look them up:
   order (no atomics), so results are bitwise identical from run to run. Per axis the
   forward outputs that read input i form a contiguous range (the map is monotone), stored as
   BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
-  Two kernel families compute the same sums in the same order, so the same bits:
+  Two kernel families compute the same sums in the same order with the same arithmetic
+  (nearest: acc += dY; linear: along the innermost resampled axis h = fma(dY, w, h), then
+  acc = fma(h, w_outer, acc) per combination of the outer contributors), so the same bits:
   - `resample_grad_walk` (and `resample_grad_walk_pair`), used where at most two axes are
     resampled (`_walk_plan`): an invocation owns a block of dX, ROWS x COLS elements of the two
     resampled axes, walks the dY rows they read once each, ascending, adding every loaded value
@@ -410,7 +412,7 @@ _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=Fal
 _WALK_TUNED = {(False, False): dict(rows=4, switch=False, select=True),
                (True, False): dict(rows=4, switch=True, select=True),
                (False, True): dict(rows=2, switch=True, select=True),
-               (True, True): dict(rows=8, switch=True, select=False)}
+               (True, True): dict(rows=4, switch=True, select=False)}
 _WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
 
 

@@ -10,9 +10,10 @@ DIMS4(bool, IDENTITY, 3, true)
 layout(set = 0, binding = 0) readonly buffer TABLES { uint tables[]; };  // scratch, constant
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
 
-// The gather kernels' arithmetic, the same in each so that every kernel and every device gives
-// the same bits (accumulators are `precise`, every linear step one fma: a single rounding that
-// no compiler may split or fuse otherwise):
+// The gather kernels' arithmetic, the same in each so that every kernel gives the same bits on
+// a device (accumulators are `precise`, every linear step one fma, which no compiler may split
+// or fuse otherwise; Vulkan lets a device's fma round once, as the H100's does, or twice, as a
+// multiply then an add, as lavapipe's does, so two devices may differ in the last bits):
 //   nearest: acc += v per contributor (ACCUMULATE);
 //   linear: per combination of the outer contributors, the contributors along the innermost
 //   resampled axis first, h = fma(v, w_inner, h) from 0 (ACCUMULATE into h), then
