@@ -122,7 +122,7 @@ float dx_element(uint e, out uint xoff) {
         if (inner == 1u) ROW_SUM(acc, h, w0)
     }
     if (inner == 0u) ROW_SUM(acc, h, 1.0)
-    return acc;
+    return plus_zero(acc);
 }
 
 void main() {

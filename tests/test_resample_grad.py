@@ -895,12 +895,14 @@ def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes,
     allows both; the H100 rounds once, lavapipe twice). Uneven weights (offsets drawn at
     random), so that another order or a weight per term would change bits."""
     rank = len(dy_sizes)
-    ioff = tuple(float(x) for x in rng.uniform(-0.7, 0.7, rank))
-    ooff = tuple(float(x) for x in rng.uniform(-0.7, 0.7, rank))
+    # Random offsets on the resampled axes; the identity's on the others (scale 1).
+    ioff = tuple(0.5 if s == 1 else float(rng.uniform(-0.7, 0.7)) for s in scales)
+    ooff = tuple(-0.5 if s == 1 else float(rng.uniform(-0.7, 0.7)) for s in scales)
     dt = F32 if dtype == np.float32 else F16
     dy = random_array(rng, dy_sizes, dtype)
     desc = pyvkgrad.ResampleGradDesc(TensorDesc(dt, dy_sizes), TensorDesc(dt, dx_sizes), LIN,
                                      scales, ioff, ooff)
+    assert [m.identity for m in desc.axis_maps()] == [s == 1 for s in scales]
     fused, unfused = (documented_linear_sum(dy, desc, f) for f in (fma32, mul_add32))
     got, _ = run_choice(device, desc, dy, {"kernel": "gather"})
     want = fused if np.array_equal(got, fused) else unfused
@@ -912,6 +914,31 @@ def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes,
             assert choice.get("kernel") == "walk" and len(dy_sizes) == 3
             continue
         assert_same_bits(got, want, f"{choice} {kernels}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", [NN, LIN])
+def test_negative_zero_sums_to_plus_zero_in_every_kernel(device, dtype, mode):
+    """A sum starts from +0, so dY of -0 gives +0 (docs/semantics.md §6.15), in every gather
+    kernel and whatever the batch: lavapipe's compiler once folded the first `+0 + v` of the
+    walk kernels where loop counts were constants (rank 1, or every identity axis of size 1),
+    and returned -0."""
+    dt = F32 if dtype == np.float32 else F16
+    for batch in ((), (1,), (3,), (1, 1, 1)):
+        dy = np.zeros(batch + (6,), dtype)
+        dy[..., 0:3] = -0.0
+        dy[..., 3] = 1
+        dx_sizes = batch + (12,)
+        scales = (1,) * len(batch) + (0.5,)
+        desc = pyvkgrad.ResampleGradDesc(
+            TensorDesc(dt, dy.shape), TensorDesc(dt, dx_sizes), mode, scales,
+            (0.5,) * len(batch) + (0.0,), (-0.5,) * len(batch) + (0.0,))
+        for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
+                       {"kernel": "walk", "rows": 1, "switch": False}):
+            got, kernels = run_choice(device, desc, dy, choice)
+            zero = got == 0
+            assert zero.any() and not np.signbit(got[zero]).any(), \
+                f"{batch} {choice} {kernels}: {got}"
 
 
 def test_walk_plan_choices():

@@ -544,10 +544,10 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         col_spans_at = tables.add(col_spans)
     workgroups = grid(count, wg, limits)
     if limits.max_loop_iterations:
-        # Counted as if the driver unrolled nothing: per dY row the loads, linear's row sums
-        # per column, and the additions into the rows.
-        per_row = (1 + (maxu + 2) // 2 + maxu + (cols * (1 + maxu) if is_linear else 0)
-                   + rows * (1 + cols * (1 + maxu)))
+        # Counted as if the driver unrolled nothing: per dY row the loads, the zeroed copies
+        # of several columns, linear's row sums per column, and the additions into the rows.
+        per_row = (1 + (maxu + 2) // 2 + maxu + (cols * (1 + maxu) if cols > 1 else 0)
+                   + (cols * (1 + maxu) if is_linear else 0) + rows * (1 + cols * (1 + maxu)))
         per_item = 2 + most_rows * per_row + cols * (1 + maxu) + 2 * rows * (1 + cols)
         if -(-count // (workgroups * wg)) * per_item > limits.max_loop_iterations - 64:
             return None

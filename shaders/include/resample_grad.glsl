@@ -22,3 +22,13 @@ layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradien
 //   w_inner) costs two per term.
 #define ACCUMULATE(acc, v, w) acc = IS_LINEAR ? fma((v), (w), (acc)) : (acc) + (v);
 #define ROW_SUM(acc, h, w_outer) if (IS_LINEAR) { acc = fma((h), (w_outer), (acc)); }
+
+// A finished sum with -0 made +0. The sums above start from +0 and so are never -0, but nothing
+// asks the compiler to preserve signed zeros, and lavapipe's folded a first `+0 + v` to `v` in
+// the walk kernels where loop counts were constants (a -0 dY gave -0). Integer operations
+// cannot be folded that way.
+float plus_zero(float v) {
+    const uint bits = floatBitsToUint(v);
+    return uintBitsToFloat(bits == 0x80000000u ? 0u : bits);
+}
+vec2 plus_zero(vec2 v) { return vec2(plus_zero(v.x), plus_zero(v.y)); }

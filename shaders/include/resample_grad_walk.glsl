@@ -74,7 +74,8 @@ layout(constant_id = 36) const bool ROW_SWITCH = true;
 // with those positions zeroed, then every position added unconditionally (true), or each
 // addition under a test (false). The same bits: a skipped term adds +0 * w (weights are
 // positive and finite) to an accumulator that is never -0 (it starts at +0, and a float sum is
-// -0 only when both terms are), which leaves it unchanged.
+// -0 only when both terms are; plus_zero undoes a compiler's folding of the first addition),
+// which leaves it unchanged.
 layout(constant_id = 37) const bool SELECT_VALUES = true;
 
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
@@ -275,13 +276,14 @@ void walk(uint a, uint b, uint rb, uint cg) {
             uint x = xbase + (r0 + j) * DX_STRIDES2;
 #if PAIR_LANES == 1
             if (PAIR_Q) {  // float16, both columns in word x / 2
-                dx[x >> 1u] = packHalf2x16(vec2(acc[j * MAX_COLS], acc[j * MAX_COLS + 1u]));
+                dx[x >> 1u] = packHalf2x16(plus_zero(vec2(acc[j * MAX_COLS],
+                                                          acc[j * MAX_COLS + 1u])));
                 continue;
             }
 #endif
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
                 if (c0 + e < SIZES3) {
-                    store_value(x + e * DX_STRIDES3, acc[j * MAX_COLS + e]);
+                    store_value(x + e * DX_STRIDES3, plus_zero(acc[j * MAX_COLS + e]));
                 }
             }
         }
