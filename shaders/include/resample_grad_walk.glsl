@@ -138,22 +138,25 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 #define READS(e, u) (COLS == 1u ? (u) < nu : ((mask[e] >> (u)) & 1u) != 0u)
 // With SELECT_VALUES: union position u's value for column e, 0 where e does not read it.
 #define COLUMN_VALUE(e, u) (COLS == 1u ? v[u] : ve[(e) * MAX_U + (u)])
-// Add dY row v, times row weight W, into row J of the item: each column its own
-// contributors, in o_Q order (SELECT_VALUES: ve holds v with the others zeroed); linear adds
-// the column's row sum h (ROW_SUM).
+// Add column e's contributors of dY row v into `sum`, in o_Q order (ACCUMULATE: linear
+// weights them by wq, nearest adds them; SELECT_VALUES: ve holds v with the others zeroed).
+#define ADD_COLUMN(sum, e)                                                                \
+    [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                         \
+        if (SELECT_VALUES) {                                                              \
+            ACCUMULATE(sum, COLUMN_VALUE(e, u), VALUE(wq[(e) * MAX_U + u]))               \
+        } else if (READS(e, u)) {                                                         \
+            ACCUMULATE(sum, v[u], VALUE(wq[(e) * MAX_U + u]))                             \
+        }                                                                                 \
+    }
+// Add dY row v, times row weight W, into row J of the item: nearest adds each column's
+// contributors, linear the column's row sum h (ROW_SUM).
 #define ADD_ROW(J, W)                                                                     \
     if ((J) < ROWS) {                                                                     \
         [[unroll]] for (uint e = 0u; e < COLS; ++e) {                                     \
             if (IS_LINEAR) {                                                              \
                 ROW_SUM(acc[(J) * MAX_COLS + e], h[e], VALUE(W))                          \
-                continue;                                                                 \
-            }                                                                             \
-            [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                 \
-                if (SELECT_VALUES) {                                                      \
-                    ACCUMULATE(acc[(J) * MAX_COLS + e], COLUMN_VALUE(e, u), VALUE(1.0))   \
-                } else if (READS(e, u)) {                                                 \
-                    ACCUMULATE(acc[(J) * MAX_COLS + e], v[u], VALUE(1.0))                 \
-                }                                                                         \
+            } else {                                                                      \
+                ADD_COLUMN(acc[(J) * MAX_COLS + e], e)                                    \
             }                                                                             \
         }                                                                                 \
     }
@@ -229,13 +232,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
         if (IS_LINEAR) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
                 h[e] = VALUE(0.0);
-                [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
-                    if (SELECT_VALUES) {
-                        ACCUMULATE(h[e], COLUMN_VALUE(e, u), VALUE(wq[e * MAX_U + u]))
-                    } else if (READS(e, u)) {
-                        ACCUMULATE(h[e], v[u], VALUE(wq[e * MAX_U + u]))
-                    }
-                }
+                ADD_COLUMN(h[e], e)
             }
         }
         uint ja;  // the row of tap FIRST[o] (wraps when it lies before the block)
