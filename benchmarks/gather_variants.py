@@ -65,6 +65,14 @@ VARIANTS = {
     "walk-pad": {"kernel": "walk", "pad": True},
     "walk-nopair": {"kernel": "walk", "pair": False},
     "walk-lanesq": {"kernel": "walk", "lanes": "q"},
+    "walk-zw": {"kernel": "walk", "zero_weights": True},
+    "walk-align": {"kernel": "walk", "align": True},
+    "walk-zw-align": {"kernel": "walk", "zero_weights": True, "align": True},
+    "walk-zwa-r2": {"kernel": "walk", "zero_weights": True, "align": True, "rows": 2},
+    "walk-zwa-r4": {"kernel": "walk", "zero_weights": True, "align": True, "rows": 4},
+    "walk-zwa-r8": {"kernel": "walk", "zero_weights": True, "align": True, "rows": 8},
+    "walk-zwa-loop": {"kernel": "walk", "zero_weights": True, "align": True, "switch": False},
+    "walk-cols2-zw": {"kernel": "walk", "cols": 2, "zero_weights": True},
 }
 
 
@@ -138,7 +146,7 @@ def run_case(dev, case, names, repeat, oracle):
         row["constants"] = {k: v for k, v in d[0].constants
                             if k in ("ROWS", "COLS", "MAXU", "LANES_ON_B", "PAIR_Q",
                                      "DY_WORDS", "ROW_SWITCH", "SELECT_VALUES", "COL_SLOTS",
-                                     "COL_GROUPS")}
+                                     "COL_GROUPS", "ZERO_WEIGHTS", "DY_ALIGNED")}
         if key in seen:
             row["same_as"] = seen[key]
             op.close()
@@ -210,14 +218,15 @@ def _oracle_check(dy, sizes, mode, scales, out):
 def _settings(r):
     """A walk plan's settings, short: r<rows> c<cols> u<maxu>, B (lanes along B), q (float16
     column pairs), 2 (the pair kernel), w (dY by words), L (row loop, no switch), P (predicated
-    additions), pad (padded column slots)."""
+    additions), Z (zero weights), A (aligned dY words), pad (padded column slots)."""
     c = r.get("constants") or {}
     if not c:
         return ",".join(r.get("kernels", []))
     flags = ["B" if c.get("LANES_ON_B") else "", "q" if c.get("PAIR_Q") else "",
              "2" if r.get("kernels") == ["resample_grad_walk_pair"] else "",
              "w" if c.get("DY_WORDS") else "", "" if c.get("ROW_SWITCH") else "L",
-             "" if c.get("SELECT_VALUES") else "P",
+             "" if c.get("SELECT_VALUES") else "P", "Z" if c.get("ZERO_WEIGHTS") else "",
+             "A" if c.get("DY_ALIGNED") else "",
              "pad" if c.get("COL_SLOTS") != c.get("COL_GROUPS") else ""]
     return f"r{c.get('ROWS')} c{c.get('COLS')} u{c.get('MAXU')} " + "".join(flags)
 

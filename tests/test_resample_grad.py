@@ -641,7 +641,9 @@ def test_binding_errors(device):
 WALK_OPTIONS = [dict(rows=1), dict(rows=3), dict(rows=16), dict(cols=1), dict(cols=2),
                 dict(switch=False), dict(pad=True), dict(pair=False), dict(lanes="q"),
                 dict(lanes="b"), dict(rows=5, cols=2, switch=False), dict(select=False),
-                dict(select=False, cols=2, rows=2)]
+                dict(select=False, cols=2, rows=2), dict(zero_weights=True),
+                dict(zero_weights=True, cols=2, rows=3, switch=False), dict(align=True),
+                dict(align=True, zero_weights=True, rows=2)]
 
 
 class _Choice:
@@ -907,7 +909,9 @@ def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes,
     got, _ = run_choice(device, desc, dy, {"kernel": "gather"})
     want = fused if np.array_equal(got, fused) else unfused
     for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
-                   {"kernel": "walk", "rows": 1, "switch": False}):
+                   {"kernel": "walk", "rows": 1, "switch": False},
+                   {"kernel": "walk", "cols": 2, "zero_weights": True},
+                   {"kernel": "walk", "zero_weights": True, "align": True}):
         try:
             got, kernels = run_choice(device, desc, dy, choice)
         except ValueError:  # the walk kernels take one or two resampled axes
@@ -934,11 +938,40 @@ def test_negative_zero_sums_to_plus_zero_in_every_kernel(device, dtype, mode):
             TensorDesc(dt, dy.shape), TensorDesc(dt, dx_sizes), mode, scales,
             (0.5,) * len(batch) + (0.0,), (-0.5,) * len(batch) + (0.0,))
         for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
-                       {"kernel": "walk", "rows": 1, "switch": False}):
+                       {"kernel": "walk", "rows": 1, "switch": False},
+                       {"kernel": "walk", "cols": 2, "zero_weights": True},
+                       {"kernel": "walk", "zero_weights": True, "align": True}):
             got, kernels = run_choice(device, desc, dy, choice)
             zero = got == 0
             assert zero.any() and not np.signbit(got[zero]).any(), \
                 f"{batch} {choice} {kernels}: {got}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode", [NN, LIN])
+def test_zero_weights_fall_back_where_values_are_not_finite(device, rng, dtype, mode):
+    """zero_weights multiplies the dY values a column does not read by 0, which is exact only
+    for finite values: a column sum that comes out NaN or infinite is redone the tested way.
+    Dense Inf, -Inf and NaN in dY, just outside, inside and across the columns' ranges, give
+    the gather's bits, and so do overflows of finite values."""
+    dt = F32 if dtype == np.float32 else F16
+    for dy_sizes, dx_sizes in (((3, 8, 40), (3, 8, 24)), ((2, 9, 14), (2, 6, 4)),
+                               ((4, 16), (4, 12)), ((5, 7, 30), (5, 7, 10))):
+        dy = random_array(rng, dy_sizes, dtype)
+        hit = rng.random(dy.shape) < 0.08
+        dy[hit] = rng.choice(np.array([np.inf, -np.inf, np.nan], dtype), hit.sum())
+        big = rng.random(dy.shape) < 0.05
+        dy[big] = np.finfo(dtype).max * np.sign(rng.standard_normal(big.sum())).astype(dtype)
+        desc = pyvkgrad.ResampleGradDesc(
+            TensorDesc(dt, dy_sizes), TensorDesc(dt, dx_sizes), mode,
+            [a / b for a, b in zip(dy_sizes, dx_sizes)], (0.5,) * len(dy_sizes),
+            (-0.5,) * len(dy_sizes))
+        want, _ = run_choice(device, desc, dy, {"kernel": "gather"})
+        for extra in ({}, {"rows": 1}, {"switch": False}, {"align": True}):
+            choice = {"kernel": "walk", "cols": 2, "zero_weights": True, **extra}
+            got, kernels = run_choice(device, desc, dy, choice)
+            assert kernels[0].startswith("resample_grad_walk")
+            assert_same_bits(got, want, f"{dy_sizes}->{dx_sizes} {choice}")
 
 
 def test_walk_plan_choices():

@@ -402,17 +402,20 @@ _WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad
 # identity axis where dX has one, else along the columns) or "q" (columns); pad: round the
 # column groups up to whole subgroups, so no subgroup straddles two row blocks; cols: dX columns
 # per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch,
-# select: ROW_SWITCH, SELECT_VALUES (include/resample_grad_walk.glsl).
+# select, zero_weights, align: ROW_SWITCH, SELECT_VALUES, ZERO_WEIGHTS, DY_ALIGNED
+# (include/resample_grad_walk.glsl; zero_weights applies with several columns only, align to
+# float16 dY read by words along the columns).
 _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
-                      switch=None, select=None)
+                      switch=None, select=None, zero_weights=None, align=None)
 # Rows per invocation, the row `switch` (False: a loop) and zeroed values (False: predicated
 # additions) where not asked for, per (linear, float16): the fastest settings on the H100 over
 # the benchmark's shapes (benchmarks/gather_variants.py, benchmarks/RESULTS.md). Every setting
 # gives the same bits.
-_WALK_TUNED = {(False, False): dict(rows=4, switch=False, select=True),
-               (True, False): dict(rows=4, switch=True, select=True),
-               (False, True): dict(rows=2, switch=True, select=True),
-               (True, True): dict(rows=4, switch=True, select=False)}
+_WALK_TUNED = {
+    (False, False): dict(rows=4, switch=False, select=True, zero_weights=False, align=False),
+    (True, False): dict(rows=4, switch=True, select=True, zero_weights=False, align=False),
+    (False, True): dict(rows=2, switch=True, select=True, zero_weights=False, align=False),
+    (True, True): dict(rows=4, switch=True, select=False, zero_weights=False, align=False)}
 _WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
 
 
@@ -453,7 +456,8 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
     is_f16 = dx.data_type.element_size == 2
     is_linear = desc.interpolation_mode == InterpolationMode.LINEAR
     tuned = _WALK_TUNED[(is_linear, is_f16)]
-    options = {k: tuned[k] if v is None and k in ("switch", "select") else v
+    options = {k: tuned[k] if v is None and k in ("switch", "select", "zero_weights", "align")
+               else v
                for k, v in options.items()}
 
     def even_but(strides, sz, k):  # every other stride even: element offsets keep k's parity
@@ -481,9 +485,9 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
     if not p_identity and is_linear and not np.all(p_map.weight_first != 0):
         return None  # the transposed tables drop such taps; the forward table would not
 
-    def spans(m, block, size, count=False):
+    def spans(m, block, size, count=False, align=1):
         """Per block of `block` inputs, the outputs they read: [lo, hi), or (lo, hi - lo) with
-        `count`; and the most outputs a block reads."""
+        `count`, lo rounded down to a multiple of `align`; and the most outputs a block reads."""
         counts = m.counts.astype(np.int64)
         n = np.diff(counts)
         begin = counts[:-1] if m.begin is None else m.begin.astype(np.int64)
@@ -494,17 +498,25 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         lo, hi = lo.reshape(blocks, block).min(1), hi.reshape(blocks, block).max(1)
         empty = hi < 0
         lo[empty], hi[empty] = 0, 0
+        lo -= lo % align
         return _u32(np.stack([lo, hi - lo if count else hi], 1)), int((hi - lo).max())
+
+    # Float16 dY read by words along Q, with every column span starting at an even element:
+    # each dY row is whole words from the span's start (DY_ALIGNED). Several columns only:
+    # the kernel finds a single column's contributors at the union's start.
+    def aligned(cols):
+        return 2 if dy_words and pair_lanes == 1 and options["align"] and cols > 1 else 1
 
     if q_identity:
         col_spans, most = None, cols
     else:
-        col_spans, most = spans(q_map, cols, sizes[q], count=True)
+        col_spans, most = spans(q_map, cols, sizes[q], count=True, align=aligned(cols))
         if most > _WALK_MAX_U and cols == 2 and options["cols"] is None:
             pair_q, cols = False, 1
             col_spans, most = spans(q_map, cols, sizes[q], count=True)
         if most > _WALK_MAX_U:
             return None
+    dy_aligned = aligned(cols) == 2 and (not q_identity or cols % 2 == 0)
     maxu = max(1, most)
     wg = limits.local_size
     col_groups = -(-sizes[q] // cols)
@@ -543,11 +555,15 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         weights = tables.add(q_map.weights.view(np.uint32)) if is_linear else 0
         col_spans_at = tables.add(col_spans)
     workgroups = grid(count, wg, limits)
+    zero_weights = bool(options["zero_weights"]) and cols > 1
     if limits.max_loop_iterations:
         # Counted as if the driver unrolled nothing: per dY row the loads, the zeroed copies
         # of several columns, linear's row sums per column, and the additions into the rows.
+        # zero_weights may sum a column twice (the second time tested), so counts it twice.
+        twice = 2 if zero_weights else 1
         per_row = (1 + (maxu + 2) // 2 + maxu + (cols * (1 + maxu) if cols > 1 else 0)
-                   + (cols * (1 + maxu) if is_linear else 0) + rows * (1 + cols * (1 + maxu)))
+                   + (twice * cols * (1 + maxu) if is_linear else 0)
+                   + rows * (1 + twice * cols * (1 + maxu)))
         per_item = 2 + most_rows * per_row + cols * (1 + maxu) + 2 * rows * (1 + cols)
         if -(-count // (workgroups * wg)) * per_item > limits.max_loop_iterations - 64:
             return None
@@ -560,7 +576,7 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         WEIGHT_NEXT=weight_next, ROW_SPANS=row_spans, BEGIN=begin, COUNTS=counts,
         WEIGHTS=weights, COL_SPANS=col_spans_at, ROW_BLOCKS=-(-sizes[p] // rows),
         COL_GROUPS=col_groups, COL_SLOTS=col_slots, ROW_SWITCH=bool(options["switch"]),
-        SELECT_VALUES=bool(options["select"]))
+        SELECT_VALUES=bool(options["select"]), ZERO_WEIGHTS=zero_weights, DY_ALIGNED=dy_aligned)
     kernel = "resample_grad_walk_pair" if pair_lanes == 2 else "resample_grad_walk"
     return Plan((Dispatch(kernel, dict(tables="tables", dy="input_gradient_tensor",
                                        dx="output_gradient_tensor"),

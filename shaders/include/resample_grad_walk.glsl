@@ -77,12 +77,26 @@ layout(constant_id = 36) const bool ROW_SWITCH = true;
 // -0 only when both terms are; plus_zero undoes a compiler's folding of the first addition),
 // which leaves it unchanged.
 layout(constant_id = 37) const bool SELECT_VALUES = true;
+// With several columns, a third way (taking precedence over SELECT_VALUES): every column adds
+// every union position, multiplied by its weight there, or by 0 where it does not read it
+// (nearest: by 1 or 0), with no test; fma(v, 0, s) is s for finite v, so a finite sum has the
+// bits of the tested one. A column sum that comes out NaN or infinite (a dY value that is, in
+// or next to the column's range) is done again from its start value the tested way. This
+// saves a test per position, about half a float16 pair's per-row instructions.
+layout(constant_id = 38) const bool ZERO_WEIGHTS = false;
+// DY_WORDS along Q (PAIR_LANES 1, COLS > 1) with every union starting at an even element (the
+// plan rounds the column spans down): a dY row's values are the halves of whole words in order.
+layout(constant_id = 39) const bool DY_ALIGNED = false;
 
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
 layout(push_constant) uniform Push { uint count; };
 
 const uint WORDS = (MAXU + 2u) >> 1u;
 const uint LANES_B = SIZES1 / PAIR_LANES;
+
+// Not NaN or infinite, by the exponent bits (which no assumption of the compiler's can fold).
+bool finite(float v) { return (floatBitsToUint(v) & 0x7F800000u) != 0x7F800000u; }
+bool finite(vec2 v) { return finite(v.x) && finite(v.y); }
 
 #if PAIR_LANES == 2
 #define VALUE vec2
@@ -107,11 +121,12 @@ float load_value(uint off) { return LOAD(dy, off); }
 void store_value(uint off, float v) { STORE(dx, off, v) }
 #endif
 
-// The nu dY values from element y on along Q (v[u] for u < nu; 0 for the rest).
+// The nu dY values from element y on along Q (v[u] for u < nu; 0 for the rest, but see
+// ZERO_WEIGHTS below).
 void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 #if PAIR_LANES == 1
     if (IS_F16 && DY_WORDS) {  // Q stride 1: element y + u lives in word (y + u) / 2
-        uint par = y & 1u;
+        uint par = DY_ALIGNED ? 0u : y & 1u;
         uint first = y >> 1u;
         uint words = (par + nu + 1u) >> 1u;
         uint w[MAX_WORDS];
@@ -123,7 +138,9 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
             vec2 odd = unpackHalf2x16(w[(u + 1u) >> 1u]);
             float h = par == 0u ? ((u & 1u) == 0u ? even.x : even.y)
                                 : ((u & 1u) == 0u ? odd.y : odd.x);
-            v[u] = u < nu ? h : 0.0;
+            // ZERO_WEIGHTS: a position past the union has weight 0 in every column, so its
+            // value need not be 0 (a loaded word's other half; a non-finite one is redone).
+            v[u] = u < nu || (ZERO_WEIGHTS && COLS > 1u) ? h : 0.0;
         }
         return;
     }
@@ -139,14 +156,30 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 // With SELECT_VALUES: union position u's value for column e, 0 where e does not read it.
 #define COLUMN_VALUE(e, u) (COLS == 1u ? v[u] : ve[(e) * MAX_U + (u)])
 // Add column e's contributors of dY row v into `sum`, in o_Q order (ACCUMULATE: linear
-// weights them by wq, nearest adds them; SELECT_VALUES: ve holds v with the others zeroed).
-#define ADD_COLUMN(sum, e)                                                                \
+// weights them by wq, nearest adds them; SELECT_VALUES: ve holds v with the others zeroed;
+// ZERO_WEIGHTS: wq is 0 at the others, and nearest's is 1 at its own).
+#define ADD_COLUMN_TESTED(sum, e)                                                         \
     [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                         \
-        if (SELECT_VALUES) {                                                              \
-            ACCUMULATE(sum, COLUMN_VALUE(e, u), VALUE(wq[(e) * MAX_U + u]))               \
-        } else if (READS(e, u)) {                                                         \
+        if (READS(e, u)) {                                                                \
             ACCUMULATE(sum, v[u], VALUE(wq[(e) * MAX_U + u]))                             \
         }                                                                                 \
+    }
+#define ADD_COLUMN(sum, e)                                                                \
+    if (ZERO_WEIGHTS && COLS > 1u) {                                                      \
+        VALUE start = sum;                                                                \
+        [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                     \
+            sum = fma(v[u], VALUE(wq[(e) * MAX_U + u]), sum);                             \
+        }                                                                                 \
+        if (!finite(sum)) {                                                               \
+            sum = start;                                                                  \
+            ADD_COLUMN_TESTED(sum, e)                                                     \
+        }                                                                                 \
+    } else if (SELECT_VALUES) {                                                           \
+        [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                     \
+            ACCUMULATE(sum, COLUMN_VALUE(e, u), VALUE(wq[(e) * MAX_U + u]))               \
+        }                                                                                 \
+    } else {                                                                              \
+        ADD_COLUMN_TESTED(sum, e)                                                         \
     }
 // Add dY row v, times row weight W, into row J of the item: nearest adds each column's
 // contributors, linear the column's row sum h (ROW_SUM).
@@ -197,7 +230,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
         }
         mask[e] = n == 0u ? 0u : ((1u << n) - 1u) << s;
         [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
-            wq[e * MAX_U + u] = 1.0;
+            wq[e * MAX_U + u] = ZERO_WEIGHTS && ((mask[e] >> u) & 1u) == 0u ? 0.0 : 1.0;
             if (IS_LINEAR && !IDENTITY3 && ((mask[e] >> u) & 1u) != 0u) {
                 wq[e * MAX_U + u] = uintBitsToFloat(tables[WEIGHTS + wb + (u - s)]);
             }
@@ -221,7 +254,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
         VALUE v[MAX_U];
         load_row(ybase + o * DY_STRIDES2, nu, v);
         VALUE ve[MAX_COLS * MAX_U];  // SELECT_VALUES with several columns: column e's values
-        if (SELECT_VALUES && COLS > 1u) {
+        if (SELECT_VALUES && !ZERO_WEIGHTS && COLS > 1u) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
                 [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
                     ve[e * MAX_U + u] = READS(e, u) ? v[u] : VALUE(0.0);

@@ -1,0 +1,15 @@
+# Lent-GPU run for issue 13's float16 column pairs: zero weights (ZERO_WEIGHTS) and aligned dY
+# words (DY_ALIGNED) in the walk kernels (include/resample_grad_walk.glsl), from the project
+# root with .gpu carried. The ResampleGrad tests on the H100 (every walk setting bitwise against
+# the gather, the non-finite fallback), then the walk variants on the NCHW cases.
+set -o pipefail
+source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
+python3 -m pyvkgrad info > $OUT/info.txt 2>&1
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_resample_grad.py \
+  > $OUT/pytest-resample.txt 2>&1
+echo "pytest rc=$?"; tail -3 $OUT/pytest-resample.txt
+variants=gather,walk,walk-r2,walk-r4,walk-r8,walk-select,walk-pred,walk-zw,walk-align
+variants=$variants,walk-zw-align,walk-zwa-r2,walk-zwa-r4,walk-zwa-r8,walk-zwa-loop,walk-cols2-zw
+timeout 300 python3 benchmarks/gather_variants.py --out $OUT --cases ${1:-1,3,5,7,9,11,13,15,2,10} \
+  --variants $variants > $OUT/gather-variants-summary.txt 2> $OUT/gather-variants-progress.txt
+echo "variants rc=$?"; cat $OUT/gather-variants.txt 2>/dev/null || cat $OUT/gather-variants-summary.txt
