@@ -91,6 +91,20 @@ def diagnostic_args(argv=None, repeat=20):
     return ap.parse_args(argv)
 
 
+def commands_ns(device, record, repeat, what="timed commands"):
+    """Median device time (ns, Vulkan timestamps) of `repeat` submissions of the commands that
+    `record(commands)` records, after one warm-up submission."""
+    commands = device.runtime().commands(2)
+    record(commands)
+    times = []
+    for _ in range(repeat + 1):
+        commands.submit(what)
+        ts = commands.timestamps()
+        times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
+    commands.destroy()
+    return statistics.median(times[1:])
+
+
 def copy_roofline(device, nbytes, repeat, by_method=None):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
     vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam).
@@ -109,18 +123,10 @@ def copy_roofline(device, nbytes, repeat, by_method=None):
     best = 0.0
     for method, record in (("vkCmdCopyBuffer", lambda c: c.copy(src, dst)),
                            ("compute copy", lambda c: c.dispatch(program, push))):
-        commands = runtime.commands(2)
-        record(commands)
-        times = []
-        for _ in range(repeat + 1):
-            commands.submit("copy roofline")
-            ts = commands.timestamps()
-            times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
-        rate = 2 * nbytes / (statistics.median(times[1:]) * 1e-9)
+        rate = 2 * nbytes / (commands_ns(device, record, repeat, "copy roofline") * 1e-9)
         best = max(best, rate)
         if by_method is not None:
             by_method[method] = rate
-        commands.destroy()
     program.destroy()
     src.destroy()
     dst.destroy()

@@ -21,22 +21,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc, kernels  # noqa: E402
-from run import benchmark_kernel, diagnostic_args  # noqa: E402
+from run import benchmark_kernel, commands_ns as timed, diagnostic_args  # noqa: E402
 
 MODES = {0: "copy", 1: "read only", 2: "write only"}
-
-
-def timed(device, record, repeat):
-    """Median ns of `repeat` submissions of the commands `record` records (one warm-up)."""
-    commands = device.runtime().commands(2)
-    record(commands)
-    times = []
-    for _ in range(repeat + 1):
-        commands.submit("storage access")
-        ts = commands.timestamps()
-        times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
-    commands.destroy()
-    return statistics.median(times[1:])
 
 
 def main():
