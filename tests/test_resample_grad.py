@@ -953,7 +953,7 @@ def test_zero_weights_fall_back_where_values_are_not_finite(device, rng, dtype, 
     """zero_weights multiplies the dY values a column does not read by 0, which is exact only
     for finite values: a column sum that comes out NaN or infinite is redone the tested way.
     Dense Inf, -Inf and NaN in dY, just outside, inside and across the columns' ranges, give
-    the gather's bits, and so do overflows of finite values."""
+    the gather's bits, and so do overflows of finite values, subnormals and -0."""
     dt = F32 if dtype == np.float32 else F16
     for dy_sizes, dx_sizes in (((3, 8, 40), (3, 8, 24)), ((2, 9, 14), (2, 6, 4)),
                                ((4, 16), (4, 12)), ((5, 7, 30), (5, 7, 10))):
@@ -962,6 +962,11 @@ def test_zero_weights_fall_back_where_values_are_not_finite(device, rng, dtype, 
         dy[hit] = rng.choice(np.array([np.inf, -np.inf, np.nan], dtype), hit.sum())
         big = rng.random(dy.shape) < 0.05
         dy[big] = np.finfo(dtype).max * np.sign(rng.standard_normal(big.sum())).astype(dtype)
+        # Subnormals and -0: products that round to zeros of either sign.
+        tiny = rng.random(dy.shape) < 0.05
+        dy[tiny] = (np.finfo(dtype).smallest_subnormal * rng.choice([-3, -1, 1, 2], tiny.sum())
+                    ).astype(dtype)
+        dy[rng.random(dy.shape) < 0.03] = -0.0
         desc = pyvkgrad.ResampleGradDesc(
             TensorDesc(dt, dy_sizes), TensorDesc(dt, dx_sizes), mode,
             [a / b for a, b in zip(dy_sizes, dx_sizes)], (0.5,) * len(dy_sizes),
@@ -995,6 +1000,16 @@ def test_walk_plan_choices():
     assert (c["COLS"], c["PAIR_Q"], c["DY_WORDS"], c["MAXU"]) == (2, True, True, 6)
     kernel, c = plan((2, 4, 8, 9), (2, 4, 4, 5), F16)  # an odd width: no pairs
     assert (c["COLS"], c["PAIR_Q"]) == (1, False)
+    # zero_weights and align: the 2x pairs' unions rounded to even starts (6 -> 7 values); where
+    # rounding would pass _WALK_MAX_U (a union of 12 from an odd start), align gives way, and
+    # the pair and its zero weights stay.
+    for options, want in (({}, (6, False, False)), (dict(zero_weights=True), (6, True, False)),
+                          (dict(zero_weights=True, align=True), (7, True, True))):
+        kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), F16, **options)
+        assert (c["COLS"], c["MAXU"], c["ZERO_WEIGHTS"], c["DY_ALIGNED"]) == (2,) + want
+    kernel, c = plan((1, 4, 8, 34), (1, 4, 8, 6), F16, NN, zero_weights=True, align=True)
+    assert (c["COLS"], c["PAIR_Q"], c["MAXU"], c["ZERO_WEIGHTS"], c["DY_ALIGNED"]) == \
+        (2, True, 12, True, False)
     nhwc = dict(dy_strides=(128 * 128 * 64, 1, 128 * 64, 64),
                 dx_strides=(64 * 64 * 64, 1, 64 * 64, 64))
     kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), **nhwc)

@@ -502,21 +502,23 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         return _u32(np.stack([lo, hi - lo if count else hi], 1)), int((hi - lo).max())
 
     # Float16 dY read by words along Q, with every column span starting at an even element:
-    # each dY row is whole words from the span's start (DY_ALIGNED). Several columns only:
-    # the kernel finds a single column's contributors at the union's start.
-    def aligned(cols):
-        return 2 if dy_words and pair_lanes == 1 and options["align"] and cols > 1 else 1
-
+    # each dY row is whole words from the span's start (DY_ALIGNED). Several columns only
+    # (the kernel finds a single column's contributors at the union's start), and only where
+    # the rounded spans still fit in _WALK_MAX_U.
+    align = 2 if dy_words and pair_lanes == 1 and options["align"] and cols > 1 else 1
     if q_identity:
         col_spans, most = None, cols
     else:
-        col_spans, most = spans(q_map, cols, sizes[q], count=True, align=aligned(cols))
+        col_spans, most = spans(q_map, cols, sizes[q], count=True, align=align)
+        if most > _WALK_MAX_U and align == 2:
+            align = 1
+            col_spans, most = spans(q_map, cols, sizes[q], count=True)
         if most > _WALK_MAX_U and cols == 2 and options["cols"] is None:
             pair_q, cols = False, 1
             col_spans, most = spans(q_map, cols, sizes[q], count=True)
         if most > _WALK_MAX_U:
             return None
-    dy_aligned = aligned(cols) == 2 and (not q_identity or cols % 2 == 0)
+    dy_aligned = align == 2 and cols > 1 and (not q_identity or cols % 2 == 0)
     maxu = max(1, most)
     wg = limits.local_size
     col_groups = -(-sizes[q] // cols)

@@ -79,8 +79,9 @@ layout(constant_id = 36) const bool ROW_SWITCH = true;
 layout(constant_id = 37) const bool SELECT_VALUES = true;
 // With several columns, a third way (taking precedence over SELECT_VALUES): every column adds
 // every union position, multiplied by its weight there, or by 0 where it does not read it
-// (nearest: by 1 or 0), with no test; fma(v, 0, s) is s for finite v, so a finite sum has the
-// bits of the tested one. A column sum that comes out NaN or infinite (a dY value that is, in
+// (nearest: by 1 or 0), with no test; fma(v, 0, s) is s for finite v (up to the sign of a zero
+// s, which no later nonzero term keeps and plus_zero clears at the store), so a finite sum
+// gives the bits of the tested one. A column sum that comes out NaN or infinite (a dY value that is, in
 // or next to the column's range) is done again from its start value the tested way. This
 // saves a test per position, about half a float16 pair's per-row instructions.
 layout(constant_id = 38) const bool ZERO_WEIGHTS = false;
