@@ -997,16 +997,21 @@ def test_walk_plan_choices():
     # Rows per invocation as tuned on the H100 for float32 linear (_WALK_TUNED).
     assert (c["ROWS"], c["COLS"], c["MAXU"], c["LANES_ON_B"]) == (4, 1, 4, False)
     kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), F16)
-    assert (c["COLS"], c["PAIR_Q"], c["DY_WORDS"], c["MAXU"]) == (2, True, True, 6)
+    assert (c["COLS"], c["PAIR_Q"], c["DY_WORDS"], c["MAXU"]) == (2, True, True, 7)
     kernel, c = plan((2, 4, 8, 9), (2, 4, 4, 5), F16)  # an odd width: no pairs
     assert (c["COLS"], c["PAIR_Q"]) == (1, False)
-    # zero_weights and align: the 2x pairs' unions rounded to even starts (6 -> 7 values); where
-    # rounding would pass _WALK_MAX_U (a union of 12 from an odd start), align gives way, and
-    # the pair and its zero weights stay.
-    for options, want in (({}, (6, False, False)), (dict(zero_weights=True), (6, True, False)),
-                          (dict(zero_weights=True, align=True), (7, True, True))):
+    # zero_weights and align (both default for float16 linear, as tuned on the H100): the 2x
+    # pairs' unions rounded to even starts (6 -> 7 values); where rounding would pass
+    # _WALK_MAX_U (a union of 12 from an odd start), align gives way, and the pair and its zero
+    # weights stay.
+    for options, want in ((dict(zero_weights=False, align=False), (6, False, False)),
+                          (dict(zero_weights=True, align=False), (6, True, False)),
+                          (dict(zero_weights=True, align=True), (7, True, True)),
+                          ({}, (7, True, True))):
         kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), F16, **options)
         assert (c["COLS"], c["MAXU"], c["ZERO_WEIGHTS"], c["DY_ALIGNED"]) == (2,) + want
+    kernel, c = plan((32, 64, 128, 128), (32, 64, 64, 64), F16, NN)  # nearest: align alone
+    assert (c["COLS"], c["MAXU"], c["ZERO_WEIGHTS"], c["DY_ALIGNED"]) == (2, 4, False, True)
     kernel, c = plan((1, 4, 8, 34), (1, 4, 8, 6), F16, NN, zero_weights=True, align=True)
     assert (c["COLS"], c["PAIR_Q"], c["MAXU"], c["ZERO_WEIGHTS"], c["DY_ALIGNED"]) == \
         (2, True, 12, True, False)

@@ -414,8 +414,8 @@ _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=Fal
 _WALK_TUNED = {
     (False, False): dict(rows=4, switch=False, select=True, zero_weights=False, align=False),
     (True, False): dict(rows=4, switch=True, select=True, zero_weights=False, align=False),
-    (False, True): dict(rows=2, switch=True, select=True, zero_weights=False, align=False),
-    (True, True): dict(rows=4, switch=True, select=False, zero_weights=False, align=False)}
+    (False, True): dict(rows=2, switch=True, select=True, zero_weights=False, align=True),
+    (True, True): dict(rows=4, switch=False, select=False, zero_weights=True, align=True)}
 _WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
 
 
