@@ -1,11 +1,14 @@
-"""BATCH_NORMALIZATION_GRAD: what its time is made of, and whether other plan settings help.
+"""BATCH_NORMALIZATION_GRAD (and with --one-pass the training grad too): what its time is made
+of, and whether other plan settings help.
 
 For each benchmark shape and dtype, and for workgroup widths and vectors per invocation per
 chunk (`ITERS_MAX_VECTORS`, patched in this process only): the time of each recorded step
 (partial sums with dX, barrier, finalize) from Vulkan timestamps (median of replays), the
 total, and % of the best copy of the same bytes in the same run (as benchmarks/run.py).
+--one-pass: instead, both operators with the one-pass plan (stage 1 finishes each channel,
+FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 256-1024.
 
-    python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
+    python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass]
 """
 import dataclasses
 import json
@@ -21,48 +24,64 @@ import pyvkgrad  # noqa: E402
 from pyvkgrad.ops import _batch_normalization as bn  # noqa: E402
 from run import Torch, _bn, diagnostic_args, same_bytes_roofline  # noqa: E402
 
+ONE_PASS = {"off": 2**62, "default": bn.ONE_PASS_MIN_GROUPS, "forced": 1}
+
+
+def settings(one_pass):
+    """(training, one-pass setting, workgroup width, ITERS_MAX_VECTORS) to time per case."""
+    if not one_pass:
+        return [(False, "default", wg, iters) for wg in (128, 256, 512, 1024)
+                for iters in (2, 4, 8, 16)]
+    return [(training, mode, wg, bn.ITERS_MAX_VECTORS) for training in (False, True)
+            for mode, wg in (("off", 256), ("default", 256), ("forced", 256),
+                             ("forced", 512), ("forced", 1024))]
+
 
 def main():
-    args = diagnostic_args()
+    one_pass = "--one-pass" in sys.argv
+    args = diagnostic_args([a for a in sys.argv[1:] if a != "--one-pass"])
     dev = pyvkgrad.default_device()
     T = Torch()
     shapes = [(4, 64, 56, 56)] if args.quick else [(256, 256, 14, 14), (32, 64, 112, 112)]
-    default_iters = bn.ITERS_MAX_VECTORS
+    if one_pass and not args.quick:
+        shapes.append((256, 512, 7, 7))
+    default_iters, default_groups = bn.ITERS_MAX_VECTORS, bn.ONE_PASS_MIN_GROUPS
     rows = []
     for shape in shapes:
         for dt in ("float32", "float16"):
             roof = None
-            for wg in (128, 256, 512, 1024):
-                for iters in (2, 4, 8, 16):
-                    bn.ITERS_MAX_VECTORS = iters
-                    limits = dataclasses.replace(dev.limits, local_size=wg)
-                    op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, False,
-                                                 dt, limits)
-                    if roof is None:
-                        roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
-                    with dev.record(timestamps=True) as rec:
-                        rec.execute(op, **tensors)
-                    steps = []
-                    for _ in range(args.repeat):
-                        rec.replay()
-                        steps.append(rec.kernel_times_ns())
-                    per_step = [statistics.median(s[i] for s in steps) / 1e3
-                                for i in range(len(rec.labels))]
-                    total = statistics.median(sum(s) for s in steps)
-                    row = {"shape": list(shape), "dtype": dt, "local_size": wg,
-                           "iters_max_vectors": iters, "labels": rec.labels,
-                           "step_us": per_step, "us": total / 1e3,
-                           "pct_copy": 100 * nbytes / (total * 1e-9) / roof,
-                           "default": wg == 256 and iters == default_iters}
-                    print(json.dumps(row), flush=True)
-                    rows.append(row)
-                    rec.close()
-                    op.close()
-                    for t in tensors.values():
-                        t.close()
-    bn.ITERS_MAX_VECTORS = default_iters
+            for training, mode, wg, iters in settings(one_pass):
+                bn.ITERS_MAX_VECTORS = iters
+                bn.ONE_PASS_MIN_GROUPS = ONE_PASS[mode]
+                limits = dataclasses.replace(dev.limits, local_size=wg)
+                op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, training,
+                                             dt, limits)
+                if roof is None:
+                    roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
+                with dev.record(timestamps=True) as rec:
+                    rec.execute(op, **tensors)
+                steps = []
+                for _ in range(args.repeat):
+                    rec.replay()
+                    steps.append(rec.kernel_times_ns())
+                per_step = [statistics.median(s[i] for s in steps) / 1e3
+                            for i in range(len(rec.labels))]
+                total = statistics.median(sum(s) for s in steps)
+                row = {"shape": list(shape), "dtype": dt, "training": training,
+                       "one_pass": mode, "local_size": wg, "iters_max_vectors": iters,
+                       "labels": rec.labels, "step_us": per_step, "us": total / 1e3,
+                       "pct_copy": 100 * nbytes / (total * 1e-9) / roof,
+                       "default": wg == 256 and iters == default_iters and mode == "default"}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                rec.close()
+                op.close()
+                for t in tensors.values():
+                    t.close()
+    bn.ITERS_MAX_VECTORS, bn.ONE_PASS_MIN_GROUPS = default_iters, default_groups
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bn_grad_parts.json"), "w") as f:
+    name = "bn_one_pass.json" if one_pass else "bn_grad_parts.json"
+    with open(os.path.join(args.out, name), "w") as f:
         json.dump({"device": dev.name, "rows": rows}, f, indent=1)
 
 

@@ -52,6 +52,7 @@ layout(set = 0, binding = 5) buffer DBIAS { uint dbias[]; };
 layout(set = 0, binding = 6) writeonly buffer COEFFICIENTS { vec4 coefficients[]; };
 layout(push_constant) uniform Push { uint channels; uint chunks; };
 
+#define BATCH_NORMALIZATION_FINISH
 #include "batch_normalization_grad.glsl"
 
 #define ADD_K_OFFSETS(D, c)                                                             \
@@ -84,12 +85,8 @@ void main() {
             uvec2 b;
             k_offsets(kt, a, b);
             const float shift = partials[kt * chunks].w;  // each partial carries it
-            const ChannelGrad g = channel_grad(s.xyz, shift, LOAD(mean, a.x),
-                                               LOAD(variance, a.y) + EPSILON, LOAD(scale, a.z));
-            STORE(dbias, b.y, g.dbias)
-            STORE(dscale, b.x, g.dscale)
-            coefficients[2u * kt] = vec4(g.alpha, g.q, shift, g.ma);
-            coefficients[2u * kt + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
+            finish_channel(kt, s.xyz, shift, LOAD(mean, a.x), LOAD(variance, a.y) + EPSILON,
+                           LOAD(scale, a.z), b.x, b.y);
         }
     }
 }

@@ -1,6 +1,6 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_GRAD and DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD
 // (batch_normalization_grad, batch_normalization_training_grad), reduction stage 1 of 2:
-// partial sums per (channel, chunk).
+// partial sums per (channel, chunk); or, with FINISH, the whole reduction in one stage.
 //
 //   For channel k (the kept dimensions K, where the statistics' sizes equal the input's) and
 //   chunk j of its reduced index range r (the dimensions R where the statistics' sizes are 1):
@@ -20,6 +20,12 @@
 // (float32: 4 or 2 elements; float16: 8, 4 or 2) and adds them pairwise before its running
 // sum; ITERS then counts vectors, and a chunk is ITERS * LR * VEC elements.
 //
+// FINISH (one chunk per channel: the plan does so where there are channel groups enough to fill
+// the device): the work item that sums a channel's only chunk also finishes it, storing
+// OutputBiasGradient, OutputScaleGradient and the coefficients as
+// batch_normalization_grad_finalize does (finish_channel, include/batch_normalization_grad.glsl),
+// so no second dispatch, no partials and no barrier between them.
+//
 // Work item w = (channel group g, chunk j), g = w / chunks: LK channels by LR = WG / LK lanes.
 // K_FAST: invocation t takes channel g*LK + t % LK and lane t / LK (consecutive invocations
 // on consecutive channels: coalesced when a kept dimension is innermost in memory, NHWC);
@@ -29,7 +35,9 @@
 // Constants: K_SIZES and the strides over the kept dimensions K of X, dY, Mean, Variance, and
 //   with WRITE_DX dX and Scale, R_SIZES and the strides over the reduced dimensions R of X, dY
 //   (and dX) (8 dimensions each, right-aligned, in elements; K and R coalesced on the host);
-//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's).
+//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's). With FINISH,
+//   N_R (the reduced element count as a float) and the strides over K of the two parameter
+//   gradients.
 // Push constants: channels, reduced (elements per channel), chunks (per channel), groups.
 // Dispatch: up to 65535 workgroups; a workgroup-stride loop over groups * chunks work items
 //   (uniform per workgroup, so the barriers inside are in uniform control flow).
@@ -57,6 +65,9 @@ layout(constant_id = 71) const float EPSILON = 0.0;
 layout(constant_id = 72) const bool WRITE_DX = false;
 DIMS8_2(uint, K_DX_STRIDES, K_SCALE_STRIDES, 73, 0)
 DIMS8(uint, R_DX_STRIDES, 89, 0)
+layout(constant_id = 97) const bool FINISH = false;
+layout(constant_id = 98) const float N_R = 1.0;
+DIMS8_2(uint, K_DSCALE_STRIDES, K_DBIAS_STRIDES, 99, 0)
 
 const uint LR = WG / LK;
 #include "workgroup_sums.glsl"
@@ -77,15 +88,21 @@ layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };  // ScaleT
 layout(set = 0, binding = 6) buffer DX { uint dx[]; };
 layout(set = 0, binding = 6) writeonly buffer DX_UVEC2 { uvec2 dx_uvec2[]; };
 layout(set = 0, binding = 6) writeonly buffer DX_UVEC4 { uvec4 dx_uvec4[]; };
+// FINISH: OutputScaleGradientTensor and OutputBiasGradientTensor (float16: integer atomics on
+// shared words), and the scratch coefficients (2 vec4 per channel)
+layout(set = 0, binding = 7) buffer DSCALE { uint dscale[]; };
+layout(set = 0, binding = 8) buffer DBIAS { uint dbias[]; };
+layout(set = 0, binding = 9) writeonly buffer COEFFICIENTS { vec4 coefficients[]; };
 layout(push_constant) uniform Push { uint channels; uint reduced; uint chunks; uint groups; };
 
-#define BATCH_NORMALIZATION_SHIFT_ONLY
+#define BATCH_NORMALIZATION_FINISH
 #include "batch_normalization_grad.glsl"
 
 #define ADD_K_OFFSETS(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
                                              K_VARIANCE_STRIDES##D);
 #define ADD_R_OFFSETS(D, c) o += (c) * uvec3(R_X_STRIDES##D, R_DY_STRIDES##D, R_DX_STRIDES##D);
-#define ADD_K_OUT_OFFSETS(D, c) o += (c) * uvec2(K_DX_STRIDES##D, K_SCALE_STRIDES##D);
+#define ADD_K_OUT_OFFSETS(D, c) o += (c) * uvec4(K_DX_STRIDES##D, K_SCALE_STRIDES##D, \
+                                                 K_DSCALE_STRIDES##D, K_DBIAS_STRIDES##D);
 
 // Offsets of channel k in X, dY, Mean and Variance.
 uvec4 k_offsets(uint k) {
@@ -94,14 +111,15 @@ uvec4 k_offsets(uint k) {
     return o;
 }
 
-// Offsets of reduced index r in X and dY (relative to the channel's).
-// Offsets of channel k in dX and Scale (WRITE_DX).
-uvec2 k_out_offsets(uint k) {
-    uvec2 o = uvec2(0u);
+// Offsets of channel k in dX, Scale (WRITE_DX), OutputScaleGradient and OutputBiasGradient
+// (FINISH).
+uvec4 k_out_offsets(uint k) {
+    uvec4 o = uvec4(0u);
     FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_OUT_OFFSETS)
     return o;
 }
 
+// Offsets of reduced index r in X, dY and dX (relative to the channel's).
 uvec3 r_offsets(uint r) {
     uvec3 o = uvec3(0u);
     FOR_EACH_COORDINATE8(R_SIZES, r, ADD_R_OFFSETS)
@@ -175,7 +193,7 @@ void main() {
             const uvec4 ko = k_offsets(k);
             const float m = shift(ko);
             float coef = 0.0;
-            uvec2 kd = uvec2(0u);
+            uvec4 kd = uvec4(0u);
             if (WRITE_DX) {  // as batch_normalization_grad_output computes it
                 kd = k_out_offsets(k);
                 coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
@@ -197,10 +215,17 @@ void main() {
             }
         }
         column_sums(acc, kl, rl);
-        if (t < LK && grp * LK + t < channels) {
-            vec4 p = res[t];
-            p.w = shift(k_offsets(grp * LK + t));  // finalize needs it (one per channel)
-            partials[(grp * LK + t) * chunks + j] = p;
+        const uint kt = grp * LK + t;
+        if (t < LK && kt < channels) {
+            const uvec4 ko = k_offsets(kt);
+            const vec4 p = vec4(res[t].xyz, shift(ko));  // finalize needs the shift
+            if (FINISH) {
+                const uvec4 kd = k_out_offsets(kt);
+                finish_channel(kt, p.xyz, p.w, LOAD(mean, ko.z), LOAD(variance, ko.w) + EPSILON,
+                               LOAD(scale, kd.y), kd.z, kd.w);
+            } else {
+                partials[kt * chunks + j] = p;
+            }
         }
     }
 }

@@ -299,6 +299,56 @@ def test_forced_local_size_32(device, rng, op, monkeypatch):
         assert_outputs(bn.BatchNormalizationGradResult(*narrow), exp, mags, np.float32)
 
 
+ONE_PASS_CASES = [  # (shape, statistics shape, views)
+    ((4, 3, 700), (1, 3, 1), None),  # 16-byte vectors, 3 per lane
+    ((3, 1, 5, 7), (1, 1, 1, 1), None),  # one channel, single elements
+    ((2, 5, 257), (1, 5, 1), None),  # a prime run: single elements
+    ((3, 4, 14, 14), (1, 4, 1, 1), None),  # float16: 8-byte vectors
+    ((3, 8, 5, 6), (1, 8, 1, 1), nhwc_views),  # channels innermost: LK channels per group
+    ((6, 40, 7, 3), (6, 1, 7, 1), None),  # kept dimensions around reduced ones
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_one_pass_finishes_in_stage_one(device, rng, op, dtype, monkeypatch):
+    """FINISH (stage 1 takes each channel group whole and stores its results; no finalize),
+    forced on small problems by lowering ONE_PASS_MIN_GROUPS: the oracle's results, inputs
+    untouched, bitwise the same run again; and the plan falls back to two stages where a lane
+    would add more than ONE_PASS_MAX_ITERS terms."""
+    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
+    eps = 0.0123  # an epsilon no other test uses: the one-call cache plans these afresh
+    for shape, stat_shape, views in ONE_PASS_CASES:
+        misses = device.cache_info().misses
+        first = check(device, rng, op, shape, stat_shape, dtype, eps=eps, views=views)
+        assert device.cache_info().misses == misses + 1
+        desc = describe(op, *first.arrays, eps)
+        x, dy = (TensorDesc(desc.input_tensor.data_type, a.shape,
+                            tuple(st // a.itemsize for st in a.strides)) for a in first.arrays[:2])
+        desc = dataclasses.replace(desc, input_tensor=x, input_gradient_tensor=dy)
+        stage1 = desc.plan(device.limits).dispatches[0]
+        assert stage1.kernel == "batch_normalization_grad_partials" and stage1.constant("FINISH")
+        again = FUNCTIONS[op][0](*first.arrays, eps, device=device)
+        for name, u, v in zip(NAMES, first.result, again):
+            np.testing.assert_array_equal(u.view(np.uint8), v.view(np.uint8), err_msg=name)
+    long = plan_of(op, (2, 3, 40000), (1, 3, 1))  # 80 vectors per lane
+    assert not long.dispatches[0].constant("FINISH")
+    assert "batch_normalization_grad_finalize" in [d.kernel for d in long.dispatches]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_one_pass_in_place(device, rng, op, monkeypatch):
+    """dX over X or dY through the FINISH plan: each element's X and dY are read before its dX
+    is written, and the statistics stores come after the channel's reads."""
+    import test_operators
+    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
+    for dtype in DTYPES:
+        for shape, stat in (((3, 10, 7), (1, 10, 1)), ((2, 3, 64), (1, 3, 1))):
+            case = operators.Case(make_inputs(rng, shape, stat, dtype, op) + (1e-3,))
+            for layout in ("packed", "transposed"):
+                test_operators.check_in_place(device, RECORDS[op], case, layout, dtype)
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_workgroup_stride_loops(device, rng, op, monkeypatch):
     """With at most 3 workgroups per dispatch every kernel loops over its work items."""
@@ -419,6 +469,25 @@ def test_plan_nchw_and_nhwc():
 ])
 def test_plan_short_channels_in_one_pass(sizes, stat, kernel):
     assert plan_of(TRAINING, sizes, stat).dispatches[0].kernel == kernel
+
+
+def test_plan_one_pass_where_channel_groups_fill_the_device():
+    """[256,256,14,14]: 256 channel groups, so stage 1 finishes every channel (FINISH); the
+    constant-statistics grad is then one dispatch, the training grad two (sums, then dX).
+    [32,64,112,112] (64 groups) and NHWC (4 groups of 64 channels) keep the finalize."""
+    for dtype in (F32, F16):
+        p = plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1), dtype=dtype)
+        assert [d.kernel for d in p.dispatches] == ["batch_normalization_grad_partials"]
+        assert p.dispatches[0].constant("FINISH") and p.dispatches[0].workgroups == 256
+        t = plan_of(TRAINING, (256, 256, 14, 14), (1, 256, 1, 1), dtype=dtype)
+        assert [d.kernel for d in t.dispatches] == [
+            "batch_normalization_grad_partials",
+            "batch_normalization_training_grad_output_packed"]
+        assert "coefficients" in t.dispatches[0].writes and "coefficients" in t.dispatches[1].reads
+    assert not plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1)).dispatches[0].constant("FINISH")
+    nhwc = plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1),
+                   strides=(14 * 14 * 256, 1, 14 * 256, 256))
+    assert not nhwc.dispatches[0].constant("FINISH")
 
 
 def test_plan_spreads_few_large_channels_over_many_workgroups():

@@ -17,6 +17,9 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
      many workgroups as there are chunks, so a few large channels still fill a large GPU;
   2. `batch_normalization_grad_finalize`: per channel the fixed-order sum of its partials, the
      scale and bias gradients, and the training grad's coefficients (`coefficients` scratch);
+     where there are ONE_PASS_MIN_GROUPS channel groups or more (enough to fill the device
+     without splitting channels), stage 1 takes each group whole and finishes it itself
+     (FINISH), and there is no stage 2;
   3. OutputGradient, element-wise: `batch_normalization_grad_output[_packed]` (constant
      statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
      before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2).
@@ -70,6 +73,12 @@ DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does 
 ITERS_MAX = 16  # elements one invocation adds in sequence per chunk
 ITERS_MAX_VECTORS = 4  # the same in vectors (up to 16 float32 or 32 float16 elements)
 K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is innermost
+# Channel groups (workgroup-sized work items) from which stage 1 takes every group whole and
+# finishes it (FINISH): about two per SM of the H100 (132), where the finalize dispatch's fixed
+# 5-6 us was 7-16% of BATCH_NORMALIZATION_GRAD's time (benchmarks/RESULTS.md), so long as a lane
+# adds at most ONE_PASS_MAX_ITERS terms (or vectors) in sequence (the sums' accuracy).
+ONE_PASS_MIN_GROUPS = 256
+ONE_PASS_MAX_ITERS = 64
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -233,9 +242,10 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
             push=dict(channels=channels, reduced=n)),), tensors=tensors)
 
     # Stage 1: partial sums per (channel group, chunk); LK channels by LR lanes per workgroup.
-    ksizes, (kx, kdy, km, kv, kdx, ks) = axes.over(
+    ksizes, (kx, kdy, km, kv, kdx, ks, kds, kdb) = axes.over(
         axes.kept, t["input_tensor"], t["input_gradient_tensor"], t["mean_tensor"],
-        t["variance_tensor"], t["output_gradient_tensor"], t["scale_tensor"])
+        t["variance_tensor"], t["output_gradient_tensor"], t["scale_tensor"],
+        t["output_scale_gradient_tensor"], t["output_bias_gradient_tensor"])
     rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
                                        t["input_gradient_tensor"], t["output_gradient_tensor"])
     vec = 1
@@ -253,21 +263,37 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     lr = wg // lk
     iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
     groups = -(-channels // lk)
+    whole = -(-n // (lr * vec))  # ITERS of one chunk per channel
+    finish = (groups >= ONE_PASS_MIN_GROUPS and whole <= ONE_PASS_MAX_ITERS
+              and _within_loop_limit(limits, channels, groups, 1, whole, finish=True))
+    if finish:
+        iters = whole
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
-    while not _within_loop_limit(limits, channels, groups, -(-n // (iters * lr * vec)), iters):
+    while not _within_loop_limit(limits, channels, groups, -(-n // (iters * lr * vec)), iters,
+                                 finish):
         iters *= 2
     chunks = -(-n // (iters * lr * vec))
     partials = Dispatch(
         "batch_normalization_grad_partials",
-        _bind("x", "dy", "mean", "variance", "scale", "dx", "partials"),
+        _bind("x", "dy", "mean", "variance", "scale", "dx", "partials", "dscale", "dbias",
+              "coefficients"),
         max(1, min(groups * chunks, limits.max_workgroups)),
         constants=dict(WG=wg, IS_F16=is_f16, K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy,
                        K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_DX_STRIDES=kdx,
                        K_SCALE_STRIDES=ks, R_SIZES=rsizes, R_X_STRIDES=rx, R_DY_STRIDES=rdy,
                        R_DX_STRIDES=rdx, K_FAST=axes.kept_innermost, LK=lk, ITERS=iters,
-                       VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx),
+                       VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx,
+                       FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb),
         push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
+    scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
+               Scratch("coefficients", channels * 32))
+    output = None
+    if not write_dx:
+        output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16,
+                                                                   eps)
+    if finish:
+        return Plan((partials,) + ((output,) if output else ()), scratch, tensors=tensors)
 
     # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients;
     # LK channels by LR lanes again, a lane adding every LR-th partial of its channel.
@@ -285,11 +311,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb),
         push=dict(channels=channels, chunks=chunks))
 
-    scratch = (Scratch("partials", channels * chunks * 16),
-               Scratch("coefficients", channels * 32))
     if write_dx:
         return Plan((partials, finalize), scratch, tensors=tensors)
-    output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16, eps)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch, tensors=tensors)
 
@@ -301,10 +324,11 @@ def _finalize_lanes(wg: int, chunks: int):
 
 
 def _within_loop_limit(limits: Limits, channels: int, groups: int, chunks: int,
-                       iters: int) -> bool:
-    """Whether every invocation of both reduction stages runs fewer loop iterations than
-    `limits.max_loop_iterations` (0: no limit): per work item, ITERS terms (stage 1) or
-    chunks / LR partials (stage 2), plus at most WG for the workgroup sums."""
+                       iters: int, finish: bool = False) -> bool:
+    """Whether every invocation of both reduction stages (with `finish`, of stage 1 only)
+    runs fewer loop iterations than `limits.max_loop_iterations` (0: no limit): per work item,
+    ITERS terms (stage 1) or chunks / LR partials (stage 2), plus at most WG for the workgroup
+    sums."""
     limit = limits.max_loop_iterations
     if not limit:
         return True
@@ -314,7 +338,7 @@ def _within_loop_limit(limits: Limits, channels: int, groups: int, chunks: int,
     work2 = -(-channels // lk)  # finalize's work items: LK channels each
     items2 = -(-work2 // grid(channels, lk, limits))
     return (items1 * (iters + wg + 4) <= limit - 64
-            and items2 * (-(-chunks // lr) + wg + 4) <= limit - 64)
+            and (finish or items2 * (-(-chunks // lr) + wg + 4) <= limit - 64))
 
 
 def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:

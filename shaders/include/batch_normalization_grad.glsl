@@ -1,7 +1,10 @@
 // What the direct and finalize kernels of DML_OPERATOR_BATCH_NORMALIZATION_GRAD and
 // _TRAINING_GRAD (batch_normalization_grad, batch_normalization_training_grad) compute from a
-// channel's sums. The including kernel declares TRAINING and N_R (N_R as a float), or defines
-// BATCH_NORMALIZATION_SHIFT_ONLY first and declares TRAINING.
+// channel's sums. The including kernel declares TRAINING and N_R (N_R as a float); one that
+// defines BATCH_NORMALIZATION_FINISH first also declares dscale, dbias and the coefficients
+// scratch, and gets finish_channel, which stores a channel's results (the kernels that end a
+// reduction: batch_normalization_grad_finalize, and _partials where one work item is a whole
+// channel).
 //
 // The sums are taken around a shift: s = (sum dY, sum a, sum dY * a) with a = X - shift.
 // BATCH_NORMALIZATION_GRAD shifts by the supplied Mean, so that s.z is its scale gradient's
@@ -28,7 +31,6 @@ float training_shift(float mean_value, float ve, float first_x) {
     return abs(mean_value - first_x) <= 8.0 * sqrt(ve) ? mean_value : first_x;
 }
 
-#ifndef BATCH_NORMALIZATION_SHIFT_ONLY  // stage 1 needs only the shift (and has no N_R)
 struct ChannelGrad {
     float dscale;
     float dbias;
@@ -49,5 +51,19 @@ ChannelGrad channel_grad(vec3 s, float shift, float mean_value, float ve, float 
     g.alpha = scale_value * c0;
     if (TRAINING && (any(isnan(s)) || any(isinf(s)))) g.q = uintBitsToFloat(0x7FC00000u);
     return g;
+}
+
+#ifdef BATCH_NORMALIZATION_FINISH
+// Channel k's OutputBiasGradient and OutputScaleGradient (at offsets dscale_at, dbias_at) and
+// the coefficients of the training grad's dX, from its sums s around `shift`:
+//   coefficients[2k]     = (alpha, q, shift, ma)
+//   coefficients[2k + 1] = (mean_R(dY), 0, 0, 0)
+void finish_channel(uint k, vec3 s, float shift, float mean_value, float ve, float scale_value,
+                    uint dscale_at, uint dbias_at) {
+    const ChannelGrad g = channel_grad(s, shift, mean_value, ve, scale_value);
+    STORE(dbias, dbias_at, g.dbias)
+    STORE(dscale, dscale_at, g.dscale)
+    coefficients[2u * k] = vec4(g.alpha, g.q, shift, g.ma);
+    coefficients[2u * k + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
 }
 #endif

@@ -1,0 +1,31 @@
+# Lent-GPU run for issue 13's one-pass batch-normalization reductions (FINISH in
+# shaders/batch_normalization_grad_partials.comp: stage 1 finishes each channel where there are
+# ONE_PASS_MIN_GROUPS channel groups), from the project root with .gpu carried: the BN tests on
+# the H100, then under the validation layer (synchronization), the one-pass sweep
+# (benchmarks/bn_grad_parts.py --one-pass), then the benchmark's BN rows next to PyTorch.
+set -o pipefail
+source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
+python3 -m pyvkgrad info > $OUT/info.txt 2>&1
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_batch_normalization_grad.py \
+  > $OUT/pytest-bn.txt 2>&1
+echo "pytest rc=$?"; tail -1 $OUT/pytest-bn.txt
+( dpkg -x .gpu/vvl/vulkan-validationlayers_*.deb / && ldconfig \
+  && VK_LAYER_PATH=/usr/share/vulkan/explicit_layer.d timeout 200 tools/validate -q \
+     -p no:cacheprovider tests/test_batch_normalization_grad.py ) > $OUT/validate-bn.txt 2>&1
+echo "validate rc=$?"; tail -4 $OUT/validate-bn.txt
+timeout 150 python3 benchmarks/bn_grad_parts.py --one-pass --out $OUT > $OUT/one-pass.txt 2>&1
+echo "one-pass rc=$?"
+python3 - $OUT/one-pass.txt <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        r = json.loads(line)
+    except ValueError:
+        print(line.rstrip()); continue
+    print(r["shape"], r["dtype"], "training" if r["training"] else "grad", r["one_pass"],
+          r["local_size"], " ".join(f"{u:.1f}" for u in r["step_us"]), f'{r["us"]:.1f} us',
+          f'{r["pct_copy"]:.1f}%')
+PY
+timeout 150 python3 benchmarks/run.py --isolate --repeat 20 --ops bn --out $OUT/bench \
+  > $OUT/bench.txt 2>&1
+echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | cut -c1-200 | tail -12
