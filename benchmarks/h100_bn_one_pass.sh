@@ -2,7 +2,8 @@
 # shaders/batch_normalization_grad_partials.comp: stage 1 finishes each channel where there are
 # ONE_PASS_MIN_GROUPS channel groups), from the project root with .gpu carried: the BN tests on
 # the H100, then under the validation layer (synchronization), the one-pass sweep
-# (benchmarks/bn_grad_parts.py --one-pass), then the benchmark's BN rows next to PyTorch.
+# (benchmarks/bn_grad_parts.py --one-pass; skipped with `final`), then the benchmark's BN rows
+# next to PyTorch.
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 python3 -m pyvkgrad info > $OUT/info.txt 2>&1
@@ -13,9 +14,9 @@ echo "pytest rc=$?"; tail -1 $OUT/pytest-bn.txt
   && VK_LAYER_PATH=/usr/share/vulkan/explicit_layer.d timeout 200 tools/validate -q \
      -p no:cacheprovider tests/test_batch_normalization_grad.py ) > $OUT/validate-bn.txt 2>&1
 echo "validate rc=$?"; tail -4 $OUT/validate-bn.txt
-timeout 150 python3 benchmarks/bn_grad_parts.py --one-pass --out $OUT > $OUT/one-pass.txt 2>&1
+[ "$1" = final ] || timeout 150 python3 benchmarks/bn_grad_parts.py --one-pass --out $OUT > $OUT/one-pass.txt 2>&1
 echo "one-pass rc=$?"
-python3 - $OUT/one-pass.txt <<'PY'
+[ "$1" = final ] || python3 - $OUT/one-pass.txt <<'PY'
 import json, sys
 for line in open(sys.argv[1]):
     try:

@@ -910,15 +910,17 @@ class Device:
 
     def _make_limits(self) -> Limits:
         i = self.info
+        widest = min(i.max_compute_work_group_size[0], i.max_compute_work_group_invocations,
+                     i.max_compute_shared_memory_size // 32)
+        widest = 1 << (max(1, widest).bit_length() - 1)
+        # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to show reductions do
+        # not depend on the workgroup or subgroup width); no plan then goes wider.
+        forced = _env_int("PYVKGRAD_LOCAL_SIZE", "invocations", minimum=1, power_of_two=True)
+        local = min(forced or 256, widest)
         return Limits(subgroup_size=i.subgroup_size,
                       max_workgroups=min(i.max_compute_work_group_count[0], 65535),
                       max_storage_buffer_range=self.max_buffer_bytes,
-                      # PYVKGRAD_LOCAL_SIZE forces a narrower workgroup (tests use it to
-                      # show reductions do not depend on the workgroup or subgroup width).
-                      local_size=min(_env_int("PYVKGRAD_LOCAL_SIZE", "invocations",
-                                              minimum=1, power_of_two=True) or 256,
-                                     i.max_compute_work_group_size[0],
-                                     i.max_compute_work_group_invocations),
+                      local_size=local, max_local_size=local if forced else widest,
                       float_atomic_add=self.float_atomic_add,
                       max_loop_iterations=self.max_loop_iterations)
 

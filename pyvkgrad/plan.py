@@ -31,6 +31,10 @@ class Limits:
     # cut it into pieces (tests/test_operators.py::test_beyond_the_buffer_limit).
     max_storage_buffer_range: int = 2**27
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
+    # The widest workgroup a plan may choose for one kernel: the device's, a power of two, with
+    # 32 bytes of shared memory per invocation (include/workgroup_sums.glsl); local_size where
+    # PYVKGRAD_LOCAL_SIZE forces that.
+    max_local_size: int = 256
     float_atomic_add: bool = False  # native float32 atomicAdd on storage buffers is enabled
     # Loop iterations an invocation may run in total, over all its loops, before the driver
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.

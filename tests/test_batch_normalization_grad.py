@@ -290,7 +290,7 @@ def test_forced_local_size_32(device, rng, op, monkeypatch):
         desc = describe(op, *arrays, 1e-3)
         default = run_compiled(device, desc, arrays)
         monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", "32")
-        assert device.limits.local_size == 32
+        assert device.limits.local_size == device.limits.max_local_size == 32
         narrow = run_compiled(device, desc, arrays)
         monkeypatch.delenv("PYVKGRAD_LOCAL_SIZE")
         mags = magnitudes(op, *arrays, 1e-3)
@@ -309,15 +309,18 @@ ONE_PASS_CASES = [  # (shape, statistics shape, views)
 ]
 
 
+@pytest.mark.parametrize("widest", [512, 256])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OPS)
-def test_one_pass_finishes_in_stage_one(device, rng, op, dtype, monkeypatch):
+def test_one_pass_finishes_in_stage_one(device, rng, op, dtype, widest, monkeypatch):
     """FINISH (stage 1 takes each channel group whole and stores its results; no finalize),
-    forced on small problems by lowering ONE_PASS_MIN_GROUPS: the oracle's results, inputs
-    untouched, bitwise the same run again; and the plan falls back to two stages where a lane
-    would add more than ONE_PASS_MAX_ITERS terms."""
+    forced on small problems by lowering ONE_PASS_MIN_GROUPS, with workgroups widened up to
+    `widest` (ONE_PASS_MAX_WG): the oracle's results, inputs untouched, bitwise the same run
+    again; and the plan falls back to two stages where a lane would add more than
+    ONE_PASS_MAX_ITERS terms."""
     monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
-    eps = 0.0123  # an epsilon no other test uses: the one-call cache plans these afresh
+    monkeypatch.setattr(bn, "ONE_PASS_MAX_WG", widest)
+    eps = 0.0123 + widest  # an epsilon no other test uses: the one-call cache plans afresh
     for shape, stat_shape, views in ONE_PASS_CASES:
         misses = device.cache_info().misses
         first = check(device, rng, op, shape, stat_shape, dtype, eps=eps, views=views)
@@ -328,6 +331,7 @@ def test_one_pass_finishes_in_stage_one(device, rng, op, dtype, monkeypatch):
         desc = dataclasses.replace(desc, input_tensor=x, input_gradient_tensor=dy)
         stage1 = desc.plan(device.limits).dispatches[0]
         assert stage1.kernel == "batch_normalization_grad_partials" and stage1.constant("FINISH")
+        assert stage1.constant("WG") == min(widest, device.limits.max_local_size)
         again = FUNCTIONS[op][0](*first.arrays, eps, device=device)
         for name, u, v in zip(NAMES, first.result, again):
             np.testing.assert_array_equal(u.view(np.uint8), v.view(np.uint8), err_msg=name)
@@ -484,6 +488,13 @@ def test_plan_one_pass_where_channel_groups_fill_the_device():
             "batch_normalization_grad_partials",
             "batch_normalization_training_grad_output_packed"]
         assert "coefficients" in t.dispatches[0].writes and "coefficients" in t.dispatches[1].reads
+    # Where the device allows, workgroups widen until they hold ONE_PASS_INVOCATIONS in all.
+    wide = Limits(local_size=256, max_local_size=1024)
+    for sizes, wg in (((256, 256, 14, 14), 512), ((256, 512, 7, 7), 256)):
+        for op in OPS:
+            stage1 = plan_of(op, sizes, (1, sizes[1], 1, 1), limits=wide).dispatches[0]
+            assert stage1.constant("FINISH") and stage1.constant("WG") == wg
+            assert stage1.workgroups == sizes[1]
     assert not plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1)).dispatches[0].constant("FINISH")
     nhwc = plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1),
                    strides=(14 * 14 * 256, 1, 14 * 256, 256))

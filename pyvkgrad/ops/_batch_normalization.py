@@ -79,6 +79,12 @@ K_FAST_MAX = 64  # channels side by side in a workgroup when a kept dimension is
 # adds at most ONE_PASS_MAX_ITERS terms (or vectors) in sequence (the sums' accuracy).
 ONE_PASS_MIN_GROUPS = 256
 ONE_PASS_MAX_ITERS = 64
+# Its workgroups are widened (up to ONE_PASS_MAX_WG and the device's max_local_size) until
+# they hold ONE_PASS_INVOCATIONS in all, about 1000 per H100 SM: [256,256,14,14] ran at 94.9% of
+# copy 512 wide against 84.5% 256 wide and 90.9% 1024 wide; [256,512,7,7] best at 256
+# (benchmarks/bn_grad_parts.py --one-pass, benchmarks/RESULTS.md).
+ONE_PASS_INVOCATIONS = 2**17
+ONE_PASS_MAX_WG = 512
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -249,29 +255,41 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
                                        t["input_gradient_tensor"], t["output_gradient_tensor"])
     vec = 1
-    if axes.kept_innermost:
-        lk = min(_pow2_floor(wg), K_FAST_MAX, _pow2_ceil(channels))
-    else:
+    if not axes.kept_innermost:
         vec = next((w for w in ((8, 4, 2) if is_f16 else (4, 2))
                     if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
-        lk = max(1, _pow2_floor(wg) // _pow2_ceil(-(-n // vec)))
+
+    def lanes(width):
+        """(LK, LR, channel groups, ITERS of one chunk per channel) at workgroup `width`."""
+        if axes.kept_innermost:
+            k = min(_pow2_floor(width), K_FAST_MAX, _pow2_ceil(channels))
+        else:
+            k = max(1, _pow2_floor(width) // _pow2_ceil(-(-n // vec)))
+        return k, width // k, -(-channels // k), -(-n // (width // k * vec))
+
+    def one_pass(width):  # whether stage 1 at `width` may finish every channel
+        _, _, g, it = lanes(width)
+        return (g >= ONE_PASS_MIN_GROUPS and it <= ONE_PASS_MAX_ITERS
+                and _within_loop_limit(limits, channels, g, 1, it, finish=True, wg=width))
+
+    finish = one_pass(wg)
+    if finish:
+        # Wider workgroups where the groups alone would leave the device short of invocations.
+        wide = min(limits.max_local_size,
+                   max(wg, min(ONE_PASS_MAX_WG,
+                               _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2])))))
+        wg = wide if one_pass(wide) else wg
+    lk, lr, groups, whole = lanes(wg)
     # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
     # read once), where dX's vectors line up with dY's (float16 single elements would need
     # atomics: there the element-wise kernel does it).
     write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
                 and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec)
-    lr = wg // lk
-    iters = min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, -(-n // (lr * vec)))
-    groups = -(-channels // lk)
-    whole = -(-n // (lr * vec))  # ITERS of one chunk per channel
-    finish = (groups >= ONE_PASS_MIN_GROUPS and whole <= ONE_PASS_MAX_ITERS
-              and _within_loop_limit(limits, channels, groups, 1, whole, finish=True))
-    if finish:
-        iters = whole
+    iters = whole if finish else min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, whole)
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
     while not _within_loop_limit(limits, channels, groups, -(-n // (iters * lr * vec)), iters,
-                                 finish):
+                                 finish, wg):
         iters *= 2
     chunks = -(-n // (iters * lr * vec))
     partials = Dispatch(
@@ -324,15 +342,15 @@ def _finalize_lanes(wg: int, chunks: int):
 
 
 def _within_loop_limit(limits: Limits, channels: int, groups: int, chunks: int,
-                       iters: int, finish: bool = False) -> bool:
+                       iters: int, finish: bool = False, wg: int = 0) -> bool:
     """Whether every invocation of both reduction stages (with `finish`, of stage 1 only)
     runs fewer loop iterations than `limits.max_loop_iterations` (0: no limit): per work item,
     ITERS terms (stage 1) or chunks / LR partials (stage 2), plus at most WG for the workgroup
-    sums."""
+    sums (stage 1 at workgroup width `wg`, by default the plans' local size)."""
     limit = limits.max_loop_iterations
     if not limit:
         return True
-    wg = limits.local_size
+    wg = wg or limits.local_size
     items1 = -(-groups * chunks // max(1, min(groups * chunks, limits.max_workgroups)))
     lk, lr = _finalize_lanes(wg, chunks)
     work2 = -(-channels // lk)  # finalize's work items: LK channels each
