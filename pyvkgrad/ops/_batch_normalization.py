@@ -29,8 +29,8 @@ and every kernel's first lines name the operators it serves, so `grep -l
 batch_normalization_training_grad shaders/*.comp` lists all of the training grad's kernels.
 
 Every sum runs in a fixed order (per invocation at most 16 elements, or 4 pairwise-added
-vectors of up to 16 bytes where the reduced run is contiguous; then subgroupAdd, shared memory,
-and the partials in order): results are bitwise identical run to run, and the error stays near
+vectors of up to 16 bytes where the reduced run is contiguous, or up to ONE_PASS_MAX_ITERS of
+either in the one-pass plan; then subgroupAdd, shared memory, and the partials in order): results are bitwise identical run to run, and the error stays near
 float32 rounding for large reductions (a tree, not one long running sum).
 """
 
