@@ -6,7 +6,8 @@ chunk (`ITERS_MAX_VECTORS`, patched in this process only): the time of each reco
 (partial sums with dX, barrier, finalize) from Vulkan timestamps (median of replays), the
 total, and % of the best copy of the same bytes in the same run (as benchmarks/run.py).
 --one-pass: instead, both operators with the one-pass plan (stage 1 finishes each channel,
-FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 256-1024.
+FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 256-1024 (each
+width exact: the plan's widening is held to it).
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass]
 """
@@ -53,7 +54,8 @@ def main():
             for training, mode, wg, iters in settings(one_pass):
                 bn.ITERS_MAX_VECTORS = iters
                 bn.ONE_PASS_MIN_GROUPS = ONE_PASS[mode]
-                limits = dataclasses.replace(dev.limits, local_size=wg)
+                # Exactly this width: the one-pass plan may not widen it.
+                limits = dataclasses.replace(dev.limits, local_size=wg, max_local_size=wg)
                 op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, training,
                                              dt, limits)
                 if roof is None:

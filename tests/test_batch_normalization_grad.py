@@ -347,8 +347,12 @@ def test_one_pass_in_place(device, rng, op, monkeypatch):
     import test_operators
     monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
     for dtype in DTYPES:
-        for shape, stat in (((3, 10, 7), (1, 10, 1)), ((2, 3, 64), (1, 3, 1))):
+        # More than DIRECT_MAX_REDUCED elements per channel (else the direct kernel runs),
+        # several terms per lane.
+        for shape, stat in (((3, 10, 700), (1, 10, 1)), ((20, 3, 64), (1, 3, 1))):
             case = operators.Case(make_inputs(rng, shape, stat, dtype, op) + (1e-3,))
+            desc = RECORDS[op].describe(case)
+            assert desc.plan(device.limits).dispatches[0].constant("FINISH")
             for layout in ("packed", "transposed"):
                 test_operators.check_in_place(device, RECORDS[op], case, layout, dtype)
 
@@ -489,6 +493,9 @@ def test_plan_one_pass_where_channel_groups_fill_the_device():
             "batch_normalization_training_grad_output_packed"]
         assert "coefficients" in t.dispatches[0].writes and "coefficients" in t.dispatches[1].reads
     # Where the device allows, workgroups widen until they hold ONE_PASS_INVOCATIONS in all.
+    # A width below local_size is never chosen, whatever the limits say.
+    narrow = plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1), limits=Limits(local_size=512))
+    assert narrow.dispatches[0].constant("WG") == 512
     wide = Limits(local_size=256, max_local_size=1024)
     for sizes, wg in (((256, 256, 14, 14), 512), ((256, 512, 7, 7), 256)):
         for op in OPS:

@@ -275,9 +275,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     finish = one_pass(wg)
     if finish:
         # Wider workgroups where the groups alone would leave the device short of invocations.
-        wide = min(limits.max_local_size,
-                   max(wg, min(ONE_PASS_MAX_WG,
-                               _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2])))))
+        wide = max(wg, min(limits.max_local_size, ONE_PASS_MAX_WG,
+                           _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2]))))
         wg = wide if one_pass(wide) else wg
     lk, lr, groups, whole = lanes(wg)
     # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
