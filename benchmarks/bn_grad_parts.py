@@ -8,8 +8,12 @@ total, and % of the best copy of the same bytes in the same run (as benchmarks/r
 --one-pass: instead, both operators with the one-pass plan (stage 1 finishes each channel,
 FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 256-1024 (each
 width exact: the plan's widening is held to it).
+--l2-order: instead, the training grad with each L2 order (`L2_ORDER`, patched: stage 1 over
+chunks of all channels at once, dX last vector first), timed warm (replays back to back, as
+benchmarks/run.py) and cold (a 192 MB ReLU grad replayed between, so L2 holds none of the
+operator's tensors when it starts), with each order's outputs checked bitwise against the first.
 
-    python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass]
+    python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order]
 """
 import dataclasses
 import json
@@ -38,7 +42,69 @@ def settings(one_pass):
                              ("forced", 512), ("forced", 1024))]
 
 
+def l2_order(dev, T, args):
+    """The --l2-order rows (see the module docstring)."""
+    big = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (1 << 24,))
+    flush = dev.compile(pyvkgrad.ActivationReluGradDesc(big, big, big))
+    ft = dict(input_tensor=dev.empty(big), input_gradient_tensor=dev.empty(big),
+              output_gradient_tensor=dev.empty(big))
+    with dev.record() as frec:
+        frec.execute(flush, **ft)
+    shapes = [(4, 64, 56, 56)] if args.quick else [(256, 256, 14, 14), (32, 64, 112, 112),
+                                                    (256, 512, 7, 7)]
+    rows = []
+    for shape in shapes:
+        for dt in ("float32", "float16"):
+            roof, first = None, None
+            for order in ((False, False), (False, True), (True, False), (True, True)):
+                bn.L2_ORDER = order
+                op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, True, dt)
+                if roof is None:
+                    roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
+                with dev.record(timestamps=True) as rec:
+                    rec.execute(op, **tensors)
+                warm, cold = [], []
+                for _ in range(args.repeat):
+                    rec.replay()
+                    warm.append(rec.kernel_times_ns())
+                for _ in range(args.repeat):
+                    frec.replay()
+                    rec.replay()
+                    cold.append(rec.kernel_times_ns())
+                outs = [tensors[n].numpy() for n in ("output_gradient_tensor",
+                                                     "output_scale_gradient_tensor",
+                                                     "output_bias_gradient_tensor")]
+                first = first or outs
+                same = all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
+                           for a, b in zip(outs, first))
+                row = {"shape": list(shape), "dtype": dt, "l2_order": list(order),
+                       "labels": rec.labels, "bitwise_equal_to_first": same}
+                for name, steps in (("warm", warm), ("cold", cold)):
+                    total = statistics.median(sum(s) for s in steps)
+                    row[name + "_step_us"] = [statistics.median(s[i] for s in steps) / 1e3
+                                              for i in range(len(rec.labels))]
+                    row[name + "_us"] = total / 1e3
+                    row[name + "_pct_copy"] = 100 * nbytes / (total * 1e-9) / roof
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+                rec.close()
+                op.close()
+                for t in tensors.values():
+                    t.close()
+    bn.L2_ORDER = (False, False)
+    frec.close()
+    flush.close()
+    return rows
+
+
 def main():
+    if "--l2-order" in sys.argv:
+        args = diagnostic_args([a for a in sys.argv[1:] if a != "--l2-order"])
+        rows = l2_order(pyvkgrad.default_device(), Torch(), args)
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "bn_l2_order.json"), "w") as f:
+            json.dump({"device": pyvkgrad.default_device().name, "rows": rows}, f, indent=1)
+        return
     one_pass = "--one-pass" in sys.argv
     args = diagnostic_args([a for a in sys.argv[1:] if a != "--one-pass"])
     dev = pyvkgrad.default_device()

@@ -68,6 +68,11 @@ DIMS8(uint, R_DX_STRIDES, 89, 0)
 layout(constant_id = 97) const bool FINISH = false;
 layout(constant_id = 98) const float N_R = 1.0;
 DIMS8_2(uint, K_DSCALE_STRIDES, K_DBIAS_STRIDES, 99, 0)
+// CHUNK_MAJOR: work item w is (chunk w / groups, group w % groups), so the GPU walks every
+// channel's reduced range from first to last at once (workgroups start roughly in order), and
+// what it read last, the end of each channel, is what the training grad's dX pass reads first
+// from L2 (REVERSE in batch_normalization_training_grad_output_packed).
+layout(constant_id = 115) const bool CHUNK_MAJOR = false;
 
 const uint LR = WG / LK;
 #include "workgroup_sums.glsl"
@@ -185,8 +190,8 @@ void main() {
     const uint rl = K_FAST ? t / LK : t % LR;
     const uint items = groups * chunks;
     for (uint w = gl_WorkGroupID.x; w < items; w += gl_NumWorkGroups.x) {
-        const uint grp = w / chunks;
-        const uint j = w - grp * chunks;
+        const uint grp = CHUNK_MAJOR ? w % groups : w / chunks;
+        const uint j = CHUNK_MAJOR ? w / groups : w - grp * chunks;
         const uint k = grp * LK + kl;
         vec4 acc = vec4(0.0);
         if (k < channels && kl < LK && rl < LR) {

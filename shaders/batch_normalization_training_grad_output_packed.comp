@@ -22,6 +22,9 @@ layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool SAME = false;
 DIMS8(uint, SIZES, 3, 1)
 DIMS8(uint, CHANNEL_STRIDES, 11, 0)
+// REVERSE: invocation i takes vector `vectors - 1 - i`, last first: what the reduction read
+// last is still in L2 when this pass starts.
+layout(constant_id = 19) const bool REVERSE = false;
 
 layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
@@ -50,7 +53,8 @@ float grad(float xv, float gy, vec4 a, float mdy) {
 }
 
 void main() {
-    GRID_STRIDE_LOOP(v, vectors) {
+    GRID_STRIDE_LOOP(i, vectors) {
+        const uint v = REVERSE ? vectors - 1u - i : i;
         const uvec4 xw = x[v];
         const uvec4 gw = dy[v];
         const uint base = v * WIDTH;

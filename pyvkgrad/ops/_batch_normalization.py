@@ -85,6 +85,9 @@ ONE_PASS_MAX_ITERS = 64
 # (benchmarks/bn_grad_parts.py --one-pass, benchmarks/RESULTS.md).
 ONE_PASS_INVOCATIONS = 2**17
 ONE_PASS_MAX_WG = 512
+# The training grad's L2 order (trial): stage 1 walks the chunks of every channel at once
+# (CHUNK_MAJOR) and the dX pass takes the last vectors first (REVERSE).
+L2_ORDER = (False, False)
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -301,7 +304,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        K_SCALE_STRIDES=ks, R_SIZES=rsizes, R_X_STRIDES=rx, R_DY_STRIDES=rdy,
                        R_DX_STRIDES=rdx, K_FAST=axes.kept_innermost, LK=lk, ITERS=iters,
                        VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx,
-                       FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb),
+                       FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
+                       CHUNK_MAJOR=training and L2_ORDER[0]),
         push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
@@ -432,7 +436,7 @@ def _training_output(desc, axes, limits, is_f16, eps):
         return Dispatch("batch_normalization_training_grad_output_packed", bindings,
                         grid(vectors, wg, limits),
                         constants=dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
-                                       CHANNEL_STRIDES=ts),
+                                       CHANNEL_STRIDES=ts, REVERSE=L2_ORDER[1]),
                         push=dict(vectors=vectors, count=count))
     sizes, strides = _elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))
     sx, sdy, sdx, sc = (right_align(s, 8, 0) for s in strides)
