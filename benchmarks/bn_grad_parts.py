@@ -9,11 +9,12 @@ total, and % of the best copy of the same bytes in the same run (as benchmarks/r
 FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 256-1024 (each
 width exact: the plan's widening is held to it).
 --l2-order: instead, the training grad with each L2 order (`L2_ORDER`, patched: stage 1 over
-chunks of all channels at once, dX last vector first), timed warm (replays back to back, as
-benchmarks/run.py) and cold (a 192 MB ReLU grad replayed between, so L2 holds none of the
-operator's tensors when it starts), with each order's outputs checked bitwise against the first.
+chunks of all channels at once, dX last vector first); --ahead: both operators with stage 1
+loading 1-8 vectors ahead (`LOADS_AHEAD`, patched) and the L2 orders. Each timed warm (replays
+back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
+checked bitwise against the operator's first setting.
 
-    python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order]
+    python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order | --ahead]
 """
 import dataclasses
 import json
@@ -42,8 +43,11 @@ def settings(one_pass):
                              ("forced", 512), ("forced", 1024))]
 
 
-def l2_order(dev, T, args):
-    """The --l2-order rows (see the module docstring)."""
+def patched_sweep(dev, T, args, settings):
+    """Rows of `settings` (each a (training, {module attribute: value}) pair, patched in this
+    process), timed warm (replays back to back, as benchmarks/run.py) and cold (a 192 MB ReLU
+    grad replayed between, so L2 holds none of the operator's tensors when it starts), with
+    each setting's outputs checked bitwise against the first of its operator."""
     big = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (1 << 24,))
     flush = dev.compile(pyvkgrad.ActivationReluGradDesc(big, big, big))
     ft = dict(input_tensor=dev.empty(big), input_gradient_tensor=dev.empty(big),
@@ -52,13 +56,16 @@ def l2_order(dev, T, args):
         frec.execute(flush, **ft)
     shapes = [(4, 64, 56, 56)] if args.quick else [(256, 256, 14, 14), (32, 64, 112, 112),
                                                     (256, 512, 7, 7)]
+    defaults = {name: getattr(bn, name) for _, patch in settings for name in patch}
     rows = []
     for shape in shapes:
         for dt in ("float32", "float16"):
-            roof, first = None, None
-            for order in ((False, False), (False, True), (True, False), (True, True)):
-                bn.L2_ORDER = order
-                op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, True, dt)
+            roof, first = None, {}
+            for training, patch in settings:
+                for name, value in {**defaults, **patch}.items():
+                    setattr(bn, name, value)
+                op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, training,
+                                             dt)
                 if roof is None:
                     roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
                 with dev.record(timestamps=True) as rec:
@@ -74,11 +81,11 @@ def l2_order(dev, T, args):
                 outs = [tensors[n].numpy() for n in ("output_gradient_tensor",
                                                      "output_scale_gradient_tensor",
                                                      "output_bias_gradient_tensor")]
-                first = first or outs
+                ref = first.setdefault(training, outs)
                 same = all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
-                           for a, b in zip(outs, first))
-                row = {"shape": list(shape), "dtype": dt, "l2_order": list(order),
-                       "labels": rec.labels, "bitwise_equal_to_first": same}
+                           for a, b in zip(outs, ref))
+                row = {"shape": list(shape), "dtype": dt, "training": training,
+                       "setting": patch, "labels": rec.labels, "bitwise_equal_to_first": same}
                 for name, steps in (("warm", warm), ("cold", cold)):
                     total = statistics.median(sum(s) for s in steps)
                     row[name + "_step_us"] = [statistics.median(s[i] for s in steps) / 1e3
@@ -91,18 +98,33 @@ def l2_order(dev, T, args):
                 op.close()
                 for t in tensors.values():
                     t.close()
-    bn.L2_ORDER = (False, False)
+    for name, value in defaults.items():
+        setattr(bn, name, value)
     frec.close()
     flush.close()
     return rows
 
 
+# --l2-order and --ahead: (training, patch) settings of patched_sweep.
+SWEEPS = {
+    "--l2-order": [(True, {"L2_ORDER": order}) for order in (
+        (False, False), (False, True), (True, False), (True, True))],
+    "--ahead": [(False, {"LOADS_AHEAD": a}) for a in (1, 2, 4, 8)]
+    + [(False, {"LOADS_AHEAD": a, "ITERS_MAX_VECTORS": i}) for a, i in ((4, 8), (8, 8), (4, 16))]
+    + [(True, {"L2_ORDER": (False, False), "LOADS_AHEAD": 1}),
+       (True, {"L2_ORDER": (False, False), "LOADS_AHEAD": 4})]
+    + [(True, {"L2_ORDER": (True, True), "LOADS_AHEAD": a}) for a in (1, 2, 4, 8)]
+    + [(True, {"L2_ORDER": (True, True), "LOADS_AHEAD": 4, "ITERS_MAX_VECTORS": 8})],
+}
+
+
 def main():
-    if "--l2-order" in sys.argv:
-        args = diagnostic_args([a for a in sys.argv[1:] if a != "--l2-order"])
-        rows = l2_order(pyvkgrad.default_device(), Torch(), args)
+    sweep = next((flag for flag in SWEEPS if flag in sys.argv), None)
+    if sweep:
+        args = diagnostic_args([a for a in sys.argv[1:] if a != sweep])
+        rows = patched_sweep(pyvkgrad.default_device(), Torch(), args, SWEEPS[sweep])
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "bn_l2_order.json"), "w") as f:
+        with open(os.path.join(args.out, f"bn_{sweep[2:].replace('-', '_')}.json"), "w") as f:
             json.dump({"device": pyvkgrad.default_device().name, "rows": rows}, f, indent=1)
         return
     one_pass = "--one-pass" in sys.argv

@@ -2,14 +2,14 @@
 # pyvkgrad/ops/_batch_normalization.py: CHUNK_MAJOR in stage 1, REVERSE in the dX pass), from
 # the project root with .gpu carried: the BN tests on the H100, then
 # `benchmarks/bn_grad_parts.py --l2-order` (each order warm and cold, outputs bitwise against
-# the first), then (with `final`) the benchmark's BN rows next to PyTorch.
+# the first; SWEEP=--ahead: stage 1 loads ahead too), then (with `final`) the benchmark's BN rows next to PyTorch.
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 python3 -m pyvkgrad info > $OUT/info.txt 2>&1
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_batch_normalization_grad.py \
   > $OUT/pytest-bn.txt 2>&1
 echo "pytest rc=$?"; tail -1 $OUT/pytest-bn.txt
-timeout 200 python3 benchmarks/bn_grad_parts.py --l2-order --out $OUT > $OUT/l2-order.txt 2>&1
+timeout 200 python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT > $OUT/l2-order.txt 2>&1
 echo "l2-order rc=$?"
 python3 - $OUT/l2-order.txt <<'PY'
 import json, sys
@@ -18,7 +18,7 @@ for line in open(sys.argv[1]):
         r = json.loads(line)
     except ValueError:
         print(line.rstrip()); continue
-    print(r["shape"], r["dtype"], r["l2_order"], "bitwise" if r["bitwise_equal_to_first"]
+    print(r["shape"], r["dtype"], "training" if r["training"] else "grad", r["setting"], "bitwise" if r["bitwise_equal_to_first"]
           else "DIFFERS", "warm", " ".join(f"{u:.1f}" for u in r["warm_step_us"]),
           f'{r["warm_us"]:.1f} us {r["warm_pct_copy"]:.1f}%', "cold",
           " ".join(f"{u:.1f}" for u in r["cold_step_us"]),

@@ -73,6 +73,8 @@ DIMS8_2(uint, K_DSCALE_STRIDES, K_DBIAS_STRIDES, 99, 0)
 // what it read last, the end of each channel, is what the training grad's dX pass reads first
 // from L2 (REVERSE in batch_normalization_training_grad_output_packed).
 layout(constant_id = 115) const bool CHUNK_MAJOR = false;
+// Vectors (VEC > 1) a lane loads before it adds the first of them: more bytes in flight.
+layout(constant_id = 116) const uint AHEAD = 1;
 
 const uint LR = WG / LK;
 #include "workgroup_sums.glsl"
@@ -161,27 +163,43 @@ uvec4 scaled(uvec4 gw, float coef) {
     return uvec4(scaled(gw.xy, coef), scaled(gw.zw, coef));
 }
 
-// The sums of the VEC elements of X and dY at element offsets o (multiples of VEC); with
-// WRITE_DX also their dX.
-vec4 vector_sums(uvec3 o, float m, float coef) {
+// The words of the VEC-element vectors of X and dY at element offsets o (multiples of VEC),
+// in xw and gw (words past the vector's are 0).
+void load_vectors(uvec3 o, out uvec4 xw, out uvec4 gw) {
     if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
-        const uvec4 xw = x_uvec4[o.x / VEC];
-        const uvec4 gw = dy_uvec4[o.y / VEC];
-        if (WRITE_DX) dx_uvec4[o.z / VEC] = scaled(gw, coef);
+        xw = x_uvec4[o.x / VEC];
+        gw = dy_uvec4[o.y / VEC];
+    } else if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
+        xw = uvec4(x_uvec2[o.x / VEC], 0u, 0u);
+        gw = uvec4(dy_uvec2[o.y / VEC], 0u, 0u);
+    } else {  // 2 float16
+        xw = uvec4(x[o.x / 2u], 0u, 0u, 0u);
+        gw = uvec4(dy[o.y / 2u], 0u, 0u, 0u);
+    }
+}
+
+// The sums of one vector's elements (X words xw, dY words gw, as load_vectors gives them).
+vec4 vector_sums(uvec4 xw, uvec4 gw, float m) {
+    if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
         if (IS_F16) return half_sums(gw.xy, xw.xy, m) + half_sums(gw.zw, xw.zw, m);
         return sums4(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
     }
     if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
-        const uvec2 xw = x_uvec2[o.x / VEC];
-        const uvec2 gw = dy_uvec2[o.y / VEC];
-        if (WRITE_DX) dx_uvec2[o.z / VEC] = scaled(gw, coef);
-        if (IS_F16) return half_sums(gw, xw, m);
-        return sums2(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
+        if (IS_F16) return half_sums(gw.xy, xw.xy, m);
+        return sums2(uintBitsToFloat(gw.xy), uintBitsToFloat(xw.xy) - m);
     }
-    const uint gw = dy[o.y / 2u];  // 2 float16
-    const uint xw = x[o.x / 2u];  // before dX is written: dX may be X's tensor (IN_PLACE)
-    if (WRITE_DX) dx[o.z / 2u] = scaled(gw, coef);
-    return sums2(unpackHalf2x16(gw), unpackHalf2x16(xw) - m);
+    return sums2(unpackHalf2x16(gw.x), unpackHalf2x16(xw.x) - m);
+}
+
+// WRITE_DX: dX of one vector (dY words gw) at dX element offset o.
+void store_dx(uint o, uvec4 gw, float coef) {
+    if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+        dx_uvec4[o / VEC] = scaled(gw, coef);
+    } else if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
+        dx_uvec2[o / VEC] = scaled(gw.xy, coef);
+    } else {
+        dx[o / 2u] = scaled(gw.x, coef);
+    }
 }
 
 void main() {
@@ -204,13 +222,33 @@ void main() {
                 coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
             }
             const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
-            for (uint i = 0u; i < ITERS; ++i) {
-                const uint r = (r0 + i * LR) * VEC;
-                if (r < reduced) {
-                    const uvec3 o = uvec3(ko.xy, kd.x) + r_offsets(r);
-                    if (VEC > 1u) {
-                        acc += vector_sums(o, m, coef);
-                    } else {
+            if (VEC > 1u) {
+                // AHEAD vectors are loaded before the first of them is added (all loads of a
+                // batch in flight at once; the additions keep their order, so the bits do
+                // not depend on AHEAD).
+                for (uint i = 0u; i < ITERS; i += AHEAD) {
+                    uvec4 xw[AHEAD], gw[AHEAD];
+                    uvec3 o[AHEAD];
+                    bool ok[AHEAD];
+                    for (uint u = 0u; u < AHEAD; ++u) {
+                        const uint r = (r0 + (i + u) * LR) * VEC;
+                        ok[u] = i + u < ITERS && r < reduced;
+                        o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
+                        xw[u] = gw[u] = uvec4(0u);
+                        if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
+                    }
+                    for (uint u = 0u; u < AHEAD; ++u) {
+                        if (ok[u]) {
+                            if (WRITE_DX) store_dx(o[u].z, gw[u], coef);
+                            acc += vector_sums(xw[u], gw[u], m);
+                        }
+                    }
+                }
+            } else {
+                for (uint i = 0u; i < ITERS; ++i) {
+                    const uint r = (r0 + i * LR) * VEC;
+                    if (r < reduced) {
+                        const uvec3 o = uvec3(ko.xy, kd.x) + r_offsets(r);
                         const float gy = LOAD(dy, o.y);
                         const float a = LOAD(x, o.x) - m;
                         acc += vec4(gy, a, gy * a, 0.0);

@@ -88,6 +88,8 @@ ONE_PASS_MAX_WG = 512
 # The training grad's L2 order (trial): stage 1 walks the chunks of every channel at once
 # (CHUNK_MAJOR) and the dX pass takes the last vectors first (REVERSE).
 L2_ORDER = (False, False)
+# Vectors a stage-1 lane loads before it adds the first (trial).
+LOADS_AHEAD = 1
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -305,7 +307,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        R_DX_STRIDES=rdx, K_FAST=axes.kept_innermost, LK=lk, ITERS=iters,
                        VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx,
                        FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
-                       CHUNK_MAJOR=training and L2_ORDER[0]),
+                       CHUNK_MAJOR=training and L2_ORDER[0], AHEAD=LOADS_AHEAD),
         push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
