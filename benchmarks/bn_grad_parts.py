@@ -109,12 +109,8 @@ def patched_sweep(dev, T, args, settings):
 SWEEPS = {
     "--l2-order": [(True, {"L2_ORDER": order}) for order in (
         (False, False), (False, True), (True, False), (True, True))],
-    "--ahead": [(False, {"LOADS_AHEAD": a}) for a in (1, 2, 4, 8)]
-    + [(False, {"LOADS_AHEAD": a, "ITERS_MAX_VECTORS": i}) for a, i in ((4, 8), (8, 8), (4, 16))]
-    + [(True, {"L2_ORDER": (False, False), "LOADS_AHEAD": 1}),
-       (True, {"L2_ORDER": (False, False), "LOADS_AHEAD": 4})]
-    + [(True, {"L2_ORDER": (True, True), "LOADS_AHEAD": a}) for a in (1, 2, 4, 8)]
-    + [(True, {"L2_ORDER": (True, True), "LOADS_AHEAD": 4, "ITERS_MAX_VECTORS": 8})],
+    "--ahead": [(training, {"L2_ORDER": (True, True), "LOADS_AHEAD": a})
+                for training in (False, True) for a in (1, 2, 4, 8)],
 }
 
 

@@ -164,22 +164,31 @@ uvec4 scaled(uvec4 gw, float coef) {
 }
 
 // The words of the VEC-element vectors of X and dY at element offsets o (multiples of VEC),
-// in xw and gw (words past the vector's are 0).
+// in xw and gw (words past the vector's are 0); a single element (VEC 1) as float32 bits.
 void load_vectors(uvec3 o, out uvec4 xw, out uvec4 gw) {
-    if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+    xw = gw = uvec4(0u);
+    if (VEC == 1u) {
+        xw.x = floatBitsToUint(LOAD(x, o.x));
+        gw.x = floatBitsToUint(LOAD(dy, o.y));
+    } else if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
         xw = x_uvec4[o.x / VEC];
         gw = dy_uvec4[o.y / VEC];
     } else if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
-        xw = uvec4(x_uvec2[o.x / VEC], 0u, 0u);
-        gw = uvec4(dy_uvec2[o.y / VEC], 0u, 0u);
+        xw.xy = x_uvec2[o.x / VEC];
+        gw.xy = dy_uvec2[o.y / VEC];
     } else {  // 2 float16
-        xw = uvec4(x[o.x / 2u], 0u, 0u, 0u);
-        gw = uvec4(dy[o.y / 2u], 0u, 0u, 0u);
+        xw.x = x[o.x / 2u];
+        gw.x = dy[o.y / 2u];
     }
 }
 
 // The sums of one vector's elements (X words xw, dY words gw, as load_vectors gives them).
 vec4 vector_sums(uvec4 xw, uvec4 gw, float m) {
+    if (VEC == 1u) {
+        const float gy = uintBitsToFloat(gw.x);
+        const float a = uintBitsToFloat(xw.x) - m;
+        return vec4(gy, a, gy * a, 0.0);
+    }
     if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
         if (IS_F16) return half_sums(gw.xy, xw.xy, m) + half_sums(gw.zw, xw.zw, m);
         return sums4(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
@@ -193,7 +202,9 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m) {
 
 // WRITE_DX: dX of one vector (dY words gw) at dX element offset o.
 void store_dx(uint o, uvec4 gw, float coef) {
-    if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+    if (VEC == 1u) {
+        STORE(dx, o, uintBitsToFloat(gw.x) * coef)
+    } else if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
         dx_uvec4[o / VEC] = scaled(gw, coef);
     } else if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
         dx_uvec2[o / VEC] = scaled(gw.xy, coef);
@@ -222,37 +233,23 @@ void main() {
                 coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
             }
             const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
-            if (VEC > 1u) {
-                // AHEAD vectors are loaded before the first of them is added (all loads of a
-                // batch in flight at once; the additions keep their order, so the bits do
-                // not depend on AHEAD).
-                for (uint i = 0u; i < ITERS; i += AHEAD) {
-                    uvec4 xw[AHEAD], gw[AHEAD];
-                    uvec3 o[AHEAD];
-                    bool ok[AHEAD];
-                    for (uint u = 0u; u < AHEAD; ++u) {
-                        const uint r = (r0 + (i + u) * LR) * VEC;
-                        ok[u] = i + u < ITERS && r < reduced;
-                        o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
-                        xw[u] = gw[u] = uvec4(0u);
-                        if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
-                    }
-                    for (uint u = 0u; u < AHEAD; ++u) {
-                        if (ok[u]) {
-                            if (WRITE_DX) store_dx(o[u].z, gw[u], coef);
-                            acc += vector_sums(xw[u], gw[u], m);
-                        }
-                    }
+            // AHEAD vectors are loaded before the first of them is added, so that all loads
+            // of a batch are in flight at once; the additions keep their order, so the bits do
+            // not depend on AHEAD.
+            for (uint i = 0u; i < ITERS; i += AHEAD) {
+                uvec4 xw[AHEAD], gw[AHEAD];
+                uvec3 o[AHEAD];
+                bool ok[AHEAD];
+                for (uint u = 0u; u < AHEAD; ++u) {
+                    const uint r = (r0 + (i + u) * LR) * VEC;
+                    ok[u] = i + u < ITERS && r < reduced;
+                    o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
+                    if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
                 }
-            } else {
-                for (uint i = 0u; i < ITERS; ++i) {
-                    const uint r = (r0 + i * LR) * VEC;
-                    if (r < reduced) {
-                        const uvec3 o = uvec3(ko.xy, kd.x) + r_offsets(r);
-                        const float gy = LOAD(dy, o.y);
-                        const float a = LOAD(x, o.x) - m;
-                        acc += vec4(gy, a, gy * a, 0.0);
-                        if (WRITE_DX) STORE(dx, o.z, gy * coef)
+                for (uint u = 0u; u < AHEAD; ++u) {
+                    if (ok[u]) {
+                        acc += vector_sums(xw[u], gw[u], m);
+                        if (WRITE_DX) store_dx(o[u].z, gw[u], coef);
                     }
                 }
             }
