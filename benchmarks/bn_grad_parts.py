@@ -10,7 +10,7 @@ FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 2
 width exact: the plan's widening is held to it).
 --l2-order: instead, the training grad with each L2 order (`L2_ORDER`, patched: stage 1 over
 chunks of all channels at once, dX last vector first); --ahead: both operators with stage 1
-loading 1-8 vectors ahead (`LOADS_AHEAD`, patched) and the L2 orders. Each timed warm (replays
+loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched) and the L2 orders. Each timed warm (replays
 back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
@@ -56,12 +56,17 @@ def patched_sweep(dev, T, args, settings):
         frec.execute(flush, **ft)
     shapes = [(4, 64, 56, 56)] if args.quick else [(256, 256, 14, 14), (32, 64, 112, 112),
                                                     (256, 512, 7, 7)]
-    defaults = {name: getattr(bn, name) for _, patch in settings for name in patch}
+    # AHEAD: stage 1's loads ahead, whatever the load's size (the plan's `_ahead` replaced).
+    patches = [(training, {("_ahead" if name == "AHEAD" else name):
+                           ((lambda load_bytes, a=value: a) if name == "AHEAD" else value)
+                           for name, value in setting.items()}, setting)
+               for training, setting in settings]
+    defaults = {name: getattr(bn, name) for _, patch, _ in patches for name in patch}
     rows = []
     for shape in shapes:
         for dt in ("float32", "float16"):
             roof, first = None, {}
-            for training, patch in settings:
+            for training, patch, setting in patches:
                 for name, value in {**defaults, **patch}.items():
                     setattr(bn, name, value)
                 op, tensors, nbytes, _ = _bn(dev, np.random.default_rng(0), shape, training,
@@ -85,7 +90,7 @@ def patched_sweep(dev, T, args, settings):
                 same = all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
                            for a, b in zip(outs, ref))
                 row = {"shape": list(shape), "dtype": dt, "training": training,
-                       "setting": patch, "labels": rec.labels, "bitwise_equal_to_first": same}
+                       "setting": setting, "labels": rec.labels, "bitwise_equal_to_first": same}
                 for name, steps in (("warm", warm), ("cold", cold)):
                     total = statistics.median(sum(s) for s in steps)
                     row[name + "_step_us"] = [statistics.median(s[i] for s in steps) / 1e3
@@ -107,10 +112,8 @@ def patched_sweep(dev, T, args, settings):
 
 # --l2-order and --ahead: (training, patch) settings of patched_sweep.
 SWEEPS = {
-    "--l2-order": [(True, {"L2_ORDER": order}) for order in (
-        (False, False), (False, True), (True, False), (True, True))],
-    "--ahead": [(training, {"L2_ORDER": (True, True), "LOADS_AHEAD": a})
-                for training in (False, True) for a in (1, 2, 4, 8)],
+    "--l2-order": [(True, {"L2_ORDER": order}) for order in (False, True)],
+    "--ahead": [(training, {"AHEAD": a}) for training in (False, True) for a in (1, 2, 4, 8)],
 }
 
 

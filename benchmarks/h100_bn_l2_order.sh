@@ -1,14 +1,24 @@
-# Lent-GPU run for issue 13's BatchNorm training grad L2 order (L2_ORDER in
-# pyvkgrad/ops/_batch_normalization.py: CHUNK_MAJOR in stage 1, REVERSE in the dX pass), from
-# the project root with .gpu carried: the BN tests on the H100, then
-# `benchmarks/bn_grad_parts.py --l2-order` (each order warm and cold, outputs bitwise against
-# the first; SWEEP=--ahead: stage 1 loads ahead too), then (with `final`) the benchmark's BN rows next to PyTorch.
+# Lent-GPU run for issue 13's BatchNorm L2 order and loads ahead (L2_ORDER and LOAD_BYTES_AHEAD
+# in pyvkgrad/ops/_batch_normalization.py), from the project root with .gpu carried: the BN
+# tests on the H100, then `benchmarks/bn_grad_parts.py --l2-order` (SWEEP=--ahead: the loads
+# ahead; each setting warm and cold, outputs bitwise against the first). With `final` instead:
+# the BN tests under the validation layer, and the benchmark's BN rows next to PyTorch.
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 python3 -m pyvkgrad info > $OUT/info.txt 2>&1
 timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_batch_normalization_grad.py \
   > $OUT/pytest-bn.txt 2>&1
 echo "pytest rc=$?"; tail -1 $OUT/pytest-bn.txt
+if [ "$1" = final ]; then
+  ( dpkg -x .gpu/vvl/vulkan-validationlayers_*.deb / && ldconfig \
+    && VK_LAYER_PATH=/usr/share/vulkan/explicit_layer.d timeout 200 tools/validate -q \
+       -p no:cacheprovider tests/test_batch_normalization_grad.py ) > $OUT/validate-bn.txt 2>&1
+  echo "validate rc=$?"; tail -4 $OUT/validate-bn.txt
+  timeout 200 python3 benchmarks/run.py --isolate --repeat 20 --ops bn --out $OUT/bench \
+    > $OUT/bench.txt 2>&1
+  echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | cut -c1-200 | tail -12
+  exit 0
+fi
 timeout 200 python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT > $OUT/l2-order.txt 2>&1
 echo "l2-order rc=$?"
 python3 - $OUT/l2-order.txt <<'PY'
@@ -24,7 +34,3 @@ for line in open(sys.argv[1]):
           " ".join(f"{u:.1f}" for u in r["cold_step_us"]),
           f'{r["cold_us"]:.1f} us {r["cold_pct_copy"]:.1f}%')
 PY
-[ "$1" = final ] || exit 0
-timeout 150 python3 benchmarks/run.py --isolate --repeat 20 --ops bn --out $OUT/bench \
-  > $OUT/bench.txt 2>&1
-echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | cut -c1-200 | tail -12

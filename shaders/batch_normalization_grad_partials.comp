@@ -26,7 +26,8 @@
 // batch_normalization_grad_finalize does (finish_channel, include/batch_normalization_grad.glsl),
 // so no second dispatch, no partials and no barrier between them.
 //
-// Work item w = (channel group g, chunk j), g = w / chunks: LK channels by LR = WG / LK lanes.
+// Work item w = (channel group g, chunk j), g = w / chunks (with CHUNK_MAJOR: j = w / groups,
+// the training grad's L2 order): LK channels by LR = WG / LK lanes.
 // K_FAST: invocation t takes channel g*LK + t % LK and lane t / LK (consecutive invocations
 // on consecutive channels: coalesced when a kept dimension is innermost in memory, NHWC);
 // otherwise channel g*LK + t / LR and lane t % LR (coalesced for NCHW, and LK = 1 when a
@@ -35,7 +36,8 @@
 // Constants: K_SIZES and the strides over the kept dimensions K of X, dY, Mean, Variance, and
 //   with WRITE_DX dX and Scale, R_SIZES and the strides over the reduced dimensions R of X, dY
 //   (and dX) (8 dimensions each, right-aligned, in elements; K and R coalesced on the host);
-//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's). With FINISH,
+//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's); a lane loads AHEAD
+//   vectors (or elements) before it adds the first, the same bits for any AHEAD. With FINISH,
 //   N_R (the reduced element count as a float) and the strides over K of the two parameter
 //   gradients.
 // Push constants: channels, reduced (elements per channel), chunks (per channel), groups.
@@ -70,10 +72,12 @@ layout(constant_id = 98) const float N_R = 1.0;
 DIMS8_2(uint, K_DSCALE_STRIDES, K_DBIAS_STRIDES, 99, 0)
 // CHUNK_MAJOR: work item w is (chunk w / groups, group w % groups), so the GPU walks every
 // channel's reduced range from first to last at once (workgroups start roughly in order), and
-// what it read last, the end of each channel, is what the training grad's dX pass reads first
-// from L2 (REVERSE in batch_normalization_training_grad_output_packed).
+// what it read last, the end of each channel, is what the training grad's dX pass reads first,
+// from L2 (REVERSE in batch_normalization_training_grad_output_packed). The one-pass plan
+// (FINISH, one chunk) walks that way anyway: each lane goes from first to last.
 layout(constant_id = 115) const bool CHUNK_MAJOR = false;
-// Vectors (VEC > 1) a lane loads before it adds the first of them: more bytes in flight.
+// Vectors (or single elements, VEC 1) a lane loads before it adds the first of them: bytes in
+// flight where loads are small and the one-pass plan's invocations few.
 layout(constant_id = 116) const uint AHEAD = 1;
 
 const uint LR = WG / LK;

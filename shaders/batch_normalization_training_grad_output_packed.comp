@@ -10,10 +10,11 @@
 // every vector lies in one channel (the innermost dimension is reduced and a multiple of the
 // vector width), so the coefficients are read once per vector.
 //
-// Constants: SIZES and CHANNEL_STRIDES (8 dimensions, right-aligned).
+// Constants: SIZES and CHANNEL_STRIDES (8 dimensions, right-aligned), REVERSE.
 // Push constants: vectors (16-byte vectors covering the elements), count (logical elements:
 //   a tail vector writes only those, the rest of the buffer keeps its contents).
-// Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
+// Dispatch: up to 65535 workgroups; grid-stride loop over the vectors, with REVERSE (the plan's
+//   L2 order) from the last to the first.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"

@@ -357,6 +357,79 @@ def test_one_pass_in_place(device, rng, op, monkeypatch):
                 test_operators.check_in_place(device, RECORDS[op], case, layout, dtype)
 
 
+# (shape, statistics shape, dtype, one pass forced): each stage-1 load size (16, 8 and 4 bytes,
+# single float32 and float16 elements), in one pass and in two stages with several chunks per
+# channel (CHUNK_MAJOR orders them).
+AHEAD_CASES = [((3, 10, 700), (1, 10, 1), np.float32, True),  # 16 bytes, AHEAD 1
+               ((3, 4, 14, 14), (1, 4, 1, 1), np.float16, True),  # 8 bytes, AHEAD 2
+               ((2, 3, 66), (1, 3, 1), np.float16, False),  # 4 bytes (2 float16), AHEAD 4
+               ((2, 5, 257), (1, 5, 1), np.float32, True),  # single float32, AHEAD 4
+               ((8, 5, 1001), (1, 5, 1), np.float32, False),  # single float32, 2 chunks
+               ((7, 3, 49), (1, 3, 1), np.float16, True),  # single float16, AHEAD 8
+               ((4, 3, 2500), (1, 3, 1), np.float16, False)]  # 8 bytes, 3 chunks
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_loads_ahead_and_l2_order_keep_the_bits(device, rng, op, monkeypatch):
+    """Stage 1's loads ahead (AHEAD, here also 3: a part-filled last batch) and the training
+    grad's L2 order (CHUNK_MAJOR, REVERSE) change when loads happen and in which order work
+    items run, never what is added in which order: every setting gives the bits of AHEAD 1
+    without the L2 order, which match the oracle; and dX over X or dY still reads each element
+    before writing it."""
+    import test_operators
+    settings = [(1, False), (None, True), (3, True), (8, False)]  # (AHEAD or the rule, L2_ORDER)
+    for shape, stat, dtype, one_pass in AHEAD_CASES:
+        monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
+        arrays = make_inputs(rng, shape, stat, dtype, op)
+        desc = describe(op, *arrays, 1e-3)
+        first = None
+        for ahead, l2_order in settings:
+            with monkeypatch.context() as m:
+                if ahead is not None:
+                    m.setattr(bn, "_ahead", lambda load_bytes, a=ahead: a)
+                m.setattr(bn, "L2_ORDER", l2_order)
+                stage1 = desc.plan(device.limits).dispatches[0]
+                assert stage1.constant("FINISH") == one_pass
+                assert stage1.constant("CHUNK_MAJOR") == (l2_order and op == TRAINING)
+                if not one_pass:
+                    assert device.limits.max_loop_iterations or stage1.constant("ITERS") > 1
+                got = run_compiled(device, desc, arrays)
+                if first is None:
+                    first = got
+                    assert_outputs(bn.BatchNormalizationGradResult(*got),
+                                   FUNCTIONS[op][1](*arrays, 1e-3),
+                                   magnitudes(op, *arrays, 1e-3), dtype)
+                for name, u, v in zip(NAMES, first, got):
+                    np.testing.assert_array_equal(u.view(np.uint8), v.view(np.uint8),
+                                                  err_msg=f"{shape} {ahead} {l2_order} {name}")
+                if ahead == 3:
+                    case = operators.Case(arrays + (1e-3,))
+                    for layout in ("packed", "transposed"):
+                        test_operators.check_in_place(device, RECORDS[op], case, layout, dtype)
+
+
+def test_plan_loads_ahead_and_l2_order():
+    """AHEAD: a lane keeps LOAD_BYTES_AHEAD (16) bytes of X and of dY in flight, whatever the
+    load's size. The training grad's L2 order: stage 1 chunk-major, the packed dX pass last
+    vector first; the constant-statistics grad (dX written in stage 1) has neither."""
+    for sizes, stat, dtype, vec, ahead in (
+            ((32, 64, 112, 112), (1, 64, 1, 1), F32, 4, 1),  # 16-byte loads
+            ((32, 64, 112, 112), (1, 64, 1, 1), F16, 8, 1),
+            ((256, 256, 14, 14), (1, 256, 1, 1), F16, 4, 2),  # 8-byte loads
+            ((2, 3, 66), (1, 3, 1), F16, 2, 4),  # 4-byte loads
+            ((256, 512, 7, 7), (1, 512, 1, 1), F32, 1, 4),  # single elements
+            ((256, 512, 7, 7), (1, 512, 1, 1), F16, 1, 8)):
+        for op in OPS:
+            stage1 = plan_of(op, sizes, stat, dtype=dtype).dispatches[0]
+            assert (stage1.constant("VEC"), stage1.constant("AHEAD")) == (vec, ahead), sizes
+    two = plan_of(TRAINING, (32, 64, 112, 112), (1, 64, 1, 1))
+    assert two.dispatches[0].constant("CHUNK_MAJOR") and two.dispatches[-1].constant("REVERSE")
+    one = plan_of(TRAINING, (256, 256, 14, 14), (1, 256, 1, 1))
+    assert one.dispatches[-1].constant("REVERSE")
+    assert not plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1)).dispatches[0] \
+        .constant("CHUNK_MAJOR")
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_workgroup_stride_loops(device, rng, op, monkeypatch):
     """With at most 3 workgroups per dispatch every kernel loops over its work items."""

@@ -14,7 +14,8 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
 * otherwise a reduction in two stages plus an element-wise pass:
   1. `batch_normalization_grad_partials`: per (channel, chunk of ITERS * lanes elements) the
      sums (dY, X - Mean, dY * (X - Mean)) into the `partials` scratch buffer, spread over as
-     many workgroups as there are chunks, so a few large channels still fill a large GPU;
+     many workgroups as there are chunks, so a few large channels still fill a large GPU; a
+     lane keeps LOAD_BYTES_AHEAD bytes of loads in flight (AHEAD);
   2. `batch_normalization_grad_finalize`: per channel the fixed-order sum of its partials, the
      scale and bias gradients, and the training grad's coefficients (`coefficients` scratch);
      where there are ONE_PASS_MIN_GROUPS channel groups or more (enough to fill the device
@@ -22,7 +23,8 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
      (FINISH), and there is no stage 2;
   3. OutputGradient, element-wise: `batch_normalization_grad_output[_packed]` (constant
      statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
-     before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2).
+     before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2; the
+     packed one starts from the end, where stage 1 read last: L2_ORDER).
 
 The shared kernels are named after BATCH_NORMALIZATION_GRAD (`batch_normalization_grad_*`),
 and every kernel's first lines name the operators it serves, so `grep -l
@@ -85,11 +87,18 @@ ONE_PASS_MAX_ITERS = 64
 # (benchmarks/bn_grad_parts.py --one-pass, benchmarks/RESULTS.md).
 ONE_PASS_INVOCATIONS = 2**17
 ONE_PASS_MAX_WG = 512
-# The training grad's L2 order (trial): stage 1 walks the chunks of every channel at once
-# (CHUNK_MAJOR) and the dX pass takes the last vectors first (REVERSE).
-L2_ORDER = (False, False)
-# Vectors a stage-1 lane loads before it adds the first (trial).
-LOADS_AHEAD = 1
+# The training grad's L2 order: stage 1 walks the chunks of all channels at once (CHUNK_MAJOR;
+# the one-pass plan does so anyway) and the packed dX pass starts from the last vector
+# (REVERSE), so that the X and dY that stage 1 read last are read again while still in L2.
+# Same bits either way; on the H100, with L2 flushed before each call, 2-6% faster (97.3 ->
+# 94.1 us float32, 61.2 -> 57.9 float16 at [256,256,14,14]; benchmarks/RESULTS.md).
+L2_ORDER = True
+# Bytes of X (and as many of dY) a stage-1 lane has in flight: it loads AHEAD = this / bytes per
+# load vectors before adding the first. The one-pass plan has one workgroup per channel group
+# (too few invocations to hide latency with 8-byte or smaller loads): on the H100, float16
+# [256,256,14,14] (8-byte loads, AHEAD 2) 85.5 -> 91.9% of copy, float32 [256,512,7,7] (single
+# elements, AHEAD 4) 73.5 -> 92.1%; 16-byte loads gain nothing from more (benchmarks/RESULTS.md).
+LOAD_BYTES_AHEAD = 16
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -307,7 +316,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        R_DX_STRIDES=rdx, K_FAST=axes.kept_innermost, LK=lk, ITERS=iters,
                        VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx,
                        FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
-                       CHUNK_MAJOR=training and L2_ORDER[0], AHEAD=LOADS_AHEAD),
+                       CHUNK_MAJOR=training and L2_ORDER,
+                       AHEAD=_ahead(vec * x.data_type.element_size)),
         push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
@@ -338,6 +348,11 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         return Plan((partials, finalize), scratch, tensors=tensors)
     order = (partials, finalize, output) if training else (partials, output, finalize)
     return Plan(order, scratch, tensors=tensors)
+
+
+def _ahead(load_bytes: int) -> int:
+    """Stage 1's AHEAD: the loads of LOAD_BYTES_AHEAD bytes (at least one)."""
+    return max(1, LOAD_BYTES_AHEAD // load_bytes)
 
 
 def _finalize_lanes(wg: int, chunks: int):
@@ -438,7 +453,7 @@ def _training_output(desc, axes, limits, is_f16, eps):
         return Dispatch("batch_normalization_training_grad_output_packed", bindings,
                         grid(vectors, wg, limits),
                         constants=dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
-                                       CHANNEL_STRIDES=ts, REVERSE=L2_ORDER[1]),
+                                       CHANNEL_STRIDES=ts, REVERSE=L2_ORDER),
                         push=dict(vectors=vectors, count=count))
     sizes, strides = _elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))
     sx, sdy, sdx, sc = (right_align(s, 8, 0) for s in strides)
