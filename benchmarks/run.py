@@ -299,8 +299,10 @@ def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
 
 def bn_cases(training):
     def cases(quick):
+        # [256,512,7,7]: rows of 49 elements, so stage 1 loads single elements (VEC 1).
         shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
-                                                                     (256, 256, 14, 14)]
+                                                                     (256, 256, 14, 14),
+                                                                     (256, 512, 7, 7)]
         name = "BATCH_NORMALIZATION_TRAINING_GRAD" if training else "BATCH_NORMALIZATION_GRAD"
         for shape in shapes:
             for dt in ("float32", "float16"):
