@@ -18,8 +18,10 @@ if [ "$1" = final ]; then
     > $OUT/bench.txt 2>&1
   echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | cut -c1-200 | tail -14
   # ALL=1: the whole suite on the H100 too.
-  [ -z "$ALL" ] || timeout 330 python3 -m pytest -q -p no:cacheprovider tests > $OUT/pytest-all.txt 2>&1
-  [ -z "$ALL" ] || { echo "suite rc=$?"; tail -1 $OUT/pytest-all.txt; }
+  if [ -n "$ALL" ]; then
+    timeout 330 python3 -m pytest -q -p no:cacheprovider tests > $OUT/pytest-all.txt 2>&1
+    echo "suite rc=$?"; tail -1 $OUT/pytest-all.txt
+  fi
   exit 0
 fi
 timeout 200 python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT > $OUT/l2-order.txt 2>&1
