@@ -43,6 +43,14 @@ def settings(one_pass):
                              ("forced", 512), ("forced", 1024))]
 
 
+def close(rec, op, tensors):
+    """Release one setting's recording, operator and tensors before the next is built."""
+    rec.close()
+    op.close()
+    for t in tensors.values():
+        t.close()
+
+
 def patched_sweep(dev, T, args, settings):
     """Rows of `settings` (each a (training, {module attribute: value}) pair, patched in this
     process), timed warm (replays back to back, as benchmarks/run.py) and cold (a 192 MB ReLU
@@ -99,10 +107,7 @@ def patched_sweep(dev, T, args, settings):
                     row[name + "_pct_copy"] = 100 * nbytes / (total * 1e-9) / roof
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-                rec.close()
-                op.close()
-                for t in tensors.values():
-                    t.close()
+                close(rec, op, tensors)
     for name, value in defaults.items():
         setattr(bn, name, value)
     frec.close()
@@ -163,10 +168,7 @@ def main():
                        "default": wg == 256 and iters == default_iters and mode == "default"}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-                rec.close()
-                op.close()
-                for t in tensors.values():
-                    t.close()
+                close(rec, op, tensors)
     bn.ITERS_MAX_VECTORS, bn.ONE_PASS_MIN_GROUPS = default_iters, default_groups
     os.makedirs(args.out, exist_ok=True)
     name = "bn_one_pass.json" if one_pass else "bn_grad_parts.json"

@@ -3,17 +3,9 @@
 # tests on the H100, then `benchmarks/bn_grad_parts.py --l2-order` (SWEEP=--ahead: the loads
 # ahead; each setting warm and cold, outputs bitwise against the first). With `final` instead:
 # the BN tests under the validation layer, and the benchmark's BN rows next to PyTorch.
-set -o pipefail
-source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
-python3 -m pyvkgrad info > $OUT/info.txt 2>&1
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_batch_normalization_grad.py \
-  > $OUT/pytest-bn.txt 2>&1
-echo "pytest rc=$?"; tail -1 $OUT/pytest-bn.txt
+source benchmarks/h100_bn_prelude.sh
 if [ "$1" = final ]; then
-  ( dpkg -x .gpu/vvl/vulkan-validationlayers_*.deb / && ldconfig \
-    && VK_LAYER_PATH=/usr/share/vulkan/explicit_layer.d timeout 200 tools/validate -q \
-       -p no:cacheprovider tests/test_batch_normalization_grad.py ) > $OUT/validate-bn.txt 2>&1
-  echo "validate rc=$?"; tail -4 $OUT/validate-bn.txt
+  validate_bn
   timeout 200 python3 benchmarks/run.py --isolate --repeat 20 --ops bn --out $OUT/bench \
     > $OUT/bench.txt 2>&1
   echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | cut -c1-200 | tail -14

@@ -4,16 +4,8 @@
 # the H100, then under the validation layer (synchronization), the one-pass sweep
 # (benchmarks/bn_grad_parts.py --one-pass; skipped with `final`), then the benchmark's BN rows
 # next to PyTorch.
-set -o pipefail
-source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
-python3 -m pyvkgrad info > $OUT/info.txt 2>&1
-timeout 120 python3 -m pytest -q -p no:cacheprovider tests/test_batch_normalization_grad.py \
-  > $OUT/pytest-bn.txt 2>&1
-echo "pytest rc=$?"; tail -1 $OUT/pytest-bn.txt
-( dpkg -x .gpu/vvl/vulkan-validationlayers_*.deb / && ldconfig \
-  && VK_LAYER_PATH=/usr/share/vulkan/explicit_layer.d timeout 200 tools/validate -q \
-     -p no:cacheprovider tests/test_batch_normalization_grad.py ) > $OUT/validate-bn.txt 2>&1
-echo "validate rc=$?"; tail -4 $OUT/validate-bn.txt
+source benchmarks/h100_bn_prelude.sh
+validate_bn
 [ "$1" = final ] || timeout 150 python3 benchmarks/bn_grad_parts.py --one-pass --out $OUT > $OUT/one-pass.txt 2>&1
 echo "one-pass rc=$?"
 [ "$1" = final ] || python3 - $OUT/one-pass.txt <<'PY'
