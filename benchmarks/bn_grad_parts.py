@@ -8,10 +8,10 @@ total, and % of the best copy of the same bytes in the same run (as benchmarks/r
 --one-pass: instead, both operators with the one-pass plan (stage 1 finishes each channel,
 FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 256-1024 (each
 width exact: the plan's widening is held to it).
---l2-order: instead, the training grad with each L2 order (`L2_ORDER`, patched: stage 1 over
-chunks of all channels at once, dX last vector first); --ahead: both operators with stage 1
-loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched) and the L2 orders. Each timed warm (replays
-back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
+--l2-order: instead, the training grad with and without its L2 order (`L2_ORDER`, patched:
+stage 1 over chunks of all channels at once, dX last vector first); --ahead: both operators
+with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched). Each timed warm
+(replays back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order | --ahead]

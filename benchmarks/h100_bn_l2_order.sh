@@ -25,8 +25,8 @@ for line in open(sys.argv[1]):
         r = json.loads(line)
     except ValueError:
         print(line.rstrip()); continue
-    print(r["shape"], r["dtype"], "training" if r["training"] else "grad", r["setting"], "bitwise" if r["bitwise_equal_to_first"]
-          else "DIFFERS", "warm", " ".join(f"{u:.1f}" for u in r["warm_step_us"]),
+    print(r["shape"], r["dtype"], "training" if r["training"] else "grad", r["setting"],
+          "bitwise" if r["bitwise_equal_to_first"] else "DIFFERS", "warm", " ".join(f"{u:.1f}" for u in r["warm_step_us"]),
           f'{r["warm_us"]:.1f} us {r["warm_pct_copy"]:.1f}%', "cold",
           " ".join(f"{u:.1f}" for u in r["cold_step_us"]),
           f'{r["cold_us"]:.1f} us {r["cold_pct_copy"]:.1f}%')
