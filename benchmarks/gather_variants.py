@@ -73,9 +73,6 @@ VARIANTS = {
     "walk-zwa-r8": {"kernel": "walk", "zero_weights": True, "align": True, "rows": 8},
     "walk-zwa-loop": {"kernel": "walk", "zero_weights": True, "align": True, "switch": False},
     "walk-cols2-zw": {"kernel": "walk", "cols": 2, "zero_weights": True},
-    "walk-pf": {"kernel": "walk", "prefetch": True},
-    "walk-pf-r2": {"kernel": "walk", "prefetch": True, "rows": 2},
-    "walk-pf-r8": {"kernel": "walk", "prefetch": True, "rows": 8},
 }
 
 

@@ -643,9 +643,7 @@ WALK_OPTIONS = [dict(rows=1), dict(rows=3), dict(rows=16), dict(cols=1), dict(co
                 dict(lanes="b"), dict(rows=5, cols=2, switch=False), dict(select=False),
                 dict(select=False, cols=2, rows=2), dict(zero_weights=True),
                 dict(zero_weights=True, cols=2, rows=3, switch=False), dict(align=True),
-                dict(align=True, zero_weights=True, rows=2), dict(prefetch=True),
-                dict(prefetch=True, rows=1), dict(prefetch=True, cols=2, select=False),
-                dict(prefetch=True, align=True, zero_weights=True, rows=3, switch=False)]
+                dict(align=True, zero_weights=True, rows=2)]
 
 
 class _Choice:
@@ -913,8 +911,7 @@ def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes,
     for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
                    {"kernel": "walk", "rows": 1, "switch": False},
                    {"kernel": "walk", "cols": 2, "zero_weights": True},
-                   {"kernel": "walk", "zero_weights": True, "align": True},
-                   {"kernel": "walk", "prefetch": True}):
+                   {"kernel": "walk", "zero_weights": True, "align": True}):
         try:
             got, kernels = run_choice(device, desc, dy, choice)
         except ValueError:  # the walk kernels take one or two resampled axes
@@ -943,8 +940,7 @@ def test_negative_zero_sums_to_plus_zero_in_every_kernel(device, dtype, mode):
         for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
                        {"kernel": "walk", "rows": 1, "switch": False},
                        {"kernel": "walk", "cols": 2, "zero_weights": True},
-                       {"kernel": "walk", "zero_weights": True, "align": True},
-                       {"kernel": "walk", "prefetch": True}):
+                       {"kernel": "walk", "zero_weights": True, "align": True}):
             got, kernels = run_choice(device, desc, dy, choice)
             zero = got == 0
             assert zero.any() and not np.signbit(got[zero]).any(), \

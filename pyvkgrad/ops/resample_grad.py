@@ -402,24 +402,20 @@ _WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad
 # identity axis where dX has one, else along the columns) or "q" (columns); pad: round the
 # column groups up to whole subgroups, so no subgroup straddles two row blocks; cols: dX columns
 # per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch,
-# select, zero_weights, align, prefetch: ROW_SWITCH, SELECT_VALUES, ZERO_WEIGHTS, DY_ALIGNED,
-# PREFETCH (include/resample_grad_walk.glsl; zero_weights applies with several columns only,
-# align to float16 dY read by words along the columns).
+# select, zero_weights, align: ROW_SWITCH, SELECT_VALUES, ZERO_WEIGHTS, DY_ALIGNED
+# (include/resample_grad_walk.glsl; zero_weights applies with several columns only, align to
+# float16 dY read by words along the columns).
 _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
-                      switch=None, select=None, zero_weights=None, align=None, prefetch=None)
+                      switch=None, select=None, zero_weights=None, align=None)
 # Rows per invocation, the row `switch` (False: a loop) and zeroed values (False: predicated
 # additions) where not asked for, per (linear, float16): the fastest settings on the H100 over
 # the benchmark's shapes (benchmarks/gather_variants.py, benchmarks/RESULTS.md). Every setting
 # gives the same bits.
 _WALK_TUNED = {
-    (False, False): dict(rows=4, switch=False, select=True, zero_weights=False, align=False,
-                         prefetch=False),
-    (True, False): dict(rows=4, switch=True, select=True, zero_weights=False, align=False,
-                        prefetch=False),
-    (False, True): dict(rows=2, switch=True, select=True, zero_weights=False, align=True,
-                        prefetch=False),
-    (True, True): dict(rows=4, switch=False, select=False, zero_weights=True, align=True,
-                       prefetch=False)}
+    (False, False): dict(rows=4, switch=False, select=True, zero_weights=False, align=False),
+    (True, False): dict(rows=4, switch=True, select=True, zero_weights=False, align=False),
+    (False, True): dict(rows=2, switch=True, select=True, zero_weights=False, align=True),
+    (True, True): dict(rows=4, switch=False, select=False, zero_weights=True, align=True)}
 _WALK_MIN_ITEMS = 2**18  # auto rows: fewer rows per invocation until this many invocations
 
 
@@ -460,8 +456,7 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
     is_f16 = dx.data_type.element_size == 2
     is_linear = desc.interpolation_mode == InterpolationMode.LINEAR
     tuned = _WALK_TUNED[(is_linear, is_f16)]
-    options = {k: tuned[k] if v is None and k in ("switch", "select", "zero_weights", "align",
-                                                  "prefetch")
+    options = {k: tuned[k] if v is None and k in ("switch", "select", "zero_weights", "align")
                else v
                for k, v in options.items()}
 
@@ -583,8 +578,7 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         WEIGHT_NEXT=weight_next, ROW_SPANS=row_spans, BEGIN=begin, COUNTS=counts,
         WEIGHTS=weights, COL_SPANS=col_spans_at, ROW_BLOCKS=-(-sizes[p] // rows),
         COL_GROUPS=col_groups, COL_SLOTS=col_slots, ROW_SWITCH=bool(options["switch"]),
-        SELECT_VALUES=bool(options["select"]), ZERO_WEIGHTS=zero_weights, DY_ALIGNED=dy_aligned,
-        PREFETCH=bool(options["prefetch"]))
+        SELECT_VALUES=bool(options["select"]), ZERO_WEIGHTS=zero_weights, DY_ALIGNED=dy_aligned)
     kernel = "resample_grad_walk_pair" if pair_lanes == 2 else "resample_grad_walk"
     return Plan((Dispatch(kernel, dict(tables="tables", dy="input_gradient_tensor",
                                        dx="output_gradient_tensor"),

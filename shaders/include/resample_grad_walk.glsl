@@ -88,9 +88,6 @@ layout(constant_id = 38) const bool ZERO_WEIGHTS = false;
 // DY_WORDS along Q (PAIR_LANES 1, COLS > 1) with every union starting at an even element (the
 // plan rounds the column spans down): a dY row's values are the halves of whole words in order.
 layout(constant_id = 39) const bool DY_ALIGNED = false;
-// Each dY row's loads (values and table entries) are issued one row ahead, before the row
-// before it is added, so that a lane has two rows' loads in flight. The same additions.
-layout(constant_id = 40) const bool PREFETCH = false;
 
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
 layout(push_constant) uniform Push { uint count; };
@@ -125,64 +122,32 @@ float load_value(uint off) { return LOAD(dy, off); }
 void store_value(uint off, float v) { STORE(dx, off, v) }
 #endif
 
+// The nu dY values from element y on along Q (v[u] for u < nu; 0 for the rest, but see
+// ZERO_WEIGHTS below).
+void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 #if PAIR_LANES == 1
-#define ROW_BY_WORDS (IS_F16 && DY_WORDS)  // Q stride 1: element y + u lives in word (y + u) / 2
-#else
-#define ROW_BY_WORDS false
-#endif
-
-// What a dY row o loads: its values (or, ROW_BY_WORDS, the words that hold them) and its
-// forward-table entries along P.
-struct Row {
-    uint w[MAX_WORDS];
-    VALUE v[MAX_U];
-    uint first;
-    float wa, wn;
-};
-
-// Row o's loads; its values start at element y (nu of them).
-Row fetch_row(uint y, uint o, uint nu) {
-    Row row;
-    if (ROW_BY_WORDS) {
+    if (IS_F16 && DY_WORDS) {  // Q stride 1: element y + u lives in word (y + u) / 2
         uint par = DY_ALIGNED ? 0u : y & 1u;
+        uint first = y >> 1u;
         uint words = (par + nu + 1u) >> 1u;
+        uint w[MAX_WORDS];
         [[unroll]] for (uint k = 0u; k < WORDS; ++k) {
-            row.w[k] = k < words ? dy[(y >> 1u) + k] : 0u;
+            w[k] = k < words ? dy[first + k] : 0u;
         }
-    } else {
         [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
-            row.v[u] = u < nu ? load_value(y + u * DY_STRIDES3) : VALUE(0.0);
-        }
-    }
-    row.first = o;
-    row.wa = 1.0;
-    row.wn = 0.0;
-    if (!IDENTITY2) {
-        row.first = tables[FIRST + o];
-        if (IS_LINEAR) {
-            row.wa = uintBitsToFloat(tables[WEIGHT_FIRST + o]);
-            row.wn = uintBitsToFloat(tables[WEIGHT_NEXT + o]);
-        }
-    }
-    return row;
-}
-
-// The nu dY values of a fetched row from element y on along Q (v[u] for u < nu; 0 for the
-// rest, but see ZERO_WEIGHTS below).
-void row_values(uint y, uint nu, Row row, out VALUE v[MAX_U]) {
-    if (ROW_BY_WORDS) {
-        uint par = DY_ALIGNED ? 0u : y & 1u;
-        [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
-            vec2 even = unpackHalf2x16(row.w[u >> 1u]);
-            vec2 odd = unpackHalf2x16(row.w[(u + 1u) >> 1u]);
+            vec2 even = unpackHalf2x16(w[u >> 1u]);
+            vec2 odd = unpackHalf2x16(w[(u + 1u) >> 1u]);
             float h = par == 0u ? ((u & 1u) == 0u ? even.x : even.y)
                                 : ((u & 1u) == 0u ? odd.y : odd.x);
             // ZERO_WEIGHTS: a position past the union has weight 0 in every column, so its
             // value need not be 0 (a loaded word's other half; a non-finite one is redone).
-            v[u] = VALUE(u < nu || (ZERO_WEIGHTS && COLS > 1u) ? h : 0.0);
+            v[u] = u < nu || (ZERO_WEIGHTS && COLS > 1u) ? h : 0.0;
         }
-    } else {
-        v = row.v;
+        return;
+    }
+#endif
+    [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
+        v[u] = u < nu ? load_value(y + u * DY_STRIDES3) : VALUE(0.0);
     }
 }
 
@@ -286,22 +251,9 @@ void walk(uint a, uint b, uint rb, uint cg) {
         acc[k] = VALUE(0.0);
     }
     uint ybase = a * DY_STRIDES0 + b * DY_STRIDES1 + u0 * DY_STRIDES3;
-    Row next;  // PREFETCH: row o + 1's loads, issued before row o is added
-    if (PREFETCH && lo < hi) {
-        next = fetch_row(ybase + lo * DY_STRIDES2, lo, nu);
-    }
     for (uint o = lo; o < hi; ++o) {
-        Row row;
-        if (PREFETCH) {
-            row = next;
-            if (o + 1u < hi) {
-                next = fetch_row(ybase + (o + 1u) * DY_STRIDES2, o + 1u, nu);
-            }
-        } else {
-            row = fetch_row(ybase + o * DY_STRIDES2, o, nu);
-        }
         VALUE v[MAX_U];
-        row_values(ybase + o * DY_STRIDES2, nu, row, v);
+        load_row(ybase + o * DY_STRIDES2, nu, v);
         VALUE ve[MAX_COLS * MAX_U];  // SELECT_VALUES with several columns: column e's values
         if (SELECT_VALUES && !ZERO_WEIGHTS && COLS > 1u) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
@@ -317,8 +269,17 @@ void walk(uint a, uint b, uint rb, uint cg) {
                 ADD_COLUMN(h[e], e)
             }
         }
-        uint ja = row.first - r0;  // the row of tap FIRST[o] (wraps when before the block)
-        float wa = row.wa, wn = row.wn;
+        uint ja;  // the row of tap FIRST[o] (wraps when it lies before the block)
+        float wa = 1.0, wn = 0.0;
+        if (IDENTITY2) {
+            ja = o - r0;
+        } else {
+            ja = tables[FIRST + o] - r0;
+            if (IS_LINEAR) {
+                wa = uintBitsToFloat(tables[WEIGHT_FIRST + o]);
+                wn = uintBitsToFloat(tables[WEIGHT_NEXT + o]);
+            }
+        }
         bool next = IS_LINEAR && !IDENTITY2 && wn != 0.0;  // tap FIRST[o] + 1 too
         if (ROW_SWITCH) {
             switch (ja) {
