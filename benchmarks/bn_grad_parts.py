@@ -15,6 +15,7 @@ with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched). Eac
 checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order | --ahead]
+                                        [--shapes NxCxHxW,...]  (with --l2-order or --ahead)
 """
 import dataclasses
 import json
@@ -51,7 +52,7 @@ def close(rec, op, tensors):
         t.close()
 
 
-def patched_sweep(dev, T, args, settings):
+def patched_sweep(dev, T, args, settings, shapes_arg=None):
     """Rows of `settings` (each a (training, {module attribute: value}) pair, patched in this
     process), timed warm (replays back to back, as benchmarks/run.py) and cold (a 192 MB ReLU
     grad replayed between, so L2 holds none of the operator's tensors when it starts), with
@@ -64,6 +65,8 @@ def patched_sweep(dev, T, args, settings):
         frec.execute(flush, **ft)
     shapes = [(4, 64, 56, 56)] if args.quick else [(256, 256, 14, 14), (32, 64, 112, 112),
                                                     (256, 512, 7, 7)]
+    if shapes_arg:
+        shapes = [tuple(int(n) for n in shape.split("x")) for shape in shapes_arg.split(",")]
     # AHEAD: stage 1's loads ahead, whatever the load's size (the plan's `_ahead` replaced).
     patches = [(training, {("_ahead" if name == "AHEAD" else name):
                            ((lambda load_bytes, a=value: a) if name == "AHEAD" else value)
@@ -125,8 +128,14 @@ SWEEPS = {
 def main():
     sweep = next((flag for flag in SWEEPS if flag in sys.argv), None)
     if sweep:
-        args = diagnostic_args([a for a in sys.argv[1:] if a != sweep])
-        rows = patched_sweep(pyvkgrad.default_device(), Torch(), args, SWEEPS[sweep])
+        argv = [a for a in sys.argv[1:] if a != sweep]
+        shapes = None  # --shapes NxCxHxW,...: other shapes than the benchmark's
+        if "--shapes" in argv:
+            i = argv.index("--shapes")
+            shapes = argv[i + 1]
+            del argv[i:i + 2]
+        args = diagnostic_args(argv)
+        rows = patched_sweep(pyvkgrad.default_device(), Torch(), args, SWEEPS[sweep], shapes)
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, f"bn_{sweep[2:].replace('-', '_')}.json"), "w") as f:
             json.dump({"device": pyvkgrad.default_device().name, "rows": rows}, f, indent=1)
