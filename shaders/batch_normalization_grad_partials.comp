@@ -137,7 +137,6 @@ uvec3 r_offsets(uint r) {
     return o;
 }
 
-// (sum g, sum a, sum g * a, 0) of four or two elements, pairwise.
 // The shift of a channel's sums (include/batch_normalization_grad.glsl); reduced index 0 sits
 // at the channel's offset.
 float shift(uvec4 ko) {
@@ -145,6 +144,7 @@ float shift(uvec4 ko) {
     return TRAINING ? training_shift(m, LOAD(variance, ko.w) + EPSILON, LOAD(x, ko.x)) : m;
 }
 
+// (sum g, sum a, sum g * a, 0) of four or two elements, pairwise.
 vec4 sums4(vec4 g, vec4 a) {
     const vec4 ga = g * a;
     return vec4((g.x + g.y) + (g.z + g.w), (a.x + a.y) + (a.z + a.w),
@@ -247,8 +247,10 @@ void main() {
                 for (uint u = 0u; u < AHEAD; ++u) {
                     const uint r = (r0 + (i + u) * LR) * VEC;
                     ok[u] = i + u < ITERS && r < reduced;
-                    o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
-                    if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
+                    if (ok[u]) {
+                        o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
+                        load_vectors(o[u], xw[u], gw[u]);
+                    }
                 }
                 for (uint u = 0u; u < AHEAD; ++u) {
                     if (ok[u]) {

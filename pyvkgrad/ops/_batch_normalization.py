@@ -90,12 +90,15 @@ ONE_PASS_MAX_WG = 512
 # The training grad's L2 order: stage 1 walks the chunks of all channels at once (CHUNK_MAJOR;
 # the one-pass plan does so anyway) and the packed dX pass starts from the last vector
 # (REVERSE), so that the X and dY that stage 1 read last are read again while still in L2.
-# Same bits either way; on the H100, with L2 flushed before each call, 2-6% faster (97.3 ->
-# 94.1 us float32, 61.2 -> 57.9 float16 at [256,256,14,14]; benchmarks/RESULTS.md).
+# Same bits either way; on the H100, with L2 flushed before each call, 1.7-5% faster (97.3 ->
+# 94.2 us float32, 61.2 -> 58.1 float16 at [256,256,14,14]; 185.5 -> 182.3 us at
+# [32,64,112,112]), except where X and dY fit in L2 anyway (float16 [256,512,7,7]: 0.3 us
+# slower; benchmarks/RESULTS.md).
 L2_ORDER = True
 # Bytes of X (and as many of dY) a stage-1 lane has in flight: it loads AHEAD = this / bytes per
 # load vectors before adding the first. The one-pass plan has one workgroup per channel group
-# (too few invocations to hide latency with 8-byte or smaller loads): on the H100, float16
+# (too few invocations to hide latency with 8-byte or smaller loads), and two-stage plans
+# with single elements gain too: on the H100, float16
 # [256,256,14,14] (8-byte loads, AHEAD 2) 85.5 -> 91.9% of copy, float32 [256,512,7,7] (single
 # elements, AHEAD 4) 73.5 -> 92.1%; 16-byte loads gain nothing from more (benchmarks/RESULTS.md).
 LOAD_BYTES_AHEAD = 16
