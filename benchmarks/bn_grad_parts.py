@@ -16,7 +16,9 @@ checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order | --ahead]
                                         [--shapes NxCxHxW,...]  (with --l2-order or --ahead)
+    python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
 """
+import argparse
 import dataclasses
 import json
 import os
@@ -118,6 +120,24 @@ def patched_sweep(dev, T, args, settings, shapes_arg=None):
     return rows
 
 
+def summary(line):
+    """One printed row (a JSON line this script wrote) as a line of text; other lines as they
+    are: per setting the step times (us), total and % of copy, warm and cold where both."""
+    try:
+        r = json.loads(line)
+    except ValueError:
+        return line.rstrip()
+    head = [str(r["shape"]), r["dtype"], "training" if r["training"] else "grad"]
+    if "setting" not in r:  # --one-pass and the default sweep
+        return " ".join(head + [r["one_pass"], str(r["local_size"]),
+                                " ".join(f"{u:.1f}" for u in r["step_us"]),
+                                f'{r["us"]:.1f} us', f'{r["pct_copy"]:.1f}%'])
+    head += [str(r["setting"]), "bitwise" if r["bitwise_equal_to_first"] else "DIFFERS"]
+    return " ".join(head + [f'| {t} ' + " ".join(f"{u:.1f}" for u in r[t + "_step_us"])
+                            + f' = {r[t + "_us"]:.1f} us {r[t + "_pct_copy"]:.1f}%'
+                            for t in ("warm", "cold")])
+
+
 # --l2-order and --ahead: (training, patch) settings of patched_sweep.
 SWEEPS = {
     "--l2-order": [(True, {"L2_ORDER": order}) for order in (False, True)],
@@ -126,16 +146,18 @@ SWEEPS = {
 
 
 def main():
+    if sys.argv[1:2] == ["--summary"]:
+        for line in open(sys.argv[2]):
+            print(summary(line))
+        return
     sweep = next((flag for flag in SWEEPS if flag in sys.argv), None)
     if sweep:
-        argv = [a for a in sys.argv[1:] if a != sweep]
-        shapes = None  # --shapes NxCxHxW,...: other shapes than the benchmark's
-        if "--shapes" in argv:
-            i = argv.index("--shapes")
-            shapes = argv[i + 1]
-            del argv[i:i + 2]
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--shapes", help="NxCxHxW,...: other shapes than the benchmark's")
+        extra, argv = ap.parse_known_args([a for a in sys.argv[1:] if a != sweep])
         args = diagnostic_args(argv)
-        rows = patched_sweep(pyvkgrad.default_device(), Torch(), args, SWEEPS[sweep], shapes)
+        rows = patched_sweep(pyvkgrad.default_device(), Torch(), args, SWEEPS[sweep],
+                             extra.shapes)
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, f"bn_{sweep[2:].replace('-', '_')}.json"), "w") as f:
             json.dump({"device": pyvkgrad.default_device().name, "rows": rows}, f, indent=1)

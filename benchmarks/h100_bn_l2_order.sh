@@ -16,18 +16,7 @@ if [ "$1" = final ]; then
   fi
   exit 0
 fi
-timeout 200 python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT > $OUT/l2-order.txt 2>&1
+timeout 200 python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT \
+  > $OUT/l2-order.txt 2>&1
 echo "l2-order rc=$?"
-python3 - $OUT/l2-order.txt <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        print(line.rstrip()); continue
-    print(r["shape"], r["dtype"], "training" if r["training"] else "grad", r["setting"],
-          "bitwise" if r["bitwise_equal_to_first"] else "DIFFERS", "warm", " ".join(f"{u:.1f}" for u in r["warm_step_us"]),
-          f'{r["warm_us"]:.1f} us {r["warm_pct_copy"]:.1f}%', "cold",
-          " ".join(f"{u:.1f}" for u in r["cold_step_us"]),
-          f'{r["cold_us"]:.1f} us {r["cold_pct_copy"]:.1f}%')
-PY
+python3 benchmarks/bn_grad_parts.py --summary $OUT/l2-order.txt

@@ -8,17 +8,7 @@ source benchmarks/h100_bn_prelude.sh
 validate_bn
 [ "$1" = final ] || timeout 150 python3 benchmarks/bn_grad_parts.py --one-pass --out $OUT > $OUT/one-pass.txt 2>&1
 echo "one-pass rc=$?"
-[ "$1" = final ] || python3 - $OUT/one-pass.txt <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    try:
-        r = json.loads(line)
-    except ValueError:
-        print(line.rstrip()); continue
-    print(r["shape"], r["dtype"], "training" if r["training"] else "grad", r["one_pass"],
-          r["local_size"], " ".join(f"{u:.1f}" for u in r["step_us"]), f'{r["us"]:.1f} us',
-          f'{r["pct_copy"]:.1f}%')
-PY
+[ "$1" = final ] || python3 benchmarks/bn_grad_parts.py --summary $OUT/one-pass.txt
 timeout 150 python3 benchmarks/run.py --isolate --repeat 20 --ops bn --out $OUT/bench \
   > $OUT/bench.txt 2>&1
 echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | cut -c1-200 | tail -12

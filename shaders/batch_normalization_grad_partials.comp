@@ -81,6 +81,7 @@ layout(constant_id = 115) const bool CHUNK_MAJOR = false;
 layout(constant_id = 116) const uint AHEAD = 1;
 
 const uint LR = WG / LK;
+const uint LOAD_BYTES = VEC * (IS_F16 ? 2u : 4u);  // one load of X or dY (VEC > 1)
 #include "workgroup_sums.glsl"
 
 // InputTensor and InputGradientTensor, each also viewed as uvec2 and uvec4 for VEC > 1
@@ -174,10 +175,10 @@ void load_vectors(uvec3 o, out uvec4 xw, out uvec4 gw) {
     if (VEC == 1u) {
         xw.x = floatBitsToUint(LOAD(x, o.x));
         gw.x = floatBitsToUint(LOAD(dy, o.y));
-    } else if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+    } else if (LOAD_BYTES == 16u) {
         xw = x_uvec4[o.x / VEC];
         gw = dy_uvec4[o.y / VEC];
-    } else if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
+    } else if (LOAD_BYTES == 8u) {
         xw.xy = x_uvec2[o.x / VEC];
         gw.xy = dy_uvec2[o.y / VEC];
     } else {  // 2 float16
@@ -193,11 +194,11 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m) {
         const float a = uintBitsToFloat(xw.x) - m;
         return vec4(gy, a, gy * a, 0.0);
     }
-    if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+    if (LOAD_BYTES == 16u) {
         if (IS_F16) return half_sums(gw.xy, xw.xy, m) + half_sums(gw.zw, xw.zw, m);
         return sums4(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
     }
-    if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
+    if (LOAD_BYTES == 8u) {
         if (IS_F16) return half_sums(gw.xy, xw.xy, m);
         return sums2(uintBitsToFloat(gw.xy), uintBitsToFloat(xw.xy) - m);
     }
@@ -208,9 +209,9 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m) {
 void store_dx(uint o, uvec4 gw, float coef) {
     if (VEC == 1u) {
         STORE(dx, o, uintBitsToFloat(gw.x) * coef)
-    } else if (VEC * (IS_F16 ? 2u : 4u) == 16u) {
+    } else if (LOAD_BYTES == 16u) {
         dx_uvec4[o / VEC] = scaled(gw, coef);
-    } else if (VEC * (IS_F16 ? 2u : 4u) == 8u) {
+    } else if (LOAD_BYTES == 8u) {
         dx_uvec2[o / VEC] = scaled(gw.xy, coef);
     } else {
         dx[o / 2u] = scaled(gw.x, coef);
@@ -239,7 +240,8 @@ void main() {
             const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
             // AHEAD vectors are loaded before the first of them is added, so that all loads
             // of a batch are in flight at once; the additions keep their order, so the bits do
-            // not depend on AHEAD.
+            // not depend on AHEAD. Each vector's X and dY are loaded before its dX is stored
+            // (dX may be X's or dY's tensor: IN_PLACE).
             for (uint i = 0u; i < ITERS; i += AHEAD) {
                 uvec4 xw[AHEAD], gw[AHEAD];
                 uvec3 o[AHEAD];
