@@ -10,12 +10,14 @@ FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 2
 width exact: the plan's widening is held to it).
 --l2-order: instead, the training grad with and without its L2 order (`L2_ORDER`, patched:
 stage 1 over chunks of all channels at once, dX last vector first); --ahead: both operators
-with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched). Each timed warm
+with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched); --masked: both
+operators with MASKED off, by its rule, and with narrower vectors. Each timed warm
 (replays back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
-    python3 benchmarks/bn_grad_parts.py --out DIR [--quick] [--one-pass | --l2-order | --ahead]
-                                        [--shapes NxCxHxW,...]  (with --l2-order or --ahead)
+    python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
+                                        [--one-pass | --l2-order | --ahead | --masked]
+                                        [--shapes NxCxHxW,...]  (with the last three)
     python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
 """
 import argparse
@@ -54,6 +56,21 @@ def close(rec, op, tensors):
         t.close()
 
 
+MASKED_WIDTH = bn._masked_width
+
+
+def _patch(name, value):
+    """A setting as the module attribute it patches: AHEAD, stage 1's loads ahead whatever the
+    load's size (the plan's `_ahead` replaced); MASKED_WIDTH, MASKED's widest vector
+    (`_masked_width` offered only the widths up to it); else the attribute itself."""
+    if name == "AHEAD":
+        return "_ahead", lambda load_bytes: value
+    if name == "MASKED_WIDTH":
+        return "_masked_width", lambda widths, *a: MASKED_WIDTH(
+            tuple(w for w in widths if w <= value), *a)
+    return name, value
+
+
 def patched_sweep(dev, T, args, settings, shapes_arg=None):
     """Rows of `settings` (each a (training, {module attribute: value}) pair, patched in this
     process), timed warm (replays back to back, as benchmarks/run.py) and cold (a 192 MB ReLU
@@ -69,10 +86,7 @@ def patched_sweep(dev, T, args, settings, shapes_arg=None):
                                                     (256, 512, 7, 7)]
     if shapes_arg:
         shapes = [tuple(int(n) for n in shape.split("x")) for shape in shapes_arg.split(",")]
-    # AHEAD: stage 1's loads ahead, whatever the load's size (the plan's `_ahead` replaced).
-    patches = [(training, {("_ahead" if name == "AHEAD" else name):
-                           ((lambda load_bytes, a=value: a) if name == "AHEAD" else value)
-                           for name, value in setting.items()}, setting)
+    patches = [(training, dict(_patch(name, value) for name, value in setting.items()), setting)
                for training, setting in settings]
     defaults = {name: getattr(bn, name) for _, patch, _ in patches for name in patch}
     rows = []
@@ -142,6 +156,11 @@ def summary(line):
 SWEEPS = {
     "--l2-order": [(True, {"L2_ORDER": order}) for order in (False, True)],
     "--ahead": [(training, {"AHEAD": a}) for training in (False, True) for a in (1, 2, 4, 8)],
+    # MASKED off (single elements), the rule (MASKED_MAX_SLOTS), then at most 4 or 2 elements
+    # per vector with the rule's slot limit lifted.
+    "--masked": [(training, setting) for training in (False, True)
+                 for setting in ({"MASKED_MAX_SLOTS": 0}, {}, {"MASKED_MAX_SLOTS": 2,
+                                 "MASKED_WIDTH": 4}, {"MASKED_MAX_SLOTS": 2, "MASKED_WIDTH": 2})],
 }
 
 

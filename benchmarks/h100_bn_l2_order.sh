@@ -16,7 +16,7 @@ if [ "$1" = final ]; then
   fi
   exit 0
 fi
-timeout 200 python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT \
-  > $OUT/l2-order.txt 2>&1
-echo "l2-order rc=$?"
-python3 benchmarks/bn_grad_parts.py --summary $OUT/l2-order.txt
+timeout ${SWEEP_TIMEOUT:-200} python3 benchmarks/bn_grad_parts.py ${SWEEP:---l2-order} --out $OUT \
+  > $OUT/sweep.txt 2>&1
+echo "sweep rc=$?"
+python3 benchmarks/bn_grad_parts.py --summary $OUT/sweep.txt

@@ -36,11 +36,12 @@
 // Constants: K_SIZES and the strides over the kept dimensions K of X, dY, Mean, Variance, and
 //   with WRITE_DX dX and Scale, R_SIZES and the strides over the reduced dimensions R of X, dY
 //   (and dX) (8 dimensions each, right-aligned, in elements; K and R coalesced on the host);
-//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's); a lane loads AHEAD
-//   vectors (or elements) before it adds the first, the same bits for any AHEAD. With FINISH,
-//   N_R (the reduced element count as a float) and the strides over K of the two parameter
-//   gradients.
-// Push constants: channels, reduced (elements per channel), chunks (per channel), groups.
+//   VEC is 1, 2, 4 or 8 (with WRITE_DX, dX's vectors are aligned like dY's; with MASKED,
+//   R_SIZES7 is the padded run, see MASKED); a lane loads AHEAD vectors (or elements) before it
+//   adds the first, the same bits for any AHEAD. With FINISH, N_R (the reduced element count as
+//   a float) and the strides over K of the two parameter gradients.
+// Push constants: channels, reduced (elements per channel; with MASKED, padded elements),
+//   chunks (per channel), groups.
 // Dispatch: up to 65535 workgroups; a workgroup-stride loop over groups * chunks work items
 //   (uniform per workgroup, so the barriers inside are in uniform control flow).
 #version 450
@@ -79,6 +80,15 @@ layout(constant_id = 115) const bool CHUNK_MAJOR = false;
 // Vectors (or single elements, VEC 1) a lane loads before it adds the first of them: bytes in
 // flight where loads are small and the one-pass plan's invocations few.
 layout(constant_id = 116) const uint AHEAD = 1;
+// MASKED (VEC > 1 where the innermost reduced run of RUN elements is contiguous but its
+// vectors are not aligned, such as float16 rows of 7x7): each run is read as the aligned
+// vectors that hold it, R_SIZES7 = VEC * (vectors a run can touch), and the elements of a vector
+// outside the run count as 0 in the sums; dX stores only the run's own elements (the run's
+// first and last words through STORE_HALF_BITS when they hold another run's float16 half).
+// X, dY and dX agree in every stride modulo VEC, so a run starts at the same place in a
+// vector in all three.
+layout(constant_id = 117) const bool MASKED = false;
+layout(constant_id = 118) const uint RUN = 1;
 
 const uint LR = WG / LK;
 const uint LOAD_BYTES = VEC * (IS_F16 ? 2u : 4u);  // one load of X or dY (VEC > 1)
@@ -153,9 +163,16 @@ vec4 sums4(vec4 g, vec4 a) {
 }
 vec4 sums2(vec2 g, vec2 a) { return vec4(g.x + g.y, a.x + a.y, g.x * a.x + g.y * a.y, 0.0); }
 
-vec4 half_sums(uvec2 gw, uvec2 xw, float m) {
-    return sums4(vec4(unpackHalf2x16(gw.x), unpackHalf2x16(gw.y)),
-                 vec4(unpackHalf2x16(xw.x), unpackHalf2x16(xw.y)) - m);
+// v with the elements whose bit in `mask` is 0 replaced by 0 (a select: NaN or Inf outside the
+// run stays out of the sums).
+vec4 keep(vec4 v, uint mask) {
+    return mix(vec4(0.0), v, notEqual(uvec4(mask) & uvec4(1u, 2u, 4u, 8u), uvec4(0u)));
+}
+vec2 keep(vec2 v, uint mask) { return keep(vec4(v, 0.0, 0.0), mask).xy; }
+
+vec4 half_sums(uvec2 gw, uvec2 xw, float m, uint mask) {
+    return sums4(keep(vec4(unpackHalf2x16(gw.x), unpackHalf2x16(gw.y)), mask),
+                 keep(vec4(unpackHalf2x16(xw.x), unpackHalf2x16(xw.y)) - m, mask));
 }
 
 // dY words times the coefficient, as words (float16: two halves per word, rounded once).
@@ -187,28 +204,45 @@ void load_vectors(uvec3 o, out uvec4 xw, out uvec4 gw) {
     }
 }
 
-// The sums of one vector's elements (X words xw, dY words gw, as load_vectors gives them).
-vec4 vector_sums(uvec4 xw, uvec4 gw, float m) {
+// The sums of one vector's elements (X words xw, dY words gw, as load_vectors gives them) whose
+// bits are set in `mask` (bit i: element i of the vector; all of them unless MASKED).
+vec4 vector_sums(uvec4 xw, uvec4 gw, float m, uint mask) {
     if (VEC == 1u) {
         const float gy = uintBitsToFloat(gw.x);
         const float a = uintBitsToFloat(xw.x) - m;
         return vec4(gy, a, gy * a, 0.0);
     }
     if (LOAD_BYTES == 16u) {
-        if (IS_F16) return half_sums(gw.xy, xw.xy, m) + half_sums(gw.zw, xw.zw, m);
-        return sums4(uintBitsToFloat(gw), uintBitsToFloat(xw) - m);
+        if (IS_F16) return half_sums(gw.xy, xw.xy, m, mask) + half_sums(gw.zw, xw.zw, m, mask >> 4);
+        return sums4(keep(uintBitsToFloat(gw), mask), keep(uintBitsToFloat(xw) - m, mask));
     }
     if (LOAD_BYTES == 8u) {
-        if (IS_F16) return half_sums(gw.xy, xw.xy, m);
-        return sums2(uintBitsToFloat(gw.xy), uintBitsToFloat(xw.xy) - m);
+        if (IS_F16) return half_sums(gw.xy, xw.xy, m, mask);
+        return sums2(keep(uintBitsToFloat(gw.xy), mask), keep(uintBitsToFloat(xw.xy) - m, mask));
     }
-    return sums2(unpackHalf2x16(gw.x), unpackHalf2x16(xw.x) - m);
+    return sums2(keep(unpackHalf2x16(gw.x), mask), keep(unpackHalf2x16(xw.x) - m, mask));
 }
 
-// WRITE_DX: dX of one vector (dY words gw) at dX element offset o.
-void store_dx(uint o, uvec4 gw, float coef) {
+// WRITE_DX: dX of one vector (dY words gw) at dX element offset o, the elements in `mask`.
+void store_dx(uint o, uvec4 gw, float coef, uint mask) {
     if (VEC == 1u) {
         STORE(dx, o, uintBitsToFloat(gw.x) * coef)
+    } else if (mask != (1u << VEC) - 1u) {  // MASKED, a run's first or last vector
+        const uint e = o - o % VEC;  // the vector's first element
+        for (uint w = 0u; w < LOAD_BYTES / 4u; ++w) {
+            const uint word = scaled(gw[w], coef);
+            if (!IS_F16) {
+                if ((mask & (1u << w)) != 0u) dx[e + w] = word;
+            } else if (((mask >> (2u * w)) & 3u) == 3u) {
+                dx[e / 2u + w] = word;
+            } else {  // one half of the word is this run's; the other may be another's
+                for (uint h = 0u; h < 2u; ++h) {
+                    if ((mask & (1u << (2u * w + h))) != 0u) {
+                        STORE_HALF_BITS(dx, e + 2u * w + h, (word >> (16u * h)) & 0xFFFFu)
+                    }
+                }
+            }
+        }
     } else if (LOAD_BYTES == 16u) {
         dx_uvec4[o / VEC] = scaled(gw, coef);
     } else if (LOAD_BYTES == 8u) {
@@ -216,6 +250,19 @@ void store_dx(uint o, uvec4 gw, float coef) {
     } else {
         dx[o / 2u] = scaled(gw.x, coef);
     }
+}
+
+// MASKED: the elements of the vector at padded index r (a multiple of VEC; its innermost
+// coordinate r % R_SIZES7 counts from the aligned vector that holds the run's first element)
+// and element offset o that lie in the run, as bits; 0 when the vector is past the run's end.
+// Otherwise every element.
+uint run_mask(uint r, uint o) {
+    if (!MASKED) return (1u << VEC) - 1u;
+    const int first = int(o % VEC) - int(r % R_SIZES7);  // the run's, in this vector
+    const int end = first + int(RUN);
+    if (end <= 0) return 0u;
+    const uint lo = uint(max(first, 0)), hi = uint(min(end, int(VEC)));
+    return ((1u << hi) - 1u) & ~((1u << lo) - 1u);
 }
 
 void main() {
@@ -245,19 +292,20 @@ void main() {
             for (uint i = 0u; i < ITERS; i += AHEAD) {
                 uvec4 xw[AHEAD], gw[AHEAD];
                 uvec3 o[AHEAD];
-                bool ok[AHEAD];
+                uint mask[AHEAD];  // the elements to add and store; 0: none
                 for (uint u = 0u; u < AHEAD; ++u) {
                     const uint r = (r0 + (i + u) * LR) * VEC;
-                    ok[u] = i + u < ITERS && r < reduced;
-                    if (ok[u]) {
+                    mask[u] = 0u;
+                    if (i + u < ITERS && r < reduced) {
                         o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
-                        load_vectors(o[u], xw[u], gw[u]);
+                        mask[u] = run_mask(r, o[u].x);
+                        if (mask[u] != 0u) load_vectors(o[u], xw[u], gw[u]);
                     }
                 }
                 for (uint u = 0u; u < AHEAD; ++u) {
-                    if (ok[u]) {
-                        acc += vector_sums(xw[u], gw[u], m);
-                        if (WRITE_DX) store_dx(o[u].z, gw[u], coef);
+                    if (mask[u] != 0u) {
+                        acc += vector_sums(xw[u], gw[u], m, mask[u]);
+                        if (WRITE_DX) store_dx(o[u].z, gw[u], coef, mask[u]);
                     }
                 }
             }

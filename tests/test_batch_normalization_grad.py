@@ -7,6 +7,7 @@ any summation order's error), plus one float16 rounding of the result for float1
 """
 
 import collections
+import math
 import dataclasses
 
 import numpy as np
@@ -357,16 +358,22 @@ def test_one_pass_in_place(device, rng, op, monkeypatch):
                 test_operators.check_in_place(device, RECORDS[op], case, layout, dtype)
 
 
-# (shape, statistics shape, dtype, one pass forced, VEC): each stage-1 load size (16, 8 and 4 bytes,
-# single float32 and float16 elements), in one pass and in two stages with several chunks per
-# channel (CHUNK_MAJOR orders them).
-AHEAD_CASES = [((3, 10, 700), (1, 10, 1), np.float32, True, 4),  # 16 bytes, AHEAD 1
-               ((3, 4, 14, 14), (1, 4, 1, 1), np.float16, True, 4),  # 8 bytes, AHEAD 2
-               ((2, 3, 66), (1, 3, 1), np.float16, False, 2),  # 4 bytes (2 float16), AHEAD 4
-               ((2, 5, 257), (1, 5, 1), np.float32, True, 1),  # single float32, AHEAD 4
-               ((8, 5, 1001), (1, 5, 1), np.float32, False, 1),  # single float32, 2 chunks
-               ((7, 3, 49), (1, 3, 1), np.float16, True, 1),  # single float16, AHEAD 8
-               ((4, 3, 2500), (1, 3, 1), np.float16, False, 4)]  # 8 bytes, 3 chunks
+# (shape, statistics shape, dtype, one pass forced, VEC, MASKED): each stage-1 load size (16, 8
+# and 4 bytes, single float32 and float16 elements), aligned and MASKED (runs of 257, 1001, 49, 13
+# and 9 elements), in one pass and in two stages with several chunks per channel (CHUNK_MAJOR
+# orders them).
+AHEAD_CASES = [((3, 10, 700), (1, 10, 1), np.float32, True, 4, False),  # 16 bytes, AHEAD 1
+               ((3, 4, 14, 14), (1, 4, 1, 1), np.float16, True, 4, False),  # 8 bytes, AHEAD 2
+               ((2, 3, 66), (1, 3, 1), np.float16, False, 2, False),  # 4 bytes (2 float16)
+               ((300, 5, 3), (1, 5, 1), np.float32, True, 1, False),  # single float32, AHEAD 4
+               ((1500, 5, 3), (1, 5, 1), np.float32, False, 1, False),  # the same, 2 chunks
+               ((300, 3, 3), (1, 3, 1), np.float16, True, 1, False),  # single float16, AHEAD 8
+               ((4, 3, 2500), (1, 3, 1), np.float16, False, 4, False),  # 8 bytes, 3 chunks
+               ((2, 5, 257), (1, 5, 1), np.float32, True, 4, True),  # 16 bytes, masked
+               ((8, 5, 1001), (1, 5, 1), np.float32, False, 4, True),  # the same, 2 chunks
+               ((7, 3, 7, 7), (1, 3, 1, 1), np.float16, True, 8, True),  # 16 bytes, masked
+               ((300, 3, 13), (1, 3, 1), np.float16, False, 4, True),  # 8 bytes, 2 chunks
+               ((12, 3, 9), (1, 3, 1), np.float16, True, 2, True)]  # 4 bytes, masked
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -378,7 +385,7 @@ def test_loads_ahead_and_l2_order_keep_the_bits(device, rng, op, monkeypatch):
     before writing it."""
     import test_operators
     settings = [(1, False), (None, True), (3, True), (8, False)]  # (AHEAD or the rule, L2_ORDER)
-    for shape, stat, dtype, one_pass, vec in AHEAD_CASES:
+    for shape, stat, dtype, one_pass, vec, masked in AHEAD_CASES:
         monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
         arrays = make_inputs(rng, shape, stat, dtype, op)
         desc = describe(op, *arrays, 1e-3)
@@ -389,7 +396,8 @@ def test_loads_ahead_and_l2_order_keep_the_bits(device, rng, op, monkeypatch):
                     m.setattr(bn, "_ahead", lambda load_bytes, a=ahead: a)
                 m.setattr(bn, "L2_ORDER", l2_order)
                 stage1 = desc.plan(device.limits).dispatches[0]
-                assert (stage1.constant("FINISH"), stage1.constant("VEC")) == (one_pass, vec)
+                assert (stage1.constant("FINISH"), stage1.constant("VEC"),
+                        stage1.constant("MASKED")) == (one_pass, vec, masked), shape
                 assert stage1.constant("CHUNK_MAJOR") == (l2_order and op == TRAINING)
                 got = run_compiled(device, desc, arrays)
                 if first is None:
@@ -415,8 +423,10 @@ def test_plan_loads_ahead_and_l2_order():
             ((32, 64, 112, 112), (1, 64, 1, 1), F16, 8, 1),
             ((256, 256, 14, 14), (1, 256, 1, 1), F16, 4, 2),  # 8-byte loads
             ((2, 3, 66), (1, 3, 1), F16, 2, 4),  # 4-byte loads
-            ((256, 512, 7, 7), (1, 512, 1, 1), F32, 1, 4),  # single elements
-            ((256, 512, 7, 7), (1, 512, 1, 1), F16, 1, 8)):
+            ((256, 512, 7, 7), (1, 512, 1, 1), F32, 4, 1),  # 16-byte loads, MASKED
+            ((256, 512, 7, 7), (1, 512, 1, 1), F16, 8, 1),
+            ((300, 5, 3), (1, 5, 1), F32, 1, 4),  # single elements
+            ((300, 5, 3), (1, 5, 1), F16, 1, 8)):
         for op in OPS:
             stage1 = plan_of(op, sizes, stat, dtype=dtype).dispatches[0]
             assert (stage1.constant("VEC"), stage1.constant("AHEAD")) == (vec, ahead), sizes
@@ -426,6 +436,104 @@ def test_plan_loads_ahead_and_l2_order():
     assert one.dispatches[-1].constant("REVERSE")
     assert not plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1)).dispatches[0] \
         .constant("CHUNK_MAJOR")
+
+
+def test_plan_masked_runs():
+    """MASKED: runs (the innermost reduced dimension, contiguous) whose vectors are not aligned
+    are read as the aligned vectors holding them, the widest whose slots stay within
+    MASKED_MAX_SLOTS times the run, where X and dY agree in every stride modulo that width;
+    BATCH_NORMALIZATION_GRAD then stores dX in stage 1, float16 too."""
+    def stage1(sizes, stat, dtype, strides=None, op=GRAD):
+        return plan_of(op, sizes, stat, strides, dtype).dispatches[0]
+
+    for sizes, dtype, vec, run, padded in (
+            ((256, 512, 7, 7), F16, 8, 49, 56), ((256, 512, 7, 7), F32, 4, 49, 52),
+            ((12, 3, 9), F16, 2, 9, 10),  # 8 and 4 would pad 9 to 16 and 12
+            ((300, 3, 13), F16, 4, 13, 16), ((2, 5, 257), F32, 4, 257, 260)):
+        stat = (1, sizes[1]) + (1,) * (len(sizes) - 2)
+        for op in OPS:
+            p = plan_of(op, sizes, stat, dtype=dtype)
+            s = p.dispatches[0]
+            assert (s.constant("VEC"), s.constant("MASKED"), s.constant("RUN")) == \
+                (vec, True, run), (sizes, dtype)
+            assert s.constant("R_SIZES")[-1] == padded
+            assert dict(s.push)["reduced"] == math.prod(sizes) // sizes[1] // run * padded
+            assert s.constant("WRITE_DX") == (op == GRAD)
+            if op == GRAD:  # no element-wise dX pass
+                assert [d.kernel for d in p.dispatches][-1] != "batch_normalization_grad_output"
+                assert "batch_normalization_grad_output_packed" not in [
+                    d.kernel for d in p.dispatches]
+    # Runs of 3: any vector would hold more than 1.25 times the run: single elements.
+    assert (stage1((300, 5, 3), (1, 5, 1), F16).constant("VEC"),
+            stage1((300, 5, 3), (1, 5, 1), F16).constant("MASKED")) == (1, False)
+    # Padded rows: X and dY alike (odd row stride 52) are masked; then a dY stride that
+    # differs modulo 8 and 4 but not 2 gets 2-element vectors.
+    rows = (3 * 52, 52, 1)
+    assert stage1((4, 3, 49), (1, 3, 1), F16, rows).constant("VEC") == 8
+    x = TensorDesc(F16, (4, 3, 49), rows)
+    dy = TensorDesc(F16, (4, 3, 49), (3 * 54, 54, 1))
+    m = TensorDesc(F16, (1, 3, 1))
+    p = DESCS[GRAD](x, dy, m, m, m, TensorDesc(F16, (4, 3, 49)), m, m, 1e-5).plan(
+        Limits(local_size=256))
+    assert (p.dispatches[0].constant("VEC"), p.dispatches[0].constant("MASKED")) == (2, True)
+    assert not p.dispatches[0].constant("WRITE_DX")  # dX's strides are not dY's
+    # Channels innermost (NHWC) are never masked.
+    nhwc = stage1((8, 3, 7, 7), (1, 3, 1, 1), F16, (147, 1, 21, 3))
+    assert not nhwc.constant("MASKED")
+
+
+def _strided(values, strides, size, fill):
+    """A flat buffer of `size` elements holding `values` at element `strides`, `fill` between."""
+    raw = np.full(size, fill, values.dtype)
+    view = np.lib.stride_tricks.as_strided(raw, values.shape,
+                                           [st * raw.itemsize for st in strides])
+    view[...] = values
+    return raw, view
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_masked_runs_see_only_their_elements(device, rng, op, dtype):
+    """A masked vector holds elements of the neighbouring runs (other channels, or the
+    padding between rows): they must not reach the sums, and dX must not be stored over
+    them. Non-finite values in one channel's X and dY and NaN in the row padding leave every
+    other channel as the oracle has it; the padding of a strided dX keeps its contents."""
+    np_dtype, dtype = dtype, DataType.from_numpy(dtype, "", "")
+    shape, stat = (6, 5, 49), (1, 5, 1)
+    for pad in (0, 3):  # packed, and rows of 52 (odd)
+        row = 49 + pad
+        strides = (5 * row, row, 1)
+        size = 6 * 5 * row + 8
+        x, dy, mean, var, scale = make_inputs(rng, shape, stat, np_dtype, op)
+        x[2, 1, 10], dy[3, 1, 48], x[0, 3, 0] = np.inf, np.nan, -np.inf
+        raw_x, x = _strided(x, strides, size, np.nan)
+        raw_dy, dy = _strided(dy, strides, size, np.nan)
+        xd = TensorDesc(dtype, shape, strides)
+        md = TensorDesc(dtype, stat)
+        desc = DESCS[op](xd, xd, md, md, md, xd, md, md, 1e-3)
+        assert desc.plan(device.limits).dispatches[0].constant("MASKED")
+        compiled = device.compile(desc)
+        dx = device.upload(np.full(size, 99, np_dtype))
+        ds, db = device.empty(md), device.empty(md)
+        compiled(input_tensor=device.upload(raw_x), input_gradient_tensor=device.upload(raw_dy),
+                 mean_tensor=device.upload(mean), variance_tensor=device.upload(var),
+                 scale_tensor=device.upload(scale), output_gradient_tensor=dx,
+                 output_scale_gradient_tensor=ds, output_bias_gradient_tensor=db)
+        raw_dx = dx.numpy()
+        got_dx = np.lib.stride_tricks.as_strided(raw_dx, shape,
+                                                 [st * raw_dx.itemsize for st in strides])
+        gaps = _strided(np.zeros(shape, bool), strides, size, True)[0]
+        np.testing.assert_array_equal(raw_dx[gaps], 99, err_msg=f"pad {pad}: dX padding")
+        got = (got_dx, ds.numpy(), db.numpy())
+        with np.errstate(invalid="ignore"):  # the poisoned channels
+            want = FUNCTIONS[op][1](x, dy, mean, var, scale, 1e-3)
+        for name, g, w in zip(NAMES, got, want):
+            np.testing.assert_array_equal(np.isfinite(g), np.isfinite(w), err_msg=name)
+        clean = [c for c in range(5) if c not in (1, 3)]
+        sub = [a[:, clean] for a in (x, dy, mean, var, scale)]
+        assert_outputs(bn.BatchNormalizationGradResult(got_dx[:, clean], got[1][:, clean],
+                                                       got[2][:, clean]),
+                       FUNCTIONS[op][1](*sub, 1e-3), magnitudes(op, *sub, 1e-3), np_dtype)
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -102,6 +102,10 @@ L2_ORDER = True
 # [256,256,14,14] (8-byte loads, AHEAD 2) 85.5 -> 91.9% of copy, float32 [256,512,7,7] (single
 # elements, AHEAD 4) 73.5 -> 92.1%; 16-byte loads gain nothing from more (benchmarks/RESULTS.md).
 LOAD_BYTES_AHEAD = 16
+# MASKED: where the innermost reduced run is contiguous but not a multiple of any vector width
+# (7x7 rows), stage 1 reads it as the aligned vectors that hold it, masking the elements of
+# neighbouring runs, so long as those vectors hold at most this many times the run's elements.
+MASKED_MAX_SLOTS = 1.25
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -271,18 +275,25 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         t["output_scale_gradient_tensor"], t["output_bias_gradient_tensor"])
     rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
                                        t["input_gradient_tensor"], t["output_gradient_tensor"])
-    vec = 1
+    vec, run, slots = 1, 0, n  # run: MASKED's run length (0: off); slots: n, padded
     if not axes.kept_innermost:
-        vec = next((w for w in ((8, 4, 2) if is_f16 else (4, 2))
+        widths = (8, 4, 2) if is_f16 else (4, 2)
+        vec = next((w for w in widths
                     if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
+        if vec == 1:
+            vec = _masked_width(widths, ksizes, (kx, kdy), rsizes, (rx, rdy))
+            if vec > 1:
+                run = rsizes[-1]
+                rsizes = list(rsizes[:-1]) + [_padded_run(run, vec)]
+                slots = n // run * rsizes[-1]
 
     def lanes(width):
         """(LK, LR, channel groups, ITERS of one chunk per channel) at workgroup `width`."""
         if axes.kept_innermost:
             k = min(_pow2_floor(width), K_FAST_MAX, _pow2_ceil(channels))
         else:
-            k = max(1, _pow2_floor(width) // _pow2_ceil(-(-n // vec)))
-        return k, width // k, -(-channels // k), -(-n // (width // k * vec))
+            k = max(1, _pow2_floor(width) // _pow2_ceil(-(-slots // vec)))
+        return k, width // k, -(-channels // k), -(-slots // (width // k * vec))
 
     def one_pass(width):  # whether stage 1 at `width` may finish every channel
         _, _, g, it = lanes(width)
@@ -300,14 +311,14 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     # read once), where dX's vectors line up with dY's (float16 single elements would need
     # atomics: there the element-wise kernel does it).
     write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
-                and _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec)
+                and (run > 0 or _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec))
     iters = whole if finish else min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, whole)
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
-    while not _within_loop_limit(limits, channels, groups, -(-n // (iters * lr * vec)), iters,
-                                 finish, wg):
+    while not _within_loop_limit(limits, channels, groups, -(-slots // (iters * lr * vec)),
+                                 iters, finish, wg):
         iters *= 2
-    chunks = -(-n // (iters * lr * vec))
+    chunks = -(-slots // (iters * lr * vec))
     partials = Dispatch(
         "batch_normalization_grad_partials",
         _bind("x", "dy", "mean", "variance", "scale", "dx", "partials", "dscale", "dbias",
@@ -320,8 +331,9 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx,
                        FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
                        CHUNK_MAJOR=training and L2_ORDER,
-                       AHEAD=_ahead(vec * x.data_type.element_size)),
-        push=dict(channels=channels, reduced=n, chunks=chunks, groups=groups))
+                       AHEAD=_ahead(vec * x.data_type.element_size), MASKED=run > 0,
+                       RUN=max(run, 1)),
+        push=dict(channels=channels, reduced=slots, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
     output = None
@@ -391,6 +403,30 @@ def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
     others = [(n, s[d]) for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
               for s in strides for d, n in enumerate(sizes[:last])]
     return width if all(n == 1 or st % width == 0 for n, st in others) else 1
+
+
+def _padded_run(run: int, width: int) -> int:
+    """Elements in the aligned vectors of `width` a run of `run` elements can touch, wherever it
+    starts (MASKED)."""
+    return width * ((run + 2 * width - 2) // width)
+
+
+def _masked_width(widths, ksizes, kstrides, rsizes, rstrides) -> int:
+    """MASKED's VEC: the widest of `widths` whose aligned vectors hold every run (the innermost
+    reduced dimension, contiguous in X and dY) in at most MASKED_MAX_SLOTS times its elements,
+    where X and dY agree in every stride modulo the width (a run starts at the same place in a
+    vector in both); else 1."""
+    run = rsizes[-1]
+    if any(s[-1] != 1 for s in rstrides):
+        return 1
+    others = [[(s[d] for s in strides) for d, n in enumerate(sizes[:last]) if n > 1]
+              for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))]
+    others = [tuple(st) for group in others for st in group]
+    for w in widths:
+        if (_padded_run(run, w) <= MASKED_MAX_SLOTS * run
+                and all(len({st % w for st in dim}) == 1 for dim in others)):
+            return w
+    return 1
 
 
 def _elementwise_dims(axes, desc, *tensors, extra=()):
