@@ -255,9 +255,7 @@ void store_dx(uint o, uvec4 gw, float coef, uint mask) {
 // MASKED: the elements of the vector at padded index r (a multiple of VEC; its innermost
 // coordinate r % R_SIZES7 counts from the aligned vector that holds the run's first element)
 // and element offset o that lie in the run, as bits; 0 when the vector is past the run's end.
-// Otherwise every element.
 uint run_mask(uint r, uint o) {
-    if (!MASKED) return (1u << VEC) - 1u;
     const int first = int(o % VEC) - int(r % R_SIZES7);  // the run's, in this vector
     const int end = first + int(RUN);
     if (end <= 0) return 0u;
@@ -288,22 +286,25 @@ void main() {
             // AHEAD vectors are loaded before the first of them is added, so that all loads
             // of a batch are in flight at once; the additions keep their order, so the bits do
             // not depend on AHEAD. Each vector's X and dY are loaded before its dX is stored
-            // (dX may be X's or dY's tensor: IN_PLACE).
+            // (dX may be X's or dY's tensor: IN_PLACE). Offsets (and masks) are computed for
+            // every slot of a batch, used or not, so that only the loads are conditional: with
+            // the offsets inside the condition, the H100 ran float16 single elements at AHEAD 8
+            // no faster than at AHEAD 1 (benchmarks/RESULTS.md).
             for (uint i = 0u; i < ITERS; i += AHEAD) {
                 uvec4 xw[AHEAD], gw[AHEAD];
                 uvec3 o[AHEAD];
-                uint mask[AHEAD];  // the elements to add and store; 0: none
+                bool ok[AHEAD];
+                uint mask[AHEAD];  // MASKED: the elements to add and store
                 for (uint u = 0u; u < AHEAD; ++u) {
                     const uint r = (r0 + (i + u) * LR) * VEC;
-                    mask[u] = 0u;
-                    if (i + u < ITERS && r < reduced) {
-                        o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
-                        mask[u] = run_mask(r, o[u].x);
-                        if (mask[u] != 0u) load_vectors(o[u], xw[u], gw[u]);
-                    }
+                    o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
+                    mask[u] = MASKED ? run_mask(r, o[u].x) : (1u << VEC) - 1u;
+                    // MASKED: the last vector a run can touch may lie past its end
+                    ok[u] = i + u < ITERS && r < reduced && mask[u] != 0u;
+                    if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
                 }
                 for (uint u = 0u; u < AHEAD; ++u) {
-                    if (mask[u] != 0u) {
+                    if (ok[u]) {
                         acc += vector_sums(xw[u], gw[u], m, mask[u]);
                         if (WRITE_DX) store_dx(o[u].z, gw[u], coef, mask[u]);
                     }
