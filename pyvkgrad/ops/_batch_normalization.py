@@ -15,7 +15,9 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
   1. `batch_normalization_grad_partials`: per (channel, chunk of ITERS * lanes elements) the
      sums (dY, X - Mean, dY * (X - Mean)) into the `partials` scratch buffer, spread over as
      many workgroups as there are chunks, so a few large channels still fill a large GPU; a
-     lane keeps LOAD_BYTES_AHEAD bytes of loads in flight (AHEAD);
+     lane keeps LOAD_BYTES_AHEAD bytes of loads in flight (AHEAD). Where the innermost reduced
+     run is contiguous it reads vectors of up to 16 bytes: aligned ones, or (MASKED) the
+     aligned vectors that hold an unaligned run, other runs' elements masked out;
   2. `batch_normalization_grad_finalize`: per channel the fixed-order sum of its partials, the
      scale and bias gradients, and the training grad's coefficients (`coefficients` scratch);
      where there are ONE_PASS_MIN_GROUPS channel groups or more (enough to fill the device
@@ -23,8 +25,9 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
      (FINISH), and there is no stage 2;
   3. OutputGradient, element-wise: `batch_normalization_grad_output[_packed]` (constant
      statistics; it needs no reduction, so it sits between stages 1 and 2 with no barrier
-     before it) or `batch_normalization_training_grad_output[_packed]` (after stage 2; the
-     packed one starts from the end, where stage 1 read last: L2_ORDER).
+     before it; none where stage 1 stores dX as it reads dY: WRITE_DX) or
+     `batch_normalization_training_grad_output[_packed]` (after stage 2; the packed one starts
+     from the end, where stage 1 read last: L2_ORDER).
 
 The shared kernels are named after BATCH_NORMALIZATION_GRAD (`batch_normalization_grad_*`),
 and every kernel's first lines name the operators it serves, so `grep -l
@@ -32,8 +35,9 @@ batch_normalization_training_grad shaders/*.comp` lists all of the training grad
 
 Every sum runs in a fixed order (per invocation at most 16 elements, or 4 pairwise-added
 vectors of up to 16 bytes where the reduced run is contiguous, or up to ONE_PASS_MAX_ITERS of
-either in the one-pass plan; then subgroupAdd, shared memory, and the partials in order): results are bitwise identical run to run, and the error stays near
-float32 rounding for large reductions (a tree, not one long running sum).
+either in the one-pass plan; then subgroupAdd, shared memory, and the partials in order):
+results are bitwise identical run to run, and the error stays near float32 rounding for large
+reductions (a tree, not one long running sum).
 """
 
 from __future__ import annotations
@@ -104,7 +108,11 @@ L2_ORDER = True
 LOAD_BYTES_AHEAD = 16
 # MASKED: where the innermost reduced run is contiguous but not a multiple of any vector width
 # (7x7 rows), stage 1 reads it as the aligned vectors that hold it, masking the elements of
-# neighbouring runs, so long as those vectors hold at most this many times the run's elements.
+# neighbouring runs, so long as those vectors hold at most this many times the run's elements
+# (7x7 float16: 16-byte vectors, 56 slots for 49). On the H100, against single elements: float16
+# [256,512,7,7] 30.2 -> 26.1 us, [128,256,13,13] 32.3 -> 16.4 us; narrower vectors than the
+# widest allowed won some float16 BATCH_NORMALIZATION_GRAD rows and lost most training grad rows
+# (benchmarks/RESULTS.md).
 MASKED_MAX_SLOTS = 1.25
 
 
@@ -419,9 +427,9 @@ def _masked_width(widths, ksizes, kstrides, rsizes, rstrides) -> int:
     run = rsizes[-1]
     if any(s[-1] != 1 for s in rstrides):
         return 1
-    others = [[(s[d] for s in strides) for d, n in enumerate(sizes[:last]) if n > 1]
-              for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))]
-    others = [tuple(st) for group in others for st in group]
+    others = [tuple(s[d] for s in strides)  # a dimension's strides in X and in dY
+              for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
+              for d, n in enumerate(sizes[:last]) if n > 1]
     for w in widths:
         if (_padded_run(run, w) <= MASKED_MAX_SLOTS * run
                 and all(len({st % w for st in dim}) == 1 for dim in others)):
