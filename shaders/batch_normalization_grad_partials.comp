@@ -106,7 +106,8 @@ layout(set = 0, binding = 2) readonly buffer MEAN { uint mean[]; };  // MeanTens
 layout(set = 0, binding = 3) writeonly buffer PARTIALS { vec4 partials[]; };
 layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
 layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };  // ScaleTensor
-// OutputGradientTensor (WRITE_DX; float16 single elements use integer atomics on words)
+// OutputGradientTensor (WRITE_DX; a MASKED run's edge words may hold another run's float16 half:
+// those go through integer atomics)
 layout(set = 0, binding = 6) buffer DX { uint dx[]; };
 layout(set = 0, binding = 6) writeonly buffer DX_UVEC2 { uvec2 dx_uvec2[]; };
 layout(set = 0, binding = 6) writeonly buffer DX_UVEC4 { uvec4 dx_uvec4[]; };
