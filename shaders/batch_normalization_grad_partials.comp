@@ -16,9 +16,10 @@
 // atomics: results are bitwise identical run to run.
 //
 // With VEC > 1 (X and dY walk the innermost reduced dimension contiguously, its size and every
-// other stride a multiple of VEC) a lane reads VEC elements with one load of 16, 8 or 4 bytes
-// (float32: 4 or 2 elements; float16: 8, 4 or 2) and adds them pairwise before its running
-// sum; ITERS then counts vectors, and a chunk is ITERS * LR * VEC elements.
+// other stride a multiple of VEC; or with MASKED, its vectors not aligned) a lane reads VEC
+// elements with one load of 16, 8 or 4 bytes (float32: 4 or 2 elements; float16: 8, 4 or 2)
+// and adds them pairwise before its running sum; ITERS then counts vectors, and a chunk is
+// ITERS * LR * VEC elements (with MASKED, padded elements: see MASKED).
 //
 // FINISH (one chunk per channel: the plan does so where there are channel groups enough to fill
 // the device): the work item that sums a channel's only chunk also finishes it, storing
@@ -186,7 +187,8 @@ uvec4 scaled(uvec4 gw, float coef) {
     return uvec4(scaled(gw.xy, coef), scaled(gw.zw, coef));
 }
 
-// The words of the VEC-element vectors of X and dY at element offsets o (multiples of VEC),
+// The words of the VEC-element vectors of X and dY that hold element offsets o (multiples of
+// VEC; with MASKED not always, and the aligned vector o / VEC holding o is loaded),
 // in xw and gw (words past the vector's are 0); a single element (VEC 1) as float32 bits.
 void load_vectors(uvec3 o, out uvec4 xw, out uvec4 gw) {
     xw = gw = uvec4(0u);

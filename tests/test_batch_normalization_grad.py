@@ -477,6 +477,13 @@ def test_plan_masked_runs():
         Limits(local_size=256))
     assert (p.dispatches[0].constant("VEC"), p.dispatches[0].constant("MASKED")) == (2, True)
     assert not p.dispatches[0].constant("WRITE_DX")  # dX's strides are not dY's
+    # Two reduced dimensions besides the run: the earlier one's strides differ modulo 2 (every
+    # dimension is checked, not only the last).
+    x = TensorDesc(F32, (8, 3, 2, 7), (48, 16, 8, 1))
+    dy = TensorDesc(F32, (8, 3, 2, 7), (49, 16, 8, 1))
+    m = TensorDesc(F32, (1, 3, 1, 1))
+    p = DESCS[GRAD](x, dy, m, m, m, dy, m, m, 1e-5).plan(Limits(local_size=256))
+    assert (p.dispatches[0].constant("VEC"), p.dispatches[0].constant("MASKED")) == (1, False)
     # Channels innermost (NHWC) are never masked.
     nhwc = stage1((8, 3, 7, 7), (1, 3, 1, 1), F16, (147, 1, 21, 3))
     assert not nhwc.constant("MASKED")
@@ -491,29 +498,42 @@ def _strided(values, strides, size, fill):
     return raw, view
 
 
+# (X strides, dY and dX strides, MASKED, slack elements after the last) over (N, C, H, W) =
+# (6, 5, 3, 49), statistics over C: packed (H and W coalesce to runs of 147); rows padded to 52
+# alike (runs of 49; the buffers end at the last element); and dY's N stride odd where X's is
+# even, congruent in every later stride (single elements: a mask from X's offsets would shift
+# dY's and dX's elements).
+MASKED_LAYOUTS = [((735, 147, 49, 1), (735, 147, 49, 1), True, 8),
+                  ((780, 156, 52, 1), (780, 156, 52, 1), True, 0),
+                  ((780, 156, 52, 1), (781, 156, 52, 1), False, 0)]
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OPS)
 def test_masked_runs_see_only_their_elements(device, rng, op, dtype):
     """A masked vector holds elements of the neighbouring runs (other channels, or the
     padding between rows): they must not reach the sums, and dX must not be stored over
-    them. Non-finite values in one channel's X and dY and NaN in the row padding leave every
-    other channel as the oracle has it; the padding of a strided dX keeps its contents."""
+    them. Non-finite values in two channels' X and dY and NaN in the row padding leave every
+    other channel as the oracle has it; the padding of a strided dX keeps its contents; X and
+    dY that disagree in a stride modulo the vector width are not masked."""
     np_dtype, dtype = dtype, DataType.from_numpy(dtype, "", "")
-    shape, stat = (6, 5, 49), (1, 5, 1)
-    for pad in (0, 3):  # packed, and rows of 52 (odd)
-        row = 49 + pad
-        strides = (5 * row, row, 1)
-        size = 6 * 5 * row + 8
+    shape, stat = (6, 5, 3, 49), (1, 5, 1, 1)
+    for x_strides, dy_strides, masked, slack in MASKED_LAYOUTS:
+        size = [sum((n - 1) * st for n, st in zip(shape, strides)) + 1 + slack
+                for strides in (x_strides, dy_strides)]
         x, dy, mean, var, scale = make_inputs(rng, shape, stat, np_dtype, op)
-        x[2, 1, 10], dy[3, 1, 48], x[0, 3, 0] = np.inf, np.nan, -np.inf
-        raw_x, x = _strided(x, strides, size, np.nan)
-        raw_dy, dy = _strided(dy, strides, size, np.nan)
-        xd = TensorDesc(dtype, shape, strides)
+        x[2, 1, 0, 10], dy[3, 1, 2, 48], x[0, 3, 0, 0] = np.inf, np.nan, -np.inf
+        raw_x, x = _strided(x, x_strides, size[0], np.nan)
+        raw_dy, dy = _strided(dy, dy_strides, size[1], np.nan)
+        xd, dyd = TensorDesc(dtype, shape, x_strides), TensorDesc(dtype, shape, dy_strides)
         md = TensorDesc(dtype, stat)
-        desc = DESCS[op](xd, xd, md, md, md, xd, md, md, 1e-3)
-        assert desc.plan(device.limits).dispatches[0].constant("MASKED")
+        desc = DESCS[op](xd, dyd, md, md, md, dyd, md, md, 1e-3)
+        stage1 = desc.plan(device.limits).dispatches[0]
+        assert stage1.constant("MASKED") == masked, (x_strides, dy_strides)
+        assert stage1.constant("WRITE_DX") == (masked and op == GRAD and dtype == F16
+                                               or op == GRAD and dtype == F32)
         compiled = device.compile(desc)
-        dx = device.upload(np.full(size, 99, np_dtype))
+        dx = device.upload(np.full(size[1], 99, np_dtype))
         ds, db = device.empty(md), device.empty(md)
         compiled(input_tensor=device.upload(raw_x), input_gradient_tensor=device.upload(raw_dy),
                  mean_tensor=device.upload(mean), variance_tensor=device.upload(var),
@@ -521,9 +541,9 @@ def test_masked_runs_see_only_their_elements(device, rng, op, dtype):
                  output_scale_gradient_tensor=ds, output_bias_gradient_tensor=db)
         raw_dx = dx.numpy()
         got_dx = np.lib.stride_tricks.as_strided(raw_dx, shape,
-                                                 [st * raw_dx.itemsize for st in strides])
-        gaps = _strided(np.zeros(shape, bool), strides, size, True)[0]
-        np.testing.assert_array_equal(raw_dx[gaps], 99, err_msg=f"pad {pad}: dX padding")
+                                                 [st * raw_dx.itemsize for st in dy_strides])
+        gaps = _strided(np.zeros(shape, bool), dy_strides, size[1], True)[0]
+        np.testing.assert_array_equal(raw_dx[gaps], 99, err_msg=f"{dy_strides}: dX padding")
         got = (got_dx, ds.numpy(), db.numpy())
         with np.errstate(invalid="ignore"):  # the poisoned channels
             want = FUNCTIONS[op][1](x, dy, mean, var, scale, 1e-3)

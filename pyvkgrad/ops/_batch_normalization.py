@@ -104,12 +104,15 @@ L2_ORDER = True
 # (too few invocations to hide latency with 8-byte or smaller loads), and two-stage plans
 # with single elements gain too: on the H100, float16
 # [256,256,14,14] (8-byte loads, AHEAD 2) 85.5 -> 91.9% of copy, float32 [256,512,7,7] (single
-# elements, AHEAD 4) 73.5 -> 92.1%; 16-byte loads gain nothing from more (benchmarks/RESULTS.md).
+# elements, AHEAD 4, before MASKED vectors took such rows) 73.5 -> 92.1%; 16-byte loads gain
+# nothing from more, masked ones included (benchmarks/RESULTS.md).
 LOAD_BYTES_AHEAD = 16
-# MASKED: where the innermost reduced run is contiguous but not a multiple of any vector width
-# (7x7 rows), stage 1 reads it as the aligned vectors that hold it, masking the elements of
-# neighbouring runs, so long as those vectors hold at most this many times the run's elements
-# (7x7 float16: 16-byte vectors, 56 slots for 49). On the H100, against single elements: float16
+# MASKED: where the innermost reduced run is contiguous but its vectors are not aligned (its
+# length, or another stride, not a multiple of any vector width: 7x7 rows, padded rows), stage 1
+# reads it as the aligned vectors that hold it, masking the elements of neighbouring runs and
+# padding, so long as those vectors hold at most this many times the run's elements. 1.25 lets
+# every measured shape take 16-byte vectors (7x7 float16: 56 slots for 49) and leaves runs of 3
+# on single elements (not measured). On the H100, against single elements: float16
 # [256,512,7,7] 30.2 -> 26.1 us, [128,256,13,13] 32.3 -> 16.4 us; narrower vectors than the
 # widest allowed won some float16 BATCH_NORMALIZATION_GRAD rows and lost most training grad rows
 # (benchmarks/RESULTS.md).
