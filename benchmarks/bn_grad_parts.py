@@ -11,13 +11,14 @@ width exact: the plan's widening is held to it).
 --l2-order: instead, the training grad with and without its L2 order (`L2_ORDER`, patched:
 stage 1 over chunks of all channels at once, dX last vector first); --ahead: both operators
 with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched); --masked: both
-operators with MASKED off, by its rule, and with narrower vectors. Each timed warm
+operators with MASKED off, by its rule, and with narrower vectors; --plan: both operators as
+planned, in two stages, and with wider one-pass workgroups. Each timed warm
 (replays back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
-                                        [--one-pass | --l2-order | --ahead | --masked]
-                                        [--shapes NxCxHxW,...]  (with the last three)
+                                        [--one-pass | --l2-order | --ahead | --masked | --plan]
+                                        [--shapes NxCxHxW,...]  (with the last four)
     python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
 """
 import argparse
@@ -161,6 +162,12 @@ SWEEPS = {
     "--masked": [(training, setting) for training in (False, True)
                  for setting in ({"MASKED_MAX_SLOTS": 0}, {}, {"MASKED_MAX_SLOTS": 2,
                                  "MASKED_WIDTH": 4}, {"MASKED_MAX_SLOTS": 2, "MASKED_WIDTH": 2})],
+    # The plan: as chosen, two stages instead of one pass, one-pass workgroups twice and four
+    # times as wide (up to 1024).
+    "--plan": [(training, setting) for training in (False, True)
+               for setting in ({}, {"ONE_PASS_MIN_GROUPS": 2**62},
+                               {"ONE_PASS_INVOCATIONS": 2**18, "ONE_PASS_MAX_WG": 1024},
+                               {"ONE_PASS_INVOCATIONS": 2**19, "ONE_PASS_MAX_WG": 1024})],
 }
 
 
