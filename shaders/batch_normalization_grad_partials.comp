@@ -93,6 +93,7 @@ layout(constant_id = 118) const uint RUN = 1;
 
 const uint LR = WG / LK;
 const uint LOAD_BYTES = VEC * (IS_F16 ? 2u : 4u);  // one load of X or dY (VEC > 1)
+const uint WHOLE_VECTOR = (1u << VEC) - 1u;  // a mask of every element of a vector
 #include "workgroup_sums.glsl"
 
 // InputTensor and InputGradientTensor, each also viewed as uvec2 and uvec4 for VEC > 1
@@ -230,7 +231,7 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m, uint mask) {
 void store_dx(uint o, uvec4 gw, float coef, uint mask) {
     if (VEC == 1u) {
         STORE(dx, o, uintBitsToFloat(gw.x) * coef)
-    } else if (mask != (1u << VEC) - 1u) {  // MASKED, a run's first or last vector
+    } else if (mask != WHOLE_VECTOR) {  // MASKED, a run's first or last vector
         const uint e = o - o % VEC;  // the vector's first element
         for (uint w = 0u; w < LOAD_BYTES / 4u; ++w) {
             const uint word = scaled(gw[w], coef);
@@ -301,7 +302,7 @@ void main() {
                 for (uint u = 0u; u < AHEAD; ++u) {
                     const uint r = (r0 + (i + u) * LR) * VEC;
                     o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
-                    mask[u] = MASKED ? run_mask(r, o[u].x) : (1u << VEC) - 1u;
+                    mask[u] = MASKED ? run_mask(r, o[u].x) : WHOLE_VECTOR;
                     // MASKED: the last vector a run can touch may lie past its end
                     ok[u] = i + u < ITERS && r < reduced && mask[u] != 0u;
                     if (ok[u]) load_vectors(o[u], xw[u], gw[u]);

@@ -319,10 +319,9 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         wg = wide if one_pass(wide) else wg
     lk, lr, groups, whole = lanes(wg)
     # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
-    # read once), where dX's vectors line up with dY's (float16 single elements would need
-    # atomics: there the element-wise kernel does it).
-    write_dx = (not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
-                and (run > 0 or _vector_width(vec, ksizes, (kdx,), rsizes, (rdx,)) == vec))
+    # read once), where dX has dY's strides, so its vectors (aligned or MASKED) line up with
+    # dY's (float16 single elements would need atomics: there the element-wise kernel does it).
+    write_dx = not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
     iters = whole if finish else min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, whole)
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
@@ -411,9 +410,16 @@ def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
     strides are multiples of `width`), else 1."""
     if rsizes[-1] % width or any(s[-1] != 1 for s in rstrides):
         return 1
-    others = [(n, s[d]) for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
-              for s in strides for d, n in enumerate(sizes[:last])]
-    return width if all(n == 1 or st % width == 0 for n, st in others) else 1
+    others = _outer_strides(ksizes, kstrides, rsizes, rstrides)
+    return width if all(st % width == 0 for dim in others for st in dim) else 1
+
+
+def _outer_strides(ksizes, kstrides, rsizes, rstrides):
+    """Every dimension but the innermost reduced one (the run), of size > 1: its strides in
+    each tensor, as a tuple."""
+    return [tuple(s[d] for s in strides)
+            for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
+            for d, n in enumerate(sizes[:last]) if n > 1]
 
 
 def _padded_run(run: int, width: int) -> int:
@@ -430,9 +436,7 @@ def _masked_width(widths, ksizes, kstrides, rsizes, rstrides) -> int:
     run = rsizes[-1]
     if any(s[-1] != 1 for s in rstrides):
         return 1
-    others = [tuple(s[d] for s in strides)  # a dimension's strides in X and in dY
-              for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
-              for d, n in enumerate(sizes[:last]) if n > 1]
+    others = _outer_strides(ksizes, kstrides, rsizes, rstrides)
     for w in widths:
         if (_padded_run(run, w) <= MASKED_MAX_SLOTS * run
                 and all(len({st % w for st in dim}) == 1 for dim in others)):
