@@ -90,11 +90,10 @@ void main() {
         STORE(dbias, b, g.dbias)
         STORE(dscale, s.w, g.dscale)
         if (TRAINING) {
+            const vec4 a = dx_coefficients(g, shift);
             for (uint r = 0u; r < reduced; ++r) {
                 const uvec3 o = t + r_offsets(r);
-                const float v = g.alpha * ((LOAD(dy, o.y) - g.mean_dy)
-                                           - ((LOAD(x, o.x) - shift) - g.ma) * g.q);
-                STORE(dx, o.z, v)
+                STORE(dx, o.z, TRAINING_DX(LOAD(x, o.x), LOAD(dy, o.y), a, g.mean_dy))
             }
         }
     }

@@ -14,6 +14,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#define BATCH_NORMALIZATION_TRAINING_DX_ONLY
+#include "batch_normalization_grad.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 DIMS8(uint, SIZES, 2, 1)
@@ -31,8 +33,7 @@ layout(push_constant) uniform Push { uint count; };
 void element(uvec4 o) {
     const vec4 a = coefficients[2u * o.w];
     const float mdy = coefficients[2u * o.w + 1u].x;
-    const float v = a.x * ((LOAD(dy, o.y) - mdy) - ((LOAD(x, o.x) - a.z) - a.w) * a.y);
-    STORE(dx, o.z, v)
+    STORE(dx, o.z, TRAINING_DX(LOAD(x, o.x), LOAD(dy, o.y), a, mdy))
 }
 
 #define ADD_OFFSETS(D, c)                                                               \

@@ -18,6 +18,8 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#define BATCH_NORMALIZATION_TRAINING_DX_ONLY
+#include "batch_normalization_grad.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool SAME = false;
@@ -49,8 +51,8 @@ uint channel(uint i) {
 vec4 coefficients_of(uint k) { return coefficients[2u * k]; }
 float mean_dy(uint k) { return coefficients[2u * k + 1u].x; }
 
-float grad(float xv, float gy, vec4 a, float mdy) {
-    return a.x * ((gy - mdy) - ((xv - a.z) - a.w) * a.y);
+float grad(float xv, float gy, uint k) {
+    return TRAINING_DX(xv, gy, coefficients_of(k), mean_dy(k));
 }
 
 void main() {
@@ -68,12 +70,12 @@ void main() {
                 for (uint w = 0u; w < 4u; ++w) {
                     const vec2 xs = unpackHalf2x16(xw[w]);
                     const vec2 gs = unpackHalf2x16(gw[w]);
-                    outw[w] = packHalf2x16(a.x * ((gs - mdy) - ((xs - a.z) - a.w) * a.y));
+                    outw[w] = packHalf2x16(TRAINING_DX(xs, gs, a, mdy));
                 }
             } else {
                 const vec4 xs = uintBitsToFloat(xw);
                 const vec4 gs = uintBitsToFloat(gw);
-                outw = floatBitsToUint(a.x * ((gs - mdy) - ((xs - a.z) - a.w) * a.y));
+                outw = floatBitsToUint(TRAINING_DX(xs, gs, a, mdy));
             }
         } else if (IS_F16) {
             for (uint w = 0u; w < 4u; ++w) {
@@ -81,8 +83,7 @@ void main() {
                 const vec2 gs = unpackHalf2x16(gw[w]);
                 const uint k0 = channel(base + 2u * w);
                 const uint k1 = channel(base + 2u * w + 1u);
-                outw[w] = packHalf2x16(vec2(grad(xs.x, gs.x, coefficients_of(k0), mean_dy(k0)),
-                                            grad(xs.y, gs.y, coefficients_of(k1), mean_dy(k1))));
+                outw[w] = packHalf2x16(vec2(grad(xs.x, gs.x, k0), grad(xs.y, gs.y, k1)));
             }
         } else {
             const vec4 xs = uintBitsToFloat(xw);
@@ -90,7 +91,7 @@ void main() {
             vec4 r;
             for (uint e = 0u; e < 4u; ++e) {
                 const uint k = channel(base + e);
-                r[e] = grad(xs[e], gs[e], coefficients_of(k), mean_dy(k));
+                r[e] = grad(xs[e], gs[e], k);
             }
             outw = floatBitsToUint(r);
         }

@@ -1,10 +1,11 @@
-// What the direct and finalize kernels of DML_OPERATOR_BATCH_NORMALIZATION_GRAD and
-// _TRAINING_GRAD (batch_normalization_grad, batch_normalization_training_grad) compute from a
-// channel's sums. The including kernel declares TRAINING and N_R (N_R as a float); one that
-// defines BATCH_NORMALIZATION_FINISH first also declares dscale, dbias and the coefficients
-// scratch, and gets finish_channel, which stores a channel's results (the kernels that end a
-// reduction: batch_normalization_grad_finalize, and _partials where one work item is a whole
-// channel).
+// What the kernels of DML_OPERATOR_BATCH_NORMALIZATION_GRAD and _TRAINING_GRAD
+// (batch_normalization_grad, batch_normalization_training_grad) compute from a channel's sums.
+// The including kernel declares TRAINING and N_R (N_R as a float); one that defines
+// BATCH_NORMALIZATION_FINISH first also declares dscale, dbias and the coefficients scratch,
+// and gets finish_channel, which stores a channel's results (the kernels that end a reduction:
+// batch_normalization_grad_finalize, and _partials where one work item is a whole channel).
+// A kernel that only applies the training grad's dX formula (the output kernels) defines
+// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone.
 //
 // The sums are taken around a shift: s = (sum dY, sum a, sum dY * a) with a = X - shift.
 // BATCH_NORMALIZATION_GRAD shifts by the supplied Mean, so that s.z is its scale gradient's
@@ -27,6 +28,12 @@
 // formula's Inf - Inf would give a mix of NaN and +-Inf that depends on the order of the
 // sums); OutputScaleGradient and OutputBiasGradient follow their sums.
 
+// The training grad's dX of X value(s) xv and dY value(s) gy (float, vec2 or vec4) from the
+// channel's coefficients a = (alpha, q, shift, ma) and mean_R(dY) mdy; every kernel that
+// stores a training dX uses this one expression, so that they agree in their bits.
+#define TRAINING_DX(xv, gy, a, mdy) ((a).x * (((gy) - (mdy)) - (((xv) - (a).z) - (a).w) * (a).y))
+
+#ifndef BATCH_NORMALIZATION_TRAINING_DX_ONLY
 float training_shift(float mean_value, float ve, float first_x) {
     return abs(mean_value - first_x) <= 8.0 * sqrt(ve) ? mean_value : first_x;
 }
@@ -53,17 +60,23 @@ ChannelGrad channel_grad(vec3 s, float shift, float mean_value, float ve, float 
     return g;
 }
 
+// TRAINING_DX's `a` for channel grad g, summed around `shift`.
+vec4 dx_coefficients(ChannelGrad g, float shift) { return vec4(g.alpha, g.q, shift, g.ma); }
+
 #ifdef BATCH_NORMALIZATION_FINISH
 // Channel k's OutputBiasGradient and OutputScaleGradient (at offsets dscale_at, dbias_at) and
 // the coefficients of the training grad's dX, from its sums s around `shift`:
 //   coefficients[2k]     = (alpha, q, shift, ma)
 //   coefficients[2k + 1] = (mean_R(dY), 0, 0, 0)
-void finish_channel(uint k, vec3 s, float shift, float mean_value, float ve, float scale_value,
-                    uint dscale_at, uint dbias_at) {
+// Returns what it computed.
+ChannelGrad finish_channel(uint k, vec3 s, float shift, float mean_value, float ve,
+                           float scale_value, uint dscale_at, uint dbias_at) {
     const ChannelGrad g = channel_grad(s, shift, mean_value, ve, scale_value);
     STORE(dbias, dbias_at, g.dbias)
     STORE(dscale, dscale_at, g.dscale)
-    coefficients[2u * k] = vec4(g.alpha, g.q, shift, g.ma);
+    coefficients[2u * k] = dx_coefficients(g, shift);
     coefficients[2u * k + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
+    return g;
 }
+#endif
 #endif
