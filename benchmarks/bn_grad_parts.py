@@ -177,6 +177,11 @@ SWEEPS = {
         {"TRAINING_WRITE_DX_MAX_WORKGROUPS": 264}, {"TRAINING_WRITE_DX_MAX_WORKGROUPS": 132},
         {"ONE_PASS_INVOCATIONS": 2**18, "ONE_PASS_MAX_WG": 1024,
          "TRAINING_WRITE_DX_MAX_WORKGROUPS": 132})],
+    # Why stage 1's dX walk is slow where it is: its order (L2_ORDER off: first to last) and
+    # the loads in flight (AHEAD).
+    "--write-dx-why": [(True, setting) for setting in (
+        {"TRAINING_WRITE_DX": False}, {}, {"L2_ORDER": False}, {"AHEAD": 1}, {"AHEAD": 4},
+        {"AHEAD": 1, "L2_ORDER": False})],
 }
 
 

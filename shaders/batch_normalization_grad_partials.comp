@@ -94,6 +94,9 @@ layout(constant_id = 116) const uint AHEAD = 1;
 // vector in all three.
 layout(constant_id = 117) const bool MASKED = false;
 layout(constant_id = 118) const uint RUN = 1;
+// REVERSE (the training grad's WRITE_DX, L2_ORDER): the dX walk takes a lane's vectors last
+// first, so that it starts with what the sums walk read last.
+layout(constant_id = 119) const bool REVERSE = false;
 
 const uint LR = WG / LK;
 const uint LOAD_BYTES = VEC * (IS_F16 ? 2u : 4u);  // one load of X or dY (VEC > 1)
@@ -279,7 +282,7 @@ uint run_mask(uint r, uint o) {
 // elements), at channel offsets base (X, dY, dX), AHEAD at a time. SUMS: adds their sums
 // around shift m into acc, and with WRITE_DX (BATCH_NORMALIZATION_GRAD) stores dX = dY * coef.
 // Else (the training grad with WRITE_DX, after the channel's sums) stores the training dX from
-// the coefficients a and mdy, last batch first: what the sums read last is in L2.
+// the coefficients a and mdy (with REVERSE last batch first).
 void walk(const bool SUMS, uint r0, uvec3 base, float m, float coef, vec4 a, float mdy,
           inout vec4 acc) {
     // AHEAD vectors are loaded before the first of them is used, so that all loads of a batch
@@ -291,7 +294,7 @@ void walk(const bool SUMS, uint r0, uvec3 base, float m, float coef, vec4 a, flo
     // (benchmarks/RESULTS.md).
     const uint last = (ITERS - 1u) / AHEAD * AHEAD;  // the last batch's first slot
     for (uint b = 0u; b < ITERS; b += AHEAD) {
-        const uint i = SUMS ? b : last - b;
+        const uint i = SUMS || !REVERSE ? b : last - b;
         uvec4 xw[AHEAD], gw[AHEAD];
         uvec3 o[AHEAD];
         bool ok[AHEAD];

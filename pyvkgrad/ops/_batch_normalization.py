@@ -355,7 +355,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
                        CHUNK_MAJOR=training and L2_ORDER,
                        AHEAD=_ahead(vec * x.data_type.element_size), MASKED=run > 0,
-                       RUN=max(run, 1)),
+                       RUN=max(run, 1), REVERSE=training and write_dx and L2_ORDER),
         push=dict(channels=channels, reduced=slots, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
