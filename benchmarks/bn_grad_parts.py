@@ -168,20 +168,6 @@ SWEEPS = {
                for setting in ({}, {"ONE_PASS_MIN_GROUPS": 2**62},
                                {"ONE_PASS_INVOCATIONS": 2**18, "ONE_PASS_MAX_WG": 1024},
                                {"ONE_PASS_INVOCATIONS": 2**19, "ONE_PASS_MAX_WG": 1024})],
-    # The training grad's dX: a separate pass, then stored by stage 1 after each channel's sums
-    # (TRAINING_WRITE_DX) at the plan's width, 256 and 1024 wide, and with fewer workgroups
-    # (fewer channels in flight at once).
-    "--write-dx": [(True, setting) for setting in (
-        {"TRAINING_WRITE_DX": False}, {}, {"ONE_PASS_MAX_WG": 256},
-        {"ONE_PASS_INVOCATIONS": 2**18, "ONE_PASS_MAX_WG": 1024},
-        {"TRAINING_WRITE_DX_MAX_WORKGROUPS": 264}, {"TRAINING_WRITE_DX_MAX_WORKGROUPS": 132},
-        {"ONE_PASS_INVOCATIONS": 2**18, "ONE_PASS_MAX_WG": 1024,
-         "TRAINING_WRITE_DX_MAX_WORKGROUPS": 132})],
-    # Why stage 1's dX walk is slow where it is: its order (L2_ORDER off: first to last) and
-    # the loads in flight (AHEAD).
-    "--write-dx-why": [(True, setting) for setting in (
-        {"TRAINING_WRITE_DX": False}, {}, {"L2_ORDER": False}, {"AHEAD": 1}, {"AHEAD": 4},
-        {"AHEAD": 1, "L2_ORDER": False})],
 }
 
 

@@ -64,12 +64,8 @@ layout(constant_id = 60) const uint ITERS = 16;
 layout(constant_id = 61) const uint VEC = 1;
 layout(constant_id = 62) const bool TRAINING = false;
 layout(constant_id = 71) const float EPSILON = 0.0;
-// WRITE_DX: stage 1 stores OutputGradient too (dX has dY's strides, so its vectors line up).
-// BATCH_NORMALIZATION_GRAD: dY * Scale / sqrt(Variance + Epsilon) while dY is in registers (it
-// needs no reduction), so dY is read once. The training grad (with FINISH): once the
-// workgroup has its channel's sums, each lane walks its vectors again, last first, and stores
-// TRAINING_DX: X and dY are read twice, but the second time from L2, where this workgroup's
-// first walk left them moments before, and there is no dX dispatch.
+// WRITE_DX (BATCH_NORMALIZATION_GRAD): also store OutputGradient = dY * Scale / sqrt(Variance +
+// Epsilon) while dY is in registers (it needs no reduction), so dY is read once.
 layout(constant_id = 72) const bool WRITE_DX = false;
 DIMS8_2(uint, K_DX_STRIDES, K_SCALE_STRIDES, 73, 0)
 DIMS8(uint, R_DX_STRIDES, 89, 0)
@@ -94,14 +90,10 @@ layout(constant_id = 116) const uint AHEAD = 1;
 // vector in all three.
 layout(constant_id = 117) const bool MASKED = false;
 layout(constant_id = 118) const uint RUN = 1;
-// REVERSE (the training grad's WRITE_DX, L2_ORDER): the dX walk takes a lane's vectors last
-// first, so that it starts with what the sums walk read last.
-layout(constant_id = 119) const bool REVERSE = false;
 
 const uint LR = WG / LK;
 const uint LOAD_BYTES = VEC * (IS_F16 ? 2u : 4u);  // one load of X or dY (VEC > 1)
 const uint WHOLE_VECTOR = (1u << VEC) - 1u;  // a mask of every element of a vector
-const bool HALF_WORDS = IS_F16 && VEC > 1u;  // loaded words hold two float16 (else float32 bits)
 #include "workgroup_sums.glsl"
 
 // InputTensor and InputGradientTensor, each also viewed as uvec2 and uvec4 for VEC > 1
@@ -186,6 +178,16 @@ vec4 half_sums(uvec2 gw, uvec2 xw, float m, uint mask) {
                  keep(vec4(unpackHalf2x16(xw.x), unpackHalf2x16(xw.y)) - m, mask));
 }
 
+// dY words times the coefficient, as words (float16: two halves per word, rounded once).
+uint scaled(uint gw, float coef) {
+    return IS_F16 ? packHalf2x16(unpackHalf2x16(gw) * coef)
+                  : floatBitsToUint(uintBitsToFloat(gw) * coef);
+}
+uvec2 scaled(uvec2 gw, float coef) { return uvec2(scaled(gw.x, coef), scaled(gw.y, coef)); }
+uvec4 scaled(uvec4 gw, float coef) {
+    return uvec4(scaled(gw.xy, coef), scaled(gw.zw, coef));
+}
+
 // The words of the VEC-element vectors of X and dY that hold element offsets o (multiples of
 // VEC; with MASKED not always, and the aligned vector o / VEC holding o is loaded),
 // in xw and gw (words past the vector's are 0); a single element (VEC 1) as float32 bits.
@@ -225,45 +227,32 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m, uint mask) {
     return sums2(keep(unpackHalf2x16(gw.x), mask), keep(unpackHalf2x16(xw.x) - m, mask));
 }
 
-// dX words from X word xw and dY word gw as load_vectors gives them (two float16 halves, rounded
-// once each, or float32 bits): BATCH_NORMALIZATION_GRAD's dY * coef (scaled), the training
-// grad's TRAINING_DX (training_dx).
-uint scaled(uint gw, float coef) {
-    return HALF_WORDS ? packHalf2x16(unpackHalf2x16(gw) * coef)
-                      : floatBitsToUint(uintBitsToFloat(gw) * coef);
-}
-uint training_dx(uint xw, uint gw, vec4 a, float mdy) {
-    return HALF_WORDS
-        ? packHalf2x16(TRAINING_DX(unpackHalf2x16(xw), unpackHalf2x16(gw), a, mdy))
-        : floatBitsToUint(TRAINING_DX(uintBitsToFloat(xw), uintBitsToFloat(gw), a, mdy));
-}
-
-// WRITE_DX: dX words dw of one vector at dX element offset o, the elements in `mask` (a single
-// element, VEC 1: dw.x as float32 bits).
-void store_dx(uint o, uvec4 dw, uint mask) {
+// WRITE_DX: dX of one vector (dY words gw) at dX element offset o, the elements in `mask`.
+void store_dx(uint o, uvec4 gw, float coef, uint mask) {
     if (VEC == 1u) {
-        STORE(dx, o, uintBitsToFloat(dw.x))
+        STORE(dx, o, uintBitsToFloat(gw.x) * coef)
     } else if (mask != WHOLE_VECTOR) {  // MASKED, a run's first or last vector
         const uint e = o - o % VEC;  // the vector's first element
         for (uint w = 0u; w < LOAD_BYTES / 4u; ++w) {
+            const uint word = scaled(gw[w], coef);
             if (!IS_F16) {
-                if ((mask & (1u << w)) != 0u) dx[e + w] = dw[w];
+                if ((mask & (1u << w)) != 0u) dx[e + w] = word;
             } else if (((mask >> (2u * w)) & 3u) == 3u) {
-                dx[e / 2u + w] = dw[w];
+                dx[e / 2u + w] = word;
             } else {  // one half of the word is this run's; the other may be another's
                 for (uint h = 0u; h < 2u; ++h) {
                     if ((mask & (1u << (2u * w + h))) != 0u) {
-                        STORE_HALF_BITS(dx, e + 2u * w + h, (dw[w] >> (16u * h)) & 0xFFFFu)
+                        STORE_HALF_BITS(dx, e + 2u * w + h, (word >> (16u * h)) & 0xFFFFu)
                     }
                 }
             }
         }
     } else if (LOAD_BYTES == 16u) {
-        dx_uvec4[o / VEC] = dw;
+        dx_uvec4[o / VEC] = scaled(gw, coef);
     } else if (LOAD_BYTES == 8u) {
-        dx_uvec2[o / VEC] = dw.xy;
+        dx_uvec2[o / VEC] = scaled(gw.xy, coef);
     } else {
-        dx[o / 2u] = dw.x;
+        dx[o / 2u] = scaled(gw.x, coef);
     }
 }
 
@@ -278,47 +267,6 @@ uint run_mask(uint r, uint o) {
     return ((1u << hi) - 1u) & ~((1u << lo) - 1u);
 }
 
-// A lane's walk over its ITERS vectors (or elements) of a chunk from r0 on (in vectors or
-// elements), at channel offsets base (X, dY, dX), AHEAD at a time. SUMS: adds their sums
-// around shift m into acc, and with WRITE_DX (BATCH_NORMALIZATION_GRAD) stores dX = dY * coef.
-// Else (the training grad with WRITE_DX, after the channel's sums) stores the training dX from
-// the coefficients a and mdy (with REVERSE last batch first).
-void walk(const bool SUMS, uint r0, uvec3 base, float m, float coef, vec4 a, float mdy,
-          inout vec4 acc) {
-    // AHEAD vectors are loaded before the first of them is used, so that all loads of a batch
-    // are in flight at once; the additions keep their order, so the bits do not depend on
-    // AHEAD. Each vector's X and dY are loaded before its dX is stored (dX may be X's or dY's
-    // tensor: IN_PLACE). Offsets (and masks) are computed for every slot of a batch, used or
-    // not, so that only the loads are conditional: with the offsets inside the condition, the
-    // H100 ran float16 single elements at AHEAD 8 no faster than at AHEAD 1
-    // (benchmarks/RESULTS.md).
-    const uint last = (ITERS - 1u) / AHEAD * AHEAD;  // the last batch's first slot
-    for (uint b = 0u; b < ITERS; b += AHEAD) {
-        const uint i = SUMS || !REVERSE ? b : last - b;
-        uvec4 xw[AHEAD], gw[AHEAD];
-        uvec3 o[AHEAD];
-        bool ok[AHEAD];
-        uint mask[AHEAD];  // MASKED: the elements to add and store
-        for (uint u = 0u; u < AHEAD; ++u) {
-            const uint r = (r0 + (i + u) * LR) * VEC;
-            o[u] = base + r_offsets(r);
-            mask[u] = MASKED ? run_mask(r, o[u].x) : WHOLE_VECTOR;
-            // MASKED: the last vector a run can touch may lie past its end
-            ok[u] = i + u < ITERS && r < reduced && mask[u] != 0u;
-            if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
-        }
-        for (uint u = 0u; u < AHEAD; ++u) {
-            if (!ok[u]) continue;
-            uvec4 dw;
-            for (uint w = 0u; w < 4u; ++w) {
-                dw[w] = SUMS ? scaled(gw[u][w], coef) : training_dx(xw[u][w], gw[u][w], a, mdy);
-            }
-            if (SUMS) acc += vector_sums(xw[u], gw[u], m, mask[u]);
-            if (WRITE_DX && SUMS != TRAINING) store_dx(o[u].z, dw, mask[u]);
-        }
-    }
-}
-
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint kl = K_FAST ? t % LK : t / LR;
@@ -328,23 +276,44 @@ void main() {
         const uint grp = CHUNK_MAJOR ? w % groups : w / chunks;
         const uint j = CHUNK_MAJOR ? w / groups : w - grp * chunks;
         const uint k = grp * LK + kl;
-        const bool lane = k < channels && kl < LK && rl < LR;
-        const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
-        uvec3 base = uvec3(0u);
-        float m = 0.0;
         vec4 acc = vec4(0.0);
-        if (lane) {
+        if (k < channels && kl < LK && rl < LR) {
             const uvec4 ko = k_offsets(k);
-            m = shift(ko);
+            const float m = shift(ko);
             float coef = 0.0;
             uvec4 kd = uvec4(0u);
-            if (WRITE_DX) {
+            if (WRITE_DX) {  // as batch_normalization_grad_output computes it
                 kd = k_out_offsets(k);
-                // BATCH_NORMALIZATION_GRAD's dX, as batch_normalization_grad_output computes it
-                if (!TRAINING) coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
+                coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
             }
-            base = uvec3(ko.xy, kd.x);
-            walk(true, r0, base, m, coef, vec4(0.0), 0.0, acc);
+            const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
+            // AHEAD vectors are loaded before the first of them is added, so that all loads
+            // of a batch are in flight at once; the additions keep their order, so the bits do
+            // not depend on AHEAD. Each vector's X and dY are loaded before its dX is stored
+            // (dX may be X's or dY's tensor: IN_PLACE). Offsets (and masks) are computed for
+            // every slot of a batch, used or not, so that only the loads are conditional: with
+            // the offsets inside the condition, the H100 ran float16 single elements at AHEAD 8
+            // no faster than at AHEAD 1 (benchmarks/RESULTS.md).
+            for (uint i = 0u; i < ITERS; i += AHEAD) {
+                uvec4 xw[AHEAD], gw[AHEAD];
+                uvec3 o[AHEAD];
+                bool ok[AHEAD];
+                uint mask[AHEAD];  // MASKED: the elements to add and store
+                for (uint u = 0u; u < AHEAD; ++u) {
+                    const uint r = (r0 + (i + u) * LR) * VEC;
+                    o[u] = uvec3(ko.xy, kd.x) + r_offsets(r);
+                    mask[u] = MASKED ? run_mask(r, o[u].x) : WHOLE_VECTOR;
+                    // MASKED: the last vector a run can touch may lie past its end
+                    ok[u] = i + u < ITERS && r < reduced && mask[u] != 0u;
+                    if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
+                }
+                for (uint u = 0u; u < AHEAD; ++u) {
+                    if (ok[u]) {
+                        acc += vector_sums(xw[u], gw[u], m, mask[u]);
+                        if (WRITE_DX) store_dx(o[u].z, gw[u], coef, mask[u]);
+                    }
+                }
+            }
         }
         column_sums(acc, kl, rl);
         const uint kt = grp * LK + t;
@@ -353,23 +322,11 @@ void main() {
             const vec4 p = vec4(res[t].xyz, shift(ko));  // finalize needs the shift
             if (FINISH) {
                 const uvec4 kd = k_out_offsets(kt);
-                const ChannelGrad g = finish_channel(kt, p.xyz, p.w, LOAD(mean, ko.z),
-                                                     LOAD(variance, ko.w) + EPSILON,
-                                                     LOAD(scale, kd.y), kd.z, kd.w);
-                if (TRAINING && WRITE_DX) {  // for every lane of the channel, below
-                    res[t] = dx_coefficients(g, p.w);
-                    sh[t].x = g.mean_dy;
-                }
+                finish_channel(kt, p.xyz, p.w, LOAD(mean, ko.z), LOAD(variance, ko.w) + EPSILON,
+                               LOAD(scale, kd.y), kd.z, kd.w);
             } else {
                 partials[kt * chunks + j] = p;
             }
-        }
-        if (TRAINING && WRITE_DX) {  // FINISH: the channel's dX, reading its X and dY again
-            barrier();  // the coefficients are in res and sh; X's first element was read
-            const vec4 a = lane ? res[kl] : vec4(0.0);
-            const float mdy = lane ? sh[kl].x : 0.0;
-            barrier();  // read before the next work item's sums overwrite them
-            if (lane) walk(false, r0, base, m, 0.0, a, mdy, acc);
         }
     }
 }

@@ -432,10 +432,8 @@ def test_plan_loads_ahead_and_l2_order():
             assert (stage1.constant("VEC"), stage1.constant("AHEAD")) == (vec, ahead), sizes
     two = plan_of(TRAINING, (32, 64, 112, 112), (1, 64, 1, 1))
     assert two.dispatches[0].constant("CHUNK_MAJOR") and two.dispatches[-1].constant("REVERSE")
-    # One pass: stage 1 walks each channel again for its dX (TRAINING_WRITE_DX), last first.
     one = plan_of(TRAINING, (256, 256, 14, 14), (1, 256, 1, 1))
-    assert [d.kernel for d in one.dispatches] == ["batch_normalization_grad_partials"]
-    assert one.dispatches[0].constant("WRITE_DX")
+    assert one.dispatches[-1].constant("REVERSE")
     assert not plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1)).dispatches[0] \
         .constant("CHUNK_MAJOR")
 
@@ -460,8 +458,7 @@ def test_plan_masked_runs():
                 (vec, True, run), (sizes, dtype)
             assert s.constant("R_SIZES")[-1] == padded
             assert dict(s.push)["reduced"] == math.prod(sizes) // sizes[1] // run * padded
-            # The training grad stores dX in stage 1 where stage 1 finishes each channel.
-            assert s.constant("WRITE_DX") == (op == GRAD or s.constant("FINISH"))
+            assert s.constant("WRITE_DX") == (op == GRAD)
             if op == GRAD:  # no element-wise dX pass
                 assert [d.kernel for d in p.dispatches][-1] != "batch_normalization_grad_output"
                 assert "batch_normalization_grad_output_packed" not in [
@@ -519,8 +516,8 @@ def test_masked_runs_see_only_their_elements(device, rng, op, dtype, one_pass, m
     padding between rows): they must not reach the sums, and dX must not be stored over
     them. Non-finite values in two channels' X and dY and NaN in the row padding leave every
     other channel as the oracle has it; the padding of a strided dX keeps its contents; X and
-    dY that disagree in a stride modulo the vector width are not masked. With `one_pass`
-    (forced) the training grad stores dX in stage 1 too, from a second walk."""
+    dY that disagree in a stride modulo the vector width are not masked. In two stages and,
+    with `one_pass` (forced), with stage 1 finishing each channel."""
     monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
     np_dtype, dtype = dtype, DataType.from_numpy(dtype, "", "")
     shape, stat = (6, 5, 3, 49), (1, 5, 1, 1)
@@ -537,8 +534,8 @@ def test_masked_runs_see_only_their_elements(device, rng, op, dtype, one_pass, m
         stage1 = desc.plan(device.limits).dispatches[0]
         assert stage1.constant("MASKED") == masked, (x_strides, dy_strides)
         assert stage1.constant("FINISH") == one_pass
-        assert stage1.constant("WRITE_DX") == ((op == GRAD or one_pass)
-                                               and (masked or dtype == F32))
+        assert stage1.constant("WRITE_DX") == (masked and op == GRAD and dtype == F16
+                                               or op == GRAD and dtype == F32)
         compiled = device.compile(desc)
         dx = device.upload(np.full(size[1], 99, np_dtype))
         ds, db = device.empty(md), device.empty(md)
@@ -572,8 +569,8 @@ def test_workgroup_stride_loops(device, rng, op, monkeypatch):
                               ((5, 4000), (5, 4000))]:
         check(device, rng, op, shape, stat_shape, np.float16)
         check(device, rng, op, shape, stat_shape, np.float32)
-    # The one-pass plan: a workgroup finishes (and the training grad stores dX for) several
-    # channels in turn, its shared memory reused between them.
+    # The one-pass plan: a workgroup finishes several channels in turn, its shared memory
+    # reused between them.
     monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
     for dtype in DTYPES:
         assert plan_of(op, (3, 7, 3000), (1, 7, 1)).dispatches[0].constant("FINISH")
@@ -693,23 +690,17 @@ def test_plan_short_channels_in_one_pass(sizes, stat, kernel):
 
 
 def test_plan_one_pass_where_channel_groups_fill_the_device():
-    """[256,256,14,14]: 256 channel groups, so stage 1 finishes every channel (FINISH) and
-    stores dX (WRITE_DX): both operators are one dispatch (the training grad's two with
-    TRAINING_WRITE_DX off: sums, then dX). [32,64,112,112] (64 groups) and NHWC (4 groups of
-    64 channels) keep the finalize."""
+    """[256,256,14,14]: 256 channel groups, so stage 1 finishes every channel (FINISH); the
+    constant-statistics grad is then one dispatch, the training grad two (sums, then dX).
+    [32,64,112,112] (64 groups) and NHWC (4 groups of 64 channels) keep the finalize."""
     for dtype in (F32, F16):
-        for op in OPS:
-            p = plan_of(op, (256, 256, 14, 14), (1, 256, 1, 1), dtype=dtype)
-            assert [d.kernel for d in p.dispatches] == ["batch_normalization_grad_partials"]
-            assert p.dispatches[0].constant("FINISH") and p.dispatches[0].workgroups == 256
-            assert p.dispatches[0].constant("WRITE_DX")
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(bn, "TRAINING_WRITE_DX", False)
-            t = plan_of(TRAINING, (256, 256, 14, 14), (1, 256, 1, 1), dtype=dtype)
+        p = plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1), dtype=dtype)
+        assert [d.kernel for d in p.dispatches] == ["batch_normalization_grad_partials"]
+        assert p.dispatches[0].constant("FINISH") and p.dispatches[0].workgroups == 256
+        t = plan_of(TRAINING, (256, 256, 14, 14), (1, 256, 1, 1), dtype=dtype)
         assert [d.kernel for d in t.dispatches] == [
             "batch_normalization_grad_partials",
             "batch_normalization_training_grad_output_packed"]
-        assert not t.dispatches[0].constant("WRITE_DX")
         assert "coefficients" in t.dispatches[0].writes and "coefficients" in t.dispatches[1].reads
     # Where the device allows, workgroups widen until they hold ONE_PASS_INVOCATIONS in all.
     # A width below local_size is never chosen, whatever the limits say.

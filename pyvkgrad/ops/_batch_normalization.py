@@ -99,11 +99,6 @@ ONE_PASS_MAX_WG = 512
 # [32,64,112,112]), except where X and dY fit in L2 anyway (float16 [256,512,7,7]: 0.3 us
 # slower; benchmarks/RESULTS.md).
 L2_ORDER = True
-# The training grad's dX in the one-pass plan: stage 1, having finished a channel, walks it
-# again and stores dX (WRITE_DX), reading X and dY from L2 where its first walk left them,
-# instead of a separate dX dispatch after all channels (benchmarks/RESULTS.md).
-TRAINING_WRITE_DX = True
-TRAINING_WRITE_DX_MAX_WORKGROUPS = 2**32  # TRIAL: fewer channels in flight, L2
 # Bytes of X (and as many of dY) a stage-1 lane has in flight: it loads AHEAD = this / bytes per
 # load vectors before adding the first. The one-pass plan has one workgroup per channel group
 # (too few invocations to hide latency with 8-byte or smaller loads), and two-stage plans
@@ -303,15 +298,6 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                 rsizes = list(rsizes[:-1]) + [_padded_run(run, vec)]
                 slots = n // run * rsizes[-1]
 
-    # Stage 1 may store dX (WRITE_DX) where dX has dY's strides, so its vectors (aligned or
-    # MASKED) line up with dY's (float16 single elements would need atomics: there an
-    # element-wise kernel does it). BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1
-    # stores it as it reads dY (dY is read once). The training grad's needs its channel's
-    # sums: where stage 1 finishes each channel (FINISH) and TRAINING_WRITE_DX, it walks the
-    # channel a second time for dX (two walks per lane: the loop limit counts both).
-    dx_in_stage1 = rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
-    walks = 2 if training and dx_in_stage1 and TRAINING_WRITE_DX else 1
-
     def lanes(width):
         """(LK, LR, channel groups, ITERS of one chunk per channel) at workgroup `width`."""
         if axes.kept_innermost:
@@ -323,8 +309,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     def one_pass(width):  # whether stage 1 at `width` may finish every channel
         _, _, g, it = lanes(width)
         return (g >= ONE_PASS_MIN_GROUPS and it <= ONE_PASS_MAX_ITERS
-                and _within_loop_limit(limits, channels, g, 1, it * walks, finish=True,
-                                       wg=width))
+                and _within_loop_limit(limits, channels, g, 1, it, finish=True, wg=width))
 
     finish = one_pass(wg)
     if finish:
@@ -333,7 +318,10 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                            _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2]))))
         wg = wide if one_pass(wide) else wg
     lk, lr, groups, whole = lanes(wg)
-    write_dx = dx_in_stage1 and (not training or (finish and TRAINING_WRITE_DX))
+    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
+    # read once), where dX has dY's strides, so its vectors (aligned or MASKED) line up with
+    # dY's (float16 single elements would need atomics: there the element-wise kernel does it).
+    write_dx = not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
     iters = whole if finish else min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, whole)
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
@@ -345,8 +333,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         "batch_normalization_grad_partials",
         _bind("x", "dy", "mean", "variance", "scale", "dx", "partials", "dscale", "dbias",
               "coefficients"),
-        max(1, min(groups * chunks, limits.max_workgroups,
-                   TRAINING_WRITE_DX_MAX_WORKGROUPS if training and write_dx else 2**32)),
+        max(1, min(groups * chunks, limits.max_workgroups)),
         constants=dict(WG=wg, IS_F16=is_f16, K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy,
                        K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_DX_STRIDES=kdx,
                        K_SCALE_STRIDES=ks, R_SIZES=rsizes, R_X_STRIDES=rx, R_DY_STRIDES=rdy,
@@ -355,7 +342,7 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
                        CHUNK_MAJOR=training and L2_ORDER,
                        AHEAD=_ahead(vec * x.data_type.element_size), MASKED=run > 0,
-                       RUN=max(run, 1), REVERSE=training and write_dx and L2_ORDER),
+                       RUN=max(run, 1)),
         push=dict(channels=channels, reduced=slots, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))

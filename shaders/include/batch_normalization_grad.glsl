@@ -68,15 +68,13 @@ vec4 dx_coefficients(ChannelGrad g, float shift) { return vec4(g.alpha, g.q, shi
 // the coefficients of the training grad's dX, from its sums s around `shift`:
 //   coefficients[2k]     = (alpha, q, shift, ma)
 //   coefficients[2k + 1] = (mean_R(dY), 0, 0, 0)
-// Returns what it computed.
-ChannelGrad finish_channel(uint k, vec3 s, float shift, float mean_value, float ve,
-                           float scale_value, uint dscale_at, uint dbias_at) {
+void finish_channel(uint k, vec3 s, float shift, float mean_value, float ve, float scale_value,
+                    uint dscale_at, uint dbias_at) {
     const ChannelGrad g = channel_grad(s, shift, mean_value, ve, scale_value);
     STORE(dbias, dbias_at, g.dbias)
     STORE(dscale, dscale_at, g.dscale)
     coefficients[2u * k] = dx_coefficients(g, shift);
     coefficients[2u * k + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
-    return g;
 }
 #endif
 #endif
