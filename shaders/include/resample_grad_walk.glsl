@@ -88,6 +88,10 @@ layout(constant_id = 38) const bool ZERO_WEIGHTS = false;
 // DY_WORDS along Q (PAIR_LANES 1, COLS > 1) with every union starting at an even element (the
 // plan rounds the column spans down): a dY row's values are the halves of whole words in order.
 layout(constant_id = 39) const bool DY_ALIGNED = false;
+// TRIAL (DY_ALIGNED): a lane whose left neighbour in the subgroup loads the row's words from
+// SHUFFLE_WORDS words before its own takes the words they share from it (subgroupShuffleUp)
+// instead of loading them again; the same words, so the same bits.
+layout(constant_id = 40) const uint SHUFFLE_WORDS = 0u;
 
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
 layout(push_constant) uniform Push { uint count; };
@@ -131,8 +135,27 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
         uint first = y >> 1u;
         uint words = (par + nu + 1u) >> 1u;
         uint w[MAX_WORDS];
-        [[unroll]] for (uint k = 0u; k < WORDS; ++k) {
-            w[k] = k < words ? dy[first + k] : 0u;
+        if (SHUFFLE_WORDS > 0u && DY_ALIGNED && SHUFFLE_WORDS < WORDS) {
+            const uint id = gl_SubgroupInvocationID;
+            const bool left_active = id > 0u && subgroupBallotBitExtract(subgroupBallot(true),
+                                                                         id - 1u);
+            const uint left_first = subgroupShuffleUp(first, 1u);
+            const uint left_words = subgroupShuffleUp(words, 1u);
+            const bool from_left = left_active && first - left_first == SHUFFLE_WORDS;
+            [[unroll]] for (uint k = WORDS - SHUFFLE_WORDS; k < WORDS; ++k) {
+                w[k] = k < words ? dy[first + k] : 0u;
+            }
+            // Last first: the neighbour's word k + SHUFFLE_WORDS is final by then.
+            [[unroll]] for (uint kk = WORDS - SHUFFLE_WORDS; kk > 0u; --kk) {
+                const uint k = kk - 1u;
+                const uint left = subgroupShuffleUp(w[k + SHUFFLE_WORDS], 1u);
+                w[k] = k >= words ? 0u
+                     : from_left && k + SHUFFLE_WORDS < left_words ? left : dy[first + k];
+            }
+        } else {
+            [[unroll]] for (uint k = 0u; k < WORDS; ++k) {
+                w[k] = k < words ? dy[first + k] : 0u;
+            }
         }
         [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
             vec2 even = unpackHalf2x16(w[u >> 1u]);
