@@ -128,7 +128,7 @@ void store_value(uint off, float v) { STORE(dx, off, v) }
 
 // The nu dY values from element y on along Q (v[u] for u < nu; 0 for the rest, but see
 // ZERO_WEIGHTS below).
-void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
+void load_row(uint y, uint nu, out VALUE v[MAX_U], bool from_left, uint left_words) {
 #if PAIR_LANES == 1
     if (IS_F16 && DY_WORDS) {  // Q stride 1: element y + u lives in word (y + u) / 2
         uint par = DY_ALIGNED ? 0u : y & 1u;
@@ -136,12 +136,6 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
         uint words = (par + nu + 1u) >> 1u;
         uint w[MAX_WORDS];
         if (SHUFFLE_WORDS > 0u && DY_ALIGNED && SHUFFLE_WORDS < WORDS) {
-            const uint id = gl_SubgroupInvocationID;
-            const bool left_active = id > 0u && subgroupBallotBitExtract(subgroupBallot(true),
-                                                                         id - 1u);
-            const uint left_first = subgroupShuffleUp(first, 1u);
-            const uint left_words = subgroupShuffleUp(words, 1u);
-            const bool from_left = left_active && first - left_first == SHUFFLE_WORDS;
             [[unroll]] for (uint k = WORDS - SHUFFLE_WORDS; k < WORDS; ++k) {
                 w[k] = k < words ? dy[first + k] : 0u;
             }
@@ -274,9 +268,22 @@ void walk(uint a, uint b, uint rb, uint cg) {
         acc[k] = VALUE(0.0);
     }
     uint ybase = a * DY_STRIDES0 + b * DY_STRIDES1 + u0 * DY_STRIDES3;
+    // SHUFFLE_WORDS: whether the left neighbour walks the same rows from SHUFFLE_WORDS words
+    // before this lane's first (then its words are taken from it), and how many it loads.
+    bool from_left = false;
+    uint left_words = 0u;
+    if (SHUFFLE_WORDS > 0u) {
+        const uint id = gl_SubgroupInvocationID;
+        const bool left_active = id > 0u && subgroupBallotBitExtract(subgroupBallot(true),
+                                                                     id - 1u);
+        const uvec4 left = subgroupShuffleUp(uvec4(ybase, lo, hi, nu), 1u);
+        from_left = left_active && left.y == lo && left.z == hi
+                    && ybase - left.x == 2u * SHUFFLE_WORDS;
+        left_words = (left.w + 1u) >> 1u;
+    }
     for (uint o = lo; o < hi; ++o) {
         VALUE v[MAX_U];
-        load_row(ybase + o * DY_STRIDES2, nu, v);
+        load_row(ybase + o * DY_STRIDES2, nu, v, from_left, left_words);
         VALUE ve[MAX_COLS * MAX_U];  // SELECT_VALUES with several columns: column e's values
         if (SELECT_VALUES && !ZERO_WEIGHTS && COLS > 1u) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
