@@ -73,10 +73,6 @@ VARIANTS = {
     "walk-zwa-r8": {"kernel": "walk", "zero_weights": True, "align": True, "rows": 8},
     "walk-zwa-loop": {"kernel": "walk", "zero_weights": True, "align": True, "switch": False},
     "walk-cols2-zw": {"kernel": "walk", "cols": 2, "zero_weights": True},
-    # TRIAL: the default walk with the words shared by neighbouring lanes taken by shuffles.
-    "walk-shuffle": {"kernel": "walk", "shuffle": True},
-    "walk-shuffle-pad": {"kernel": "walk", "shuffle": True, "pad": True},
-    "walk-pad-only": {"kernel": "walk", "pad": True},
 }
 
 

@@ -4,8 +4,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-#extension GL_KHR_shader_subgroup_ballot : require
-#extension GL_KHR_shader_subgroup_shuffle_relative : require
 #define PAIR_LANES 2
 #include "common.glsl"
 #include "resample_grad.glsl"

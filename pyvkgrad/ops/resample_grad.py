@@ -406,7 +406,7 @@ _WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad
 # (include/resample_grad_walk.glsl; zero_weights applies with several columns only, align to
 # float16 dY read by words along the columns).
 _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
-                      switch=None, select=None, zero_weights=None, align=None, shuffle=False)
+                      switch=None, select=None, zero_weights=None, align=None)
 # Rows per invocation, the row `switch` (False: a loop) and zeroed values (False: predicated
 # additions) where not asked for, per (linear, float16): the fastest settings on the H100 over
 # the benchmark's shapes (benchmarks/gather_variants.py, benchmarks/RESULTS.md). Every setting
@@ -519,11 +519,6 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         if most > _WALK_MAX_U:
             return None
     dy_aligned = align == 2 and cols > 1 and (not q_identity or cols % 2 == 0)
-    shuffle_words = 0  # TRIAL: the most common step in words between neighbouring column spans
-    if options["shuffle"] and dy_aligned and col_spans is not None and len(col_spans) > 1:
-        steps = np.diff(col_spans[:, 0].astype(np.int64)) // 2
-        vals, freq = np.unique(steps, return_counts=True)
-        shuffle_words = max(0, int(vals[freq.argmax()]))
     maxu = max(1, most)
     wg = limits.local_size
     col_groups = -(-sizes[q] // cols)
@@ -583,8 +578,7 @@ def _walk_plan(desc: "ResampleGradDesc", maps, limits: Limits, options: dict) ->
         WEIGHT_NEXT=weight_next, ROW_SPANS=row_spans, BEGIN=begin, COUNTS=counts,
         WEIGHTS=weights, COL_SPANS=col_spans_at, ROW_BLOCKS=-(-sizes[p] // rows),
         COL_GROUPS=col_groups, COL_SLOTS=col_slots, ROW_SWITCH=bool(options["switch"]),
-        SELECT_VALUES=bool(options["select"]), ZERO_WEIGHTS=zero_weights, DY_ALIGNED=dy_aligned,
-        SHUFFLE_WORDS=shuffle_words)
+        SELECT_VALUES=bool(options["select"]), ZERO_WEIGHTS=zero_weights, DY_ALIGNED=dy_aligned)
     kernel = "resample_grad_walk_pair" if pair_lanes == 2 else "resample_grad_walk"
     return Plan((Dispatch(kernel, dict(tables="tables", dy="input_gradient_tensor",
                                        dx="output_gradient_tensor"),

@@ -88,10 +88,6 @@ layout(constant_id = 38) const bool ZERO_WEIGHTS = false;
 // DY_WORDS along Q (PAIR_LANES 1, COLS > 1) with every union starting at an even element (the
 // plan rounds the column spans down): a dY row's values are the halves of whole words in order.
 layout(constant_id = 39) const bool DY_ALIGNED = false;
-// TRIAL (DY_ALIGNED): a lane whose left neighbour in the subgroup loads the row's words from
-// SHUFFLE_WORDS words before its own takes the words they share from it (subgroupShuffleUp)
-// instead of loading them again; the same words, so the same bits.
-layout(constant_id = 40) const uint SHUFFLE_WORDS = 0u;
 
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
 layout(push_constant) uniform Push { uint count; };
@@ -128,28 +124,15 @@ void store_value(uint off, float v) { STORE(dx, off, v) }
 
 // The nu dY values from element y on along Q (v[u] for u < nu; 0 for the rest, but see
 // ZERO_WEIGHTS below).
-void load_row(uint y, uint nu, out VALUE v[MAX_U], bool from_left, uint left_words) {
+void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
 #if PAIR_LANES == 1
     if (IS_F16 && DY_WORDS) {  // Q stride 1: element y + u lives in word (y + u) / 2
         uint par = DY_ALIGNED ? 0u : y & 1u;
         uint first = y >> 1u;
         uint words = (par + nu + 1u) >> 1u;
         uint w[MAX_WORDS];
-        if (SHUFFLE_WORDS > 0u && DY_ALIGNED && SHUFFLE_WORDS < WORDS) {
-            [[unroll]] for (uint k = WORDS - SHUFFLE_WORDS; k < WORDS; ++k) {
-                w[k] = k < words ? dy[first + k] : 0u;
-            }
-            // Last first: the neighbour's word k + SHUFFLE_WORDS is final by then.
-            [[unroll]] for (uint kk = WORDS - SHUFFLE_WORDS; kk > 0u; --kk) {
-                const uint k = kk - 1u;
-                const uint left = subgroupShuffleUp(w[k + SHUFFLE_WORDS], 1u);
-                w[k] = k >= words ? 0u
-                     : from_left && k + SHUFFLE_WORDS < left_words ? left : dy[first + k];
-            }
-        } else {
-            [[unroll]] for (uint k = 0u; k < WORDS; ++k) {
-                w[k] = k < words ? dy[first + k] : 0u;
-            }
+        [[unroll]] for (uint k = 0u; k < WORDS; ++k) {
+            w[k] = k < words ? dy[first + k] : 0u;
         }
         [[unroll]] for (uint u = 0u; u < MAXU; ++u) {
             vec2 even = unpackHalf2x16(w[u >> 1u]);
@@ -268,22 +251,9 @@ void walk(uint a, uint b, uint rb, uint cg) {
         acc[k] = VALUE(0.0);
     }
     uint ybase = a * DY_STRIDES0 + b * DY_STRIDES1 + u0 * DY_STRIDES3;
-    // SHUFFLE_WORDS: whether the left neighbour walks the same rows from SHUFFLE_WORDS words
-    // before this lane's first (then its words are taken from it), and how many it loads.
-    bool from_left = false;
-    uint left_words = 0u;
-    if (SHUFFLE_WORDS > 0u) {
-        const uint id = gl_SubgroupInvocationID;
-        const bool left_active = id > 0u && subgroupBallotBitExtract(subgroupBallot(true),
-                                                                     id - 1u);
-        const uvec4 left = subgroupShuffleUp(uvec4(ybase, lo, hi, nu), 1u);
-        from_left = left_active && left.y == lo && left.z == hi
-                    && ybase - left.x == 2u * SHUFFLE_WORDS;
-        left_words = (left.w + 1u) >> 1u;
-    }
     for (uint o = lo; o < hi; ++o) {
         VALUE v[MAX_U];
-        load_row(ybase + o * DY_STRIDES2, nu, v, from_left, left_words);
+        load_row(ybase + o * DY_STRIDES2, nu, v);
         VALUE ve[MAX_COLS * MAX_U];  // SELECT_VALUES with several columns: column e's values
         if (SELECT_VALUES && !ZERO_WEIGHTS && COLS > 1u) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
