@@ -90,10 +90,20 @@ layout(constant_id = 116) const uint AHEAD = 1;
 // vector in all three.
 layout(constant_id = 117) const bool MASKED = false;
 layout(constant_id = 118) const uint RUN = 1;
+// SPAN (channels side by side, NCHW with rows such as 7x7 that no vector width divides: 0 is
+// off): a work item is SPAN adjacent channels (LK = SPAN, SPAN = VEC / gcd(RUN, VEC)), whose
+// runs of RUN elements lie end to end in memory and make one aligned row of SV whole vectors
+// per outer reduced index. Lane sv of a row always loads vector sv, so element slot i of its
+// vectors always belongs to span channel (sv * VEC + i) / RUN: the lane's first channel, or
+// (RUN >= VEC) the next one from slot `split` on. It sums each slot apart, then the slots of
+// each channel, and loads and stores every vector whole: no masks and no atomics.
+layout(constant_id = 119) const uint SPAN = 0;
 
 const uint LR = WG / LK;
 const uint LOAD_BYTES = VEC * (IS_F16 ? 2u : 4u);  // one load of X or dY (VEC > 1)
 const uint WHOLE_VECTOR = (1u << VEC) - 1u;  // a mask of every element of a vector
+const uint SV = SPAN > 0u ? SPAN * RUN / VEC : 1u;  // SPAN: the vectors of a span row
+const uint SPAN_LR = WG / SV;  // SPAN: span rows side by side in a workgroup
 #include "workgroup_sums.glsl"
 
 // InputTensor and InputGradientTensor, each also viewed as uvec2 and uvec4 for VEC > 1
@@ -227,6 +237,17 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m, uint mask) {
     return sums2(keep(unpackHalf2x16(gw.x), mask), keep(unpackHalf2x16(xw.x) - m, mask));
 }
 
+// WRITE_DX: dX's words of one whole vector (VEC > 1) at dX element offset o.
+void store_vector(uint o, uvec4 words) {
+    if (LOAD_BYTES == 16u) {
+        dx_uvec4[o / VEC] = words;
+    } else if (LOAD_BYTES == 8u) {
+        dx_uvec2[o / VEC] = words.xy;
+    } else {
+        dx[o / 2u] = words.x;
+    }
+}
+
 // WRITE_DX: dX of one vector (dY words gw) at dX element offset o, the elements in `mask`.
 void store_dx(uint o, uvec4 gw, float coef, uint mask) {
     if (VEC == 1u) {
@@ -247,12 +268,8 @@ void store_dx(uint o, uvec4 gw, float coef, uint mask) {
                 }
             }
         }
-    } else if (LOAD_BYTES == 16u) {
-        dx_uvec4[o / VEC] = scaled(gw, coef);
-    } else if (LOAD_BYTES == 8u) {
-        dx_uvec2[o / VEC] = scaled(gw.xy, coef);
     } else {
-        dx[o / 2u] = scaled(gw.x, coef);
+        store_vector(o, scaled(gw, coef));
     }
 }
 
@@ -267,6 +284,110 @@ uint run_mask(uint r, uint o) {
     return ((1u << hi) - 1u) & ~((1u << lo) - 1u);
 }
 
+// WRITE_DX's factor of channel k (X offsets ko, output offsets kd), as
+// batch_normalization_grad_output computes it: dX = dY * Scale / sqrt(Variance + Epsilon).
+float dx_factor(uvec4 ko, uvec4 kd) {
+    return LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
+}
+
+// Element i of a vector's words (as load_vectors gives them, VEC > 1).
+float element(uvec4 words, uint i) {
+    return IS_F16 ? unpackHalf2x16(words[i / 2u])[i % 2u] : uintBitsToFloat(words[i]);
+}
+
+// SPAN: res[kl] (kl < SPAN) = the sums of span channel kl over the workgroup, from each
+// lane's `lo` (its first channel's) and `hi` (the next channel's, where its vector crosses
+// into it), in a fixed order: per channel the lo parts, then the hi parts, each by a loop over
+// lanes and subgroupAdd. Called by every invocation (it holds barriers).
+void span_sums(vec4 lo, vec4 hi, uint t) {
+    for (uint part = 0u; part < 2u; ++part) {
+        sh[t] = part == 0u ? lo : hi;
+        barrier();
+        for (uint kl = gl_SubgroupID; kl < SPAN; kl += gl_NumSubgroups) {
+            vec4 acc = vec4(0.0);
+            for (uint i = gl_SubgroupInvocationID; i < SV * SPAN_LR; i += gl_SubgroupSize) {
+                const uint first = i % SV * VEC;  // lane i's first element in its span row
+                const uint lane_lo = first / RUN;
+                const bool crosses = (lane_lo + 1u) * RUN < first + VEC;
+                if (part == 0u ? lane_lo == kl : crosses && lane_lo + 1u == kl) acc += sh[i];
+            }
+            acc = subgroupAdd(acc);
+            if (gl_SubgroupInvocationID == 0u) res[kl] = part == 0u ? acc : res[kl] + acc;
+        }
+        barrier();
+    }
+}
+
+// SPAN: work item (channel group grp, chunk j): its SPAN channels' sums into res[0 .. SPAN), and
+// WRITE_DX's dX of every element it reads. Invocation t is vector sv = t % SV of the span rows
+// q = j * ITERS * SPAN_LR + t / SV + i * SPAN_LR (i < ITERS; q counts the outer reduced
+// indices, `reduced` / RUN of them). Called by every invocation.
+void span_item(uint grp, uint j, uint t) {
+    const uint sv = t % SV, rl = t / SV;
+    const uint first = sv * VEC;  // the lane's first element in a span row
+    const uint lo = first / RUN;  // the span channel of slot 0; from slot `split` on, lo + 1
+    const uint split = min((lo + 1u) * RUN - first, VEC);
+    vec4 lo_sums = vec4(0.0), hi_sums = vec4(0.0);
+    if (rl < SPAN_LR) {
+        const uint k0 = grp * SPAN;
+        const uint hi = split < VEC ? lo + 1u : lo;
+        const uvec4 ko0 = k_offsets(k0), klo = k_offsets(k0 + lo), khi = k_offsets(k0 + hi);
+        const float mlo = shift(klo), mhi = shift(khi);
+        float flo = 0.0, fhi = 0.0;
+        uint dx0 = 0u;
+        if (WRITE_DX) {
+            dx0 = k_out_offsets(k0).x;
+            flo = dx_factor(klo, k_out_offsets(k0 + lo));
+            fhi = dx_factor(khi, k_out_offsets(k0 + hi));
+        }
+        float m[VEC], f[VEC];  // per slot: its channel's shift and dX factor
+        vec4 acc[VEC];  // per slot: (sum dY, sum a, sum dY * a, 0)
+        for (uint e = 0u; e < VEC; ++e) {
+            m[e] = e < split ? mlo : mhi;
+            f[e] = e < split ? flo : fhi;
+            acc[e] = vec4(0.0);
+        }
+        const uint rows = reduced / RUN;
+        const uint q0 = j * (ITERS * SPAN_LR) + rl;
+        // AHEAD vectors in flight, as in main's loop.
+        for (uint i = 0u; i < ITERS; i += AHEAD) {
+            uvec4 xw[AHEAD], gw[AHEAD];
+            uvec3 o[AHEAD];
+            bool ok[AHEAD];
+            for (uint u = 0u; u < AHEAD; ++u) {
+                const uint q = q0 + (i + u) * SPAN_LR;
+                o[u] = uvec3(ko0.xy, dx0) + r_offsets(q * RUN) + first;
+                ok[u] = i + u < ITERS && q < rows;
+                if (ok[u]) load_vectors(o[u], xw[u], gw[u]);
+            }
+            for (uint u = 0u; u < AHEAD; ++u) {
+                if (!ok[u]) continue;
+                for (uint e = 0u; e < VEC; ++e) {
+                    const float gy = element(gw[u], e), a = element(xw[u], e) - m[e];
+                    acc[e] += vec4(gy, a, gy * a, 0.0);
+                }
+                if (WRITE_DX) {  // each element times its own channel's factor, rounded once
+                    uvec4 words = uvec4(0u);
+                    for (uint w = 0u; w < LOAD_BYTES / 4u; ++w) {
+                        words[w] = IS_F16 ? packHalf2x16(unpackHalf2x16(gw[u][w]) *
+                                                         vec2(f[2u * w], f[2u * w + 1u]))
+                                          : floatBitsToUint(uintBitsToFloat(gw[u][w]) * f[w]);
+                    }
+                    store_vector(o[u].z, words);
+                }
+            }
+        }
+        for (uint e = 0u; e < VEC; ++e) {
+            if (e < split) {
+                lo_sums += acc[e];
+            } else {
+                hi_sums += acc[e];
+            }
+        }
+    }
+    span_sums(lo_sums, hi_sums, t);
+}
+
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint kl = K_FAST ? t % LK : t / LR;
@@ -277,14 +398,16 @@ void main() {
         const uint j = CHUNK_MAJOR ? w / groups : w - grp * chunks;
         const uint k = grp * LK + kl;
         vec4 acc = vec4(0.0);
-        if (k < channels && kl < LK && rl < LR) {
+        if (SPAN > 0u) {
+            span_item(grp, j, t);  // res[0 .. SPAN) ready
+        } else if (k < channels && kl < LK && rl < LR) {
             const uvec4 ko = k_offsets(k);
             const float m = shift(ko);
             float coef = 0.0;
             uvec4 kd = uvec4(0u);
-            if (WRITE_DX) {  // as batch_normalization_grad_output computes it
+            if (WRITE_DX) {
                 kd = k_out_offsets(k);
-                coef = LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
+                coef = dx_factor(ko, kd);
             }
             const uint r0 = j * (ITERS * LR) + rl;  // in elements, or vectors when VEC > 1
             // AHEAD vectors are loaded before the first of them is added, so that all loads
@@ -315,7 +438,7 @@ void main() {
                 }
             }
         }
-        column_sums(acc, kl, rl);
+        if (SPAN == 0u) column_sums(acc, kl, rl);
         const uint kt = grp * LK + t;
         if (t < LK && kt < channels) {
             const uvec4 ko = k_offsets(kt);

@@ -286,25 +286,40 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         t["output_scale_gradient_tensor"], t["output_bias_gradient_tensor"])
     rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
                                        t["input_gradient_tensor"], t["output_gradient_tensor"])
-    vec, run, slots = 1, 0, n  # run: MASKED's run length (0: off); slots: n, padded
+    # run: the innermost reduced run's length, for MASKED or SPAN (0: neither); slots: n, or
+    # with MASKED n padded; span: SPAN's channels per work item (0: off).
+    vec, run, slots, span, masked = 1, 0, n, 0, False
     if not axes.kept_innermost:
         widths = (8, 4, 2) if is_f16 else (4, 2)
         vec = next((w for w in widths
                     if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
         if vec == 1:
-            vec = _masked_width(widths, ksizes, (kx, kdy), rsizes, (rx, rdy))
-            if vec > 1:
+            vec, span = _span_width(widths, wg, ksizes, (kx, kdy), rsizes, (rx, rdy))
+            if span:
+                run = rsizes[-1]
+            else:
+                vec = _masked_width(widths, ksizes, (kx, kdy), rsizes, (rx, rdy))
+                masked = vec > 1
+            if masked:
                 run = rsizes[-1]
                 rsizes = list(rsizes[:-1]) + [_padded_run(run, vec)]
                 slots = n // run * rsizes[-1]
 
     def lanes(width):
-        """(LK, LR, channel groups, ITERS of one chunk per channel) at workgroup `width`."""
+        """(LK, LR, channel groups, ITERS of one chunk per channel) at workgroup `width`; with
+        SPAN, LR counts span rows (`width` // SV) and ITERS rows per lane."""
+        if span:
+            lr = width // (span * run // vec)
+            return span, lr, channels // span, -(-(n // run) // lr)
         if axes.kept_innermost:
             k = min(_pow2_floor(width), K_FAST_MAX, _pow2_ceil(channels))
         else:
             k = max(1, _pow2_floor(width) // _pow2_ceil(-(-slots // vec)))
         return k, width // k, -(-channels // k), -(-slots // (width // k * vec))
+
+    def chunks_of(iters, lr):
+        """Chunks per channel group of `iters` terms (or vectors, or SPAN's rows) per lane."""
+        return -(-(n // run if span else slots // vec) // (iters * lr))
 
     def one_pass(width):  # whether stage 1 at `width` may finish every channel
         _, _, g, it = lanes(width)
@@ -325,10 +340,10 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     iters = whole if finish else min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, whole)
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
-    while not _within_loop_limit(limits, channels, groups, -(-slots // (iters * lr * vec)),
-                                 iters, finish, wg):
+    while not _within_loop_limit(limits, channels, groups, chunks_of(iters, lr), iters, finish,
+                                 wg):
         iters *= 2
-    chunks = -(-slots // (iters * lr * vec))
+    chunks = chunks_of(iters, lr)
     partials = Dispatch(
         "batch_normalization_grad_partials",
         _bind("x", "dy", "mean", "variance", "scale", "dx", "partials", "dscale", "dbias",
@@ -341,8 +356,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                        VEC=vec, TRAINING=training, EPSILON=eps, WRITE_DX=write_dx,
                        FINISH=finish, N_R=float(n), K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb,
                        CHUNK_MAJOR=training and L2_ORDER,
-                       AHEAD=_ahead(vec * x.data_type.element_size), MASKED=run > 0,
-                       RUN=max(run, 1)),
+                       AHEAD=_ahead(vec * x.data_type.element_size), MASKED=masked,
+                       RUN=max(run, 1), SPAN=span),
         push=dict(channels=channels, reduced=slots, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
@@ -442,6 +457,31 @@ def _masked_width(widths, ksizes, kstrides, rsizes, rstrides) -> int:
                 and all(len({st % w for st in dim}) == 1 for dim in others)):
             return w
     return 1
+
+
+def _span_width(widths, wg, ksizes, kstrides, rsizes, rstrides):
+    """SPAN's (VEC, SPAN), or (1, 0): where the innermost reduced run (contiguous in X and dY)
+    is no multiple of a vector width but the innermost kept dimension steps exactly one run in
+    both (the channels' runs end to end: NCHW), SPAN = VEC / gcd(run, VEC) adjacent channels
+    make one row of run / gcd(run, VEC) whole aligned vectors. It needs run >= VEC (a vector
+    then holds at most two channels), SPAN dividing the innermost kept size, a row no wider
+    than the workgroup (`wg`), and every other stride a multiple of VEC. Of the widths that
+    fit, the widest that leaves ONE_PASS_MIN_GROUPS span groups (one pass), else the widest."""
+    run = rsizes[-1]
+    if (any(s[-1] != 1 for s in rstrides) or ksizes[-1] == 1
+            or any(s[-1] != run for s in kstrides)):
+        return 1, 0
+    others = _outer_strides(list(ksizes[:-1]) + [1], kstrides, rsizes, rstrides)
+    fit = [w for w in widths
+           if run >= w and ksizes[-1] % (w // math.gcd(run, w)) == 0
+           and run // math.gcd(run, w) <= wg
+           and all(st % w == 0 for dim in others for st in dim)]
+    if not fit:
+        return 1, 0
+    channels = math.prod(ksizes)
+    w = next((w for w in fit if channels // (w // math.gcd(run, w)) >= ONE_PASS_MIN_GROUPS),
+             fit[0])
+    return w, w // math.gcd(run, w)
 
 
 def _elementwise_dims(axes, desc, *tensors, extra=()):
