@@ -11,13 +11,14 @@ width exact: the plan's widening is held to it).
 --l2-order: instead, the training grad with and without its L2 order (`L2_ORDER`, patched:
 stage 1 over chunks of all channels at once, dX last vector first); --ahead: both operators
 with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched); --masked: both
-operators with MASKED off, by its rule, and with narrower vectors; --plan: both operators as
+operators with MASKED off, by its rule, and with narrower vectors; --span: both operators
+with SPAN off, by its rule, and at each vector width; --plan: both operators as
 planned, in two stages, and with wider one-pass workgroups. Each timed warm
 (replays back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
-                                        [--one-pass | --l2-order | --ahead | --masked | --plan]
+                                        [--one-pass | --l2-order | --ahead | --masked | --span | --plan]
                                         [--shapes NxCxHxW,...]  (with the last four)
     python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
 """
@@ -58,14 +59,19 @@ def close(rec, op, tensors):
 
 
 MASKED_WIDTH = bn._masked_width
+SPAN_WIDTH = bn._span_width
 
 
 def _patch(name, value):
     """A setting as the module attribute it patches: AHEAD, stage 1's loads ahead whatever the
-    load's size (the plan's `_ahead` replaced); MASKED_WIDTH, MASKED's widest vector
+    load's size (the plan's `_ahead` replaced); SPAN_WIDTH, SPAN's vector width (`_span_width`
+    offered only that width; 0: SPAN off); MASKED_WIDTH, MASKED's widest vector
     (`_masked_width` offered only the widths up to it); else the attribute itself."""
     if name == "AHEAD":
         return "_ahead", lambda load_bytes: value
+    if name == "SPAN_WIDTH":  # SPAN at exactly this vector width where it fits (0: off)
+        return "_span_width", lambda widths, *a: SPAN_WIDTH(
+            tuple(w for w in widths if w == value), *a)
     if name == "MASKED_WIDTH":
         return "_masked_width", lambda widths, *a: MASKED_WIDTH(
             tuple(w for w in widths if w <= value), *a)
@@ -117,8 +123,13 @@ def patched_sweep(dev, T, args, settings, shapes_arg=None):
                 ref = first.setdefault(training, outs)
                 same = all(np.array_equal(a.view(np.uint8), b.view(np.uint8))
                            for a, b in zip(outs, ref))
+                stage1 = dict(op.plan.dispatches[0].constants)
                 row = {"shape": list(shape), "dtype": dt, "training": training,
-                       "setting": setting, "labels": rec.labels, "bitwise_equal_to_first": same}
+                       "setting": setting, "labels": rec.labels, "bitwise_equal_to_first": same,
+                       "dx_bitwise_equal_to_first": np.array_equal(outs[0].view(np.uint8),
+                                                                   ref[0].view(np.uint8)),
+                       "stage1": {k: stage1.get(k) for k in ("WG", "VEC", "SPAN", "MASKED",
+                                                             "FINISH", "AHEAD", "ITERS")}}
                 for name, steps in (("warm", warm), ("cold", cold)):
                     total = statistics.median(sum(s) for s in steps)
                     row[name + "_step_us"] = [statistics.median(s[i] for s in steps) / 1e3
@@ -147,7 +158,10 @@ def summary(line):
         return " ".join(head + [r["one_pass"], str(r["local_size"]),
                                 " ".join(f"{u:.1f}" for u in r["step_us"]),
                                 f'{r["us"]:.1f} us', f'{r["pct_copy"]:.1f}%'])
-    head += [str(r["setting"]), "bitwise" if r["bitwise_equal_to_first"] else "DIFFERS"]
+    head += [str(r["setting"]), "bitwise" if r["bitwise_equal_to_first"] else
+             "dX bitwise" if r.get("dx_bitwise_equal_to_first") else "DIFFERS"]
+    if "stage1" in r:
+        head.append(" ".join(f"{k}={v}" for k, v in r["stage1"].items() if v is not None))
     return " ".join(head + [f'| {t} ' + " ".join(f"{u:.1f}" for u in r[t + "_step_us"])
                             + f' = {r[t + "_us"]:.1f} us {r[t + "_pct_copy"]:.1f}%'
                             for t in ("warm", "cold")])
@@ -162,6 +176,10 @@ SWEEPS = {
     "--masked": [(training, setting) for training in (False, True)
                  for setting in ({"MASKED_MAX_SLOTS": 0}, {}, {"MASKED_MAX_SLOTS": 2,
                                  "MASKED_WIDTH": 4}, {"MASKED_MAX_SLOTS": 2, "MASKED_WIDTH": 2})],
+    # SPAN off (MASKED), by its rule, then at each vector width (where it fits).
+    "--span": [(training, setting) for training in (False, True)
+               for setting in ({"SPAN_WIDTH": 0}, {}, {"SPAN_WIDTH": 8}, {"SPAN_WIDTH": 4},
+                               {"SPAN_WIDTH": 2})],
     # The plan: as chosen, two stages instead of one pass, one-pass workgroups twice and four
     # times as wide (up to 1024).
     "--plan": [(training, setting) for training in (False, True)
