@@ -69,9 +69,9 @@ def _patch(name, value):
     (`_masked_width` offered only the widths up to it); else the attribute itself."""
     if name == "AHEAD":
         return "_ahead", lambda load_bytes: value
-    if name == "SPAN_WIDTH":  # SPAN at exactly this vector width where it fits (0: off)
-        return "_span_width", lambda widths, *a: SPAN_WIDTH(
-            tuple(w for w in widths if w == value), *a)
+    if name == "SPAN_WIDTH":  # SPAN at exactly this width where it fits, any dtype (0: off)
+        return "_span_width", lambda widths, wg, f16_dx, *a: SPAN_WIDTH(
+            tuple(w for w in widths if w == value), wg, True, *a) if value else (1, 0)
     if name == "MASKED_WIDTH":
         return "_masked_width", lambda widths, *a: MASKED_WIDTH(
             tuple(w for w in widths if w <= value), *a)

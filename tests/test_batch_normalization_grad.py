@@ -373,7 +373,9 @@ AHEAD_CASES = [((3, 10, 700), (1, 10, 1), np.float32, True, 4, False),  # 16 byt
                ((8, 5, 1001), (1, 5, 1), np.float32, False, 4, True),  # the same, 2 chunks
                ((7, 3, 7, 7), (1, 3, 1, 1), np.float16, True, 8, True),  # 16 bytes, masked
                ((300, 3, 13), (1, 3, 1), np.float16, False, 4, True),  # 8 bytes, 2 chunks
-               ((12, 3, 9), (1, 3, 1), np.float16, True, 2, True)]  # 4 bytes, masked
+               ((12, 3, 9), (1, 3, 1), np.float16, True, 2, True),  # 4 bytes, masked
+               ((6, 16, 7, 7), (1, 16, 1, 1), np.float16, True, 4, False),  # 8 bytes, SPAN
+               ((5, 8, 13, 13), (1, 8, 1, 1), np.float32, True, 4, False)]  # 16 bytes, SPAN
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -424,7 +426,7 @@ def test_plan_loads_ahead_and_l2_order():
             ((256, 256, 14, 14), (1, 256, 1, 1), F16, 4, 2),  # 8-byte loads
             ((2, 3, 66), (1, 3, 1), F16, 2, 4),  # 4-byte loads
             ((256, 512, 7, 7), (1, 512, 1, 1), F32, 4, 1),  # 16-byte loads, MASKED
-            ((256, 512, 7, 7), (1, 512, 1, 1), F16, 8, 1),
+            ((256, 511, 7, 7), (1, 511, 1, 1), F16, 8, 1),  # (an odd C: no SPAN)
             ((300, 5, 3), (1, 5, 1), F32, 1, 4),  # single elements
             ((300, 5, 3), (1, 5, 1), F16, 1, 8)):
         for op in OPS:
@@ -447,7 +449,7 @@ def test_plan_masked_runs():
         return plan_of(op, sizes, stat, strides, dtype).dispatches[0]
 
     for sizes, dtype, vec, run, padded in (
-            ((256, 512, 7, 7), F16, 8, 49, 56), ((256, 512, 7, 7), F32, 4, 49, 52),
+            ((256, 511, 7, 7), F16, 8, 49, 56), ((256, 512, 7, 7), F32, 4, 49, 52),
             ((12, 3, 9), F16, 2, 9, 10),  # 8 and 4 would pad 9 to 16 and 12
             ((300, 3, 13), F16, 4, 13, 16), ((2, 5, 257), F32, 4, 257, 260)):
         stat = (1, sizes[1]) + (1,) * (len(sizes) - 2)
@@ -560,6 +562,110 @@ def test_masked_runs_see_only_their_elements(device, rng, op, dtype, one_pass, m
                        FUNCTIONS[op][1](*sub, 1e-3), magnitudes(op, *sub, 1e-3), np_dtype)
 
 
+def test_plan_span():
+    """SPAN: where the channels' runs lie end to end (NCHW) and no vector width divides the run,
+    stage 1 reads SPAN = VEC / gcd(run, VEC) adjacent channels as one row of whole aligned
+    vectors, at the first width of SPAN_WIDTHS (4, then 8 elements; 2 only where stage 1 stores
+    float16 dX) that fits and keeps the one-pass plan; else MASKED."""
+    def stage1(op, sizes, dtype, strides=None, limits=Limits(local_size=256)):
+        stat = (1, sizes[1]) + (1,) * (len(sizes) - 2)
+        return plan_of(op, sizes, stat, strides, dtype, limits).dispatches[0]
+
+    def plain(s):
+        return (s.constant("VEC"), s.constant("SPAN"), s.constant("MASKED"), s.constant("FINISH"))
+
+    for sizes, dtype, op, want in (
+            # 2 float16 elements, where stage 1 stores dX (MASKED would need atomics)
+            ((256, 512, 7, 7), F16, GRAD, (2, 2, False, True)),
+            # without dX in stage 1, or in float32, 2 elements are not taken: MASKED
+            ((256, 512, 7, 7), F16, TRAINING, (8, 0, True, True)),
+            ((256, 512, 7, 7), F32, GRAD, (4, 0, True, True)),  # SPAN 4: 128 groups
+            ((128, 2048, 7, 7), F16, GRAD, (4, 4, False, True)),  # 4 before 8
+            ((128, 2048, 7, 7), F16, TRAINING, (4, 4, False, True)),
+            ((128, 2048, 7, 7), F32, TRAINING, (4, 4, False, True)),
+            ((128, 256, 13, 13), F16, GRAD, (8, 0, True, True)),  # SPAN: too few groups
+            ((256, 511, 7, 7), F16, GRAD, (8, 0, True, True)),  # SPAN must divide C
+            ((128, 256, 27, 27), F16, GRAD, (8, 0, True, True)),  # a row of 729 vectors
+            ((100000, 512, 7, 7), F16, GRAD, (8, 0, True, False))):  # no one pass: MASKED
+        s = stage1(op, sizes, dtype)
+        assert plain(s) == want, (sizes, dtype, op)
+        if want[1]:
+            assert s.constant("RUN") == 49 and s.constant("R_SIZES")[-1] == 49
+            assert dict(s.push)["reduced"] == math.prod(sizes) // sizes[1]
+            assert s.constant("LK") == want[1] and s.workgroups == sizes[1] // want[1]
+            assert s.constant("WRITE_DX") == (op == GRAD)
+    # [256,512,7,7] float16: 256 span groups widened to 512 lanes, 10 rows of 49 vectors each.
+    s = stage1(GRAD, (256, 512, 7, 7), F16, limits=Limits(local_size=256, max_local_size=1024))
+    assert (s.constant("WG"), s.constant("AHEAD"), s.constant("ITERS")) == (512, 4, 26)
+    # Padded rows (the next channel's run does not follow), and NHWC, are not spanned.
+    assert not stage1(GRAD, (256, 512, 7, 7), F16, (512 * 56, 56, 7, 1)).constant("SPAN")
+    assert not stage1(GRAD, (256, 512, 7, 7), F16, (512 * 49, 1, 7 * 512, 512)).constant("SPAN")
+    # A batch stride that is no multiple of 4 (dX with dY's strides): 2 elements still fit;
+    # with a packed dX, stage 1 stores no dX, so 2 elements are not taken.
+    x = TensorDesc(F16, (256, 512, 7, 7), (512 * 49 + 2, 49, 7, 1))
+    m = TensorDesc(F16, (1, 512, 1, 1))
+    s = DESCS[GRAD](x, x, m, m, m, x, m, m, 1e-5).plan(Limits(local_size=256)).dispatches[0]
+    assert plain(s) == (2, 2, False, True)
+    assert plain(stage1(GRAD, (256, 512, 7, 7), F16, x.strides)) == (8, 0, True, True)
+
+
+# (shape, statistics shape, strides or None): SPAN's rows of 7x7, 13x13, 5x5 and 3x3 (a run
+# of 9 holding one vector of 8 with a part of another), a batch stride with a gap after each
+# batch, and a channel count that leaves one span group.
+SPAN_CASES = [((7, 16, 7, 7), (1, 16, 1, 1), None), ((3, 8, 13, 13), (1, 8, 1, 1), None),
+              ((5, 24, 5, 5), (1, 24, 1, 1), None), ((11, 16, 3, 3), (1, 16, 1, 1), None),
+              ((6, 8, 7, 7), (1, 8, 1, 1), (8 * 49 + 8, 49, 7, 1))]
+
+
+@pytest.mark.parametrize("width", [2, 4, 8])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", OPS)
+def test_span_rows(device, rng, op, dtype, width, monkeypatch):
+    """SPAN at each vector width (forced, one pass forced): the oracle's results, inputs
+    untouched, bitwise the same run to run; Inf and NaN in one channel's X and dY leave its
+    neighbours in the same vectors as the oracle has them; dX over X or dY reads every element
+    before writing it."""
+    import test_operators
+    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
+    monkeypatch.setattr(bn, "SPAN_WIDTHS", (width,))
+    np_dtype = dtype
+    if width == 8 and dtype == np.float32:
+        pytest.skip("float32 vectors hold at most 4 elements")
+    for shape, stat, strides in SPAN_CASES:
+        views = None
+        if strides is not None:
+            def views(*arrays, strides=strides):
+                x, dy = (_strided(a, strides, strides[0] * shape[0], np.nan)[1]
+                         for a in arrays[:2])
+                return (x, dy) + arrays[2:]
+        x_desc = TensorDesc(DataType.from_numpy(np_dtype, "", ""), shape, strides)
+        m = TensorDesc(x_desc.data_type, stat)
+        desc = DESCS[op](x_desc, x_desc, m, m, m, x_desc, m, m, 1e-3)
+        s = desc.plan(device.limits).dispatches[0]
+        assert (s.constant("VEC"), s.constant("SPAN"), s.constant("FINISH")) == \
+            (width, width // math.gcd(width, shape[2] * shape[3]), True), shape
+        first = check(device, rng, op, shape, stat, np_dtype, views=views)
+        again = FUNCTIONS[op][0](*first.arrays, 1e-3, device=device)
+        for name, u, v in zip(NAMES, first.result, again):
+            np.testing.assert_array_equal(u.view(np.uint8), v.view(np.uint8), err_msg=name)
+    # Non-finite values in channels 1 and 6 (runs 1 and 6 share vectors with 0, 2, 5 and 7).
+    shape, stat = (7, 8, 7, 7), (1, 8, 1, 1)
+    x, dy, mean, var, scale = make_inputs(rng, shape, stat, np_dtype, op)
+    x[2, 1, 0, 0], dy[3, 1, 6, 6], x[0, 6, 6, 6], dy[6, 6, 0, 0] = np.inf, np.nan, -np.inf, np.nan
+    with np.errstate(invalid="ignore"):
+        got = FUNCTIONS[op][0](x, dy, mean, var, scale, 1e-3, device=device)
+        want = FUNCTIONS[op][1](x, dy, mean, var, scale, 1e-3)
+    for name, g, w in zip(NAMES, got, want):
+        np.testing.assert_array_equal(np.isfinite(g), np.isfinite(w), err_msg=name)
+    clean = [c for c in range(8) if c not in (1, 6)]
+    sub = [a[:, clean] for a in (x, dy, mean, var, scale)]
+    assert_outputs(bn.BatchNormalizationGradResult(*(g[:, clean] for g in got)),
+                   FUNCTIONS[op][1](*sub, 1e-3), magnitudes(op, *sub, 1e-3), np_dtype)
+    case = operators.Case(make_inputs(rng, (7, 16, 7, 7), (1, 16, 1, 1), np_dtype, op) + (1e-3,))
+    for layout in ("packed", "transposed"):
+        test_operators.check_in_place(device, RECORDS[op], case, layout, np_dtype)
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_workgroup_stride_loops(device, rng, op, monkeypatch):
     """With at most 3 workgroups per dispatch every kernel loops over its work items."""
@@ -576,6 +682,7 @@ def test_workgroup_stride_loops(device, rng, op, monkeypatch):
         assert plan_of(op, (3, 7, 3000), (1, 7, 1)).dispatches[0].constant("FINISH")
         check(device, rng, op, (3, 7, 3000), (1, 7, 1), dtype)
         check(device, rng, op, (3, 7, 49), (1, 7, 1), dtype)  # MASKED
+        check(device, rng, op, (3, 16, 7, 7), (1, 16, 1, 1), dtype)  # SPAN: 4 span groups
 
 
 # ---- the descriptor API --------------------------------------------------------------------------

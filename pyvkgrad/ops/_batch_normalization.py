@@ -117,6 +117,17 @@ LOAD_BYTES_AHEAD = 16
 # widest allowed won some float16 BATCH_NORMALIZATION_GRAD rows and lost most training grad rows
 # (benchmarks/RESULTS.md).
 MASKED_MAX_SLOTS = 1.25
+# SPAN: where the channels' runs lie end to end (NCHW with 7x7 rows), stage 1 reads SPAN adjacent
+# channels as one row of whole aligned vectors instead (no masks, no atomics, no vector read
+# twice), with vectors of these widths in order of preference (elements; float32 takes 4 only),
+# so long as the one-pass plan remains; 2 float16 elements only where stage 1 stores dX, whose
+# MASKED edge words need atomics. On the H100, against MASKED: float16 BATCH_NORMALIZATION_GRAD
+# [256,512,7,7] 25.9 -> 18.7 us (2 elements), [128,2048,7,7] 54.3 -> 36.6 us (4; 45.6 with 8),
+# float32 73.6 -> 61.4 us, the training grad 97.7 -> 91.6 and 55.6 -> 51.1 us; narrower vectors
+# than MASKED's without dX to store were slower (training [256,512,7,7] float16 27.4 -> 29.4 us
+# with 2 elements), and so was SPAN in two stages where MASKED has one pass
+# (benchmarks/RESULTS.md).
+SPAN_WIDTHS = (4, 8)
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -286,24 +297,31 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         t["output_scale_gradient_tensor"], t["output_bias_gradient_tensor"])
     rsizes, (rx, rdy, rdx) = axes.over(axes.reduced, t["input_tensor"],
                                        t["input_gradient_tensor"], t["output_gradient_tensor"])
-    # run: the innermost reduced run's length, for MASKED or SPAN (0: neither); slots: n, or
-    # with MASKED n padded; span: SPAN's channels per work item (0: off).
-    vec, run, slots, span, masked = 1, 0, n, 0, False
-    if not axes.kept_innermost:
+    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 can store it as it reads dY (dY
+    # is read once) where dX has dY's strides, so its vectors line up with dY's.
+    dx_like_dy = not training and rdx == rdy and kdx == kdy
+    r_unpadded = rsizes
+
+    def layout(try_span):
+        """(VEC, run, slots, SPAN, MASKED, R sizes): run is the innermost reduced run's length
+        for MASKED or SPAN (0: neither), slots n or with MASKED n padded, SPAN 0 when off."""
+        if axes.kept_innermost:
+            return 1, 0, n, 0, False, r_unpadded
         widths = (8, 4, 2) if is_f16 else (4, 2)
-        vec = next((w for w in widths
-                    if _vector_width(w, ksizes, (kx, kdy), rsizes, (rx, rdy)) == w), 1)
-        if vec == 1:
-            vec, span = _span_width(widths, wg, ksizes, (kx, kdy), rsizes, (rx, rdy))
+        args = ksizes, (kx, kdy), r_unpadded, (rx, rdy)
+        vec = next((w for w in widths if _vector_width(w, *args) == w), 1)
+        if vec > 1:
+            return vec, 0, n, 0, False, r_unpadded
+        run = r_unpadded[-1]
+        if try_span:
+            vec, span = _span_width(widths, wg, is_f16 and dx_like_dy, *args)
             if span:
-                run = rsizes[-1]
-            else:
-                vec = _masked_width(widths, ksizes, (kx, kdy), rsizes, (rx, rdy))
-                masked = vec > 1
-            if masked:
-                run = rsizes[-1]
-                rsizes = list(rsizes[:-1]) + [_padded_run(run, vec)]
-                slots = n // run * rsizes[-1]
+                return vec, run, n, span, False, r_unpadded
+        vec = _masked_width(widths, *args)
+        if vec == 1:
+            return 1, 0, n, 0, False, r_unpadded
+        padded = list(r_unpadded[:-1]) + [_padded_run(run, vec)]
+        return vec, run, n // run * padded[-1], 0, True, padded
 
     def lanes(width):
         """(LK, LR, channel groups, ITERS of one chunk per channel) at workgroup `width`; with
@@ -326,17 +344,21 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         return (g >= ONE_PASS_MIN_GROUPS and it <= ONE_PASS_MAX_ITERS
                 and _within_loop_limit(limits, channels, g, 1, it, finish=True, wg=width))
 
+    # SPAN only where stage 1 then finishes every channel in one pass (in two stages it was
+    # slower than MASKED in one: benchmarks/RESULTS.md).
+    vec, run, slots, span, masked, rsizes = layout(try_span=True)
     finish = one_pass(wg)
+    if span and not finish:
+        vec, run, slots, span, masked, rsizes = layout(try_span=False)
+        finish = one_pass(wg)
     if finish:
         # Wider workgroups where the groups alone would leave the device short of invocations.
         wide = max(wg, min(limits.max_local_size, ONE_PASS_MAX_WG,
                            _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2]))))
         wg = wide if one_pass(wide) else wg
     lk, lr, groups, whole = lanes(wg)
-    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY (dY is
-    # read once), where dX has dY's strides, so its vectors (aligned or MASKED) line up with
-    # dY's (float16 single elements would need atomics: there the element-wise kernel does it).
-    write_dx = not training and rdx == rdy and kdx == kdy and (vec > 1 or not is_f16)
+    # Float16 single elements would need atomics: there the element-wise kernel stores dX.
+    write_dx = dx_like_dy and (vec > 1 or not is_f16)
     iters = whole if finish else min(ITERS_MAX if vec == 1 else ITERS_MAX_VECTORS, whole)
     # Where the driver ends long loops (lavapipe), an invocation must stay below the limit in
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
@@ -459,29 +481,27 @@ def _masked_width(widths, ksizes, kstrides, rsizes, rstrides) -> int:
     return 1
 
 
-def _span_width(widths, wg, ksizes, kstrides, rsizes, rstrides):
+def _span_width(widths, wg, f16_dx, ksizes, kstrides, rsizes, rstrides):
     """SPAN's (VEC, SPAN), or (1, 0): where the innermost reduced run (contiguous in X and dY)
     is no multiple of a vector width but the innermost kept dimension steps exactly one run in
     both (the channels' runs end to end: NCHW), SPAN = VEC / gcd(run, VEC) adjacent channels
     make one row of run / gcd(run, VEC) whole aligned vectors. It needs run >= VEC (a vector
     then holds at most two channels), SPAN dividing the innermost kept size, a row no wider
-    than the workgroup (`wg`), and every other stride a multiple of VEC. Of the widths that
-    fit, the widest that leaves ONE_PASS_MIN_GROUPS span groups (one pass), else the widest."""
+    than the workgroup (`wg`), every other stride a multiple of VEC, and ONE_PASS_MIN_GROUPS
+    span groups. The first of SPAN_WIDTHS that fits; 2 elements only with `f16_dx` (stage 1
+    stores float16 dX)."""
     run = rsizes[-1]
     if (any(s[-1] != 1 for s in rstrides) or ksizes[-1] == 1
             or any(s[-1] != run for s in kstrides)):
         return 1, 0
     others = _outer_strides(list(ksizes[:-1]) + [1], kstrides, rsizes, rstrides)
-    fit = [w for w in widths
-           if run >= w and ksizes[-1] % (w // math.gcd(run, w)) == 0
-           and run // math.gcd(run, w) <= wg
-           and all(st % w == 0 for dim in others for st in dim)]
-    if not fit:
-        return 1, 0
-    channels = math.prod(ksizes)
-    w = next((w for w in fit if channels // (w // math.gcd(run, w)) >= ONE_PASS_MIN_GROUPS),
-             fit[0])
-    return w, w // math.gcd(run, w)
+    for w in SPAN_WIDTHS + ((2,) if f16_dx else ()):
+        span = w // math.gcd(run, w)
+        if (w in widths and run >= w and ksizes[-1] % span == 0 and run // math.gcd(run, w) <= wg
+                and math.prod(ksizes) // span >= ONE_PASS_MIN_GROUPS
+                and all(st % w == 0 for dim in others for st in dim)):
+            return w, span
+    return 1, 0
 
 
 def _elementwise_dims(axes, desc, *tensors, extra=()):
