@@ -344,18 +344,23 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         return (g >= ONE_PASS_MIN_GROUPS and it <= ONE_PASS_MAX_ITERS
                 and _within_loop_limit(limits, channels, g, 1, it, finish=True, wg=width))
 
+    def one_pass_width():
+        """The one-pass plan's workgroup width, or 0 where stage 1 cannot finish every
+        channel: wider than the plans' where the groups alone would leave the device short of
+        invocations (and a lane then adds fewer terms)."""
+        wide = max(wg, min(limits.max_local_size, ONE_PASS_MAX_WG,
+                           _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2]))))
+        return next((w for w in (wide, wg) if one_pass(w)), 0)
+
     # SPAN only where stage 1 then finishes every channel in one pass (in two stages it was
     # slower than MASKED in one: benchmarks/RESULTS.md).
     vec, run, slots, span, masked, rsizes = layout(try_span=True)
-    finish = one_pass(wg)
-    if span and not finish:
+    finish_wg = one_pass_width()
+    if span and not finish_wg:
         vec, run, slots, span, masked, rsizes = layout(try_span=False)
-        finish = one_pass(wg)
-    if finish:
-        # Wider workgroups where the groups alone would leave the device short of invocations.
-        wide = max(wg, min(limits.max_local_size, ONE_PASS_MAX_WG,
-                           _pow2_ceil(-(-ONE_PASS_INVOCATIONS // lanes(wg)[2]))))
-        wg = wide if one_pass(wide) else wg
+        finish_wg = one_pass_width()
+    finish = finish_wg > 0
+    wg = finish_wg or wg
     lk, lr, groups, whole = lanes(wg)
     # Float16 single elements would need atomics: there the element-wise kernel stores dX.
     write_dx = dx_like_dy and (vec > 1 or not is_f16)
