@@ -597,6 +597,11 @@ def test_plan_span():
     # [256,512,7,7] float16: 256 span groups widened to 512 lanes, 10 rows of 49 vectors each.
     s = stage1(GRAD, (256, 512, 7, 7), F16, limits=Limits(local_size=256, max_local_size=1024))
     assert (s.constant("WG"), s.constant("AHEAD"), s.constant("ITERS")) == (512, 4, 26)
+    # [512,512,7,7] float16: 103 rows per lane at 256 wide, 52 at 512: SPAN where the device
+    # allows 512, else MASKED.
+    s = stage1(GRAD, (512, 512, 7, 7), F16, limits=Limits(local_size=256, max_local_size=1024))
+    assert plain(s) == (2, 2, False, True) and s.constant("WG") == 512
+    assert plain(stage1(GRAD, (512, 512, 7, 7), F16)) == (8, 0, True, True)
     # Padded rows (the next channel's run does not follow), and NHWC, are not spanned.
     assert not stage1(GRAD, (256, 512, 7, 7), F16, (512 * 56, 56, 7, 1)).constant("SPAN")
     assert not stage1(GRAD, (256, 512, 7, 7), F16, (512 * 49, 1, 7 * 512, 512)).constant("SPAN")
@@ -819,6 +824,11 @@ def test_plan_one_pass_where_channel_groups_fill_the_device():
             stage1 = plan_of(op, sizes, (1, sizes[1], 1, 1), limits=wide).dispatches[0]
             assert stage1.constant("FINISH") and stage1.constant("WG") == wg
             assert stage1.workgroups == sizes[1]
+    # [512,256,14,14]: 98 vectors per lane at 256 wide (more than ONE_PASS_MAX_ITERS), 49 at
+    # the one-pass width, 512: one pass where the device allows that width.
+    for limits, finish in ((wide, True), (Limits(local_size=256), False)):
+        s = plan_of(GRAD, (512, 256, 14, 14), (1, 256, 1, 1), limits=limits).dispatches[0]
+        assert (s.constant("FINISH"), s.constant("WG")) == (finish, 512 if finish else 256)
     assert not plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1)).dispatches[0].constant("FINISH")
     nhwc = plan_of(GRAD, (256, 256, 14, 14), (1, 256, 1, 1),
                    strides=(14 * 14 * 256, 1, 14 * 256, 256))
