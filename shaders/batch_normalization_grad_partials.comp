@@ -28,7 +28,8 @@
 // so no second dispatch, no partials and no barrier between them.
 //
 // Work item w = (channel group g, chunk j), g = w / chunks (with CHUNK_MAJOR: j = w / groups,
-// the training grad's L2 order): LK channels by LR = WG / LK lanes.
+// the training grad's L2 order): LK channels by LR = WG / LK lanes (with SPAN, LK = SPAN
+// channels read as rows of whole vectors: span_item).
 // K_FAST: invocation t takes channel g*LK + t % LK and lane t / LK (consecutive invocations
 // on consecutive channels: coalesced when a kept dimension is innermost in memory, NHWC);
 // otherwise channel g*LK + t / LR and lane t % LR (coalesced for NCHW, and LK = 1 when a

@@ -16,8 +16,9 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
      sums (dY, X - Mean, dY * (X - Mean)) into the `partials` scratch buffer, spread over as
      many workgroups as there are chunks, so a few large channels still fill a large GPU; a
      lane keeps LOAD_BYTES_AHEAD bytes of loads in flight (AHEAD). Where the innermost reduced
-     run is contiguous it reads vectors of up to 16 bytes: aligned ones, or (MASKED) the
-     aligned vectors that hold an unaligned run, other runs' elements masked out;
+     run is contiguous it reads vectors of up to 16 bytes: aligned ones, or (SPAN) a few
+     adjacent channels' runs, end to end in memory, as one row of whole aligned vectors, or
+     (MASKED) the aligned vectors that hold an unaligned run, other runs' elements masked out;
   2. `batch_normalization_grad_finalize`: per channel the fixed-order sum of its partials, the
      scale and bias gradients, and the training grad's coefficients (`coefficients` scratch);
      where there are ONE_PASS_MIN_GROUPS channel groups or more (enough to fill the device
