@@ -12,13 +12,15 @@ width exact: the plan's widening is held to it).
 stage 1 over chunks of all channels at once, dX last vector first); --ahead: both operators
 with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched); --masked: both
 operators with MASKED off, by its rule, and with narrower vectors; --span: both operators
-with SPAN off, by its rule, and at each vector width; --plan: both operators as
+with SPAN off, by its rule, and at each vector width; --span-plan: SPAN's one-pass plan
+at other widths, vectors and loads ahead; --plan: both operators as
 planned, in two stages, and with wider one-pass workgroups. Each timed warm
 (replays back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
-                                        [--one-pass | --l2-order | --ahead | --masked | --span | --plan]
+                                        [--one-pass | --l2-order | --ahead | --masked | --span | --span-plan
+                                         | --plan]
                                         [--shapes NxCxHxW,...]  (with the last four)
     python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
 """
@@ -180,6 +182,15 @@ SWEEPS = {
     "--span": [(training, setting) for training in (False, True)
                for setting in ({"SPAN_WIDTH": 0}, {}, {"SPAN_WIDTH": 8}, {"SPAN_WIDTH": 4},
                                {"SPAN_WIDTH": 2})],
+    # SPAN's one-pass plan: as chosen, twice as wide, wider vectors with fewer groups in one
+    # pass (ONE_PASS_MIN_GROUPS lowered, up to 1024 wide), and other loads ahead.
+    "--span-plan": [(training, setting) for training in (False, True)
+                    for setting in ({}, {"ONE_PASS_INVOCATIONS": 2**18, "ONE_PASS_MAX_WG": 1024},
+                                    {"SPAN_WIDTH": 4, "ONE_PASS_MIN_GROUPS": 128,
+                                     "ONE_PASS_MAX_WG": 1024},
+                                    {"SPAN_WIDTH": 8, "ONE_PASS_MIN_GROUPS": 64,
+                                     "ONE_PASS_MAX_WG": 1024},
+                                    {"AHEAD": 2}, {"AHEAD": 8})],
     # The plan: as chosen, two stages instead of one pass, one-pass workgroups twice and four
     # times as wide (up to 1024).
     "--plan": [(training, setting) for training in (False, True)
