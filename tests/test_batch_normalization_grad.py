@@ -626,49 +626,57 @@ SPAN_CASES = [((7, 16, 7, 7), (1, 16, 1, 1), None), ((3, 8, 13, 13), (1, 8, 1, 1
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OPS)
 def test_span_rows(device, rng, op, dtype, width, monkeypatch):
-    """SPAN at each vector width (forced, one pass forced): the oracle's results, inputs
-    untouched, bitwise the same run to run; Inf and NaN in one channel's X and dY leave its
-    neighbours in the same vectors as the oracle has them; dX over X or dY reads every element
-    before writing it."""
+    """SPAN at each vector width (forced, one pass forced), through compiled operators (whose
+    plans are the ones asserted; the one-call cache would keep an earlier width's): the
+    oracle's results, bitwise the same run to run; Inf and NaN in one channel's X and dY leave
+    the channels sharing its vectors as the oracle has them; dX over X or dY reads every
+    element before writing it."""
     import test_operators
     monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
     monkeypatch.setattr(bn, "SPAN_WIDTHS", (width,))
-    np_dtype = dtype
     if width == 8 and dtype == np.float32:
         pytest.skip("float32 vectors hold at most 4 elements")
-    for shape, stat, strides in SPAN_CASES:
-        views = None
-        if strides is not None:
-            def views(*arrays, strides=strides):
-                x, dy = (_strided(a, strides, strides[0] * shape[0], np.nan)[1]
-                         for a in arrays[:2])
-                return (x, dy) + arrays[2:]
-        x_desc = TensorDesc(DataType.from_numpy(np_dtype, "", ""), shape, strides)
-        m = TensorDesc(x_desc.data_type, stat)
-        desc = DESCS[op](x_desc, x_desc, m, m, m, x_desc, m, m, 1e-3)
-        s = desc.plan(device.limits).dispatches[0]
+    dt = DataType.from_numpy(dtype, "", "")
+
+    def run(shape, stat, arrays, strides=None):
+        """The compiled operator's outputs for `arrays` (X and dY as buffers with `strides`),
+        after asserting that its stage 1 is SPAN at `width` in one pass."""
+        xd, m = TensorDesc(dt, shape, strides), TensorDesc(dt, stat)
+        desc = DESCS[op](xd, xd, m, m, m, TensorDesc(dt, shape), m, m, 1e-3)
+        s = device.compile(desc).plan.dispatches[0]
         assert (s.constant("VEC"), s.constant("SPAN"), s.constant("FINISH")) == \
             (width, width // math.gcd(width, shape[2] * shape[3]), True), shape
-        first = check(device, rng, op, shape, stat, np_dtype, views=views)
-        again = FUNCTIONS[op][0](*first.arrays, 1e-3, device=device)
-        for name, u, v in zip(NAMES, first.result, again):
+        return run_compiled(device, desc, arrays)
+
+    for shape, stat, strides in SPAN_CASES:
+        arrays = make_inputs(rng, shape, stat, dtype, op)
+        views, buffers = arrays, arrays
+        if strides is not None:  # X and dY in buffers with a gap (NaN) after each batch
+            raw = [_strided(a, strides, strides[0] * shape[0], np.nan) for a in arrays[:2]]
+            buffers = tuple(r for r, _ in raw) + arrays[2:]
+            views = tuple(v for _, v in raw) + arrays[2:]
+        got = run(shape, stat, buffers, strides)
+        assert_outputs(bn.BatchNormalizationGradResult(*got), FUNCTIONS[op][1](*views, 1e-3),
+                       magnitudes(op, *views, 1e-3), dtype)
+        for name, u, v in zip(NAMES, got, run(shape, stat, buffers, strides)):
             np.testing.assert_array_equal(u.view(np.uint8), v.view(np.uint8), err_msg=name)
-    # Non-finite values in channels 1 and 6 (runs 1 and 6 share vectors with 0, 2, 5 and 7).
+    # Non-finite values in channels 1 and 6, each sharing vectors with a neighbour at every
+    # width (runs of 49: channel 1 with 0 or 2, channel 6 with 5 or 7).
     shape, stat = (7, 8, 7, 7), (1, 8, 1, 1)
-    x, dy, mean, var, scale = make_inputs(rng, shape, stat, np_dtype, op)
+    x, dy, mean, var, scale = make_inputs(rng, shape, stat, dtype, op)
     x[2, 1, 0, 0], dy[3, 1, 6, 6], x[0, 6, 6, 6], dy[6, 6, 0, 0] = np.inf, np.nan, -np.inf, np.nan
+    got = run(shape, stat, (x, dy, mean, var, scale))
     with np.errstate(invalid="ignore"):
-        got = FUNCTIONS[op][0](x, dy, mean, var, scale, 1e-3, device=device)
         want = FUNCTIONS[op][1](x, dy, mean, var, scale, 1e-3)
     for name, g, w in zip(NAMES, got, want):
         np.testing.assert_array_equal(np.isfinite(g), np.isfinite(w), err_msg=name)
     clean = [c for c in range(8) if c not in (1, 6)]
     sub = [a[:, clean] for a in (x, dy, mean, var, scale)]
     assert_outputs(bn.BatchNormalizationGradResult(*(g[:, clean] for g in got)),
-                   FUNCTIONS[op][1](*sub, 1e-3), magnitudes(op, *sub, 1e-3), np_dtype)
-    case = operators.Case(make_inputs(rng, (7, 16, 7, 7), (1, 16, 1, 1), np_dtype, op) + (1e-3,))
+                   FUNCTIONS[op][1](*sub, 1e-3), magnitudes(op, *sub, 1e-3), dtype)
+    case = operators.Case(make_inputs(rng, (7, 16, 7, 7), (1, 16, 1, 1), dtype, op) + (1e-3,))
     for layout in ("packed", "transposed"):
-        test_operators.check_in_place(device, RECORDS[op], case, layout, np_dtype)
+        test_operators.check_in_place(device, RECORDS[op], case, layout, dtype)
 
 
 @pytest.mark.parametrize("op", OPS)
