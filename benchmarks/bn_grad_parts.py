@@ -19,9 +19,9 @@ planned, in two stages, and with wider one-pass workgroups. Each timed warm
 checked bitwise against the operator's first setting.
 
     python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
-                                        [--one-pass | --l2-order | --ahead | --masked | --span | --span-plan
-                                         | --plan]
-                                        [--shapes NxCxHxW,...]  (with the last four)
+                                        [--one-pass | --l2-order | --ahead | --masked
+                                         | --span | --span-plan | --plan]
+                                        [--shapes NxCxHxW,...]  (not with --one-pass)
     python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
 """
 import argparse

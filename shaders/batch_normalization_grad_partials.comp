@@ -190,10 +190,12 @@ vec4 half_sums(uvec2 gw, uvec2 xw, float m, uint mask) {
 }
 
 // dY words times the coefficient, as words (float16: two halves per word, rounded once).
-uint scaled(uint gw, float coef) {
+// With a factor per element (float16: one per half; float32: coef.x), as SPAN needs.
+uint scaled(uint gw, vec2 coef) {
     return IS_F16 ? packHalf2x16(unpackHalf2x16(gw) * coef)
-                  : floatBitsToUint(uintBitsToFloat(gw) * coef);
+                  : floatBitsToUint(uintBitsToFloat(gw) * coef.x);
 }
+uint scaled(uint gw, float coef) { return scaled(gw, vec2(coef)); }
 uvec2 scaled(uvec2 gw, float coef) { return uvec2(scaled(gw.x, coef), scaled(gw.y, coef)); }
 uvec4 scaled(uvec4 gw, float coef) {
     return uvec4(scaled(gw.xy, coef), scaled(gw.zw, coef));
@@ -296,6 +298,14 @@ float element(uvec4 words, uint i) {
     return IS_F16 ? unpackHalf2x16(words[i / 2u])[i % 2u] : uintBitsToFloat(words[i]);
 }
 
+// SPAN: the span channel of slot 0 of vector sv's elements (.x), and the slot from which they
+// belong to the next channel (.y; VEC where none do).
+uvec2 span_lane(uint sv) {
+    const uint first = sv * VEC;  // the vector's first element in a span row
+    const uint lo = first / RUN;
+    return uvec2(lo, min((lo + 1u) * RUN - first, VEC));
+}
+
 // SPAN: res[kl] (kl < SPAN) = the sums of span channel kl over the workgroup, from each
 // lane's `lo` (its first channel's) and `hi` (the next channel's, where its vector crosses
 // into it), in a fixed order: per channel the lo parts, then the hi parts, each by a loop over
@@ -307,10 +317,8 @@ void span_sums(vec4 lo, vec4 hi, uint t) {
         for (uint kl = gl_SubgroupID; kl < SPAN; kl += gl_NumSubgroups) {
             vec4 acc = vec4(0.0);
             for (uint i = gl_SubgroupInvocationID; i < SV * SPAN_LR; i += gl_SubgroupSize) {
-                const uint first = i % SV * VEC;  // lane i's first element in its span row
-                const uint lane_lo = first / RUN;
-                const bool crosses = (lane_lo + 1u) * RUN < first + VEC;
-                if (part == 0u ? lane_lo == kl : crosses && lane_lo + 1u == kl) acc += sh[i];
+                const uvec2 lane = span_lane(i % SV);  // lane i's channels
+                if (part == 0u ? lane.x == kl : lane.y < VEC && lane.x + 1u == kl) acc += sh[i];
             }
             acc = subgroupAdd(acc);
             if (gl_SubgroupInvocationID == 0u) res[kl] = part == 0u ? acc : res[kl] + acc;
@@ -326,8 +334,8 @@ void span_sums(vec4 lo, vec4 hi, uint t) {
 void span_item(uint grp, uint j, uint t) {
     const uint sv = t % SV, rl = t / SV;
     const uint first = sv * VEC;  // the lane's first element in a span row
-    const uint lo = first / RUN;  // the span channel of slot 0; from slot `split` on, lo + 1
-    const uint split = min((lo + 1u) * RUN - first, VEC);
+    const uvec2 lane = span_lane(sv);
+    const uint lo = lane.x, split = lane.y;  // slots from `split` on: channel lo + 1
     vec4 lo_sums = vec4(0.0), hi_sums = vec4(0.0);
     if (rl < SPAN_LR) {
         const uint k0 = grp * SPAN;
@@ -367,12 +375,11 @@ void span_item(uint grp, uint j, uint t) {
                     const float gy = element(gw[u], e), a = element(xw[u], e) - m[e];
                     acc[e] += vec4(gy, a, gy * a, 0.0);
                 }
-                if (WRITE_DX) {  // each element times its own channel's factor, rounded once
+                if (WRITE_DX) {  // each element times its own channel's factor
                     uvec4 words = uvec4(0u);
                     for (uint w = 0u; w < LOAD_BYTES / 4u; ++w) {
-                        words[w] = IS_F16 ? packHalf2x16(unpackHalf2x16(gw[u][w]) *
-                                                         vec2(f[2u * w], f[2u * w + 1u]))
-                                          : floatBitsToUint(uintBitsToFloat(gw[u][w]) * f[w]);
+                        words[w] = scaled(gw[u][w], IS_F16 ? vec2(f[2u * w], f[2u * w + 1u])
+                                                           : vec2(f[w]));
                     }
                     store_vector(o[u].z, words);
                 }
