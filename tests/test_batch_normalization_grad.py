@@ -849,6 +849,21 @@ def test_plan_spreads_few_large_channels_over_many_workgroups():
     assert all(d.workgroups <= 65535 for d in p.dispatches)
 
 
+@pytest.mark.parametrize("op", OPS)
+def test_plan_within_a_loop_limit_or_a_clear_error(op):
+    """Under a loop limit, stage 1 takes longer chunks until every invocation fits; where even
+    one chunk per channel group cannot (a device of very few workgroups), planning stops with
+    an error naming the operator instead of doubling the chunk forever."""
+    sizes, stat = (1000, 400, 7, 7), (1, 400, 1, 1)
+    for workgroups in (65535, 10):
+        limits = Limits(local_size=256, max_workgroups=workgroups, max_loop_iterations=65535)
+        assert all(d.workgroups <= workgroups
+                   for d in plan_of(op, sizes, stat, limits=limits).dispatches)
+    few = Limits(local_size=256, max_workgroups=1, max_loop_iterations=65535)
+    with pytest.raises(RuntimeError, match=f"^{DESCS[op].OPERATOR}: InputTensor.Sizes .*65535"):
+        plan_of(op, sizes, stat, limits=few)
+
+
 def test_constant_grad_writes_dx_in_its_reduction(device, rng):
     arrays = make_inputs(rng, (2, 3, 100), (1, 3, 1), np.float32, GRAD)
     desc = describe(GRAD, *arrays, 1e-3)
