@@ -24,6 +24,7 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,  
                                  precondition, rule)
 
 import pyvkgrad  # noqa: E402
+from conftest import IN_CI  # noqa: E402
 from pyvkgrad import ClosedError, DataType, TensorDesc, reference  # noqa: E402
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
@@ -371,25 +372,35 @@ class DeviceStateMachine(RuleBasedStateMachine):
             assert t.tensor.closed == t.closed
 
 
-DeviceStateMachine.TestCase.settings = settings(
-    max_examples=150, stateful_step_count=50, deadline=None,
-    suppress_health_check=list(hypothesis.HealthCheck))
+def run_machine(derandomize: bool):
+    """Run the machine's 150 sequences of up to 50 steps; returns what it did, by kind."""
+    DeviceStateMachine.TestCase.settings = settings(
+        max_examples=150, stateful_step_count=50, deadline=None, derandomize=derandomize,
+        suppress_health_check=list(hypothesis.HealthCheck))
+    DeviceStateMachine.done.clear()
+    DeviceStateMachine.TestCase().runTest()
+    print(dict(DeviceStateMachine.done))
+    return DeviceStateMachine.done
 
 
 def test_device_state_machine(device):
-    DeviceStateMachine.done.clear()
-    DeviceStateMachine.TestCase().runTest()
-    done = DeviceStateMachine.done
-    print(dict(done))
+    """The same sequences on every machine, as in CI, so that the floor on what they did below
+    holds everywhere: random draws left one kind of close out of about one run in six."""
+    done = run_machine(derandomize=True)
     # Real work in every category: calls, executes (some reading an earlier execute's
     # output), replays of non-empty recordings, reads compared with the model, and closes of
-    # every kind, and one-call functions. The CI run (derandomized) did 938 calls, 579
+    # every kind, and one-call functions. The derandomized sequences did 938 calls, 579
     # executes of which 241 chained, 156 replays, 576 reads, 443 one-call functions and 79
-    # closes (7-38 of each kind); before the one-call rule, random runs on lavapipe and the
-    # H100 stayed above 609 calls, 377 executes, 141 chained, 50 replays, 283 reads and 65
-    # closes (2 of one kind at least).
+    # closes (7-38 of each kind) on lavapipe.
     for what, least in (("call", 200), ("execute", 100), ("chained execute", 30),
                         ("replay", 25), ("read", 100), ("one-call", 50)):
         assert done[what] >= least, f"only {done[what]} successful {what}s: {dict(done)}"
     closes = {k: n for k, n in done.items() if k.startswith("close ")}
     assert len(closes) == 4 and sum(closes.values()) >= 20, f"too few closes: {dict(done)}"
+
+
+@pytest.mark.skipif(IN_CI, reason="CI runs the derandomized sequences only (reproducible)")
+def test_device_state_machine_random(device):
+    """Off CI, fresh random sequences as well: every read is still compared with the model
+    (random draws promise no floor on what they do, so there is none here)."""
+    run_machine(derandomize=False)
