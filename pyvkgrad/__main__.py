@@ -59,6 +59,7 @@ def info() -> int:
             ("subgroup size", i.subgroup_size),
             ("max storage buffer range", f"{i.max_storage_buffer_range} bytes "
                                          f"({i.max_storage_buffer_range / 2**20:.0f} MiB)"),
+            ("storage buffers a shader", i.max_per_stage_descriptor_storage_buffers),
             ("max workgroup count", i.max_compute_work_group_count),
             ("max workgroup size", f"{i.max_compute_work_group_size}, "
                                    f"{i.max_compute_work_group_invocations} invocations"),

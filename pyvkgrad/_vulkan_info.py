@@ -41,6 +41,7 @@ class PhysicalDeviceInfo:
     subgroup_size: int          # 0 unless device and instance are >= 1.1
     subgroup_operations: int    # VkSubgroupFeatureFlags bitmask
     max_storage_buffer_range: int
+    max_per_stage_descriptor_storage_buffers: int  # storage buffers one shader may bind
     max_push_constants_size: int
     max_compute_shared_memory_size: int
     max_compute_work_group_count: tuple[int, int, int]
@@ -441,6 +442,7 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             subgroup_size=subgroup.subgroupSize,
             subgroup_operations=subgroup.supportedOperations,
             max_storage_buffer_range=lim.maxStorageBufferRange,
+            max_per_stage_descriptor_storage_buffers=lim.maxPerStageDescriptorStorageBuffers,
             max_push_constants_size=lim.maxPushConstantsSize,
             max_compute_shared_memory_size=lim.maxComputeSharedMemorySize,
             max_compute_work_group_count=tuple(lim.maxComputeWorkGroupCount),

@@ -974,6 +974,14 @@ class Device:
                      f"where they can)", f"<= {self.max_buffer_bytes} bytes",
                      f"{t.total_tensor_size_in_bytes} bytes")
         plan = desc.plan(self.limits if limits is None else limits)
+        # Binding more storage buffers than the device allows a shader is undefined behaviour
+        # in Vulkan (Vulkan guarantees 4; pyvkgrad's kernels bind up to 10): refuse it here.
+        most = self.info.max_per_stage_descriptor_storage_buffers
+        for d in plan.dispatches:
+            if len(d.bindings) > most:
+                fail(desc.OPERATOR, f"kernel {d.kernel}", f"binds more storage buffers than "
+                     f"{self.name} allows a shader (maxPerStageDescriptorStorageBuffers)",
+                     f"<= {most}", len(d.bindings), kind=RuntimeError)
         with self._lock:
             self._collect()
             session = self._session()

@@ -5,6 +5,8 @@ cut can make fit, and any descriptor the device cannot bind, is refused before d
 PYVKGRAD_MAX_BUFFER_BYTES lowers the limit so that small arrays exercise the cuts; one test
 uses lavapipe's real 128 MiB limit."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
@@ -170,3 +172,28 @@ def test_property_pieces_equal_the_whole(device, data):
         else:
             for p, w in zip(pieces, whole):
                 np.testing.assert_allclose(p, w, rtol=1e-4, atol=1e-4 * (np.abs(w).max() + 1))
+
+
+def test_kernels_beyond_the_storage_buffer_limit_are_refused(device, monkeypatch, rng):
+    """A device that lets a shader bind fewer storage buffers than a kernel of the plan binds
+    (Vulkan guarantees 4; the BatchNorm reduction binds 10) gets a clear error while the
+    operator compiles, before any device work: Vulkan leaves such a binding undefined."""
+    x, stat = (3, 5, 7, 11), (1, 5, 1, 1)
+    monkeypatch.setattr(device, "info", dataclasses.replace(
+        device.info, max_per_stage_descriptor_storage_buffers=8))
+    f32 = lambda shape: pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, shape)  # noqa: E731
+    desc = pyvkgrad.BatchNormalizationGradDesc(f32(x), f32(x), f32(stat), f32(stat), f32(stat),
+                                               f32(x), f32(stat), f32(stat), 1e-5)
+    refused = (r"^BATCH_NORMALIZATION_GRAD: kernel batch_normalization_grad_partials binds more "
+               r"storage buffers than .* allows a shader \(maxPerStageDescriptorStorageBuffers\)"
+               r": expected <= 8, got 10$")
+    with pytest.raises(RuntimeError, match=refused):
+        device.compile(desc)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in (x, x, stat, stat, stat)]
+    copies = [a.copy() for a in arrays]
+    with pytest.raises(RuntimeError, match=refused):
+        pyvkgrad.batch_normalization_grad(*arrays, 1e-5, device=device)
+    for a, c in zip(arrays, copies):
+        np.testing.assert_array_equal(a, c)
+    relu = pyvkgrad.ActivationReluGradDesc(f32(x), f32(x), f32(x))  # 3 buffers: allowed
+    device.compile(relu).close()
