@@ -4,7 +4,7 @@ Records three dependent 4-element ReLU grads (each reads the previous one's outp
 barrier lies between them) and reads each step's time from Vulkan timestamps: a dispatch
 with next to no work, after a barrier, is the least any second stage of a plan costs. Then
 the per-step times of BATCH_NORMALIZATION_GRAD at [32,64,112,112] (partial sums, barrier,
-finalize), whose finalize is the step that separates it from 90% of copy. Medians of
+finalize), whose finalize is the step that keeps float16 from 90% of copy. Medians of
 --repeat replays, one JSON line per recording.
 
     python3 benchmarks/dispatch_floor.py [--repeat N] [--quick]

@@ -850,18 +850,26 @@ def test_plan_spreads_few_large_channels_over_many_workgroups():
 
 
 @pytest.mark.parametrize("op", OPS)
-def test_plan_within_a_loop_limit_or_a_clear_error(op):
-    """Under a loop limit, stage 1 takes longer chunks until every invocation fits; where even
-    one chunk per channel group cannot (a device of very few workgroups), planning stops with
-    an error naming the operator instead of doubling the chunk forever."""
-    sizes, stat = (1000, 400, 7, 7), (1, 400, 1, 1)
-    for workgroups in (65535, 10):
-        limits = Limits(local_size=256, max_workgroups=workgroups, max_loop_iterations=65535)
-        assert all(d.workgroups <= workgroups
-                   for d in plan_of(op, sizes, stat, limits=limits).dispatches)
-    few = Limits(local_size=256, max_workgroups=1, max_loop_iterations=65535)
-    with pytest.raises(RuntimeError, match=f"^{DESCS[op].OPERATOR}: InputTensor.Sizes .*65535"):
-        plan_of(op, sizes, stat, limits=few)
+@pytest.mark.parametrize("dtype", [F32, F16], ids=["float32", "float16"])
+def test_plan_within_a_loop_limit_or_a_clear_error(op, dtype):
+    """Under a loop limit, stage 1 takes longer chunks until every invocation fits, up to one
+    chunk per channel group; where even that cannot fit (a device of very few workgroups),
+    planning stops with an error naming the operator instead of doubling the chunk forever."""
+    from pyvkgrad.ops import _batch_normalization as bn
+    # 2 workgroups of 64: chunks 4 vectors long are far over the limit; 32 times longer fit.
+    # One chunk per channel only just fits, and a doubled chunk length past it would not.
+    few = Limits(local_size=64, max_local_size=64, max_workgroups=2, max_loop_iterations=65535)
+    sizes, stat = (32, 64, 112, 112), (1, 64, 1, 1)
+    stage1 = plan_of(op, sizes, stat, dtype=dtype, limits=few).dispatches[0]
+    push = dict(stage1.push)
+    assert stage1.constant("ITERS") > bn.ITERS_MAX_VECTORS
+    assert bn._within_loop_limit(few, push["channels"], push["groups"], push["chunks"],
+                                 stage1.constant("ITERS"), stage1.constant("FINISH"),
+                                 stage1.constant("WG"))
+    one = Limits(local_size=256, max_workgroups=1, max_loop_iterations=65535)
+    with pytest.raises(RuntimeError, match=rf"^{DESCS[op].OPERATOR}: InputTensor.Sizes needs "
+                                           rf"fewer loop iterations .*\(1000, 400, 7, 7\)$"):
+        plan_of(op, (1000, 400, 7, 7), (1, 400, 1, 1), dtype=dtype, limits=one)
 
 
 def test_constant_grad_writes_dx_in_its_reduction(device, rng):

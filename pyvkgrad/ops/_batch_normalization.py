@@ -370,12 +370,12 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
     # both stages: fewer, longer chunks until it does (only narrow workgroups get there).
     while not _within_loop_limit(limits, channels, groups, chunks_of(iters, lr), iters, finish,
                                  wg):
-        if chunks_of(iters, lr) == 1:  # longer chunks cannot help: a device of few workgroups
+        if iters >= whole:  # one chunk per channel group: longer chunks cannot help
             fail(desc.OPERATOR, "InputTensor.Sizes",
                  f"needs fewer loop iterations per invocation than the device allows "
                  f"({limits.max_loop_iterations} with {limits.max_workgroups} workgroups)",
-                 "a smaller problem", list(x.sizes), kind=RuntimeError)
-        iters *= 2
+                 "a smaller problem", x.sizes, kind=RuntimeError)
+        iters = min(2 * iters, whole)
     chunks = chunks_of(iters, lr)
     partials = Dispatch(
         "batch_normalization_grad_partials",
