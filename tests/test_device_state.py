@@ -391,7 +391,7 @@ def test_device_state_machine(device):
     # output), replays of non-empty recordings, reads compared with the model, and closes of
     # every kind, and one-call functions. The derandomized sequences did 938 calls, 579
     # executes of which 241 chained, 156 replays, 576 reads, 443 one-call functions and 79
-    # closes (7-38 of each kind) on lavapipe.
+    # closes (7-38 of each kind), on lavapipe and on the H100 alike.
     for what, least in (("call", 200), ("execute", 100), ("chained execute", 30),
                         ("replay", 25), ("read", 100), ("one-call", 50)):
         assert done[what] >= least, f"only {done[what]} successful {what}s: {dict(done)}"

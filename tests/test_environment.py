@@ -177,8 +177,8 @@ def test_cli_info_reports_the_default_device(device):
     assert res.returncode == 0, res.stderr
     assert f"{device.name}  (default)" in res.stdout
     for row in ("vendor", "driver", "vulkan", "subgroup size", "max storage buffer range",
-                "storage buffers a shader", "max workgroup count", "shared memory", "timestamps", "float atomic add",
-                "loop limit", "submission wait"):
+                "storage buffers a shader", "max workgroup count", "shared memory",
+                "timestamps", "float atomic add", "loop limit", "submission wait"):
         assert f"  {row} " in res.stdout, (row, res.stdout)
     for record in operators.OPERATORS:
         signature = str(inspect.signature(record.function)).split(" ->")[0]
