@@ -37,7 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyvkgrad  # noqa: E402
 from pyvkgrad.ops import _batch_normalization as bn  # noqa: E402
-from run import Torch, _bn, diagnostic_args, same_bytes_roofline  # noqa: E402
+from run import (Torch, _bn, diagnostic_args, replay_steps_ns,  # noqa: E402
+                 same_bytes_roofline, step_medians_us)
 
 ONE_PASS = {"off": 2**62, "default": bn.ONE_PASS_MIN_GROUPS, "forced": 1}
 
@@ -111,14 +112,8 @@ def patched_sweep(dev, T, args, settings, shapes_arg=None):
                     roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
                 with dev.record(timestamps=True) as rec:
                     rec.execute(op, **tensors)
-                warm, cold = [], []
-                for _ in range(args.repeat):
-                    rec.replay()
-                    warm.append(rec.kernel_times_ns())
-                for _ in range(args.repeat):
-                    frec.replay()
-                    rec.replay()
-                    cold.append(rec.kernel_times_ns())
+                warm = replay_steps_ns(rec, args.repeat)
+                cold = replay_steps_ns(rec, args.repeat, before=frec.replay)
                 outs = [tensors[n].numpy() for n in ("output_gradient_tensor",
                                                      "output_scale_gradient_tensor",
                                                      "output_bias_gradient_tensor")]
@@ -134,8 +129,7 @@ def patched_sweep(dev, T, args, settings, shapes_arg=None):
                                                              "FINISH", "AHEAD", "ITERS")}}
                 for name, steps in (("warm", warm), ("cold", cold)):
                     total = statistics.median(sum(s) for s in steps)
-                    row[name + "_step_us"] = [statistics.median(s[i] for s in steps) / 1e3
-                                              for i in range(len(rec.labels))]
+                    row[name + "_step_us"] = step_medians_us(steps)
                     row[name + "_us"] = total / 1e3
                     row[name + "_pct_copy"] = 100 * nbytes / (total * 1e-9) / roof
                 print(json.dumps(row), flush=True)
@@ -240,12 +234,8 @@ def main():
                     roof = same_bytes_roofline(dev, T, nbytes, args.repeat)
                 with dev.record(timestamps=True) as rec:
                     rec.execute(op, **tensors)
-                steps = []
-                for _ in range(args.repeat):
-                    rec.replay()
-                    steps.append(rec.kernel_times_ns())
-                per_step = [statistics.median(s[i] for s in steps) / 1e3
-                            for i in range(len(rec.labels))]
+                steps = replay_steps_ns(rec, args.repeat)
+                per_step = step_medians_us(steps)
                 total = statistics.median(sum(s) for s in steps)
                 row = {"shape": list(shape), "dtype": dt, "training": training,
                        "one_pass": mode, "local_size": wg, "iters_max_vectors": iters,

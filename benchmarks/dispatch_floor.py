@@ -11,7 +11,6 @@ finalize), whose finalize is the step that keeps float16 from 90% of copy. Media
 """
 import json
 import os
-import statistics
 import sys
 
 import numpy as np
@@ -19,18 +18,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pyvkgrad  # noqa: E402
-from run import _bn, diagnostic_args  # noqa: E402
+from run import _bn, diagnostic_args, replay_steps_ns, step_medians_us  # noqa: E402
 
 
 def steps_us(rec, repeat):
     """Median time of each recorded step (us) over `repeat` replays, after one."""
     rec.replay()
-    times = []
-    for _ in range(repeat):
-        rec.replay()
-        times.append(rec.kernel_times_ns())
-    return [round(statistics.median(t[i] for t in times) / 1e3, 2)
-            for i in range(len(rec.labels))]
+    return [round(t, 2) for t in step_medians_us(replay_steps_ns(rec, repeat))]
 
 
 def main():

@@ -44,13 +44,26 @@ def progress(msg):
 
 # ---- timing ------------------------------------------------------------------------------------
 
+def replay_steps_ns(rec, repeat, before=None):
+    """Each recorded step's time (ns, from its timestamps) in each of `repeat` replays of a
+    recording; `before`, when given, is called before each replay (e.g. to flush L2)."""
+    steps = []
+    for _ in range(repeat):
+        if before:
+            before()
+        rec.replay()
+        steps.append(rec.kernel_times_ns())
+    return steps
+
+
+def step_medians_us(steps):
+    """The median over replays of each step (replay_steps_ns), in us."""
+    return [statistics.median(s[i] for s in steps) / 1e3 for i in range(len(steps[0]))]
+
+
 def timed_replays(rec, repeat):
     """Median kernel time (ns) of a recording over `repeat` replays, from its timestamps."""
-    times = []
-    for _ in range(repeat):
-        rec.replay()
-        times.append(sum(rec.kernel_times_ns()))
-    return statistics.median(times)
+    return statistics.median(sum(s) for s in replay_steps_ns(rec, repeat))
 
 
 def vulkan_time(device, op, tensors, repeat):
