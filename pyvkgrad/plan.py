@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Tuple
+from typing import ClassVar, Mapping, Optional, Tuple
 
 import numpy as np
 
@@ -39,6 +39,36 @@ class Limits:
     # Loop iterations an invocation may run in total, over all its loops, before the driver
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
     max_loop_iterations: int = 0
+
+
+class OperatorDesc:
+    """What every operator descriptor declares, once (a frozen dataclass subclassing this,
+    its tensor fields first, in DirectML's order, then its other fields):
+
+    - OPERATOR: DirectML's name without `DML_OPERATOR_` (`ACTIVATION_RELU_GRAD`); its
+      snake_case names the module, kernels, oracle and one-call function;
+    - IN_PLACE: output field -> the input fields it may share one tensor with (identical
+      descriptors only: every kernel reads an element's inputs before writing its outputs);
+    - INDEPENDENT_AXES: in words, the axes along which `independent_axes` may cut (for the
+      error when no cut makes a problem fit the device's buffers);
+    - tensor_fields(): ((field, (TensorDesc, access)), ...) in DirectML's order;
+    - independent_axes(): the axes along which outputs depend only on the same slice of the
+      inputs, so the one-call functions may cut a problem too large for one buffer there;
+    - plan(limits): the Plan, pure data (no device work).
+    """
+
+    OPERATOR: ClassVar[str] = ""
+    IN_PLACE: ClassVar[Mapping[str, Tuple[str, ...]]] = {}
+    INDEPENDENT_AXES: ClassVar[str] = "no axis"
+
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[object, str]], ...]:
+        raise NotImplementedError
+
+    def independent_axes(self) -> Tuple[int, ...]:
+        return ()
+
+    def plan(self, limits: "Limits") -> "Plan":
+        raise NotImplementedError
 
 
 @dataclass(frozen=True)

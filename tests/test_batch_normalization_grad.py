@@ -13,6 +13,10 @@ import dataclasses
 import numpy as np
 import pytest
 
+from pyvkgrad._context import DeviceContext
+
+from pyvkgrad.one_call_cache import OneCallCache
+
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, operators, reference
 from pyvkgrad.ops import _batch_normalization as bn
@@ -683,7 +687,7 @@ def test_span_rows(device, rng, op, dtype, width, monkeypatch):
 def test_workgroup_stride_loops(device, rng, op, monkeypatch):
     """With at most 3 workgroups per dispatch every kernel loops over its work items."""
     limits = dataclasses.replace(device.limits, max_workgroups=3)
-    monkeypatch.setattr(type(device), "limits", property(lambda self: limits))
+    monkeypatch.setattr(DeviceContext, "limits", property(lambda self: limits))
     for shape, stat_shape in [((3, 5, 3000), (1, 5, 1)), ((700, 9), (1, 9)), ((40, 30), (40, 1)),
                               ((5, 4000), (5, 4000))]:
         check(device, rng, op, shape, stat_shape, np.float16)
@@ -950,7 +954,7 @@ def test_descriptor_errors(op, args, eps, kind, message):
      r"Epsilon must be finite and non-negative"),
 ])
 def test_one_call_errors(device, monkeypatch, op, shapes, dtypes, eps, kind, message):
-    monkeypatch.setattr(type(device), "run", lambda *a, **k: pytest.fail("reached the device"))
+    monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
     arrays = [np.zeros(s, t) for s, t in zip(shapes, dtypes)]
     with pytest.raises(kind, match=f"{DESCS[op].OPERATOR}: {message}"):
         FUNCTIONS[op][0](*arrays, eps, device=device)

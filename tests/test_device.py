@@ -7,7 +7,7 @@ import pytest
 
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, kernels, reference
-from pyvkgrad.device import DeviceError, get_device
+from pyvkgrad.device import DeviceError, get_device, one_call_cache
 
 F32 = DataType.FLOAT32
 
@@ -167,7 +167,7 @@ def test_corrupt_or_missing_kernel(monkeypatch):
 def test_wait_spin_setting(monkeypatch, device):
     """Fence polling is off on a CPU device by default, follows PYVKGRAD_WAIT_SPIN_US, and a
     bad value is refused with the variable named."""
-    from pyvkgrad.device import DEFAULT_WAIT_SPIN_US
+    from pyvkgrad._environment import DEFAULT_WAIT_SPIN_US
     monkeypatch.delenv("PYVKGRAD_WAIT_SPIN_US", raising=False)
     assert device.wait_spin_us == (0 if device.info.device_type == "cpu"
                                    else DEFAULT_WAIT_SPIN_US)
@@ -246,8 +246,8 @@ def test_one_call_inputs_mapped_or_staged_give_the_same_bits(monkeypatch, device
         for _ in range(3):  # a miss, then hits that write the inputs again
             results[kind] = pyvkgrad.activation_relu_grad(x, dy, device=device)
             np.testing.assert_array_equal(results[kind], want)
-        entry = list(device._one_call.values())[-1]
-        kinds = {n: t._storage.buffer.kind for n, t in entry.tensors.items()}
+        entry = one_call_cache(device).entries()[-1]
+        kinds = {n: t.storage.buffer.kind for n, t in entry.tensors.items()}
         assert kinds["output_gradient_tensor"] == "staged"
         expect = kind if (mapped or kind == "staged") else "staged"
         assert kinds["input_tensor"] == kinds["input_gradient_tensor"] == expect
@@ -272,13 +272,13 @@ def test_one_call_cache_follows_the_limit_variables(monkeypatch, device, rng):
             monkeypatch.setenv("PYVKGRAD_LOCAL_SIZE", local_size)
         np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device), want)
         assert device.cache_info().misses - before == misses
-        entry = next(reversed(device._one_call.values()))  # the one just used
+        entry = one_call_cache(device).entries()[-1]  # the one just used
         assert dict(entry.op.plan.dispatches[0].constants)["WG"] == int(local_size or default)
     # A replaced os.environ (mock.patch("os.environ", ...)) is seen as well.
     import os
     monkeypatch.setattr(os, "environ", {**os.environ, "PYVKGRAD_LOCAL_SIZE": "32"})
     np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device), want)
     assert device.cache_info().misses - before == 3
-    entry = next(reversed(device._one_call.values()))
+    entry = one_call_cache(device).entries()[-1]
     assert dict(entry.op.plan.dispatches[0].constants)["WG"] == 32
     device.close()

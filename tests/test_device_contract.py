@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pyvkgrad
-from pyvkgrad import ClosedError, DataType, TensorDesc, device as device_module, reference
+from pyvkgrad import ClosedError, DataType, TensorDesc, one_call_cache as cache_module, reference
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 
@@ -488,7 +488,7 @@ def test_training_grad_non_finite_channel_is_nan(device, rng, n, where, bad):
 # ---- 8. memory ----
 
 def test_one_call_cache_is_bounded_by_bytes(device, monkeypatch):
-    monkeypatch.setattr(device_module, "ONE_CALL_CACHE_BYTES", 4 << 20)
+    monkeypatch.setattr(cache_module, "ONE_CALL_CACHE_BYTES", 4 << 20)
     device.close()
     for n in range(16):
         # 1.2 MB per tensor: an entry holds 4.8 MB (inputs mapped, the output and its staging)
@@ -537,7 +537,7 @@ def test_one_call_misses_keep_memory_flat(device):
     if os.environ.get("VK_INSTANCE_LAYERS"):
         pytest.skip("the validation layer keeps memory of its own per object (about 5 KB per "
                     "miss when this test runs alone); tools/test's plain pass measures")
-    arrays = [np.ones(100 + i, np.float32) for i in range(2 * device_module.ONE_CALL_CACHE_ENTRIES
+    arrays = [np.ones(100 + i, np.float32) for i in range(2 * cache_module.ONE_CALL_CACHE_ENTRIES
                                                           + 3)]
 
     def misses(n):
@@ -559,7 +559,7 @@ def test_one_call_misses_keep_memory_flat(device):
     # it.
     limit = 512 if device.info.device_type == "cpu" else 6 * 1024
     assert per_miss < limit, f"{per_miss:.0f} bytes per cache miss"
-    assert device.cache_info().entries <= device_module.ONE_CALL_CACHE_ENTRIES
+    assert device.cache_info().entries <= cache_module.ONE_CALL_CACHE_ENTRIES
 
 
 def _rss():

@@ -9,6 +9,8 @@ import dataclasses
 
 import numpy as np
 import pytest
+
+from pyvkgrad.one_call_cache import OneCallCache
 from hypothesis import given, strategies as st
 
 import pyvkgrad
@@ -26,7 +28,7 @@ def small_buffers(monkeypatch):
 def no_device_work(monkeypatch, device):
     def refuse(*args, **kwargs):
         raise AssertionError("device work started")
-    monkeypatch.setattr(type(device), "run", refuse)
+    monkeypatch.setattr(OneCallCache, "run", refuse)
 
 
 def bn_inputs(rng, shape, stat_shape, dtype):
@@ -183,8 +185,7 @@ def test_kernels_beyond_the_storage_buffer_limit_are_refused(device, monkeypatch
         device.info, max_per_stage_descriptor_storage_buffers=8))
     # The one-call caches hold operators compiled under the device's real limit (a real
     # device's limits never change): start this test without them.
-    monkeypatch.setattr(device, "_one_call", type(device._one_call)())
-    monkeypatch.setattr(device, "_layouts", {})
+    device.cache_clear()
     f32 = lambda shape: pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, shape)  # noqa: E731
     desc = pyvkgrad.BatchNormalizationGradDesc(f32(x), f32(x), f32(stat), f32(stat), f32(stat),
                                                f32(x), f32(stat), f32(stat), 1e-5)

@@ -50,10 +50,10 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
-from ..tensor import (TensorDesc, array_desc, check_desc, check_float, check_output, check_rank,
-                      check_same, coalesce, fail)
-from ._split import fits, run_in_pieces
+from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid, right_align
+from ..tensor import (TensorDesc, check_desc, check_float, check_output, check_rank, check_same,
+                      coalesce, fail)
+from . import _one_call
 
 BatchNormalizationGradResult = namedtuple(
     "BatchNormalizationGradResult", "output_gradient output_scale_gradient output_bias_gradient")
@@ -173,7 +173,7 @@ def tensor_fields(desc):
 # ---- reduction axes -----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class BatchNormalizationGradFields:
+class BatchNormalizationGradFields(OperatorDesc):
     """The eight tensor fields (DirectML's order) and Epsilon both BatchNorm grad descriptors
     share, with their validation and plan; each operator file subclasses it with its
     `OPERATOR` and `TRAINING`."""
@@ -594,38 +594,19 @@ def _training_output(desc, axes, limits, is_f16, eps):
 
 def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device):
     """Describe the arrays, build the descriptor (packed outputs), run, read three outputs."""
-    from ..device import get_device, layout_key
 
-    op = desc_cls.OPERATOR
-    dev = get_device(device)
-    inputs = (input, input_gradient, mean, variance, scale)
-    layout = layout_key(op, (epsilon,), *inputs)
-    again = dev.run_again(layout, inputs)
-    if again is not None:
-        return BatchNormalizationGradResult(*again)
-    described = [array_desc(a, op, name, dev.max_buffer_bytes) for a, name in
-                 ((input, "input"), (input_gradient, "input_gradient"), (mean, "mean"),
-                  (variance, "variance"), (scale, "scale"))]
-    (x, _), (dy, _), (m, _), (v, _), (s, _) = described
-    desc = desc_cls(x, dy, m, v, s, x.with_sizes(x.sizes), m.with_sizes(m.sizes),
-                    m.with_sizes(m.sizes), epsilon)
-    arrays = {"input": input, "input_gradient": input_gradient, "mean": mean,
-              "variance": variance, "scale": scale}
-    item = x.data_type.element_size
-    outputs = {"output_gradient": (x.sizes, arrays["input"].dtype, item),
-               "output_scale_gradient": (m.sizes, arrays["input"].dtype, item),
-               "output_bias_gradient": (m.sizes, arrays["input"].dtype, item)}
-    if not fits(dev.max_buffer_bytes, arrays, outputs):
+    def describe(d):
+        x, m = d["input"], d["mean"]
+        desc = desc_cls(x, d["input_gradient"], m, d["variance"], d["scale"], x.with_sizes(x.sizes),
+                        m.with_sizes(m.sizes), m.with_sizes(m.sizes), epsilon)
+        item = x.data_type.element_size
         # Each statistic (channel) index is a problem of its own; reduced axes are not cut.
-        pieces = run_in_pieces(
-            op, dev.max_buffer_bytes, arrays, outputs, desc.independent_axes(),
-            desc.INDEPENDENT_AXES,
-            lambda **p: run(desc_cls, epsilon=epsilon, device=dev, **p))
-        return BatchNormalizationGradResult(*(pieces[n].reshape(np.shape(a)) for n, a in (
-            ("output_gradient", input), ("output_scale_gradient", mean),
-            ("output_bias_gradient", mean))))
-    return BatchNormalizationGradResult(*dev.run(
-        desc, {name: a for (name, _, _), a in zip(FIELDS, inputs)},
-        ["output_gradient_tensor", "output_scale_gradient_tensor",
-         "output_bias_gradient_tensor"], [np.shape(input), np.shape(mean), np.shape(mean)],
-        layout))
+        return desc, {"output_gradient": (np.shape(input), item),
+                      "output_scale_gradient": (np.shape(mean), item),
+                      "output_bias_gradient": (np.shape(mean), item)}
+
+    return BatchNormalizationGradResult(*_one_call.run(
+        desc_cls.OPERATOR, device, (epsilon,),
+        {"input": input, "input_gradient": input_gradient, "mean": mean, "variance": variance,
+         "scale": scale}, describe,
+        lambda dev, **p: run(desc_cls, epsilon=epsilon, device=dev, **p)))

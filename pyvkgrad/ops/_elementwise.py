@@ -28,10 +28,9 @@ from typing import ClassVar, Dict, Tuple
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, Plan, grid, right_align
-from ..tensor import (array_desc, check_desc, check_float, check_output, check_rank, check_same,
-                      coalesce, dml_name)
-from ._split import fits, run_in_pieces
+from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid, right_align
+from ..tensor import check_desc, check_float, check_output, check_rank, check_same, coalesce, dml_name
+from . import _one_call
 
 TENSOR_FIELDS = ("input_tensor", "input_gradient_tensor", "output_gradient_tensor")
 # The tensors' names in the kernels (shaders/include/common.glsl).
@@ -39,7 +38,7 @@ BINDINGS = dict(x="input_tensor", dy="input_gradient_tensor", dx="output_gradien
 
 
 @dataclass(frozen=True)
-class ElementwiseGradDesc:
+class ElementwiseGradDesc(OperatorDesc):
     """Three tensors of one data type and sizes, 1 to 8 dimensions, any strides (the output's
     may not overlap), then the subclass's scalar parameters. Subclasses set `OPERATOR`."""
 
@@ -110,24 +109,14 @@ class ElementwiseGradDesc:
 def run(desc_cls, input, input_gradient, parameters: Dict[str, object], device) -> np.ndarray:
     """The one-call function of an element-wise operator: dX on the device, a packed array of
     input's dtype and shape. `parameters`: the descriptor's scalar fields by name."""
-    from ..device import get_device, layout_key
 
-    op = desc_cls.OPERATOR
-    dev = get_device(device)
-    layout = layout_key(op, tuple(parameters.values()), input, input_gradient)
-    again = dev.run_again(layout, (input, input_gradient))
-    if again is not None:
-        return again[0]
-    x_desc, _ = array_desc(input, op, "input", dev.max_buffer_bytes)
-    dy_desc, _ = array_desc(input_gradient, op, "input_gradient", dev.max_buffer_bytes)
-    desc = desc_cls(x_desc, dy_desc, x_desc.with_sizes(x_desc.sizes), **parameters)
-    arrays = {"input": input, "input_gradient": input_gradient}
-    outputs = {"output_gradient": (x_desc.sizes, input.dtype, x_desc.data_type.element_size)}
-    if not fits(dev.max_buffer_bytes, arrays, outputs):
-        return run_in_pieces(op, dev.max_buffer_bytes, arrays, outputs, desc.independent_axes(),
-                             desc.INDEPENDENT_AXES,
-                             lambda **p: (run(desc_cls, parameters=parameters, device=dev, **p),)
-                             )["output_gradient"].reshape(np.shape(input))
-    (dx,) = dev.run(desc, {"input_tensor": input, "input_gradient_tensor": input_gradient},
-                    ["output_gradient_tensor"], [np.shape(input)], layout)
+    def describe(d):
+        x = d["input"]
+        return (desc_cls(x, d["input_gradient"], x.with_sizes(x.sizes), **parameters),
+                {"output_gradient": (np.shape(input), x.data_type.element_size)})
+
+    (dx,) = _one_call.run(desc_cls.OPERATOR, device, tuple(parameters.values()),
+                          {"input": input, "input_gradient": input_gradient}, describe,
+                          lambda dev, **p: (run(desc_cls, parameters=parameters, device=dev,
+                                                **p),))
     return dx

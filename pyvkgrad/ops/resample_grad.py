@@ -65,10 +65,10 @@ from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from .. import defaults
-from ..plan import READ, WRITE, Dispatch, Limits, Plan, Scratch, grid, right_align
+from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
-                      array_desc, fail, packed_strides)
-from ._split import fits, run_in_pieces
+                      fail, packed_strides)
+from . import _one_call
 
 if TYPE_CHECKING:
     from ..device import DeviceLike
@@ -135,7 +135,7 @@ def _float32_array(values, field: str, rank: int):
 
 
 @dataclass(frozen=True)
-class ResampleGradDesc:
+class ResampleGradDesc(OperatorDesc):
     """`DML_RESAMPLE_GRAD_OPERATOR_DESC` (plus DML_RESAMPLE_GRAD1's RoundingDirection).
 
     input_gradient_tensor: dY, the forward output's sizes; output_gradient_tensor: dX, the
@@ -723,46 +723,43 @@ def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[in
     output offsets -0.5 (half-pixel).
     algorithm: "auto" (= "gather", deterministic), "gather" or "atomic".
     """
-    from ..device import get_device, layout_key
+    params = (output_gradient_sizes, interpolation_mode, scales, input_pixel_offsets,
+              output_pixel_offsets, rounding_direction, algorithm)
 
-    dev = get_device(device)
-    layout = layout_key(OPERATOR, (output_gradient_sizes, interpolation_mode, scales,
-                                   input_pixel_offsets, output_pixel_offsets,
-                                   rounding_direction, algorithm), input_gradient)
-    again = dev.run_again(layout, (input_gradient,))
-    if again is not None:
-        return again[0]
-    dy_desc, _ = array_desc(input_gradient, OPERATOR, "input_gradient", dev.max_buffer_bytes)
-    check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
-    sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
-    if len(sizes) != dy_desc.rank:
-        fail(OPERATOR, "OutputGradientTensor.DimensionCount",
-             "must equal InputGradientTensor.DimensionCount", dy_desc.rank, len(sizes))
-    if min(sizes) == 0:
-        fail(OPERATOR, "OutputGradientTensor.Sizes", "must all be at least 1", ">= 1", sizes)
-    scales, input_pixel_offsets, output_pixel_offsets = defaults.resample_grad(
-        dy_desc.sizes, sizes, scales, input_pixel_offsets, output_pixel_offsets)
-    desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes), interpolation_mode,
-                            scales, input_pixel_offsets, output_pixel_offsets,
-                            rounding_direction, algorithm)
-    arrays = {"input_gradient": input_gradient}
-    # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
-    item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
-    outputs = {"output_gradient": (sizes, arrays["input_gradient"].dtype, item)}
-    if not fits(dev.max_buffer_bytes, arrays, outputs):
+    whole = []  # the whole problem's descriptor, for its pieces
+
+    def describe(d):
+        dy_desc = d["input_gradient"]
+        check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
+        sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
+        if len(sizes) != dy_desc.rank:
+            fail(OPERATOR, "OutputGradientTensor.DimensionCount",
+                 "must equal InputGradientTensor.DimensionCount", dy_desc.rank, len(sizes))
+        if min(sizes) == 0:
+            fail(OPERATOR, "OutputGradientTensor.Sizes", "must all be at least 1", ">= 1",
+                 sizes)
+        desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes),
+                                interpolation_mode, *defaults.resample_grad(
+                                    dy_desc.sizes, sizes, scales, input_pixel_offsets,
+                                    output_pixel_offsets), rounding_direction, algorithm)
+        whole[:] = [desc]
+        # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
+        item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
+        return desc, {"output_gradient": (sizes, item)}
+
+    def rerun(dev, input_gradient):
         # Along an identity axis (same sizes, o reads exactly i) dX's slice depends only on
-        # dY's same slice, with the same parameters.
-        identity = desc.independent_axes()
-        return run_in_pieces(
-            OPERATOR, dev.max_buffer_bytes, arrays, outputs, identity, desc.INDEPENDENT_AXES,
-            lambda input_gradient: (resample_grad(
-                input_gradient, tuple(n if a in identity else sizes[a]
-                                      for a, n in enumerate(input_gradient.shape)),
-                interpolation_mode=interpolation_mode,
-                scales=desc.scales, input_pixel_offsets=desc.input_pixel_offsets,
-                output_pixel_offsets=desc.output_pixel_offsets,
-                rounding_direction=rounding_direction, algorithm=algorithm, device=dev),)
-        )["output_gradient"]
-    (dx,) = dev.run(desc, {"input_gradient_tensor": input_gradient}, ["output_gradient_tensor"],
-                    [sizes], layout)
+        # dY's same slice, with the whole problem's parameters.
+        desc = whole[0]
+        identity, sizes = desc.independent_axes(), desc.output_gradient_tensor.sizes
+        return (resample_grad(
+            input_gradient, tuple(n if a in identity else sizes[a]
+                                  for a, n in enumerate(input_gradient.shape)),
+            interpolation_mode=interpolation_mode, scales=desc.scales,
+            input_pixel_offsets=desc.input_pixel_offsets,
+            output_pixel_offsets=desc.output_pixel_offsets,
+            rounding_direction=rounding_direction, algorithm=algorithm, device=dev),)
+
+    (dx,) = _one_call.run(OPERATOR, device, params, {"input_gradient": input_gradient},
+                          describe, rerun)
     return dx

@@ -39,6 +39,7 @@ from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..ops._one_call import run_described
 from ..tensor import TensorDesc
 
 _lock = threading.Lock()
@@ -174,7 +175,8 @@ class Program:
                       if access == "read"}
             outputs = [f for f, (_, access) in fields if access != "read"]
             shapes = [d.sizes for f, (d, access) in fields if access != "read"]
-            for f, result in zip(outputs, self.device.run(op.desc, inputs, outputs, shapes)):
+            for f, result in zip(outputs, run_described(self.device, op.desc, inputs, outputs,
+                                                         shapes)):
                 values[binding[f]] = result
             stats["uploads"] += len(inputs)
         self.runs += 1
@@ -254,11 +256,9 @@ class Program:
 
 def _read_back_in_submission(rec, tensors) -> None:
     """Copy the outputs back to their staging memory at the end of every run of `rec`, as the
-    one-call path does (`Recording._download`), so that `numpy()` after a run needs no
-    submission of its own (one per output otherwise: 3 ms of a 15 ms chain on lavapipe). A
-    public form of this (a recording's read-back list) would let the bridge drop the private
-    call."""
-    rec._download(tensors)
+    one-call path does, so that `numpy()` after a run needs no submission of its own (one per
+    output otherwise: 3 ms of a 15 ms chain on lavapipe)."""
+    rec.read_back(tensors)
 
 
 _programs: "collections.OrderedDict" = collections.OrderedDict()

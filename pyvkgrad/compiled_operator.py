@@ -1,0 +1,241 @@
+"""Compiled operators: a descriptor compiled for one device, its plan, kernels and scratch.
+
+`compile_operator` is `Device.compile`: it refuses what the device cannot bind before any
+device work, plans, and loads every kernel. A compiled operator caches a pipeline per dispatch
+and bound-buffer set, and a recorded call per bound-tensor set, so calling it again with the
+same tensors records nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Dict, Optional
+
+import numpy as np
+
+from . import kernels
+from ._context import DeviceContext, Session
+from ._environment import interrupts_deferred
+from ._state import Lifetime
+from .device_tensor import DeviceTensor, TensorStorage
+from .plan import Limits, OperatorDesc, Plan
+from .recording import Recording
+from .tensor import buffer_words, dml_name, fail
+
+# Per compiled operator: bound-tensor sets whose pipelines and command buffers are kept.
+OPERATOR_CACHE_ENTRIES = 8
+
+
+def compile_operator(context: DeviceContext, desc, limits: Optional[Limits] = None
+                     ) -> "CompiledOperator":
+    """`Device.compile`: validate, plan and load the kernels of an operator descriptor."""
+    if not isinstance(desc, OperatorDesc):
+        raise TypeError(f"Device.compile needs an operator descriptor, got "
+                        f"{type(desc).__name__}")
+    most_bytes = context.max_buffer_bytes
+    for name, (t, _) in desc.tensor_fields():
+        if buffer_words(t.total_tensor_size_in_bytes) * 4 > most_bytes:
+            fail(desc.OPERATOR, f"{dml_name(name)}.Sizes", "make a tensor that exceeds the "
+                 f"maximum storage buffer range of {context.name} (compiled operators bind "
+                 f"whole buffers; the one-call functions cut such problems where they can)",
+                 f"<= {most_bytes} bytes", f"{t.total_tensor_size_in_bytes} bytes")
+    plan = desc.plan(context.limits if limits is None else limits)
+    # Binding more storage buffers than the device allows a shader is undefined behaviour in
+    # Vulkan (Vulkan guarantees 4; pyvkgrad's kernels bind up to 10): refuse it here.
+    most = context.info.max_per_stage_descriptor_storage_buffers
+    for d in plan.dispatches:
+        if len(d.bindings) > most:
+            fail(desc.OPERATOR, f"kernel {d.kernel}", f"binds more storage buffers than "
+                 f"{context.name} allows a shader (maxPerStageDescriptorStorageBuffers)",
+                 f"<= {most}", len(d.bindings), kind=RuntimeError)
+    with context.lock:
+        context.collect()
+        session = context.session()
+        op = CompiledOperator(context, session, desc, plan)
+        session.own(op)
+        session.operators.add(op)
+        return op
+
+
+class CompiledOperator:
+    """A descriptor compiled for one device: its plan, kernels and scratch buffers.
+
+    Call it with device tensors named after the descriptor's tensor fields; it submits once.
+    Pipelines bind particular buffers, so they are cached per bound-tensor set, and so is a
+    recorded command buffer: calling again with the same tensors records nothing.
+    `fields` (name -> (TensorDesc, access)) and `scratch` (name -> runtime buffer) are what a
+    Recording binds.
+    """
+
+    def __init__(self, context: DeviceContext, session: Session, desc, plan: Plan):
+        self.device = context.device
+        self.desc = desc
+        self.plan = plan
+        self.operator = desc.OPERATOR
+        self.fields = dict(desc.tensor_fields())
+        self.scratch: Dict[str, object] = {}
+        self._context = context
+        self._lifetime = Lifetime(f"the compiled {self.operator} operator", session.lifetime)
+        self._in_place = dict(desc.IN_PLACE)
+        self._session = session
+        self._programs: "collections.OrderedDict" = collections.OrderedDict()
+        self._calls: "collections.OrderedDict" = collections.OrderedDict()
+        runtime = session.runtime
+        tables = []
+        for s in plan.scratch:
+            words = None
+            if s.words is not None:
+                words = np.zeros(buffer_words(s.nbytes), dtype=np.uint32)
+                words[: s.words.size] = s.words
+            buf = runtime.buffer(buffer_words(s.nbytes) * 4,
+                                 "device" if words is None else "staged", words=words)
+            self.scratch[s.name] = buf
+            if words is not None:
+                tables.append(buf)
+        if tables:  # constant tables reach the device once, at compile time
+            cmds = runtime.commands()
+            cmds.upload(tables)
+            cmds.submit(f"{self.operator} tables")
+            cmds.destroy()
+        for d in plan.dispatches:
+            kernels.spirv(d.kernel)  # load (and check) every kernel now, not at the first call
+
+    @property
+    def closed(self) -> bool:
+        return not self._lifetime.alive
+
+    def check_open(self, action: str) -> None:
+        """Raise ClosedError if the operator (or its device's session) is closed."""
+        self._lifetime.check(action)
+
+    def bind(self, tensors: Dict[str, DeviceTensor], action: str) -> Dict[str, DeviceTensor]:
+        """Check that the bound tensors fit the descriptor and may share buffers as bound;
+        raise before any device work."""
+        self._lifetime.check(action)
+        names = set(self.fields)
+        if set(tensors) != names:
+            missing = sorted(names - set(tensors))
+            extra = sorted(set(tensors) - names)
+            raise TypeError(f"{self.operator}: bind every tensor field by name: "
+                            f"missing {missing}, unexpected {extra}")
+        for name, tensor in tensors.items():
+            desc, _ = self.fields[name]
+            field = dml_name(name)
+            if not isinstance(tensor, DeviceTensor):
+                fail(self.operator, field, "must be bound to a DeviceTensor", "DeviceTensor",
+                     type(tensor).__name__, TypeError)
+            if tensor.device is not self.device:
+                fail(self.operator, field, "is on another device", self.device.name,
+                     tensor.device.name)
+            tensor.storage.lifetime.check(f"{self.operator}: {field}")
+            if tensor.desc.data_type != desc.data_type:
+                fail(self.operator, field, "has the wrong data type", desc.data_type.name,
+                     tensor.desc.data_type.name, TypeError)
+            if tensor.nbytes < desc.total_tensor_size_in_bytes:
+                fail(self.operator, field, "is bound to a buffer too small for its descriptor",
+                     f">= {desc.total_tensor_size_in_bytes} bytes", f"{tensor.nbytes} bytes")
+        self._check_aliasing(tensors)
+        return tensors
+
+    def _check_aliasing(self, tensors):
+        """One tensor in several fields: inputs may share; an output only over an input that
+        the operator allows in place (`IN_PLACE`), with the identical descriptor."""
+        shared = collections.defaultdict(list)
+        for name, tensor in tensors.items():
+            shared[id(tensor.storage)].append(name)
+        for names in shared.values():
+            written = [n for n in names if self.fields[n][1] != "read"]
+            if len(names) < 2 or not written:
+                continue
+            out = written[0]
+            if len(written) > 1:
+                fail(self.operator, " and ".join(dml_name(n) for n in written),
+                     "are outputs bound to one tensor", "a tensor per output", "one tensor")
+            for other in names:
+                if other == out:
+                    continue
+                allowed = other in self._in_place.get(out, ())
+                same = self.fields[other][0] == self.fields[out][0]
+                if not (allowed and same):
+                    rule = ("may share a tensor only with an identical descriptor" if allowed
+                            else "may not share a tensor with " + dml_name(other))
+                    pairs = ", ".join(f"{dml_name(o)} with {dml_name(i)}"
+                                      for o, ins in self._in_place.items() for i in ins)
+                    fail(self.operator, f"{dml_name(out)} and {dml_name(other)}",
+                         f"are bound to one tensor; {dml_name(out)} {rule}",
+                         f"in place only {pairs or 'never'} (identical descriptors)",
+                         f"{self.fields[out][0]} over {self.fields[other][0]}")
+
+    def __call__(self, **tensors: DeviceTensor) -> None:
+        """Run once on `tensors` (one submission)."""
+        context = self._context
+        with context.lock:
+            context.collect()
+            # The same tensors as a cached call passed `bind` before, and a tensor's data type
+            # and size never change: only lifetimes can, and the recording checks them.
+            try:
+                key = tuple(id(tensors[name].storage) for name in self.fields)
+            except (KeyError, AttributeError):
+                key = None
+            rec = self._calls.get(key) if len(tensors) == len(self.fields) else None
+            if rec is not None:
+                self._calls.move_to_end(key)
+                rec.replay()
+                return
+            self.bind(tensors, f"{self.operator} operator call")
+            rec = Recording(context)
+            rec.execute(self, **tensors)
+            with interrupts_deferred():
+                rec.submit()
+                self._calls[key] = rec
+                while len(self._calls) > OPERATOR_CACHE_ENTRIES:
+                    self._calls.popitem(last=False)[1].close()
+
+    def program(self, index: int, buffers):
+        """The pipeline of dispatch `index` bound to `buffers` (runtime Buffers), cached."""
+        self._lifetime.check(f"{self.operator} operator")
+        key = (index, tuple(id(b) for b in buffers))
+        program = self._programs.get(key)
+        if program is not None and program.alive:
+            self._programs.move_to_end(key)
+            return program
+        d = self.plan.dispatches[index]
+        program = self._session.runtime.program(
+            buffers, kernels.spirv(d.kernel), d.workgroups,
+            kernels.specialization(d.kernel, d.constants), len(d.push_constants))
+        # The program holds its buffers, so their ids cannot be reused while it is cached.
+        # Leaving the cache drops only the cache's reference: a recording may still use the
+        # program, and Python frees it (and the pipeline) when the last user lets go.
+        self._programs[key] = program
+        while len(self._programs) > OPERATOR_CACHE_ENTRIES * len(self.plan.dispatches):
+            self._programs.popitem(last=False)
+        return program
+
+    def forget(self, storage: TensorStorage) -> None:
+        """Drop cached pipelines and calls that bind `storage` (its tensor was dropped)."""
+        for key in [k for k, rec in self._calls.items() if rec.binds(storage)]:
+            self._calls.pop(key).close()
+        for key in [k for k, p in self._programs.items()
+                    if any(b is storage.buffer for b in p.buffers)]:
+            del self._programs[key]  # a recording that binds the tensor keeps its own reference
+
+    def close(self) -> None:
+        """Release the operator's pipelines and scratch now; recordings that use it, and
+        calling it, raise ClosedError afterwards."""
+        with self._context.lock:
+            self._lifetime.close()
+            for rec in self._calls.values():
+                rec.close()
+            self._calls.clear()
+            for program in self._programs.values():
+                program.destroy()
+            self._programs.clear()
+            for buf in self.scratch.values():
+                buf.destroy()
+            self.scratch.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

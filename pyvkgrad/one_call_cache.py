@@ -1,0 +1,213 @@
+"""The one-call cache: one-call problems ready to run again.
+
+A one-call function (`pyvkgrad.activation_relu_grad`, ...) compiles its descriptor, makes its
+tensors and records uploads, dispatches and downloads once per problem; the cache keeps up to
+ONE_CALL_CACHE_ENTRIES such problems, ONE_CALL_CACHE_BYTES of device and staging memory in all
+(a larger problem runs uncached), least recently used first out. A later call with arrays of
+the same layouts (`layout_key`) finds its problem without building a descriptor (`again`).
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from ._context import DeviceContext
+from ._environment import LIMIT_VARIABLES, interrupts_deferred
+from .compiled_operator import compile_operator
+from .device_tensor import make_tensor
+from .plan import READ
+from .recording import Recording
+from .tensor import elements_of, words_to_array
+
+ONE_CALL_CACHE_ENTRIES = 16
+ONE_CALL_CACHE_BYTES = 1 << 30
+
+CacheInfo = collections.namedtuple("CacheInfo", "hits misses entries nbytes max_entries max_bytes")
+
+
+def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
+    """What decides a one-call problem's descriptor: the operator, its parameters and each
+    array's type, shape, dtype and strides. None when something is not a plain array or a
+    parameter is not a plain value (such calls always take the full path)."""
+    layouts = []
+    for a in arrays:
+        if type(a) is not np.ndarray:
+            return None
+        layouts.append((a.shape, a.dtype.char, a.strides))
+    frozen = _freeze(params)
+    return None if frozen is None else (operator, frozen, tuple(layouts))
+
+
+def _freeze(value):
+    # Types are part of the key: True == 1 and 1 == 1.0, but they validate differently.
+    if isinstance(value, (tuple, list)):
+        items = [_freeze(v) for v in value]
+        return None if any(i is None for i in items) else (type(value), tuple(items))
+    if value is None or isinstance(value, (bool, int, float, str, enum.Enum, np.generic)):
+        return (type(value), value)
+    return None
+
+
+class CacheKey:
+    """A one-call cache key, (descriptor, limits), that hashes once: a cache hit looks it up
+    twice, and hashing a descriptor walks every field of every tensor."""
+
+    __slots__ = ("value", "hash")
+
+    def __init__(self, value: tuple):
+        self.value, self.hash = value, hash(value)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return isinstance(other, CacheKey) and self.hash == other.hash and \
+            self.value == other.value
+
+
+class OneCallEntry:
+    """A one-call problem ready to run again: its operator, tensors, recording (uploads,
+    dispatches, downloads), and what its inputs and outputs look like."""
+
+    __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes",
+                 "_writes", "_reads")
+
+    def __init__(self, op, tensors, recording, inputs, outputs, shapes):
+        self.op, self.tensors, self.recording = op, tensors, recording
+        self.inputs = inputs  # ((field, TensorDesc), ...) in the caller's order
+        self.outputs, self.shapes = outputs, shapes
+        # Staged tensors hold their bytes twice (device and staging), mapped ones once.
+        self.nbytes = sum(t.nbytes * (1 if t.storage.buffer.kind == "mapped" else 2)
+                          for t in tensors.values()) + sum(b.nbytes for b in op.scratch.values())
+        # The hot path's lookups, done once: storages with their descriptors and shapes.
+        self._writes = tuple((tensors[name].storage, desc) for name, desc in inputs)
+        self._reads = tuple((tensors[name].storage, shape)
+                            for name, shape in zip(outputs, shapes))
+
+    def run(self, arrays) -> list:
+        """Write `arrays` in, run the recording, read the outputs back (new arrays)."""
+        recording = self.recording
+        recording.check_open("one-call function")  # its tensors and operator too
+        for (storage, desc), array in zip(self._writes, arrays):
+            storage.write_elements(elements_of(array, desc))
+        if recording.stats.runs:
+            recording.replay()
+        else:
+            recording.submit()
+        return [words_to_array(storage.host_words("one-call function"), storage.desc
+                               ).reshape(shape) for storage, shape in self._reads]
+
+    def close(self):
+        self.recording.close()
+        self.op.close()
+        for t in self.tensors.values():
+            t.close()
+
+
+class OneCallCache:
+    """One device's one-call problems (see the module's docstring)."""
+
+    def __init__(self, context: DeviceContext):
+        self._context = context
+        self._entries: "collections.OrderedDict" = collections.OrderedDict()
+        # (layout_key, LIMIT_VARIABLES.values()) -> cache key: the limits follow from the
+        # device and those variables, so a hit needs neither descriptor nor limits.
+        self._layouts: Dict[tuple, CacheKey] = {}
+        self._hits = self._misses = 0
+
+    def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
+            shapes: Sequence[tuple], layout: Optional[tuple] = None) -> list:
+        """Compile (cached per descriptor and limits), upload, run and read back in one
+        submission. `arrays` maps input fields to arrays whose layouts `array_desc` turned
+        into the descriptor's fields; outputs come back reshaped to `shapes`. With `layout`
+        (`layout_key` of the call), `again` finds this problem without its descriptor."""
+        context = self._context
+        with context.lock:
+            context.collect()
+            env = LIMIT_VARIABLES.values()
+            key = CacheKey((desc, context.limits))
+            entry = self._entries.get(key)
+            if entry is None:
+                self._misses += 1
+                entry = self._entry(desc, arrays, outputs, shapes)
+                with interrupts_deferred():
+                    results = entry.run(list(arrays.values()))
+                    self._keep(key, entry)
+            else:
+                self._hits += 1
+                self._entries.move_to_end(key)
+                results = entry.run(list(arrays.values()))
+            if key not in self._entries:
+                entry.close()  # too large to keep
+            elif layout is not None:
+                self._layouts[(layout, env)] = key
+            return results
+
+    def _entry(self, desc, arrays, outputs, shapes) -> OneCallEntry:
+        context = self._context
+        op = compile_operator(context, desc)
+        fields = op.fields
+        # Inputs go straight into mapped memory when that is device memory: no staging copy
+        # and no copy command. Only fields kernels read: outputs come back through staging,
+        # since the host may read a kernel's writes to mapped memory only after a barrier, and
+        # reads mapped device memory slowly.
+        mapped = context.session().runtime.mapped_device_local
+        tensors = {name: make_tensor(context, fields[name][0],
+                                     "mapped" if mapped and name in arrays
+                                     and fields[name][1] == READ else "staged")
+                   for name in fields}
+        rec = Recording(context)
+        rec.execute(op, **tensors)
+        rec.read_back([tensors[n] for n in outputs])
+        return OneCallEntry(op, tensors, rec, tuple((n, fields[n][0]) for n in arrays),
+                            tuple(outputs), tuple(shapes))
+
+    def again(self, layout: Optional[tuple], arrays: Sequence[np.ndarray]):
+        """The outputs of a problem cached by `run` for arrays of the same layouts
+        (`layout_key`), or None: then the caller takes the full path."""
+        if layout is None:
+            return None
+        with self._context.lock:
+            self._context.collect()
+            key = self._layouts.get((layout, LIMIT_VARIABLES.values()))
+            entry = None if key is None else self._entries.get(key)
+            if entry is None:
+                return None
+            self._hits += 1
+            self._entries.move_to_end(key)
+            return entry.run(arrays)
+
+    def _keep(self, key, entry) -> None:
+        if entry.nbytes > ONE_CALL_CACHE_BYTES:
+            return
+        self._entries[key] = entry
+        total = sum(e.nbytes for e in self._entries.values())
+        while len(self._entries) > ONE_CALL_CACHE_ENTRIES or total > ONE_CALL_CACHE_BYTES:
+            _, old = self._entries.popitem(last=False)
+            total -= old.nbytes
+            old.close()
+        live = set(self._entries)
+        self._layouts = {k: v for k, v in self._layouts.items() if v in live}
+
+    def entries(self) -> list:
+        """The cached problems, least recently used first."""
+        return list(self._entries.values())
+
+    def info(self) -> CacheInfo:
+        with self._context.lock:
+            return CacheInfo(self._hits, self._misses, len(self._entries),
+                             sum(e.nbytes for e in self._entries.values()),
+                             ONE_CALL_CACHE_ENTRIES, ONE_CALL_CACHE_BYTES)
+
+    def clear(self) -> None:
+        """Close every cached problem (its operator, tensors and recording)."""
+        with self._context.lock:
+            entries = list(self._entries.values())
+            self._entries.clear()
+            self._layouts.clear()
+            for entry in entries:
+                entry.close()
