@@ -487,6 +487,60 @@ def test_converted_model_trains_as_pytorch(rng, layout):
         assert torch.equal(t, model.state_dict()[name]), name
 
 
+def test_convert_keeps_repeated_and_shared_modules(rng):
+    """A Sequential using one module at several places (a repeated activation, a weight-tied
+    Linear, a shared BatchNorm) keeps every place, and each original becomes one new module:
+    the same layers, the same parameters, the same results and gradients."""
+    torch.manual_seed(2)
+    lin, act, bn = nn.Linear(6, 6), nn.ReLU(), nn.BatchNorm1d(6)
+    ref = nn.Sequential(lin, act, nn.Linear(6, 6), act, lin, bn, act, bn)
+    model = vt.convert(copy.deepcopy(ref))
+    assert len(model) == len(ref) == 8
+    assert type(model[1]) is vt.ReLU and model[1] is model[3] is model[6]
+    assert type(model[5]) is vt.BatchNorm1d and model[5] is model[7]
+    assert model[0] is model[4]
+    assert len(list(model.parameters())) == len(list(ref.parameters())) == 6
+    x = randn(rng, (5, 6)).requires_grad_()
+    dy = randn(rng, (5, 6))
+    y1, y2 = ref(x), model(x)
+    assert torch.equal(y1, y2)
+    g1 = torch.autograd.grad(y1, [x, *ref.parameters()], dy)
+    g2 = torch.autograd.grad(y2, [x, *model.parameters()], dy)
+    scale = max(a.abs().max().item() for a in g1)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5 * scale)
+    for name, t in ref.state_dict().items():
+        assert torch.equal(t, model.state_dict()[name]), name
+
+
+def test_convert_carries_hooks(rng):
+    """Forward and backward hooks of a replaced module fire on its replacement (which then
+    runs on its own, outside any chain), and their handles still remove them."""
+    act = nn.ReLU()
+    seen = []
+    handles = [act.register_forward_pre_hook(lambda m, i: seen.append(("pre", type(m)))),
+               act.register_forward_hook(lambda m, i, o: seen.append(("forward", type(m)))),
+               act.register_full_backward_hook(
+                   lambda m, gi, go: seen.append(("backward", type(m))))]
+    ref = nn.Sequential(nn.BatchNorm1d(4), act, nn.ReLU())
+    model = vt.convert(copy.deepcopy(ref))
+    assert type(model[1]) is vt.ReLU
+    x = randn(rng, (3, 4)).requires_grad_()
+    dy = randn(rng, (3, 4))
+    (g,) = torch.autograd.grad(model(x), x, dy)
+    assert seen == [("pre", vt.ReLU), ("forward", vt.ReLU), ("backward", vt.ReLU)]
+    seen.clear()
+    (e,) = torch.autograd.grad(ref(x), x, dy)
+    assert seen == [("pre", nn.ReLU), ("forward", nn.ReLU), ("backward", nn.ReLU)]
+    np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+    model = vt.convert(ref)
+    for h in handles:
+        h.remove()
+    seen.clear()
+    torch.autograd.grad(model(x), x, dy)
+    assert seen == []
+
+
 # ---- chaining ------------------------------------------------------------------------------------
 
 @pytest.fixture
