@@ -487,6 +487,60 @@ def test_converted_model_trains_as_pytorch(rng, layout):
         assert torch.equal(t, model.state_dict()[name]), name
 
 
+def test_convert_keeps_repeated_and_shared_modules(rng):
+    """A Sequential using one module at several places (a repeated activation, a weight-tied
+    Linear, a shared BatchNorm) keeps every place, and each original becomes one new module:
+    the same layers, the same parameters, the same results and gradients."""
+    torch.manual_seed(2)
+    lin, act, bn = nn.Linear(6, 6), nn.ReLU(), nn.BatchNorm1d(6)
+    ref = nn.Sequential(lin, act, nn.Linear(6, 6), act, lin, bn, act, bn)
+    model = vt.convert(copy.deepcopy(ref))
+    assert len(model) == len(ref) == 8
+    assert type(model[1]) is vt.ReLU and model[1] is model[3] is model[6]
+    assert type(model[5]) is vt.BatchNorm1d and model[5] is model[7]
+    assert model[0] is model[4]
+    assert len(list(model.parameters())) == len(list(ref.parameters())) == 6
+    x = randn(rng, (5, 6)).requires_grad_()
+    dy = randn(rng, (5, 6))
+    y1, y2 = ref(x), model(x)
+    assert torch.equal(y1, y2)
+    g1 = torch.autograd.grad(y1, [x, *ref.parameters()], dy)
+    g2 = torch.autograd.grad(y2, [x, *model.parameters()], dy)
+    scale = max(a.abs().max().item() for a in g1)
+    for a, b in zip(g1, g2):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-5 * scale)
+    for name, t in ref.state_dict().items():
+        assert torch.equal(t, model.state_dict()[name]), name
+
+
+def test_convert_carries_hooks(rng):
+    """Forward and backward hooks of a replaced module fire on its replacement (which then
+    runs on its own, outside any chain), and their handles still remove them."""
+    act = nn.ReLU()
+    seen = []
+    handles = [act.register_forward_pre_hook(lambda m, i: seen.append(("pre", type(m)))),
+               act.register_forward_hook(lambda m, i, o: seen.append(("forward", type(m)))),
+               act.register_full_backward_hook(
+                   lambda m, gi, go: seen.append(("backward", type(m))))]
+    ref = nn.Sequential(nn.BatchNorm1d(4), act, nn.ReLU())
+    model = vt.convert(copy.deepcopy(ref))
+    assert type(model[1]) is vt.ReLU
+    x = randn(rng, (3, 4)).requires_grad_()
+    dy = randn(rng, (3, 4))
+    (g,) = torch.autograd.grad(model(x), x, dy)
+    assert seen == [("pre", vt.ReLU), ("forward", vt.ReLU), ("backward", vt.ReLU)]
+    seen.clear()
+    (e,) = torch.autograd.grad(ref(x), x, dy)
+    assert seen == [("pre", nn.ReLU), ("forward", nn.ReLU), ("backward", nn.ReLU)]
+    np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+    model = vt.convert(ref)
+    for h in handles:
+        h.remove()
+    seen.clear()
+    torch.autograd.grad(model(x), x, dy)
+    assert seen == []
+
+
 # ---- chaining ------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -588,6 +642,94 @@ def test_programs_run_again_with_new_data(rng, execution):
             np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
     finally:
         _runtime.clear_programs()
+
+
+def _bn_relu_check(rng, bn, ref):
+    """One backward of relu(bn(x)) against PyTorch's."""
+    x = randn(rng, (2, 3, 4, 5)).requires_grad_()
+    dy = randn(rng, (2, 3, 4, 5))
+    (g,) = torch.autograd.grad(vt.relu(bn(x)), x, dy)
+    (e,) = torch.autograd.grad(F.relu(ref(x)), x, dy)
+    np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("execution", EXECUTIONS, indirect=True)
+def test_backward_after_device_close(rng, execution, device):
+    """A device close ends the cached programs' tensors, recordings and operators: the next
+    backward of the same structure builds them again, transparently."""
+    bn, ref = vt.BatchNorm2d(3), nn.BatchNorm2d(3)
+    _bn_relu_check(rng, bn, ref)
+    device.close()
+    for _ in range(2):
+        _bn_relu_check(rng, bn, ref)
+
+
+@pytest.mark.parametrize("execution", ["fresh"], indirect=True)
+def test_hand_off_after_device_close(rng, execution, device):
+    """A device close between a bridged backward and the one consuming its kept gradient:
+    the consumer uploads the gradient instead of binding the closed device tensor."""
+    bn, ref = vt.BatchNorm2d(3), nn.BatchNorm2d(3)
+    x = randn(rng, (2, 3, 4, 5)).requires_grad_()
+    dy = randn(rng, (2, 3, 4, 5))
+
+    def net(relu, norm):
+        h = norm(x)
+        h.register_hook(lambda g: device.close())  # after relu's backward kept its gradient
+        return relu(h)
+
+    _runtime.stats.clear()
+    (g,) = torch.autograd.grad(net(vt.relu, bn), x, dy)
+    assert _runtime.stats["hand_off_hits"] == 0
+    (e,) = torch.autograd.grad(net(F.relu, ref), x, dy)
+    np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("execution", ["reuse"], indirect=True)
+@pytest.mark.parametrize("where, exception", [("DeviceTensor.write", KeyboardInterrupt),
+                                              ("Recording.submit", KeyboardInterrupt),
+                                              ("Recording.submit", RuntimeError)])
+def test_interrupted_first_run_leaves_no_half_program(rng, monkeypatch, execution, where,
+                                                      exception):
+    """An exception (a Ctrl-C) in the first "reuse" run of a structure, as it fills its
+    inputs or submits: the next backward of that structure builds and runs the program."""
+    import pyvkgrad.device
+    vt.cache_clear()
+    cls, method = where.split(".")
+    cls = getattr(pyvkgrad.device, cls)
+    original = getattr(cls, method)
+    calls = []
+
+    def failing_once(self, *args):
+        calls.append(self)
+        if len(calls) == 1:
+            raise exception("interrupted")
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, method, failing_once)
+    bn, ref = vt.BatchNorm2d(3), nn.BatchNorm2d(3)
+    with pytest.raises(exception, match="interrupted"):
+        _bn_relu_check(rng, bn, ref)
+    for _ in range(2):
+        _bn_relu_check(rng, bn, ref)
+    vt.cache_clear()
+
+
+@pytest.mark.parametrize("execution", EXECUTIONS, indirect=True)
+def test_cache_clear_releases_programs(rng, execution):
+    """cache_clear() gives back every cached program and its device memory (cache_info() shows
+    none left); later backward calls build them again."""
+    vt.cache_clear()
+    bn, ref = vt.BatchNorm2d(3), nn.BatchNorm2d(3)
+    for _ in range(2):
+        _bn_relu_check(rng, bn, ref)
+    info = vt.cache_info()
+    assert (info.entries, info.hits, info.misses) == (2, 2, 2) and info.nbytes > 0
+    vt.cache_clear()
+    info = vt.cache_info()
+    assert (info.entries, info.nbytes, info.hits, info.misses) == (0, 0, 0, 0)
+    _bn_relu_check(rng, bn, ref)
+    assert vt.cache_info().entries == 2
+    assert vt.clear_programs is vt.cache_clear
 
 
 def test_execution_option_is_checked():

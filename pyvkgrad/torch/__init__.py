@@ -16,12 +16,13 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
                       "https://download.pytorch.org/whl/cpu)") from e
 
 from ._resample_map import InexactResample
-from ._runtime import clear_programs, get_device, set_device, set_options
+from ._runtime import (cache_clear, cache_info, clear_programs, get_device, set_device,
+                       set_options)
 from .functional import batch_norm, interpolate, relu, threshold
 from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, ReLU, Sequential, Upsample,
                       convert)
 
 __all__ = ["relu", "threshold", "batch_norm", "interpolate",
            "ReLU", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Upsample", "Sequential",
-           "convert", "set_device", "get_device", "set_options", "clear_programs",
-           "InexactResample"]
+           "convert", "set_device", "get_device", "set_options", "cache_clear", "cache_info",
+           "clear_programs", "InexactResample"]

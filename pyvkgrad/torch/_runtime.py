@@ -27,6 +27,10 @@ Hand-off between bridged backward calls ("fresh" only): a program may keep an ou
 device after reading it back (`keep`). The bridge registers the kept device tensor with the
 torch tensor it returned to autograd; a later bridged backward that receives that very tensor
 object, unmodified (same version counter), binds the device tensor instead of uploading it.
+
+`cache_clear()` releases the programs and the hand-off tensors. A device close ends them too
+(ClosedError for their own users): a program whose tensors or operators it closed builds them
+again in the device's new session on its next run, and closed hand-off tensors are not bound.
 """
 
 from __future__ import annotations
@@ -107,7 +111,8 @@ class _Compiled:
 
     @property
     def op(self):
-        if self._op is None:
+        # A device close closes the operator with its session: compile it again in the new one.
+        if self._op is None or self._op.closed:
             self._op = self.device.compile(self.desc)
         return self._op
 
@@ -210,18 +215,13 @@ class Program:
                     tensors[name].close()
 
     def _run_reusing(self, arrays):
-        dev = self.device
+        if self._tensors is not None and any(t.closed for t in self._tensors.values()):
+            self._release()  # made in a session a device close has ended: build anew
         if self._tensors is None:
-            self._tensors = {name: dev.empty(desc) for name, desc in self.descs.items()}
-            for name in self.inputs:
-                self._tensors[name].write(self._checked(name, arrays[name]))
-            rec = dev.record()
-            for op, binding in self.ops:
-                rec.execute(op.op, **{f: self._tensors[n] for f, n in binding.items()})
-            _read_back_in_submission(rec, [self._tensors[n] for n in self.outputs])
-            self._recording = rec
+            # _tensors last: set, it says the program is complete.
+            tensors, self._recording = self._first_run(arrays)
+            self._tensors = tensors
             uploaded = 0
-            rec.submit()
         else:
             for name in self.inputs:
                 self._tensors[name].write(self._checked(name, arrays[name]))
@@ -230,6 +230,27 @@ class Program:
         stats["uploads"] += self._recording.stats.uploads - uploaded  # what the device copied
         self.runs += 1
         return {n: self._tensors[n].numpy().reshape(self.descs[n].sizes) for n in self.outputs}
+
+    def _first_run(self, arrays):
+        """Make the program's tensors and recording, and submit it; returns (tensors,
+        recording). Nothing is kept unless the whole first run succeeds: an exception (a
+        Ctrl-C) releases what was made, so the next run starts again from nothing."""
+        dev = self.device
+        tensors, rec = {}, None
+        try:
+            for name, desc in self.descs.items():
+                tensors[name] = dev.empty(desc)
+            for name in self.inputs:
+                tensors[name].write(self._checked(name, arrays[name]))
+            rec = dev.record()
+            for op, binding in self.ops:
+                rec.execute(op.op, **{f: tensors[n] for f, n in binding.items()})
+            _read_back_in_submission(rec, [tensors[n] for n in self.outputs])
+            rec.submit()
+        except BaseException:
+            _close_all(rec, tensors.values())
+            raise
+        return tensors, rec
 
     def _checked(self, name, array):
         desc = self.inputs[name]
@@ -243,15 +264,25 @@ class Program:
         """Device bytes the program's own tensors hold between runs ("reuse" execution)."""
         return sum(d.total_tensor_size_in_bytes for d in self.descs.values())
 
+    def _release(self):
+        """Give back the "reuse" tensors and recording (the caller holds the run lock)."""
+        if self._tensors is not None:
+            tensors, rec = self._tensors, self._recording
+            self._tensors = self._recording = None
+            _close_all(rec, tensors.values())
+
     def close(self):
         with self._run_lock:
-            if self._tensors is not None:
-                for t in self._tensors.values():
-                    t.close()
-                self._tensors = None
-                self._recording = None
+            self._release()
             for op, _ in self.ops:
                 op.close()
+
+
+def _close_all(recording, tensors) -> None:
+    if recording is not None:
+        recording.close()
+    for t in tensors:
+        t.close()
 
 
 def _read_back_in_submission(rec, tensors) -> None:
@@ -264,6 +295,7 @@ def _read_back_in_submission(rec, tensors) -> None:
 _programs: "collections.OrderedDict" = collections.OrderedDict()
 _PROGRAMS_KEPT = 64
 PROGRAM_CACHE_BYTES = 1 << 30  # tensors "reuse" programs keep on the device, all together
+_counts = {"hits": 0, "misses": 0}
 
 
 def program(device, inputs, ops, outputs) -> Program:
@@ -273,8 +305,10 @@ def program(device, inputs, ops, outputs) -> Program:
     with _lock:
         prog = _programs.get(key)
         if prog is not None:
+            _counts["hits"] += 1
             _programs.move_to_end(key)
             return prog
+        _counts["misses"] += 1
     prog = Program(device, inputs, ops, outputs)
     with _lock:
         _programs[key] = prog
@@ -287,13 +321,35 @@ def program(device, inputs, ops, outputs) -> Program:
     return prog
 
 
-def clear_programs() -> None:
-    """Release every cached program (their compiled operators and device tensors)."""
+def cache_info():
+    """The program cache, as `Device.cache_info()` and functools' cache_info: hits and misses
+    so far, programs and the device bytes their tensors take ("reuse" execution holds them
+    between backward calls), and the limits."""
+    from ..device import CacheInfo
+    with _lock:
+        return CacheInfo(_counts["hits"], _counts["misses"], len(_programs),
+                         sum(p.nbytes for p in _programs.values()), _PROGRAMS_KEPT,
+                         PROGRAM_CACHE_BYTES)
+
+
+def cache_clear() -> None:
+    """Release what the bridge caches on devices, and its statistics (as functools'
+    cache_clear): every program (compiled operators, device tensors, recording) and the
+    device tensors kept for hand-off. Later backward calls build what they need again."""
     with _lock:
         old = list(_programs.values())
         _programs.clear()
+        _counts.update(hits=0, misses=0)
+    with _hand_off_lock:
+        kept = [entry.tensor for entry in _hand_offs.values()]
+        _hand_offs.clear()
     for prog in old:
         prog.close()
+    for t in kept:
+        t.close()
+
+
+clear_programs = cache_clear  # its name before cache_clear
 
 
 # ---- hand-off of gradients between bridged backward calls ----------------------------------------
@@ -334,12 +390,12 @@ def register(torch_tensor, device_tensor, layout) -> None:
 
 def lookup(torch_tensor, layout, device):
     """The device tensor registered for this very tensor object, when it is unmodified, on
-    `device` and laid out as `layout`; else None."""
+    `device`, laid out as `layout` and still open (a device close closes it); else None."""
     with _hand_off_lock:
         entry = _hand_offs.get(id(torch_tensor))
         if (entry is None or entry.ref() is not torch_tensor
                 or entry.version != torch_tensor._version or entry.layout != layout
-                or entry.tensor.device is not device):
+                or entry.tensor.device is not device or entry.tensor.closed):
             stats["hand_off_misses"] += 1
             return None
         stats["hand_off_hits"] += 1

@@ -153,9 +153,19 @@ def convert(module: nn.Module, sequential: bool = True) -> nn.Module:
     backward). Returns the converted module (a new one where `module` itself is swapped), in
     the spirit of torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old
     ones' parameters and buffers (the same tensors, so an optimizer built before still holds
-    them) and training flag; state dicts load both ways. Only these exact classes are swapped,
+    them), training flag and forward and backward hooks; state dicts load both ways. A module
+    used at several places (a Sequential repeating an activation or a weight-tied layer)
+    becomes one new module used at the same places. Only these exact classes are swapped,
     never subclasses (which may change behaviour); an Upsample in a mode DirectML cannot
     express (bicubic, area) is left as it is."""
+    return _convert(module, sequential, {})
+
+
+def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
+    """convert(), with `done`: id(original) -> (original, converted) of the modules seen so
+    far (the original is kept so that its id stays its own while converting)."""
+    if id(module) in done:
+        return done[id(module)][1]
     out = module
     cls = type(module)
     if cls is nn.ReLU:
@@ -174,6 +184,24 @@ def convert(module: nn.Module, sequential: bool = True) -> nn.Module:
         out = Sequential()
     if out is not module:
         out.train(module.training)
-    for name, child in module.named_children():
-        out.add_module(name, convert(child, sequential))
+        _carry_hooks(module, out)
+    done[id(module)] = (module, out)
+    # Every slot, repeats included (named_children() yields each module once).
+    for name, child in list(module._modules.items()):
+        out.add_module(name, None if child is None else _convert(child, sequential, done))
     return out
+
+
+# Module attributes holding forward and backward hooks (some only in newer torch versions).
+_HOOK_DICTS = ("_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_backward_hooks",
+               "_backward_pre_hooks", "_is_full_backward_hook")
+
+
+def _carry_hooks(old: nn.Module, new: nn.Module) -> None:
+    """Give `new` the forward and backward hooks of `old`: the same dictionaries, so that the
+    handles their register_*_hook calls returned still remove them. State-dict hooks stay
+    behind (they may hold the old module)."""
+    for name in _HOOK_DICTS:
+        if hasattr(old, name):
+            setattr(new, name, getattr(old, name))
