@@ -4,6 +4,7 @@ own code blocks, its kernels compiled, and the operator table's generic tests ru
 record, so the recipe and the line counts the page gives stay true."""
 
 import importlib.util
+import json
 import re
 import shutil
 import subprocess
@@ -18,6 +19,8 @@ import pyvkgrad
 from pyvkgrad import kernels, operators, reference
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
+import test_environment as env
+import test_kernels
 import test_operators as generic
 from cases import VIEWS
 
@@ -27,19 +30,41 @@ NAME = "activation_leaky_relu_grad"
 KERNELS = (NAME, f"{NAME}_packed")
 
 
+def doc_blocks():
+    """(path, contents) of the page's code blocks marked `file=path`, in page order."""
+    return re.findall(r"^```\w+ file=(\S+)\n(.*?)^```", DOC.read_text(), re.M | re.S)
+
+
 def doc_files():
-    """path -> contents of the page's code blocks marked `file=path`."""
-    return {path: body for path, body in
-            re.findall(r"^```\w+ file=(\S+)\n(.*?)^```", DOC.read_text(), re.M | re.S)}
+    """path -> what the page adds to it: its blocks, in order."""
+    files = {}
+    for path, body in doc_blocks():
+        files[path] = files.get(path, "") + body
+    return files
+
+
+def doc_rows():
+    """The page's table of files: ([paths], lines), lines "generated" for the build's output."""
+    rows = re.findall(r"^\| (`[^|]+`) \| \+?(\d+|generated) \|", DOC.read_text(), re.M)
+    return [(re.findall(r"`([^`]+)`", paths), lines) for paths, lines in rows]
+
+
+def doc_table():
+    """path -> its row's lines."""
+    return {path: lines for paths, lines in doc_rows() for path in paths}
 
 
 def test_the_page_counts_its_lines():
-    """The page's table of files gives each block's length."""
-    table = dict(re.findall(r"^\| `([^`]+)` \| \+?(\d+) \|", DOC.read_text(), re.M))
-    files = doc_files()
-    assert set(files) <= set(table) and len(files) == 7
+    """The page's table of files gives each block's length, and its total the sum of the rows
+    and the number of hand-edited files."""
+    table, files = doc_table(), doc_files()
+    assert set(files) <= set(table) and len(files) == 5 and len(doc_blocks()) == 6
     for path, body in files.items():
         assert int(table[path]) == len(body.splitlines()), path
+    edited = [(paths, int(lines)) for paths, lines in doc_rows() if lines != "generated"]
+    total = re.search(r"About (\d+) lines in (\d+) hand-edited files", DOC.read_text())
+    assert int(total.group(1)) == sum(lines for _, lines in edited)
+    assert int(total.group(2)) == sum(len(paths) for paths, _ in edited) <= 8
 
 
 def build_tool():
@@ -49,33 +74,50 @@ def build_tool():
     return module
 
 
-@pytest.fixture
-def leaky_relu(monkeypatch, tmp_path):
-    """The example's record, its kernels served from a temporary build."""
+@pytest.fixture(scope="module")
+def example_build(tmp_path_factory):
+    """The page's shader files added to a copy of the repository's shaders and shipped
+    SPIR-V, and what the build tool's --check, then its build, said and changed there."""
     if shutil.which("glslangValidator") is None:
         from conftest import IN_CI
         if IN_CI:
             pytest.fail("CI=true but glslangValidator is missing")
         pytest.skip("glslangValidator is not installed")
+    tree = tmp_path_factory.mktemp("example") / "tree"
+    for sub in ("shaders", "pyvkgrad/spirv", "tools"):
+        shutil.copytree(ROOT / sub, tree / sub, ignore=shutil.ignore_patterns("__pycache__"))
+    added = {path: body for path, body in doc_files().items() if path.startswith("shaders/")}
+    for path, body in added.items():
+        assert not (tree / path).exists(), path  # a new file
+        (tree / path).write_text(body)
+    spirv = tree / "pyvkgrad/spirv"
+    before = {f.name: f.read_bytes() for f in spirv.iterdir()}
+    tool = [sys.executable, "tools/build_shaders.py"]
+    check = subprocess.run(tool + ["--check"], cwd=tree, capture_output=True, text=True)
+    build = subprocess.run(tool, cwd=tree, capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    after = {f.name: f.read_bytes() for f in spirv.iterdir()}
+    return types.SimpleNamespace(tree=tree, added=set(added), check=check, before=before,
+                                 after=after, manifest=json.loads(after["manifest.json"]))
+
+
+@pytest.fixture
+def leaky_relu(monkeypatch, example_build):
+    """The example's record, its kernels served from the example's build."""
     files = doc_files()
     tool = build_tool()
-    formula = f"shaders/include/{NAME}.glsl"
-    (tmp_path / Path(formula).name).write_text(files[formula])  # found beside the kernels
-    real_spirv, real_interface = kernels.spirv, kernels.interface
+    real_spirv, real_interface, real_entry = (kernels.spirv, kernels.interface,
+                                              kernels.manifest_entry)
     built = {}
     for name in KERNELS:
-        comp, spv = tmp_path / f"{name}.comp", tmp_path / f"{name}.spv"
-        comp.write_text(files[f"shaders/{name}.comp"])
-        res = subprocess.run([tool.COMPILER, *tool.FLAGS, "-o", str(spv), str(comp)], cwd=ROOT,
-                             capture_output=True, text=True)
-        assert res.returncode == 0 and "WARNING" not in res.stdout + res.stderr, \
-            res.stdout + res.stderr
-        data = spv.read_bytes()
+        data = example_build.after[f"{name}.spv"]
         built[name] = (data, kernels.interface_of(name, tool.read_interface(data, name)))
     monkeypatch.setattr(kernels, "spirv",
                         lambda n: built[n][0] if n in built else real_spirv(n))
     monkeypatch.setattr(kernels, "interface",
                         lambda n: built[n][1] if n in built else real_interface(n))
+    monkeypatch.setattr(kernels, "manifest_entry", lambda n: dict(
+        example_build.manifest["kernels"][n]) if n in built else real_entry(n))
 
     module = types.ModuleType(f"pyvkgrad.ops.{NAME}")
     module.__package__ = "pyvkgrad.ops"
@@ -84,14 +126,53 @@ def leaky_relu(monkeypatch, tmp_path):
          vars(module))
     oracle_namespace = dict(vars(reference))
     exec(files["pyvkgrad/reference.py"], oracle_namespace)
-    record = eval(files["pyvkgrad/operators.py"].strip().rstrip(","), dict(
-        vars(operators), ActivationLeakyReluGradDesc=module.ActivationLeakyReluGradDesc,
-        activation_leaky_relu_grad=module.activation_leaky_relu_grad,
-        reference=types.SimpleNamespace(activation_leaky_relu_grad=oracle_namespace[NAME])))
+    # operators.py's blocks: the import (run as in pyvkgrad/operators.py), then the record.
+    (_, import_block), (_, record_block) = [b for b in doc_blocks()
+                                            if b[0] == "pyvkgrad/operators.py"]
+    oracle = types.SimpleNamespace(activation_leaky_relu_grad=oracle_namespace[NAME])
+    namespace = dict(vars(operators), reference=oracle)
+    exec(import_block, namespace)
+    record = eval(record_block.strip().rstrip(","), namespace)
+    # What pyvkgrad/__init__.py's import and __all__ lines do.
     monkeypatch.setattr(pyvkgrad, NAME, module.activation_leaky_relu_grad, raising=False)
     monkeypatch.setattr(pyvkgrad, "ActivationLeakyReluGradDesc",
                         module.ActivationLeakyReluGradDesc, raising=False)
+    monkeypatch.setattr(pyvkgrad, "__all__",
+                        pyvkgrad.__all__ + ["ActivationLeakyReluGradDesc", NAME])
     return record
+
+
+def test_the_page_names_every_place_that_changes(example_build, leaky_relu):
+    """What the example changes, found by the checks that would fail without it: the build's
+    --check (its shader files: new kernels missing, and nothing else stale), the build (the
+    generated SPIR-V: its two kernels, the manifest's two new entries, nothing else), the
+    table's tests of one name per operator (the exports of pyvkgrad/__init__.py) and the page's
+    Python blocks; the tests that enumerate kernels and operators (tests/test_kernels.py)
+    cover the new ones unchanged. The page's table names exactly these files, with README.md
+    and CHANGELOG.md (a row and a line)."""
+    assert example_build.check.returncode == 1
+    assert env.check_problems(example_build.check.stderr) == {
+        f"pyvkgrad/spirv/{name}.spv is missing" for name in KERNELS} | {
+        "pyvkgrad/spirv/manifest.json is stale"}
+    before, after = example_build.before, example_build.after
+    assert set(after) - set(before) == {f"{name}.spv" for name in KERNELS}
+    assert {name for name in before if after[name] != before[name]} == {"manifest.json"}
+    manifest = dict(example_build.manifest, kernels=dict(example_build.manifest["kernels"]))
+    new_entries = {name: manifest["kernels"].pop(name) for name in KERNELS}
+    assert manifest == json.loads(before["manifest.json"])
+    assert {e["source"] for e in new_entries.values()} == example_build.added
+
+    # Without the exports the one-name test fails; with them (the fixture) it passes.
+    generic.test_one_name_per_operator(leaky_relu)
+    # The kernel tests' helpers, unchanged, reach the new kernels and find them by name.
+    used = test_kernels.plans_by_operator((leaky_relu,))
+    assert used == {NAME: set(KERNELS)}
+    test_kernels.assert_named_after_their_operators(used, example_build.manifest["kernels"],
+                                                    example_build.tree)
+
+    changed = (example_build.added | {"pyvkgrad/spirv/"} | {"pyvkgrad/__init__.py"}
+               | set(doc_files()) | {"README.md", "CHANGELOG.md"})
+    assert set(doc_table()) == changed
 
 
 def test_its_interface_and_plans(leaky_relu):

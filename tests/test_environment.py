@@ -68,7 +68,7 @@ def test_check_reports_stale_and_orphan_spirv(tmp_path):
     check = [sys.executable, "tools/build_shaders.py", "--check"]
     assert subprocess.run(check, cwd=tree, capture_output=True).returncode == 0
 
-    formula = tree / "shaders/include/activation_relu_grad.glsl"  # both ReLU kernels include it
+    formula = tree / "shaders/elementwise/activation_relu_grad.glsl"  # the ReLU kernels' formula
     assert "0x7F800000u" in formula.read_text()
     formula.write_text(formula.read_text().replace("0x7F800000u", "0x7F800001u"))
     (tree / "pyvkgrad/spirv/orphan.spv").write_bytes(b"\x03\x02\x23\x07")
@@ -80,6 +80,50 @@ def test_check_reports_stale_and_orphan_spirv(tmp_path):
     assert "orphan.spv has no source" in res.stderr
     assert "fix: python tools/build_shaders.py" in res.stderr
     assert {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()} == before
+
+
+def check_problems(stderr):
+    """The problems `build_shaders.py --check` lists, one a line."""
+    return {line.strip() for line in stderr.splitlines()[1:] if not line.startswith("fix:")}
+
+
+@needs_compiler
+def test_a_formula_is_an_operators_only_shader_file(tmp_path):
+    """The build generates an element-wise formula's two kernels: --check finds a new
+    formula's kernels missing and nothing else stale; the build adds their SPIR-V and their
+    manifest entries and changes nothing else. A .comp named as a generated kernel is
+    refused."""
+    tree = _copy_build_tree(tmp_path)
+    relu = (tree / "shaders/elementwise/activation_relu_grad.glsl").read_text()
+    (tree / "shaders/elementwise/copy_grad.glsl").write_text(relu)
+    check = [sys.executable, "tools/build_shaders.py", "--check"]
+    res = subprocess.run(check, cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 1
+    assert check_problems(res.stderr) == {"pyvkgrad/spirv/copy_grad.spv is missing",
+                                          "pyvkgrad/spirv/copy_grad_packed.spv is missing",
+                                          "pyvkgrad/spirv/manifest.json is stale"}
+    spirv = tree / "pyvkgrad/spirv"
+    before = {p.name: p.read_bytes() for p in spirv.iterdir()}
+    res = subprocess.run([sys.executable, "tools/build_shaders.py"], cwd=tree,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    after = {p.name: p.read_bytes() for p in spirv.iterdir()}
+    assert set(after) - set(before) == {"copy_grad.spv", "copy_grad_packed.spv"}
+    assert after["copy_grad.spv"] == before["activation_relu_grad.spv"]  # comments only differ
+    assert {k: v for k, v in after.items() if k in before and v != before[k]} \
+        == {"manifest.json": after["manifest.json"]}
+    old, new = (json.loads(m["manifest.json"]) for m in (before, after))
+    added = {k: new["kernels"].pop(k) for k in ("copy_grad", "copy_grad_packed")}
+    assert new == old
+    assert added["copy_grad_packed"]["source"] == "shaders/elementwise/copy_grad.glsl"
+    assert added["copy_grad_packed"]["generated"] == "packed"
+    assert subprocess.run(check, cwd=tree, capture_output=True).returncode == 0
+
+    (tree / "shaders/copy_grad_packed.comp").write_text("#version 450\n")
+    res = subprocess.run(check, cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 2
+    assert ("kernel copy_grad_packed has two sources: shaders/copy_grad_packed.comp and "
+            "shaders/elementwise/copy_grad.glsl") in res.stderr
 
 
 @needs_compiler

@@ -2,6 +2,7 @@
 (read from its SPIR-V by tools/build_shaders.py), plans pass them by name, and a plan that
 disagrees with its kernel fails when it is built, before any device work."""
 
+import dataclasses
 import importlib.util
 import shutil
 import subprocess
@@ -13,7 +14,9 @@ import pytest
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, kernels, reference
 from pyvkgrad.kernels import InterfaceError
-from pyvkgrad.plan import Dispatch, Limits, Plan
+from pyvkgrad.operators import DTYPES, OPERATORS
+from pyvkgrad.plan import WRITE, Dispatch, Limits, Plan
+from cases import SHAPES_BY_RANK
 
 ROOT = Path(__file__).resolve().parent.parent
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
@@ -115,6 +118,55 @@ def test_specialization_and_binding_order_follow_the_kernel():
     assert by_name["EPSILON"] == np.float32(1e-5).view(np.uint32) and by_name["IS_F16"] == 1
 
 
+def test_a_kernels_hash_covers_exactly_the_files_it_includes(tmp_path, monkeypatch):
+    """The manifest's source hash covers a kernel's source and the files it includes, directly
+    or not, and no other: changing a file changes the hashes of exactly its kernels (so a new
+    include, or a new operator's formula, restamps no unrelated kernel). Directives in
+    comments include nothing."""
+    tool = build_tool()
+    shaders = tmp_path / "shaders"
+    monkeypatch.setattr(tool, "ROOT", tmp_path)
+    monkeypatch.setattr(tool, "INCLUDE", shaders / "include")
+    files = {"include/common.glsl": "// common\n",
+             "include/a.glsl": '#include "common.glsl"\n',
+             "include/b.glsl": "// b\n",
+             "include/commented.glsl": "// only named in comments\n",
+             "include/unused.glsl": "// included by nothing\n",
+             "include/elementwise_grad.glsl": '#include "common.glsl"\n',
+             "elementwise/op.glsl": "// a formula\n",
+             "k_a.comp": '#version 450\n#include "a.glsl"\n// #include "commented.glsl"\n',
+             "k_b.comp": '#version 450\n /* #include "commented.glsl" */\n #include "b.glsl"\n',
+             "k_none.comp": "#version 450\n"}
+    for path, text in files.items():
+        (shaders / path).parent.mkdir(parents=True, exist_ok=True)
+        (shaders / path).write_text(text)
+
+    def hashes():
+        return {k.name: tool.source_hash(k.text, k.folder, k.name)
+                for k in tool.target_kernels(shaders)}
+    users = {"include/common.glsl": {"k_a", "op", "op_packed"}, "include/a.glsl": {"k_a"},
+             "include/b.glsl": {"k_b"}, "include/commented.glsl": set(),
+             "include/unused.glsl": set(), "include/elementwise_grad.glsl": {"op", "op_packed"},
+             "elementwise/op.glsl": {"op", "op_packed"}, "k_a.comp": {"k_a"},
+             "k_b.comp": {"k_b"}, "k_none.comp": {"k_none"}}
+    before = hashes()
+    assert set(before) == {"k_a", "k_b", "k_none", "op", "op_packed"}
+    for path, kernels_of_it in users.items():
+        (shaders / path).write_text(files[path] + "// changed\n")
+        after = hashes()
+        assert {name for name in before if after[name] != before[name]} == kernels_of_it, path
+        (shaders / path).write_text(files[path])
+    assert hashes() == before
+
+
+def test_the_shipped_hashes_are_the_tools():
+    """The manifest records, for every kernel, the hash of its source and its includes."""
+    tool = build_tool()
+    for kernel in tool.target_kernels(ROOT / "shaders"):
+        assert kernels.manifest_entry(kernel.name)["source_sha256"] == tool.source_hash(
+            kernel.text, kernel.folder, kernel.name), kernel.name
+
+
 # ---- mismatches are errors when the plan is built -------------------------------------------------
 
 @pytest.mark.parametrize("change, message", [
@@ -214,15 +266,15 @@ def test_a_reordered_shader_computes_right_and_a_stale_manifest_is_caught(monkey
     assert declaration in template
     (tmp_path / "elementwise_grad.glsl").write_text(template.replace(
         declaration, "DIMS8_3(uint, DY_STRIDES, X_STRIDES, DX_STRIDES, 10, 0)"))
-    comp = tmp_path / f"{RELU}.comp"
-    comp.write_text((ROOT / "shaders" / f"{RELU}.comp").read_text())
+    tool = build_tool()
+    comp = tmp_path / f"{RELU}.comp"  # the strided kernel, as the build generates it
+    comp.write_text(tool.elementwise_source(ROOT / f"shaders/elementwise/{RELU}.glsl", "strided"))
     spv = tmp_path / f"{RELU}.spv"
     res = subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
                           f"-I{ROOT / 'shaders/include'}", "-o", str(spv), str(comp)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
     data = spv.read_bytes()
-    tool = build_tool()
     rebuilt = tool.read_interface(data, "reordered")
     shipped_entry = kernels.manifest_entry(RELU)
     assert rebuilt != {key: shipped_entry[key] for key in tool.INTERFACE}  # --check's test
@@ -252,55 +304,86 @@ def test_a_reordered_shader_computes_right_and_a_stale_manifest_is_caught(monkey
 
 # ---- one name per operator ------------------------------------------------------------------------
 
-def plans_by_operator():
-    """The kernels each operator's plans use, over layouts, data types and algorithms."""
-    from pyvkgrad import ResampleGradDesc
+def strides_in_order(sizes, order):
+    """Packed strides with the axes laid out in `order`, outermost first."""
+    strides, step = [0] * len(sizes), 1
+    for axis in reversed(order):
+        strides[axis], step = step, step * sizes[axis]
+    return tuple(strides)
+
+
+def layouts(desc):
+    """`desc` and its variants with other layouts of its tensors of the first tensor's rank:
+    column-major and channels-last (axis 1 innermost), for all of them, or for the inputs
+    with the outputs packed."""
+    yield desc
+    fields = desc.tensor_fields()
+    rank = len(fields[0][1][0].sizes)
+    orders = [list(range(rank))[::-1]] + ([[0, *range(2, rank), 1]] if rank >= 3 else [])
+    for order in orders:
+        for outputs_packed in (False, True):
+            changes = {name: TensorDesc(t.data_type, t.sizes, strides_in_order(t.sizes, order))
+                       for name, (t, access) in fields
+                       if len(t.sizes) == rank and not (outputs_packed and access == WRITE)}
+            try:
+                yield dataclasses.replace(desc, **changes)
+            except (TypeError, ValueError):  # a layout the operator does not take
+                pass
+
+
+def plans_by_operator(records=OPERATORS):
+    """The kernels each operator's plans use, derived from the operator table: the descriptors
+    of each record's cases at every rank and data type (`describe`), in other layouts
+    (`layouts`), with each value of an `algorithm` field, with and without float atomics."""
+    rng = np.random.default_rng(0)
     used = {}
-    relu = used.setdefault("activation_relu_grad", set())
-    for desc in (strided_relu_desc(), pyvkgrad.ActivationReluGradDesc(*[TensorDesc(F16, (9,))] * 3)):
-        relu.update(d.kernel for d in desc.plan(Limits()).dispatches)
-    resample = used.setdefault("resample_grad", set())
-    for dtype in (F32, F16):
-        for algorithm in ("gather", "atomic"):
-            for atomics in (False, True):
-                desc = ResampleGradDesc(TensorDesc(dtype, (4, 6)), TensorDesc(dtype, (2, 3)),
-                                        "linear", [2, 2], (0.5, 0.5), (-0.5, -0.5),
-                                        algorithm=algorithm)
-                resample.update(d.kernel for d in
-                                desc.plan(Limits(float_atomic_add=atomics)).dispatches)
-    # Three resampled axes (resample_grad_gather), a float16 NHWC layout (the pair kernel).
-    for dy_d, dx_d in ((TensorDesc(F32, (4, 6, 8)), TensorDesc(F32, (2, 3, 4))),
-                       (TensorDesc(F16, (1, 4, 6, 8), (192, 1, 32, 4)),
-                        TensorDesc(F16, (1, 4, 3, 4), (48, 1, 16, 4)))):
-        scales = [s / t for s, t in zip(dy_d.sizes, dx_d.sizes)]
-        desc = ResampleGradDesc(dy_d, dx_d, "linear", scales, (0.5,) * dy_d.rank,
-                                (-0.5,) * dy_d.rank)
-        resample.update(d.kernel for d in desc.plan(Limits()).dispatches)
-    for op, cls in (("batch_normalization_grad", pyvkgrad.BatchNormalizationGradDesc),
-                    ("batch_normalization_training_grad",
-                     pyvkgrad.BatchNormalizationTrainingGradDesc)):
-        # dX like X, or packed while X is not; float16 where single stores would need atomics.
-        for sizes, stat, strides, dtype, same_dx in (
-                ((7, 5), (7, 5), None, F32, True), ((64, 5), (1, 5), None, F32, True),
-                ((64, 5), (1, 5), (1, 64), F32, True), ((64, 5), (1, 5), (1, 64), F32, False),
-                ((64, 5), (1, 5), None, F16, True)):
-            x, m = TensorDesc(dtype, sizes, strides), TensorDesc(dtype, stat)
-            dx = x if same_dx else TensorDesc(dtype, sizes)
-            desc = cls(x, x, m, m, m, dx, m, m, 1e-5)
-            used.setdefault(op, set()).update(d.kernel for d in desc.plan(Limits()).dispatches)
+    for record in records:
+        found = used.setdefault(record.name, set())
+        for dtype in DTYPES:
+            for shape in SHAPES_BY_RANK + [(64, 5), (1, 4, 6, 8)]:
+                case = record.make_case(rng, shape[:record.max_rank], dtype)
+                desc = record.describe(case)
+                algorithms = record.parameter_examples(len(shape)).get("algorithm", ([None],))[0]
+                for algorithm in algorithms:
+                    chosen = desc if algorithm is None else dataclasses.replace(
+                        desc, algorithm=algorithm)
+                    for variant in layouts(chosen):
+                        for atomics in (False, True):
+                            found.update(d.kernel for d in variant.plan(
+                                Limits(float_atomic_add=atomics)).dispatches)
     return used
 
 
+def assert_named_after_their_operators(used, manifest, root=ROOT):
+    """Each kernel's source (the manifest's `source`) carries its operator's name, so `grep -l
+    <operator> shaders/*.comp shaders/elementwise/*.glsl` lists the sources of every kernel
+    the operator runs: a `.comp` is named after the kernel and the kernel after its operator,
+    or (a kernel two operators share, named after the first) names the operator in its first
+    lines; a generated kernel is `<formula>` or `<formula>_packed` of the formula it comes
+    from, shaders/elementwise/<operator>.glsl."""
+    for op, names in used.items():
+        for name in names:
+            entry = manifest[name]
+            source = Path(entry["source"])
+            if "generated" in entry:
+                suffix = {"strided": "", "packed": "_packed"}[entry["generated"]]
+                assert source == Path("shaders/elementwise") / f"{op}.glsl", (op, name)
+                assert name == op + suffix, (op, name)
+                continue
+            assert source == Path("shaders") / f"{name}.comp", (op, name)
+            head = (root / source).read_text().splitlines()[:4]
+            assert name.startswith(op) or any(op in line for line in head), (op, name)
+
+
 def test_every_kernel_of_an_operator_is_found_by_grepping_its_name():
-    """Kernels carry their operator's name: in the file name, or (kernels two operators share,
-    named after the first) in the header's first lines, so `grep -l <operator> shaders/*.comp`
-    lists every kernel an operator runs."""
+    """Every kernel is run by an operator of the table (`plans_by_operator`, derived from it,
+    so a new operator's kernels are covered without editing this test) and its source carries
+    that operator's name (`assert_named_after_their_operators`)."""
     used = plans_by_operator()
     assert used["batch_normalization_training_grad"] >= {"batch_normalization_grad_partials",
                                                           "batch_normalization_grad_finalize",
                                                           "batch_normalization_grad_direct"}
-    for op, names in used.items():
-        for name in names:
-            head = (ROOT / "shaders" / f"{name}.comp").read_text().splitlines()[:4]
-            assert name.startswith(op) or any(op in line for line in head), (op, name)
+    assert used["activation_relu_grad"] == {RELU, f"{RELU}_packed"}
+    assert_named_after_their_operators(used, {n: kernels.manifest_entry(n)
+                                              for n in kernels.names()})
     assert set().union(*used.values()) == set(kernels.names())

@@ -6,17 +6,23 @@
                                             stale, missing or has no source, naming the fixing
                                             command
 
-Targets: shaders/*.comp -> pyvkgrad/spirv/ (shipped as package data, so users need no
-compiler) and benchmarks/shaders/*.comp -> benchmarks/spirv/ (kernels only the benchmark runs).
-Both include shaders/include/. Each kernel is compiled with `glslangValidator -V --target-env
-vulkan1.1` (kp's instance is Vulkan 1.1, so SPIR-V 1.3 at most), warnings are errors, and the
-result must pass `spirv-val`.
+Targets: shaders/ -> pyvkgrad/spirv/ (shipped as package data, so users need no compiler) and
+benchmarks/shaders/ -> benchmarks/spirv/ (kernels only the benchmark runs). A target's kernels
+are its `<name>.comp` files and, for each element-wise formula `elementwise/<operator>.glsl`,
+two kernels the build generates (`elementwise_source`): `<operator>` (strided) and
+`<operator>_packed`, the template shaders/include/elementwise_grad.glsl followed by the
+formula, so an element-wise operator's only shader file is its formula. Both targets include
+shaders/include/. Each kernel is compiled with `glslangValidator -V --target-env vulkan1.1`
+(kp's instance is Vulkan 1.1, so SPIR-V 1.3 at most), warnings are errors, and the result
+must pass `spirv-val`.
 
-The manifest records, per kernel, the hashes and the kernel's interface, read back from the
-SPIR-V itself (`read_interface`): its specialization constants (OpName and SpecId), its
-storage-buffer bindings (binding number, name, access from NonWritable/NonReadable, and the
-blocks that view it) and its push-constant members. The runtime (pyvkgrad/kernels.py) resolves
-the names that plans use against it. Rules checked here, so that plans can rely on them:
+The manifest records, per kernel, its source file (a formula's kernels also say which form
+they are, `generated`), the hashes (the source's covers the files it includes and no other,
+`source_hash`, so an include's change restamps only its kernels) and the kernel's interface,
+read back from the SPIR-V itself (`read_interface`): its specialization constants (OpName and
+SpecId), its storage-buffer bindings (binding number, name, access from NonWritable/NonReadable,
+and the blocks that view it) and its push-constant members. The runtime (pyvkgrad/kernels.py)
+resolves the names that plans use against it. Rules checked here, so that plans can rely on them:
 - constant SpecIds run 0..n-1 (kp numbers the constants it is given 0, 1, ...), each named;
   the workgroup width (`local_size_x_id`, which has no OpName) is named `WG`;
 - bindings are in descriptor set 0 and run 0..n-1 (kp binds its i-th buffer at binding i);
@@ -29,6 +35,7 @@ the names that plans use against it. Rules checked here, so that plans can rely 
 from __future__ import annotations
 
 import argparse
+import os
 import hashlib
 import json
 import re
@@ -37,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 SHADERS = ROOT / "shaders"
@@ -66,26 +74,109 @@ def compiler_version() -> str:
     return out.splitlines()[0].strip() if out else "unknown"
 
 
-def source_hash(comp: Path) -> str:
-    """Hash of the kernel source and every shared include (an include change rebuilds all)."""
-    h = hashlib.sha256(comp.read_bytes())
-    for inc in sorted(INCLUDE.glob("*.glsl")):
-        h.update(inc.name.encode() + inc.read_bytes())
+_INCLUDE_DIRECTIVE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.M)
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def includes(text: str, where: Path | None, what: str) -> list[Path]:
+    """The files `text` includes, directly or through other includes, each once, in path
+    order. A name resolves as glslang resolves it: beside the including file (`where`, its
+    folder; None for a generated source), then in shaders/include/. Directives in comments
+    are not includes; one under an #if counts whether or not it is taken."""
+    found: dict[Path, None] = {}
+
+    def visit(text: str, where: Path | None) -> None:
+        for name in _INCLUDE_DIRECTIVE.findall(_COMMENT.sub("", text)):
+            path = next((d / name for d in (where, INCLUDE) if d and (d / name).is_file()), None)
+            if path is None:
+                raise BuildError(f"{what}: #include \"{name}\" is not found beside the file or "
+                                 f"in {INCLUDE.relative_to(ROOT)}/")
+            path = path.resolve()
+            if path not in found:
+                found[path] = None
+                visit(path.read_text(), path.parent)
+
+    visit(text, where)
+    return sorted(found, key=lambda p: p.relative_to(ROOT).as_posix())
+
+
+def source_hash(text: str, where: Path | None, what: str) -> str:
+    """Hash of a kernel's source and of the files it includes, each by name and bytes: an
+    include changes the hash of exactly the kernels that use it."""
+    h = hashlib.sha256(text.encode())
+    for inc in includes(text, where, what):
+        h.update(inc.relative_to(ROOT).as_posix().encode() + inc.read_bytes())
     return h.hexdigest()
 
 
-def compile_one(comp: Path, out: Path) -> None:
-    rel = comp.relative_to(ROOT)
-    res = _run([COMPILER, *FLAGS, "-o", str(out), str(rel)])
+def compile_one(comp: Path, out: Path, what: str) -> None:
+    """Compile the kernel source `comp` (a file, `what` in messages) to `out`."""
+    res = _run([COMPILER, *FLAGS, "-o", str(out), str(comp)])
     text = (res.stdout + res.stderr).strip()
     # glslangValidator echoes the file name on success; anything else is a diagnostic.
-    diagnostics = [line for line in text.splitlines() if line.strip() and line.strip() != str(rel)]
+    diagnostics = [line for line in text.splitlines()
+                   if line.strip() and line.strip() != str(comp)]
     if res.returncode != 0 or any("WARNING" in d or "ERROR" in d for d in diagnostics):
-        raise BuildError(f"{rel}: compilation failed (warnings are errors):\n" + "\n".join(diagnostics))
-    out.write_bytes(mark_aliased(out.read_bytes(), str(rel)))
+        raise BuildError(f"{what}: compilation failed (warnings are errors):\n"
+                         + "\n".join(diagnostics))
+    out.write_bytes(mark_aliased(out.read_bytes(), what))
     val = _run(["spirv-val", "--target-env", "vulkan1.1", str(out)])
     if val.returncode != 0:
-        raise BuildError(f"{rel}: spirv-val rejected the SPIR-V:\n{(val.stdout + val.stderr).strip()}")
+        raise BuildError(f"{what}: spirv-val rejected the SPIR-V:\n"
+                         f"{(val.stdout + val.stderr).strip()}")
+
+
+# ---- the kernels of a target: .comp files, and two generated per element-wise formula ----------
+
+class Kernel(NamedTuple):
+    """One kernel to build: its name, the file the manifest names as its source, and the text
+    compiled (the file's own, or generated from an element-wise formula: `generated` says
+    which form)."""
+
+    name: str
+    source: Path
+    text: str
+    generated: str = ""
+
+    @property
+    def folder(self) -> Path | None:
+        """Where its includes resolve first: the .comp's folder (a generated one has none)."""
+        return None if self.generated else self.source.parent
+
+
+# The two kernels of an element-wise formula: (name suffix, form, lines before the template).
+ELEMENTWISE_FORMS = (("", "strided", ""), ("_packed", "packed", "#define ELEMENTWISE_PACKED\n"))
+
+
+def elementwise_source(formula: Path, form: str) -> str:
+    """The kernel of one form ("strided" or "packed") of an element-wise formula: the template
+    shaders/include/elementwise_grad.glsl, then the formula (included by its path from
+    shaders/include/, so diagnostics name the formula's own file and lines)."""
+    define = dict((f, d) for _, f, d in ELEMENTWISE_FORMS)[form]
+    path = Path(os.path.relpath(formula, INCLUDE)).as_posix()
+    return (f"// {formula.stem}, {form} form: generated by tools/build_shaders.py from "
+            f"{formula.relative_to(ROOT).as_posix()}.\n"
+            "#version 450\n"
+            "#extension GL_GOOGLE_include_directive : require\n"
+            f"{define}"
+            '#include "elementwise_grad.glsl"\n'
+            f'#include "{path}"\n')
+
+
+def target_kernels(sources_dir: Path) -> list[Kernel]:
+    """A target's kernels by name: each `<name>.comp`, and for each element-wise formula
+    `elementwise/<operator>.glsl` its two kernels `<operator>` and `<operator>_packed`."""
+    found = [Kernel(comp.stem, comp, comp.read_text())
+             for comp in sorted(sources_dir.glob("*.comp"))]
+    for formula in sorted((sources_dir / "elementwise").glob("*.glsl")):
+        found += [Kernel(formula.stem + suffix, formula, elementwise_source(formula, form), form)
+                  for suffix, form, _ in ELEMENTWISE_FORMS]
+    names = [k.name for k in found]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise BuildError(f"kernel {twice[0]} has two sources: " + " and ".join(
+            str(k.source.relative_to(ROOT)) for k in found if k.name == twice[0]))
+    return sorted(found, key=lambda k: k.name)
 
 
 # ---- the kernel's interface, read from its SPIR-V ---------------------------------------------
@@ -296,22 +387,29 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
                  problems: list) -> int:
     """Compile one target's kernels; returns how many. Appends what --check finds stale."""
     manifest_path = spirv_dir / "manifest.json"
-    sources = sorted(sources_dir.glob("*.comp"))
+    sources = target_kernels(sources_dir)
     manifest = {"compiler": version, "flags": FLAGS, "kernels": {}}
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     same_compiler = old.get("compiler") == version and old.get("flags") == FLAGS
     rel = lambda p: p.relative_to(ROOT)  # noqa: E731
     with tempfile.TemporaryDirectory() as tmp:
-        for comp in sources:
-            name = comp.stem
+        for kernel in sources:
+            name, source = kernel.name, rel(kernel.source)
+            what = (f"{source} ({kernel.generated} kernel {name})" if kernel.generated
+                    else str(source))
+            comp = source  # compiled from the repository root, as named in messages
+            if kernel.generated:
+                comp = Path(tmp) / f"{name}.comp"
+                comp.write_text(kernel.text)
             spv = Path(tmp) / f"{name}.spv"
-            compile_one(comp, spv)
+            compile_one(comp, spv, what)
             data = spv.read_bytes()
             manifest["kernels"][name] = {
-                "source": str(rel(comp)),
-                "source_sha256": source_hash(comp),
+                "source": str(source),
+                **({"generated": kernel.generated} if kernel.generated else {}),
+                "source_sha256": source_hash(kernel.text, kernel.folder, what),
                 "spirv_sha256": hashlib.sha256(data).hexdigest(),
-                **read_interface(data, str(rel(comp))),
+                **read_interface(data, what),
             }
             shipped = spirv_dir / f"{name}.spv"
             if not check:
@@ -322,11 +420,11 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
             elif not shipped.exists():
                 problems.append(f"{rel(shipped)} is missing")
             elif same_compiler and shipped.read_bytes() != data:
-                problems.append(f"{rel(shipped)} is stale (differs from {comp.name})")
+                problems.append(f"{rel(shipped)} is stale (differs from {source.name})")
             elif not same_compiler and old.get("kernels", {}).get(name, {}).get(
                     "source_sha256") != manifest["kernels"][name]["source_sha256"]:
                 # Another compiler version emits other bytes: compare sources instead.
-                problems.append(f"{rel(shipped)} is stale ({comp.name} changed)")
+                problems.append(f"{rel(shipped)} is stale ({source.name} changed)")
             if check and shipped.exists():
                 # What the runtime trusts: the shipped manifest describes the shipped SPIR-V.
                 entry = old.get("kernels", {}).get(name, {})

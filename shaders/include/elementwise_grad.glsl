@@ -1,13 +1,14 @@
 // Template of an element-wise gradient kernel, dX[i] = grad(X[i], dY[i]), for the operators on
-// the element-wise base (pyvkgrad/ops/_elementwise.py). An operator's two kernels are a
-// strided and a packed .comp of five lines each, which include this template and then the
-// operator's formula, shaders/include/<operator>.glsl:
+// the element-wise base (pyvkgrad/ops/_elementwise.py). An operator's one shader file is its
+// formula, shaders/elementwise/<operator>.glsl; from it the build (tools/build_shaders.py,
+// elementwise_source) generates the operator's two kernels, strided and packed, each this
+// template followed by the formula:
 //
 //     #version 450
 //     #extension GL_GOOGLE_include_directive : require
 //     #define ELEMENTWISE_PACKED                  (the packed kernel only)
 //     #include "elementwise_grad.glsl"
-//     #include "<operator>.glsl"
+//     #include "../elementwise/<operator>.glsl"
 //
 // The formula file defines either a formula in float32 arithmetic, followed by
 // GRAD_IN_FLOAT32 (float16 elements widen exactly and the result rounds once on store):

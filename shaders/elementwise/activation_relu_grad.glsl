@@ -1,5 +1,7 @@
 // DML_OPERATOR_ACTIVATION_RELU_GRAD (activation_relu_grad): the formula, on the element-wise
-// template (elementwise_grad.glsl).
+// template (include/elementwise_grad.glsl), from which the build generates the kernels
+// activation_relu_grad (any strides on X, dY and dX) and activation_relu_grad_packed (one
+// packed layout, 16-byte vectors).
 //
 //   dX = X > 0 ? dY : +0        (a select, so NaN in dY passes only where X > 0)
 //
