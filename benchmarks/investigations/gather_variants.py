@@ -2,8 +2,8 @@
 """ResampleGrad gather kernels side by side: today's resample_grad_gather and the walk kernels
 (resample_grad_walk, resample_grad_walk_pair) in several settings, on the benchmark's shapes.
 
-    python3 benchmarks/gather_variants.py --out DIR [--quick] [--repeat 20] [--cases 0,3]
-                                          [--variants gather,walk] [--no-oracle]
+    python3 benchmarks/investigations/gather_variants.py --out DIR [--quick] [--repeat 20]
+        [--cases 0,3] [--variants gather,walk] [--no-oracle]
 
 For every case (shape, mode, dtype of benchmarks/run.py's ResampleGrad gather cases) and every
 variant (a `gather` plan option of ResampleGradDesc.plan, VARIANTS below):
@@ -40,11 +40,11 @@ HERE = Path(__file__).resolve().parent
 try:
     import pyvkgrad  # an installed package, or the project on PYTHONPATH
 except ImportError:
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE.parent.parent))
     import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, reference  # noqa: E402
 
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # the benchmark's modules
 from run import copy_roofline, resample_shapes  # noqa: E402
 
 # name -> the `gather` option of ResampleGradDesc.plan (pyvkgrad/ops/resample_grad.py).
