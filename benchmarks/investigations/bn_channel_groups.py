@@ -22,7 +22,8 @@ BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
 sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
-from run import Torch, _bn, diagnostic_args, same_bytes_roofline  # noqa: E402
+from bench_cases import _bn  # noqa: E402
+from bench_timing import Torch, diagnostic_args, same_bytes_roofline  # noqa: E402
 
 
 def main():

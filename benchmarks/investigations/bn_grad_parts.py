@@ -38,8 +38,9 @@ sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
 sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad.ops import _batch_normalization as bn  # noqa: E402
-from run import (Torch, _bn, diagnostic_args, replay_steps_ns,  # noqa: E402
-                 same_bytes_roofline, step_medians_us)
+from bench_cases import _bn  # noqa: E402
+from bench_timing import (Torch, diagnostic_args, replay_steps_ns,  # noqa: E402
+                          same_bytes_roofline, step_medians_us)
 
 ONE_PASS = {"off": 2**62, "default": bn.ONE_PASS_MIN_GROUPS, "forced": 1}
 

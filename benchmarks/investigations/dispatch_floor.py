@@ -19,7 +19,8 @@ BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
 sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
-from run import _bn, diagnostic_args, replay_steps_ns, step_medians_us  # noqa: E402
+from bench_cases import _bn  # noqa: E402
+from bench_timing import diagnostic_args, replay_steps_ns, step_medians_us  # noqa: E402
 
 
 def steps_us(rec, repeat):

@@ -19,8 +19,8 @@ variant (a `gather` plan option of ResampleGradDesc.plan, VARIANTS below):
 Variants whose plan equals an earlier variant's are not run again (listed as "= name").
 Each case runs in a fresh process (several large cases in one process were measured up to 2x
 slower on the H100; benchmarks/RESULTS.md). Prints one table; writes gather_variants.json and
-gather_variants.txt into --out. Needs only an importable pyvkgrad (and this directory's run.py
-and spirv/ for the copy roofline).
+gather_variants.txt into --out. Needs only an importable pyvkgrad (and benchmarks/: its
+bench_cases.py and bench_timing.py, and spirv/ for the copy roofline).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ except ImportError:
 from pyvkgrad import DataType, TensorDesc, reference  # noqa: E402
 
 sys.path.insert(0, str(HERE.parent))  # the benchmark's modules
-from run import copy_roofline, resample_shapes  # noqa: E402
+from bench_cases import resample_shapes  # noqa: E402
+from bench_timing import copy_roofline  # noqa: E402
 
 # name -> the `gather` option of ResampleGradDesc.plan (pyvkgrad/ops/resample_grad.py).
 VARIANTS = {

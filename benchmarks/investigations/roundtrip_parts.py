@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad import _copy, _vulkan_info as vi, runtime  # noqa: E402
 from pyvkgrad.tensor import elements_of, words_to_array  # noqa: E402
-from run import diagnostic_args  # noqa: E402
+from bench_timing import diagnostic_args  # noqa: E402
 
 
 def interleaved(fns, repeat):

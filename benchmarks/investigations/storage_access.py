@@ -22,7 +22,7 @@ sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
 sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc, kernels  # noqa: E402
-from run import benchmark_kernel, commands_ns as timed, diagnostic_args  # noqa: E402
+from bench_timing import benchmark_kernel, commands_ns as timed, diagnostic_args  # noqa: E402
 
 MODES = {0: "copy", 1: "read only", 2: "write only"}
 
