@@ -8,7 +8,7 @@ checked against PyTorch's own float32 forward over many sizes and scale factors:
   divides by Scale);
 * PyTorch's own nearest backward is not always its forward's transpose (documented cases).
 
-benchmarks/torch_resample_map.py prints the same figures over larger ranges.
+benchmarks/investigations/torch_resample_map.py prints the same figures over larger ranges.
 """
 
 import numpy as np
@@ -100,7 +100,8 @@ def test_linear_weights_within_one_coordinate_rounding(align_corners):
         params = rm.linear_params(i, o, sf, align_corners)
         diff = np.abs(rm.dml_matrix(i, o, params, True) - w).max()
         worst = max(worst, diff / (2.0**-24 * i))
-    assert worst <= 4.0, worst  # measured up to 2.46 (benchmarks/torch_resample_map.py)
+    # measured up to 2.46 (benchmarks/investigations/torch_resample_map.py)
+    assert worst <= 4.0, worst
 
 
 def test_known_refusal_and_pytorch_inconsistencies():

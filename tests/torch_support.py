@@ -131,9 +131,9 @@ def interpolate_reference(x_shape, dy, mode, **kwargs):
     * coordinate term: linear modes compute each coordinate in float32, PyTorch as s * (o + 0.5)
       (a fused multiply-add on CPU), DirectML as (o + 0.5) / Scale; the two may differ by one
       rounding of the coordinate (measured: at most 2 * 2^-24 * input size, see
-      benchmarks/torch_resample_map.py), which moves each weight by as much. The term bounds
-      the result: per axis 2^-22 * input size times the sum of |dy| over the outputs whose taps
-      lie within one index of the element;
+      benchmarks/investigations/torch_resample_map.py), which moves each weight by as much.
+      The term bounds the result: per axis 2^-22 * input size times the sum of |dy| over the
+      outputs whose taps lie within one index of the element;
     * consistent: whether PyTorch's own backward is that transpose (it is not always, for
       nearest modes: tests/test_torch_resample_map.py).
     """

@@ -11,7 +11,7 @@ kernel, this compares per axis:
   matrix (its forward on an identity) and DirectML's, in units of 2^-24 * input size, and how
   many axes agree bitwise.
 
-    python benchmarks/torch_resample_map.py [--max-in 64] [--max-out 128]
+    python benchmarks/investigations/torch_resample_map.py [--max-in 64] [--max-out 128]
 """
 
 import argparse

@@ -20,6 +20,6 @@ timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_resample_grad.py
 echo "pytest rc=$?"; tail -3 $OUT/pytest-resample.txt
 variants=gather,walk,walk-r2,walk-r4,walk-r8,walk-select,walk-pred,walk-zw,walk-align
 variants=$variants,walk-zw-align,walk-zwa-r2,walk-zwa-r4,walk-zwa-r8,walk-zwa-loop,walk-cols2-zw
-timeout 300 python3 benchmarks/gather_variants.py --out $OUT --cases ${1:-1,3,5,7,9,11,13,15,2,10} \
+timeout 300 python3 benchmarks/investigations/gather_variants.py --out $OUT --cases ${1:-1,3,5,7,9,11,13,15,2,10} \
   --variants $variants > $OUT/gather-variants-summary.txt 2> $OUT/gather-variants-progress.txt
 echo "variants rc=$?"; cat $OUT/gather-variants.txt 2>/dev/null || cat $OUT/gather-variants-summary.txt

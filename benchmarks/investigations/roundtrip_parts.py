@@ -8,7 +8,7 @@ function's cache-hit parts (copying the inputs in; the submission: uploads, kern
 reading the outputs back into new arrays). Then the same parts for a 1024-element ReLU grad
 (host overhead), and the device's memory types (flags, heap).
 
-    python3 benchmarks/roundtrip_parts.py --out DIR [--quick] [--repeat N]
+    python3 benchmarks/investigations/roundtrip_parts.py --out DIR [--quick] [--repeat N]
 """
 import ctypes
 import json
@@ -19,12 +19,13 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
+sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad import _copy, _vulkan_info as vi, runtime  # noqa: E402
 from pyvkgrad.tensor import elements_of, words_to_array  # noqa: E402
-from run import diagnostic_args  # noqa: E402
+from bench_timing import diagnostic_args  # noqa: E402
 
 
 def interleaved(fns, repeat):

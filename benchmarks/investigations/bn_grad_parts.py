@@ -18,11 +18,11 @@ planned, in two stages, and with wider one-pass workgroups. Each timed warm
 (replays back to back, as benchmarks/run.py) and cold (L2 flushed before each replay), with outputs
 checked bitwise against the operator's first setting.
 
-    python3 benchmarks/bn_grad_parts.py --out DIR [--quick]
-                                        [--one-pass | --l2-order | --ahead | --masked
-                                         | --span | --span-plan | --plan]
-                                        [--shapes NxCxHxW,...]  (not with --one-pass)
-    python3 benchmarks/bn_grad_parts.py --summary FILE  (its printed JSON lines as text)
+    python3 benchmarks/investigations/bn_grad_parts.py --out DIR [--quick]
+        [--one-pass | --l2-order | --ahead | --masked | --span | --span-plan | --plan]
+        [--shapes NxCxHxW,...]  (not with --one-pass)
+    python3 benchmarks/investigations/bn_grad_parts.py --summary FILE
+        (its printed JSON lines as text)
 """
 import argparse
 import dataclasses
@@ -33,12 +33,14 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
+sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad.ops import _batch_normalization as bn  # noqa: E402
-from run import (Torch, _bn, diagnostic_args, replay_steps_ns,  # noqa: E402
-                 same_bytes_roofline, step_medians_us)
+from bench_cases import _bn  # noqa: E402
+from bench_timing import (Torch, diagnostic_args, replay_steps_ns,  # noqa: E402
+                          same_bytes_roofline, step_medians_us)
 
 ONE_PASS = {"off": 2**62, "default": bn.ONE_PASS_MIN_GROUPS, "forced": 1}
 

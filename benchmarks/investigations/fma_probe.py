@@ -4,7 +4,7 @@ through ResampleGrad's linear gather: one resampled axis of 4097 elements, so ea
 an fma chain h = fma(dY, w, h), compared with both emulations of tests/test_resample_grad.py.
 Vulkan allows either; docs/semantics.md §6.15 says which devices do which.
 
-    python3 benchmarks/fma_probe.py
+    python3 benchmarks/investigations/fma_probe.py
 """
 
 import sys
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent.parent / "tests"))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from test_resample_grad import documented_linear_sum, fma32, mul_add32  # noqa: E402

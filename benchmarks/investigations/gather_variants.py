@@ -2,8 +2,8 @@
 """ResampleGrad gather kernels side by side: today's resample_grad_gather and the walk kernels
 (resample_grad_walk, resample_grad_walk_pair) in several settings, on the benchmark's shapes.
 
-    python3 benchmarks/gather_variants.py --out DIR [--quick] [--repeat 20] [--cases 0,3]
-                                          [--variants gather,walk] [--no-oracle]
+    python3 benchmarks/investigations/gather_variants.py --out DIR [--quick] [--repeat 20]
+        [--cases 0,3] [--variants gather,walk] [--no-oracle]
 
 For every case (shape, mode, dtype of benchmarks/run.py's ResampleGrad gather cases) and every
 variant (a `gather` plan option of ResampleGradDesc.plan, VARIANTS below):
@@ -19,8 +19,8 @@ variant (a `gather` plan option of ResampleGradDesc.plan, VARIANTS below):
 Variants whose plan equals an earlier variant's are not run again (listed as "= name").
 Each case runs in a fresh process (several large cases in one process were measured up to 2x
 slower on the H100; benchmarks/RESULTS.md). Prints one table; writes gather_variants.json and
-gather_variants.txt into --out. Needs only an importable pyvkgrad (and this directory's run.py
-and spirv/ for the copy roofline).
+gather_variants.txt into --out. Needs only an importable pyvkgrad (and benchmarks/: its
+bench_cases.py and bench_timing.py, and spirv/ for the copy roofline).
 """
 
 from __future__ import annotations
@@ -40,12 +40,13 @@ HERE = Path(__file__).resolve().parent
 try:
     import pyvkgrad  # an installed package, or the project on PYTHONPATH
 except ImportError:
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE.parent.parent))
     import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, reference  # noqa: E402
 
-sys.path.insert(0, str(HERE))
-from run import copy_roofline, resample_shapes  # noqa: E402
+sys.path.insert(0, str(HERE.parent))  # the benchmark's modules
+from bench_cases import resample_shapes  # noqa: E402
+from bench_timing import copy_roofline  # noqa: E402
 
 # name -> the `gather` option of ResampleGradDesc.plan (pyvkgrad/ops/resample_grad.py).
 VARIANTS = {

@@ -4,7 +4,7 @@
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 python3 -m pyvkgrad info > $OUT/info.txt 2>&1
-timeout 150 python3 benchmarks/bn_channel_groups.py --out $OUT > $OUT/groups.txt 2>&1
+timeout 150 python3 benchmarks/investigations/bn_channel_groups.py --out $OUT > $OUT/groups.txt 2>&1
 echo "groups rc=$?"; cut -c1-160 $OUT/groups.txt
 for i in 1 2 3; do
   timeout 110 python3 benchmarks/run.py --isolate --repeat 20 --ops roundtrip,overhead,chain \

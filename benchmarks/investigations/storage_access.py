@@ -6,7 +6,7 @@ at several workgroup widths; and the ReLU grad operator (float32, which reads tw
 and writes one). Each time is the median of --repeat submissions (Vulkan timestamps); rates
 count the bytes each moves (a copy: read + written; read or write only: that tensor once).
 
-    python3 benchmarks/storage_access.py --out DIR [--mib 16] [--repeat 5]
+    python3 benchmarks/investigations/storage_access.py --out DIR [--mib 16] [--repeat 5]
 
 Writes storage_access.json into --out and prints a table.
 """
@@ -17,11 +17,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
+sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc, kernels  # noqa: E402
-from run import benchmark_kernel, commands_ns as timed, diagnostic_args  # noqa: E402
+from bench_timing import benchmark_kernel, commands_ns as timed, diagnostic_args  # noqa: E402
 
 MODES = {0: "copy", 1: "read only", 2: "write only"}
 

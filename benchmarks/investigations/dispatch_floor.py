@@ -7,7 +7,7 @@ the per-step times of BATCH_NORMALIZATION_GRAD at [32,64,112,112] (partial sums,
 finalize), whose finalize is the step that keeps float16 from 90% of copy. Medians of
 --repeat replays, one JSON line per recording.
 
-    python3 benchmarks/dispatch_floor.py [--repeat N] [--quick]
+    python3 benchmarks/investigations/dispatch_floor.py [--repeat N] [--quick]
 """
 import json
 import os
@@ -15,10 +15,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
+sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
-from run import _bn, diagnostic_args, replay_steps_ns, step_medians_us  # noqa: E402
+from bench_cases import _bn  # noqa: E402
+from bench_timing import diagnostic_args, replay_steps_ns, step_medians_us  # noqa: E402
 
 
 def steps_us(rec, repeat):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad import kernels  # noqa: E402
 

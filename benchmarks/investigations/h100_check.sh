@@ -1,6 +1,6 @@
 # One lent-GPU run (set up by benchmarks/gpu_setup.sh): the test suite on the GPU, then the benchmark with
 # every case in its own process; logs and JSON under $OUT. Run from the project root with .gpu
-# carried:  bash benchmarks/h100_check.sh
+# carried:  bash benchmarks/investigations/h100_check.sh
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 python3 -m pyvkgrad info 2>&1 | tee $OUT/info.txt | head -3

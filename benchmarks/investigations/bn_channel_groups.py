@@ -9,7 +9,7 @@ operator (sums, finalize, dX), all G in one recording, in group order. Kernel ti
 of the recording's Vulkan timestamps (median of replays); "% copy" is minimum traffic over the
 best copy of the same bytes in the same run (Vulkan's or PyTorch's, as benchmarks/run.py).
 
-    python3 benchmarks/bn_channel_groups.py --out DIR [--quick]
+    python3 benchmarks/investigations/bn_channel_groups.py --out DIR [--quick]
 """
 import json
 import os
@@ -18,10 +18,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
+sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
-from run import Torch, _bn, diagnostic_args, same_bytes_roofline  # noqa: E402
+from bench_cases import _bn  # noqa: E402
+from bench_timing import Torch, diagnostic_args, same_bytes_roofline  # noqa: E402
 
 
 def main():

@@ -1,0 +1,334 @@
+"""The benchmark's cases (benchmarks/run.py): per operator of the table its problems
+(shapes, data types, the bytes they move at least, PyTorch's equivalent), and the groups
+overhead, chain and roundtrip."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import pyvkgrad
+from pyvkgrad import DataType, TensorDesc
+from pyvkgrad.ops._elementwise import ElementwiseGradDesc
+
+from bench_timing import MiB, progress, replay_walls_ns, timed_replays, vulkan_time
+
+
+def _np(dt):
+    return np.float32 if dt == "float32" else np.float16
+
+
+def _dt(dt):
+    return DataType.FLOAT32 if dt == "float32" else DataType.FLOAT16
+
+
+def elementwise_cases(record):
+    """Cases of an element-wise operator (any on the element-wise base): one tensor size per
+    line, packed, both data types."""
+    def cases(quick):
+        sizes = [16 * MiB, 64 * MiB] if quick else [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB]
+        for dt in ("float32", "float16"):
+            for nbytes in sizes:
+                n = nbytes // np.dtype(_np(dt)).itemsize
+                yield (record.OPERATOR, f"{nbytes // MiB} MiB per tensor ({n} elements)", dt,
+                       lambda dev, rng, dt=dt, n=n: _elementwise(dev, rng, record, dt, n))
+    return cases
+
+
+# PyTorch's equivalent of an element-wise operator, where it has one: (torch, x, dy) -> call.
+TORCH_ELEMENTWISE = {
+    "activation_relu_grad": lambda torch, tx, tdy: lambda: torch.ops.aten.threshold_backward(
+        tdy, tx, 0),
+}
+
+
+def _elementwise(dev, rng, record, dt, n):
+    desc = TensorDesc(_dt(dt), (n,))
+    op = dev.compile(record.descriptor(desc, desc, desc))
+    x = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
+    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                   output_gradient_tensor=dev.empty(desc))
+    torch_fn = None
+    if record.name in TORCH_ELEMENTWISE:
+        def torch_fn(T):
+            return TORCH_ELEMENTWISE[record.name](T.torch, T.tensor(x), T.tensor(dy))
+    return op, tensors, 3 * x.nbytes, torch_fn
+
+
+def resample_shapes(quick):
+    """(n, c, h, w, ratio, nhwc) of dX: NCHW at 2x, 80 -> 48, 1.5x and 3x, and one NHWC
+    (channels innermost in memory) case."""
+    n, c = (4, 16) if quick else (32, 64)
+    return [(n, c, 64, 64, 2.0, False), (n, c, 48, 48, 80 / 48, False),
+            (n, c, 64, 64, 1.5, False), (n, c, 32, 32, 3.0, False), (n, c, 64, 64, 2.0, True)]
+
+
+def resample_cases(quick):
+    """The ResampleGrad cases on resample_shapes: both modes, gather and atomic, both types."""
+    for n, c, h, w, ratio, nhwc in resample_shapes(quick):
+        for mode in ("nearest_neighbor", "linear"):
+            for algorithm in ("gather", "atomic"):
+                if algorithm == "atomic" and (nhwc or ratio not in (2.0, 80 / 48)):
+                    continue  # the atomic path is measured on the NCHW 2x and 80 -> 48 cases
+                for dt in ("float32", "float16"):
+                    oh, ow = round(h * ratio), round(w * ratio)
+                    layout = " NHWC" if nhwc else ""
+                    yield ("RESAMPLE_GRAD",
+                           f"{mode} {algorithm} [{n},{c},{oh},{ow}] -> [{n},{c},{h},{w}]{layout}",
+                           dt, lambda dev, rng, a=(n, c, h, w, oh, ow, mode, algorithm, dt, nhwc):
+                           _resample(dev, rng, *a))
+
+
+def _nhwc(sizes):
+    """Element strides of an NCHW-indexed tensor laid out NHWC (channels innermost)."""
+    n, c, h, w = sizes
+    return (h * w * c, 1, w * c, c)
+
+
+def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
+    dy_desc = TensorDesc(_dt(dt), (n, c, oh, ow), _nhwc((n, c, oh, ow)) if nhwc else None)
+    dx_desc = TensorDesc(_dt(dt), (n, c, h, w), _nhwc((n, c, h, w)) if nhwc else None)
+    scales = (1.0, 1.0, oh / h, ow / w)
+    desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4, (-0.5,) * 4,
+                                     algorithm=algorithm)
+    op = dev.compile(desc)
+    dy = rng.standard_normal(dy_desc.sizes, dtype=np.float32).astype(_np(dt))
+    if nhwc:  # the same logical values, channels innermost in memory
+        dy = np.ascontiguousarray(dy.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    tensors = dict(input_gradient_tensor=dev.upload(dy), output_gradient_tensor=dev.empty(dx_desc))
+    assert tensors["input_gradient_tensor"].desc == dy_desc
+
+    def torch_fn(T):
+        tdy = T.tensor(dy)
+        if nhwc:
+            tdy = tdy.contiguous(memory_format=T.torch.channels_last)
+        aten = T.torch.ops.aten
+        if mode == "linear":  # half-pixel bilinear == align_corners=False
+            return lambda: aten.upsample_bilinear2d_backward(tdy, [oh, ow], [n, c, h, w], False)
+        # DirectML's round-half-up nearest with half-pixel offsets is PyTorch's nearest-exact.
+        return lambda: aten._upsample_nearest_exact2d_backward(tdy, [oh, ow], [n, c, h, w])
+    return op, tensors, dy.nbytes + n * c * h * w * dy.itemsize, torch_fn
+
+
+def bn_cases(training):
+    def cases(quick):
+        # [256,512,7,7]: rows of 49 elements, so stage 1 loads single elements (VEC 1).
+        shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
+                                                                     (256, 256, 14, 14),
+                                                                     (256, 512, 7, 7)]
+        name = "BATCH_NORMALIZATION_TRAINING_GRAD" if training else "BATCH_NORMALIZATION_GRAD"
+        for shape in shapes:
+            for dt in ("float32", "float16"):
+                yield (name, f"{list(shape)} per channel", dt,
+                       lambda dev, rng, s=shape, dt=dt: _bn(dev, rng, s, training, dt))
+    return cases
+
+
+def benchmark_cases(record):
+    """The benchmark's cases of an operator of the table: shapes from its issue; any
+    element-wise operator gets the element-wise cases."""
+    special = {"resample_grad": resample_cases,
+               "batch_normalization_grad": bn_cases(False),
+               "batch_normalization_training_grad": bn_cases(True)}
+    if record.name in special:
+        return special[record.name]
+    if issubclass(record.descriptor, ElementwiseGradDesc):
+        return elementwise_cases(record)
+    raise SystemExit(f"benchmarks/bench_cases.py: no benchmark cases for {record.name}: add them")
+
+
+# Short names kept from before the table: --ops relu,resample,bn.
+ALIASES = {"relu": ["activation_relu_grad"], "resample": ["resample_grad"],
+           "bn": ["batch_normalization_grad", "batch_normalization_training_grad"]}
+GROUPS = ("overhead", "chain", "roundtrip")
+
+
+def _bn(dev, rng, shape, training, dt, limits=None):
+    n, c, h, w = shape
+    x = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    mean = x.astype(np.float32).mean(axis=(0, 2, 3), keepdims=True).astype(_np(dt))
+    var = x.astype(np.float32).var(axis=(0, 2, 3), keepdims=True).astype(_np(dt))
+    scale = rng.standard_normal((1, c, 1, 1)).astype(_np(dt))
+    big, small = TensorDesc(_dt(dt), shape), TensorDesc(_dt(dt), (1, c, 1, 1))
+    cls = (pyvkgrad.BatchNormalizationTrainingGradDesc if training
+           else pyvkgrad.BatchNormalizationGradDesc)
+    op = dev.compile(cls(big, big, small, small, small, big, small, small, 1e-5), limits)
+    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                   mean_tensor=dev.upload(mean), variance_tensor=dev.upload(var),
+                   scale_tensor=dev.upload(scale), output_gradient_tensor=dev.empty(big),
+                   output_scale_gradient_tensor=dev.empty(small),
+                   output_bias_gradient_tensor=dev.empty(small))
+    # Minimum traffic: X and dY read once, dX written once (the statistics are negligible).
+    nbytes = 3 * x.nbytes
+
+    def torch_fn(T):
+        torch = T.torch
+        tx, tdy = T.tensor(x), T.tensor(dy)
+        w_ = T.tensor(scale.reshape(c))
+        m_, v_ = T.tensor(mean.reshape(c)), T.tensor(var.reshape(c))
+        if T.cuda and dt == "float16":  # PyTorch keeps BatchNorm statistics in float32
+            m_, v_, w_ = m_.float(), v_.float(), w_.float()
+        invstd = torch.rsqrt(v_.float() + 1e-5)
+        mask = [True, True, True]
+        if training:
+            return lambda: torch.ops.aten.native_batch_norm_backward(
+                tdy, tx, w_, None, None, m_.float(), invstd, True, 1e-5, mask)
+        return lambda: torch.ops.aten.native_batch_norm_backward(
+            tdy, tx, w_, m_, v_, None, None, False, 1e-5, mask)
+    return op, tensors, nbytes, torch_fn
+
+# ---- numpy round trips -------------------------------------------------------------------------
+
+def roundtrip(dev, T, quick, repeat):
+    """What a numpy user waits for: pyvkgrad's one-call function against PyTorch doing the same
+    from numpy (from_numpy -> device -> op -> .cpu().numpy(), synchronised), median wall times
+    in the same run, interleaved so both see the same machine state."""
+    rng = np.random.default_rng(3)
+    cases = []
+    for n in ((1024, 1 << 20) if quick else (1024, 1 << 20, 16 << 20)):
+        x = rng.standard_normal(n).astype(np.float32)
+        dy = rng.standard_normal(n).astype(np.float32)
+        cases.append((f"ReLU grad {n} float32",
+                      lambda x=x, dy=dy: pyvkgrad.activation_relu_grad(x, dy, device=dev),
+                      lambda x=x, dy=dy: T.torch.ops.aten.threshold_backward(
+                          T.tensor(dy), T.tensor(x), 0).cpu().numpy()))
+    shape = (4, 64, 28, 28) if quick else (32, 64, 56, 56)
+    x = rng.standard_normal(shape).astype(np.float32)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    mean, var = x.mean(axis=(0, 2, 3), keepdims=True), x.var(axis=(0, 2, 3), keepdims=True)
+    scale = np.ones_like(mean)
+
+    def torch_bn():
+        torch = T.torch
+        out = torch.ops.aten.native_batch_norm_backward(
+            T.tensor(dy), T.tensor(x), T.tensor(scale.ravel()), None, None,
+            T.tensor(mean.ravel()), torch.rsqrt(T.tensor(var.ravel()) + 1e-5), True, 1e-5,
+            [True, True, True])
+        return [o.cpu().numpy() for o in out]
+    cases.append((f"BN training grad {list(shape)} float32",
+                  lambda: pyvkgrad.batch_normalization_training_grad(x, dy, mean, var, scale, 1e-5,
+                                                                     device=dev),
+                  torch_bn))
+    rows = []
+    for name, ours, theirs in cases:
+        ours()
+        if T.torch:
+            theirs()
+            T.sync()
+        a, b = [], []
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            ours()
+            a.append(time.perf_counter_ns() - t0)
+            if T.torch:
+                t0 = time.perf_counter_ns()
+                theirs()
+                T.sync()
+                b.append(time.perf_counter_ns() - t0)
+        row = {"case": name, "pyvkgrad_us": statistics.median(a) / 1e3}
+        if b:
+            row["torch_from_numpy_us"] = statistics.median(b) / 1e3
+            row["torch_over_pyvkgrad"] = row["torch_from_numpy_us"] / row["pyvkgrad_us"]
+        rows.append(row)
+        progress(f"    {row}")
+    return rows
+
+
+# ---- host overhead and chain -------------------------------------------------------------------
+
+def host_overhead(dev, repeat):
+    """Microseconds per call on a 1024-element ReLU grad: the one-call function, the compiled
+    operator, a recording's replay, and a replay of a recording of ten."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(1024).astype(np.float32)
+    pyvkgrad.activation_relu_grad(x, x, device=dev)
+    out = {}
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        pyvkgrad.activation_relu_grad(x, x, device=dev)
+    out["one_call_function_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    desc = TensorDesc(DataType.FLOAT32, (1024,))
+    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    ts = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(x),
+              output_gradient_tensor=dev.empty(desc))
+    op(**ts)
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        op(**ts)
+    out["compiled_operator_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    with dev.record() as rec:
+        rec.execute(op, **ts)
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        rec.replay()
+    out["recording_replay_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    with dev.record() as rec10:
+        for _ in range(10):
+            rec10.execute(op, **ts)
+    t0 = time.perf_counter()
+    for _ in range(repeat):
+        rec10.replay()
+    out["recording_of_10_replay_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    return out
+
+def tiny_recording(dev):
+    """A recorded ReLU grad over 4 elements: a submission with next to no GPU work."""
+    desc = TensorDesc(DataType.FLOAT32, (4,))
+    op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    ones = dev.upload(np.ones(4, np.float32))
+    with dev.record() as rec:
+        rec.execute(op, input_tensor=ones, input_gradient_tensor=ones,
+                    output_gradient_tensor=dev.empty(desc))
+    return rec
+
+
+def chain(dev, quick, repeat):
+    """ResampleGrad -> BatchNorm training grad -> ReLU grad, each reading the previous output,
+    as one recording; compared with the sum of the three kernel times plus one submission."""
+    rng = np.random.default_rng(2)
+    n, c, h, w = (4, 32, 32, 32) if quick else (32, 64, 64, 64)
+    f32 = DataType.FLOAT32
+    big, up, small = (TensorDesc(f32, (n, c, h, w)), TensorDesc(f32, (n, c, 2 * h, 2 * w)),
+                      TensorDesc(f32, (1, c, 1, 1)))
+    rs = dev.compile(pyvkgrad.ResampleGradDesc(up, big, "linear", (1, 1, 2, 2), (0.5,) * 4,
+                                               (-0.5,) * 4))
+    bn = dev.compile(pyvkgrad.BatchNormalizationTrainingGradDesc(
+        big, big, small, small, small, big, small, small, 1e-5))
+    relu = dev.compile(pyvkgrad.ActivationReluGradDesc(big, big, big))
+    x = rng.standard_normal(big.sizes).astype(np.float32)
+    t = {k: dev.upload(v) for k, v in dict(
+        dy=rng.standard_normal(up.sizes).astype(np.float32), x=x,
+        mean=x.mean(axis=(0, 2, 3), keepdims=True), var=x.var(axis=(0, 2, 3), keepdims=True),
+        scale=np.ones((1, c, 1, 1), np.float32), relu_x=x).items()}
+    g1, g2, g3 = dev.empty(big), dev.empty(big), dev.empty(big)
+    ds, db = dev.empty(small), dev.empty(small)
+    steps = [
+        (rs, dict(input_gradient_tensor=t["dy"], output_gradient_tensor=g1)),
+        (bn, dict(input_tensor=t["x"], input_gradient_tensor=g1, mean_tensor=t["mean"],
+                  variance_tensor=t["var"], scale_tensor=t["scale"], output_gradient_tensor=g2,
+                  output_scale_gradient_tensor=ds, output_bias_gradient_tensor=db)),
+        (relu, dict(input_tensor=t["relu_x"], input_gradient_tensor=g2, output_gradient_tensor=g3)),
+    ]
+    parts = [vulkan_time(dev, op, ts, repeat)[0] for op, ts in steps]
+    with dev.record(timestamps=True) as rec:
+        for op, ts in steps:
+            rec.execute(op, **ts)
+    chain_kernel = timed_replays(rec, repeat)
+    # Wall time from a recording without timestamp queries, like the tiny one below.
+    with dev.record() as plain:
+        for op, ts in steps:
+            plain.execute(op, **ts)
+    walls = replay_walls_ns(plain, repeat)
+    # One submission of a trivial dispatch: the fixed cost a submission adds.
+    subs = replay_walls_ns(tiny_recording(dev), repeat)
+    budget = sum(parts) + statistics.median(subs)
+    parts = [float(p) for p in parts]
+    return {"shape": [n, c, h, w], "parts_kernel_ns": parts, "chain_kernel_ns": float(chain_kernel),
+            "chain_wall_ns": statistics.median(walls), "submission_ns": statistics.median(subs),
+            "sum_parts_plus_submission_ns": float(budget),
+            "chain_wall_over_budget": float(statistics.median(walls) / budget),
+            "barriers": plain.labels.count("barrier"), "wait_spin_us": dev.wait_spin_us}

@@ -1,0 +1,187 @@
+"""The benchmark's timing helpers (benchmarks/run.py and the scripts in investigations/):
+kernel times from Vulkan timestamps (median of replays, per step or summed), host wall times
+of replays, the copy roofline a kernel is measured against, and PyTorch timed on the same
+device."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+MiB = 2**20
+
+
+def progress(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---- timing ------------------------------------------------------------------------------------
+
+def replay_steps_ns(rec, repeat, before=None):
+    """Each recorded step's time (ns, from its timestamps) in each of `repeat` replays of a
+    recording; `before`, when given, is called before each replay (e.g. to flush L2)."""
+    steps = []
+    for _ in range(repeat):
+        if before:
+            before()
+        rec.replay()
+        steps.append(rec.kernel_times_ns())
+    return steps
+
+
+def step_medians_us(steps):
+    """The median over replays of each step (replay_steps_ns), in us."""
+    return [statistics.median(s[i] for s in steps) / 1e3 for i in range(len(steps[0]))]
+
+
+def timed_replays(rec, repeat):
+    """Median kernel time (ns) of a recording over `repeat` replays, from its timestamps."""
+    return statistics.median(sum(s) for s in replay_steps_ns(rec, repeat))
+
+
+def vulkan_time(device, op, tensors, repeat):
+    """(median ns, recording) of one compiled operator on bound tensors."""
+    with device.record(timestamps=True) as rec:
+        rec.execute(op, **tensors)
+    return timed_replays(rec, repeat), rec
+
+
+def replay_walls_ns(rec, repeat):
+    """Host wall time of each of `repeat` replays of a finished recording."""
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        rec.replay()
+        walls.append(time.perf_counter_ns() - t0)
+    return walls
+
+
+def benchmark_kernel(name):
+    """SPIR-V and interface of a benchmark-only kernel: benchmarks/shaders/<name>.comp, built
+    by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package)."""
+    from pyvkgrad import kernels
+    spirv_dir = Path(__file__).resolve().parent / "spirv"
+    entry = json.loads((spirv_dir / "manifest.json").read_text())["kernels"][name]
+    data = (spirv_dir / f"{name}.spv").read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry["spirv_sha256"]:
+        sys.exit(f"benchmarks/spirv/{name}.spv differs from its manifest: run "
+                 f"python tools/build_shaders.py")
+    return data, kernels.interface_of(name, entry)
+
+
+def same_bytes_roofline(dev, T, nbytes, repeat):
+    """The roofline for a kernel moving `nbytes` (read + written): the best copy that moves
+    as many, Vulkan's or PyTorch's (T, a Torch), in bytes per second."""
+    half = min(nbytes // 2 // 16 * 16, dev.info.max_storage_buffer_range // 16 * 16)
+    return max(copy_roofline(dev, half, repeat),
+               (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
+
+
+def diagnostic_args(argv=None, repeat=20):
+    """The options the diagnostic scripts in investigations/ share: --out DIR, --quick (small
+    shapes, for a check on lavapipe), --repeat N."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=repeat)
+    return ap.parse_args(argv)
+
+
+def commands_ns(device, record, repeat, what="timed commands"):
+    """Median device time (ns, Vulkan timestamps) of `repeat` submissions of the commands that
+    `record(commands)` records, after one warm-up submission."""
+    commands = device.runtime().commands(2)
+    record(commands)
+    times = []
+    for _ in range(repeat + 1):
+        commands.submit(what)
+        ts = commands.timestamps()
+        times.append((ts[-1] - ts[0]) * device.info.timestamp_period)
+    commands.destroy()
+    return statistics.median(times[1:])
+
+
+def copy_roofline(device, nbytes, repeat, by_method=None):
+    """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
+    vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam).
+    `by_method`, a dict, receives each method's rate (on lavapipe the two differ tenfold)."""
+    from pyvkgrad import kernels
+    runtime = device.runtime()
+    buffers = {"src": runtime.buffer(nbytes), "dst": runtime.buffer(nbytes)}
+    src, dst = buffers["src"], buffers["dst"]
+    vectors = nbytes // 16
+    wg = device.limits.local_size
+    spirv, iface = benchmark_kernel("copy_words")
+    bound = [buffers[n] for n in kernels.binding_order(iface, {"src": "src", "dst": "dst"})]
+    push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
+    program = runtime.program(bound, spirv, min(-(-vectors // wg), 65535),
+                              kernels.specialization(iface, {"WG": wg}), len(push))
+    best = 0.0
+    for method, record in (("vkCmdCopyBuffer", lambda c: c.copy(src, dst)),
+                           ("compute copy", lambda c: c.dispatch(program, push))):
+        rate = 2 * nbytes / (commands_ns(device, record, repeat, "copy roofline") * 1e-9)
+        best = max(best, rate)
+        if by_method is not None:
+            by_method[method] = rate
+    program.destroy()
+    src.destroy()
+    dst.destroy()
+    return best
+
+
+class Torch:
+    """PyTorch on the same device (CUDA) or the CPU, timed the way it is meant to be."""
+
+    def __init__(self):
+        try:
+            import torch
+        except ImportError:
+            self.torch = None
+            return
+        self.torch = torch
+        self.cuda = torch.cuda.is_available()
+        self.device = "cuda" if self.cuda else "cpu"
+        self.name = (torch.cuda.get_device_name() if self.cuda else platform.processor() or "cpu")
+
+    def tensor(self, array):
+        return self.torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
+
+    def sync(self):
+        if self.cuda:
+            self.torch.cuda.synchronize()
+
+    def time_ns(self, fn, repeat):
+        torch = self.torch
+        fn()
+        if self.cuda:
+            torch.cuda.synchronize()
+            times = []
+            for _ in range(repeat):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                fn()
+                b.record()
+                b.synchronize()
+                times.append(a.elapsed_time(b) * 1e6)
+            return statistics.median(times)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter_ns()
+            fn()
+            times.append(time.perf_counter_ns() - t0)
+        return statistics.median(times)
+
+    def copy_roofline(self, nbytes, repeat):
+        if not self.cuda:
+            return None
+        a = self.torch.empty(nbytes, dtype=self.torch.uint8, device="cuda")
+        b = self.torch.empty_like(a)
+        return 2 * nbytes / (self.time_ns(lambda: b.copy_(a), repeat) * 1e-9)
