@@ -470,3 +470,23 @@ def _device_extensions(enum_exts, phys) -> set[str]:
 if __name__ == "__main__":  # quick manual check: python -m pyvkgrad._vulkan_info
     for info in physical_devices():
         print(info)
+
+
+def memory_types() -> list:
+    """Per physical device, its memory types ((propertyFlags, heapIndex), ...) and heaps
+    ((size in bytes, flags), ...), for diagnostics (benchmarks/investigations)."""
+    def probe(lib, instance, version):
+        get_mem2 = _proc(lib, instance, "vkGetPhysicalDeviceMemoryProperties2", None,
+                         ctypes.c_void_p, ctypes.POINTER(VkPhysicalDeviceMemoryProperties2))
+        out = []
+        for h in _physical_device_handles(lib, instance):
+            mem = VkPhysicalDeviceMemoryProperties2(sType=_ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2)
+            get_mem2(h, ctypes.byref(mem))
+            out.append({"types (flags, heap)": [(mem.memoryTypes[i].propertyFlags,
+                                                 mem.memoryTypes[i].heapIndex)
+                                                for i in range(mem.memoryTypeCount)],
+                        "heaps (bytes, flags)": [(mem.memoryHeaps[i].size,
+                                                  mem.memoryHeaps[i].flags)
+                                                 for i in range(mem.memoryHeapCount)]})
+        return out
+    return _with_instance(probe)

@@ -77,7 +77,7 @@ def _axis_coordinates(out_size, scale, in_off, out_off):
     return t - np.float32(in_off)  # float32 array
 
 
-def _axis_weights(in_size, out_size, mode, scale, in_off, out_off, rounding_direction):
+def axis_weights(in_size, out_size, mode, scale, in_off, out_off, rounding_direction):
     """Per-dimension forward weights W[o, i] (shape [out_size, in_size], float64).
 
     Forward along this axis is ``y = W @ x``, its gradient ``dx = W.T @ dy``.
@@ -163,7 +163,7 @@ def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", sca
     """Forward DML_RESAMPLE1 (DML_RESAMPLE2 when rounding_direction is given).
 
     out = (W_0 (x) W_1 (x) ... ) x: each dimension d is resampled by its own matrix
-    W_d = _axis_weights(In_d, Out_d, ...), i.e. separable nearest / N-linear interpolation.
+    W_d = axis_weights(In_d, Out_d, ...), i.e. separable nearest / N-linear interpolation.
     Defaults as resample_grad's (pyvkgrad/defaults.py): scale = output size / input size,
     half-pixel offsets.
     """
@@ -171,7 +171,7 @@ def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", sca
     mode, scales, in_offs, out_offs, rd = _resample_args(
         x.shape, output_sizes, interpolation_mode, scales, input_pixel_offsets,
         output_pixel_offsets, rounding_direction)
-    mats = [_axis_weights(x.shape[d], int(output_sizes[d]), mode, scales[d], in_offs[d],
+    mats = [axis_weights(x.shape[d], int(output_sizes[d]), mode, scales[d], in_offs[d],
                           out_offs[d], rd)
             for d in range(x.ndim)]
     return _apply_along(mats, x)
@@ -193,7 +193,7 @@ def resample_grad(input_gradient, output_gradient_sizes, *,
     mode, scales, in_offs, out_offs, rd = _resample_args(
         sizes, dy.shape, interpolation_mode, scales, input_pixel_offsets, output_pixel_offsets,
         rounding_direction)
-    mats = [_axis_weights(sizes[d], dy.shape[d], mode, scales[d], in_offs[d], out_offs[d], rd).T
+    mats = [axis_weights(sizes[d], dy.shape[d], mode, scales[d], in_offs[d], out_offs[d], rd).T
             for d in range(dy.ndim)]
     return _apply_along(mats, dy)
 

@@ -201,7 +201,7 @@ def test_resample_does_not_modify_input():
 
 
 def brute_force_resample(x, out, mode, scales, in_offs, out_offs, rd):
-    """Direct per-output evaluation of docs/semantics.md §3.1 (2^D taps), independent of _axis_weights."""
+    """Direct per-output evaluation of docs/semantics.md §3.1 (2^D taps), independent of axis_weights."""
     x = np.asarray(x, np.float64)
     y = np.zeros(out)
     for o in itertools.product(*[range(n) for n in out]):

@@ -203,7 +203,7 @@ def run_case(dev, case, names, repeat, oracle):
 def _oracle_check(dy, sizes, mode, scales, out):
     """The test suite's bound: |dX - oracle| <= tol(S), S the oracle on |dY|. The oracle is
     pyvkgrad.reference.resample_grad's, applied along H and W only (N and C are identities)."""
-    mats = [reference._axis_weights(sizes[d], dy.shape[d], mode, scales[d], 0.5, -0.5, None)
+    mats = [reference.axis_weights(sizes[d], dy.shape[d], mode, scales[d], 0.5, -0.5, None)
             for d in (2, 3)]
 
     def grad(t):

@@ -10,7 +10,6 @@ reading the outputs back into new arrays). Then the same parts for a 1024-elemen
 
     python3 benchmarks/investigations/roundtrip_parts.py --out DIR [--quick] [--repeat N]
 """
-import ctypes
 import json
 import os
 import statistics
@@ -24,6 +23,7 @@ sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
 sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
 from pyvkgrad import _copy, _vulkan_info as vi, runtime  # noqa: E402
+from pyvkgrad.device import one_call_cache  # noqa: E402
 from pyvkgrad.tensor import elements_of, words_to_array  # noqa: E402
 from bench_timing import diagnostic_args  # noqa: E402
 
@@ -46,40 +46,20 @@ def med(fn, repeat):
     return interleaved([fn], repeat)[0]
 
 
-def memory_types():
-    def probe(lib, instance, version):
-        get_mem2 = vi._proc(lib, instance, "vkGetPhysicalDeviceMemoryProperties2", None,
-                            ctypes.c_void_p,
-                            ctypes.POINTER(vi.VkPhysicalDeviceMemoryProperties2))
-        out = []
-        for h in vi._physical_device_handles(lib, instance):
-            mem = vi.VkPhysicalDeviceMemoryProperties2(
-                sType=vi._ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2)
-            get_mem2(h, ctypes.byref(mem))
-            out.append({"types (flags, heap)": [(mem.memoryTypes[i].propertyFlags,
-                                                 mem.memoryTypes[i].heapIndex)
-                                                for i in range(mem.memoryTypeCount)],
-                        "heaps (bytes, flags)": [(mem.memoryHeaps[i].size,
-                                                  mem.memoryHeaps[i].flags)
-                                                 for i in range(mem.memoryHeapCount)]})
-        return out
-    return vi._with_instance(probe)
-
-
 def parts(dev, call, arrays, repeat):
     """The cache-hit parts of the one-call entry `call` made (its inputs: `arrays`)."""
     call()
-    entry = list(dev._one_call.values())[-1]
+    entry = one_call_cache(dev).entries()[-1]
     ins = [(entry.tensors[n], elements_of(a, d)) for (n, d), a in zip(entry.inputs, arrays)]
     outs = [entry.tensors[n] for n in entry.outputs]
 
     def write():
         for t, e in ins:
-            t._storage.write_elements(e)
+            t.storage.write_elements(e)
     write_us, write_run_us, read_us = interleaved(
-        [write, lambda: (write(), entry.recording._run()),
-         lambda: [words_to_array(t._storage.buffer.words(), t.desc) for t in outs]], repeat)
-    return {"input_kinds": sorted({t._storage.buffer.kind for t, _ in ins}),
+        [write, lambda: (write(), entry.recording.replay()),
+         lambda: [words_to_array(t.storage.buffer.words(), t.desc) for t in outs]], repeat)
+    return {"input_kinds": sorted({t.storage.buffer.kind for t, _ in ins}),
             "write_inputs_us": write_us,
             # after write(): the submission with whatever uploads the inputs need
             "submit_us": write_run_us - write_us,
@@ -90,7 +70,7 @@ def main():
     args = diagnostic_args(repeat=30)
     os.makedirs(args.out, exist_ok=True)
     repeat = 5 if args.quick else args.repeat
-    result = {"memory_types": memory_types()}
+    result = {"memory_types": vi.memory_types()}
     print(json.dumps(result), flush=True)
     dev = pyvkgrad.default_device()
     try:

@@ -60,7 +60,7 @@ def nearest_study(mode, max_in, max_out):
     for i, o, kw, sf in cases(max_in, max_out):
         (taps,) = rm.probe_nearest_taps(torch, F, mode, (i,), (o,), kw.get("size"),
                                         kw.get("scale"), kw.get("recompute"), "cpu")
-        natural = next(rm._nearest_candidates(mode, i, o, sf))
+        natural = next(rm.nearest_candidates(mode, i, o, sf))
         try:
             params = rm.nearest_params(mode, i, o, sf, taps)
             kind = ("identity" if params.identity else

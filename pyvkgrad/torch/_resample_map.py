@@ -97,7 +97,7 @@ def dml_matrix(in_size: int, out_size: int, params: AxisParams, linear: bool) ->
     return w
 
 
-def _nearest_candidates(mode: str, in_size: int, out_size: int, scale_factor):
+def nearest_candidates(mode: str, in_size: int, out_size: int, scale_factor):
     s = kernel_scale(in_size, out_size, scale_factor)
     scales = []
     for value in (1.0 / float(s),                      # 1/s, the kernel's own scale inverted
@@ -120,10 +120,10 @@ def nearest_params(mode: str, in_size: int, out_size: int, scale_factor,
     taps = np.asarray(taps, np.int64)
     if in_size == out_size and np.array_equal(taps, np.arange(out_size)):
         return IDENTITY
-    for params in _nearest_candidates(mode, in_size, out_size, scale_factor):
+    for params in nearest_candidates(mode, in_size, out_size, scale_factor):
         if np.array_equal(dml_taps(in_size, out_size, params), taps):
             return params
-    natural = next(_nearest_candidates(mode, in_size, out_size, scale_factor))
+    natural = next(nearest_candidates(mode, in_size, out_size, scale_factor))
     differ = np.flatnonzero(dml_taps(in_size, out_size, natural) != taps)
     raise InexactResample(
         f"pyvkgrad.torch.interpolate: mode={mode!r} from size {in_size} to {out_size}"

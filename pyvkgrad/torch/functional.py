@@ -30,18 +30,18 @@ from ..tensor import DataType, TensorDesc
 from . import _resample_map as rmap
 from . import _runtime
 
-_DATA_TYPES = {torch.float32: DataType.FLOAT32, torch.float16: DataType.FLOAT16}
+DATA_TYPES = {torch.float32: DataType.FLOAT32, torch.float16: DataType.FLOAT16}
 
 
-def _data_type(t: torch.Tensor, what: str) -> DataType:
-    data_type = _DATA_TYPES.get(t.dtype)
+def data_type_of(t: torch.Tensor, what: str) -> DataType:
+    data_type = DATA_TYPES.get(t.dtype)
     if data_type is None:
         raise TypeError(f"pyvkgrad.torch.{what}: {t.dtype} tensors are not supported: "
                         f"DirectML's gradients take float32 or float16")
     return data_type
 
 
-def _needs_grad(input, *tensors) -> bool:
+def needs_grad(input, *tensors) -> bool:
     """Whether a bridged backward is needed: grad mode, something requiring grad, and any
     elements at all (an empty tensor's gradient is empty: PyTorch's own path returns it)."""
     return (torch.is_grad_enabled() and input.numel() > 0
@@ -120,7 +120,7 @@ class _Builder:
         self.ops.append((desc, binding))
 
 
-class _Step:
+class Step:
     """One bridged operator: its PyTorch forward and its DirectML backward."""
 
     n_params = 0
@@ -144,7 +144,7 @@ class _Step:
         return [None] * self.n_params
 
 
-class _ReluStep(_Step):
+class ReluStep(Step):
     """relu (threshold None) or threshold(x, threshold, value): dX = ReluGrad(X', dY) with
     X' the output (relu) or x - threshold (threshold, in float32)."""
 
@@ -175,7 +175,7 @@ class _ReluStep(_Step):
         return f"dx{k}"
 
 
-class _BatchNormStep(_Step):
+class BatchNormStep(Step):
     """batch_norm: training (batch statistics, BATCH_NORMALIZATION_TRAINING_GRAD) or
     evaluation (running statistics, BATCH_NORMALIZATION_GRAD). Params: weight, bias,
     running_mean, running_var."""
@@ -230,7 +230,7 @@ class _BatchNormStep(_Step):
         return [f"dscale{k}", f"dbias{k}", None, None]
 
 
-class _InterpolateStep(_Step):
+class InterpolateStep(Step):
     """F.interpolate in a mode DirectML's ResampleGrad expresses."""
 
     what = "interpolate"
@@ -297,7 +297,7 @@ class _Chain(torch.autograd.Function):
     @staticmethod
     def forward(ctx, steps, x, *params):
         vk_device = _runtime.get_device()
-        data_type = _data_type(x, steps[0].what)
+        data_type = data_type_of(x, steps[0].what)
         split, i = [], 0
         for step in steps:
             split.append(params[i:i + step.n_params])
@@ -395,7 +395,7 @@ class _Chain(torch.autograd.Function):
         return (None, dx, *grads)
 
 
-def apply_chain(steps: Sequence[_Step], x: torch.Tensor, params: Sequence) -> torch.Tensor:
+def apply_chain(steps: Sequence[Step], x: torch.Tensor, params: Sequence) -> torch.Tensor:
     """Run `steps` as one bridged chain on x (params: every step's parameters, in order).
     A 0-d tensor runs as one element (DirectML tensors have 1 to 8 dimensions)."""
     if x.dim() == 0:
@@ -408,20 +408,20 @@ def apply_chain(steps: Sequence[_Step], x: torch.Tensor, params: Sequence) -> to
 def relu(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
     """torch.nn.functional.relu whose backward is DirectML's ACTIVATION_RELU_GRAD on the output
     (dX = Y > 0 ? dY : 0; a NaN input gets gradient 0 where PyTorch passes dY)."""
-    if not _needs_grad(input):
+    if not needs_grad(input):
         return F.relu(input, inplace=inplace)
-    _data_type(input, "relu")
-    return apply_chain([_ReluStep(inplace)], input, [])
+    data_type_of(input, "relu")
+    return apply_chain([ReluStep(inplace)], input, [])
 
 
 def threshold(input: torch.Tensor, threshold: float, value: float,
               inplace: bool = False) -> torch.Tensor:
     """torch.nn.functional.threshold (y = x if x > threshold else value) whose backward is
     ACTIVATION_RELU_GRAD of x - threshold (the difference taken in float32, as PyTorch compares)."""
-    if not _needs_grad(input):
+    if not needs_grad(input):
         return F.threshold(input, threshold, value, inplace)
-    _data_type(input, "threshold")
-    return apply_chain([_ReluStep(inplace, threshold, value)], input, [])
+    data_type_of(input, "threshold")
+    return apply_chain([ReluStep(inplace, threshold, value)], input, [])
 
 
 def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
@@ -432,11 +432,11 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
     BATCH_NORMALIZATION_TRAINING_GRAD (training: batch statistics) or
     BATCH_NORMALIZATION_GRAD (evaluation: the running statistics as constants). Running
     statistics are updated by PyTorch's own forward (unbiased variance, momentum)."""
-    if not _needs_grad(input, weight, bias):
+    if not needs_grad(input, weight, bias):
         return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
                             eps)
-    _data_type(input, "batch_norm")
-    return apply_chain([_BatchNormStep(training, momentum, eps)], input,
+    data_type_of(input, "batch_norm")
+    return apply_chain([BatchNormStep(training, momentum, eps)], input,
                        [weight, bias, running_mean, running_var])
 
 
@@ -461,10 +461,10 @@ def interpolate(input: torch.Tensor, size=None, scale_factor=None, mode: str = "
     trilinear, whose backward is DirectML's RESAMPLE_GRAD with the parameters of docs/torch.md
     (5-D input folds N and C into one axis). Other modes and antialias raise ValueError."""
     check_interpolate_mode(mode, antialias)
-    if not _needs_grad(input):
+    if not needs_grad(input):
         return F.interpolate(input, size=size, scale_factor=scale_factor, mode=mode,
                              align_corners=align_corners,
                              recompute_scale_factor=recompute_scale_factor)
-    _data_type(input, "interpolate")
-    return apply_chain([_InterpolateStep(size, scale_factor, mode, align_corners,
+    data_type_of(input, "interpolate")
+    return apply_chain([InterpolateStep(size, scale_factor, mode, align_corners,
                                          recompute_scale_factor)], input, [])

@@ -24,7 +24,7 @@ class ReLU(nn.ReLU):
         return bf.relu(input, inplace=self.inplace)
 
     def _bridge_step(self):
-        return bf._ReluStep(self.inplace), []
+        return bf.ReluStep(self.inplace), []
 
 
 class _BatchNormBridge:
@@ -33,11 +33,11 @@ class _BatchNormBridge:
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)
         step, params = self._bridge_step()
-        if not bf._needs_grad(input, *params[:2]):
+        if not bf.needs_grad(input, *params[:2]):
             return torch.nn.functional.batch_norm(input, params[2], params[3], params[0],
                                                   params[1], step.training, step.momentum,
                                                   step.eps)
-        bf._data_type(input, "batch_norm")
+        bf.data_type_of(input, "batch_norm")
         return bf.apply_chain([step], input, params)
 
     def _bridge_step(self):
@@ -51,7 +51,7 @@ class _BatchNormBridge:
         track = not self.training or self.track_running_stats
         params = [self.weight, self.bias, self.running_mean if track else None,
                   self.running_var if track else None]
-        return bf._BatchNormStep(training, factor, self.eps), params
+        return bf.BatchNormStep(training, factor, self.eps), params
 
 
 class BatchNorm1d(_BatchNormBridge, nn.BatchNorm1d):
@@ -79,7 +79,7 @@ class Upsample(nn.Upsample):
                               recompute_scale_factor=self.recompute_scale_factor)
 
     def _bridge_step(self):
-        return bf._InterpolateStep(self.size, self.scale_factor, self.mode, self.align_corners,
+        return bf.InterpolateStep(self.size, self.scale_factor, self.mode, self.align_corners,
                                    self.recompute_scale_factor), []
 
 
@@ -129,14 +129,14 @@ class Sequential(nn.Sequential):
 def _run_at(modules, i, input) -> List[nn.Module]:
     """The run of chainable modules starting at i (a chain needs a float tensor that needs a
     gradient, and a first step that does not modify the chain's input in place)."""
-    if not isinstance(input, torch.Tensor) or input.dtype not in bf._DATA_TYPES:
+    if not isinstance(input, torch.Tensor) or input.dtype not in bf.DATA_TYPES:
         return []
     run = []
     for m in modules[i:]:
         if not _chainable(m) or (not run and isinstance(m, ReLU) and m.inplace):
             break
         run.append(m)
-    if not bf._needs_grad(input, *[p for m in run for p in m.parameters(recurse=False)]):
+    if not bf.needs_grad(input, *[p for m in run for p in m.parameters(recurse=False)]):
         return []
     return run
 
