@@ -40,6 +40,18 @@ class Limits:
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
     max_loop_iterations: int = 0
 
+    def __post_init__(self):
+        # The reductions' workgroup sums (include/workgroup_sums.glsl) step through a
+        # workgroup's lanes subgroup by subgroup, gl_SubgroupSize at a time, so every subgroup
+        # must be full: a width that is a power of two is a multiple of any subgroup size
+        # (Vulkan's are powers of two) or lies within one subgroup. 100 lanes in subgroups of
+        # 8 would leave 4 lanes' terms out of dScale and dBias.
+        for name in ("local_size", "max_local_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1 and value & (value - 1) == 0):
+                raise ValueError(f"Limits: {name} must be a power of two (workgroups of whole "
+                                 f"subgroups): expected 1, 2, 4, ..., got {value!r}")
+
 
 @dataclass(frozen=True)
 class Scratch:
