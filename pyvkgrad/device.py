@@ -982,6 +982,19 @@ class Device:
                 fail(desc.OPERATOR, f"kernel {d.kernel}", f"binds more storage buffers than "
                      f"{self.name} allows a shader (maxPerStageDescriptorStorageBuffers)",
                      f"<= {most}", len(d.bindings), kind=RuntimeError)
+        # Vulkan 1.1 promises only basic subgroup operations; BatchNorm's sums use arithmetic
+        # (subgroupAdd), undefined behaviour where the device lacks it in compute shaders.
+        have = _vulkan_info.subgroup_feature_names(self.info.subgroup_operations
+                                                   if self.info.subgroup_stages
+                                                   & _vulkan_info.SHADER_STAGE_COMPUTE else 0)
+        for d in plan.dispatches:
+            need = kernels.interface(d.kernel).subgroup_features
+            missing = [f for f in need if f not in have]
+            if missing:
+                fail(desc.OPERATOR, f"kernel {d.kernel}", f"uses subgroup operations that "
+                     f"{self.name} lacks in compute shaders ({', '.join(missing)}; "
+                     f"VkPhysicalDeviceSubgroupProperties)", ", ".join(need),
+                     ", ".join(have) or "none", kind=RuntimeError)
         with self._lock:
             self._collect()
             session = self._session()

@@ -93,6 +93,12 @@ def test_interface_of_the_relu_and_partials_kernels():
     assert partials.bindings[0].views == ("uint x", "uvec2 x_uvec2", "uvec4 x_uvec4")
     direct = kernels.interface("batch_normalization_grad_direct")
     assert {c.name: c.type for c in direct.constants}["EPSILON"] == "float"
+    # Capabilities, whence the subgroup operations a device must support (Device.compile).
+    assert partials.capabilities == ("Shader", "GroupNonUniform", "GroupNonUniformArithmetic")
+    assert partials.subgroup_features == ("basic", "arithmetic")
+    assert kernels.interface("batch_normalization_grad_finalize").subgroup_features == (
+        "basic", "arithmetic")
+    assert relu.capabilities == ("Shader",) and relu.subgroup_features == ()
 
 
 def test_specialization_and_binding_order_follow_the_kernel():
