@@ -896,6 +896,36 @@ def test_plan_within_a_loop_limit_or_a_clear_error(op, dtype):
         plan_of(op, (1000, 400, 7, 7), (1, 400, 1, 1), dtype=dtype, limits=one)
 
 
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_one_lane_under_the_loop_limit(device, rng, op, dtype):
+    """One workgroup of one lane under lavapipe's loop limit: the direct kernel and the
+    OutputGradient kernels split their grid-stride loops into several dispatches and give the
+    oracle's results (one direct dispatch dropped the channels past the limit: dScale 100%
+    off); what the reduction cannot fit is refused. The default limits keep one dispatch."""
+    tiny = dataclasses.replace(device.limits, max_workgroups=1, local_size=1, max_local_size=1)
+    assert tiny.max_loop_iterations == 65535
+    cases = [((2, 70000), (1, 70000), None, "batch_normalization_grad_direct"),
+             ((70000, 1), (1, 1), None, None),  # packed dX: the training grad's own pass
+             ((70000, 1), (1, 1), (2, 1), None)]  # strided dX: both grads' own pass
+    for shape, stat_shape, out_strides, kernel in cases:
+        arrays = make_inputs(rng, shape, stat_shape, dtype, op)
+        desc = describe(op, *arrays, 1e-3, out_strides)
+        kernels = [d.kernel for d in desc.plan(tiny).dispatches]
+        split = [k for k in kernels if k == kernel or k.endswith(("_output", "_output_packed"))]
+        if kernel or op == TRAINING or out_strides:
+            assert len(split) > 1, kernels
+        default = [d.kernel for d in desc.plan(device.limits).dispatches]
+        assert len(default) == len(set(default)), default
+        out = run_compiled(device, desc, arrays, tiny)
+        assert_outputs(bn.BatchNormalizationGradResult(*out), FUNCTIONS[op][1](*arrays, 1e-3),
+                       magnitudes(op, *arrays, 1e-3), dtype)
+    arrays = make_inputs(rng, (2000, 40), (1, 40), dtype, op)
+    with pytest.raises(RuntimeError, match=rf"^{DESCS[op].OPERATOR}: InputTensor.Sizes needs "
+                                           rf"fewer loop iterations .*\(2000, 40\)$"):
+        device.compile(describe(op, *arrays, 1e-3), tiny)
+
+
 def test_constant_grad_writes_dx_in_its_reduction(device, rng):
     arrays = make_inputs(rng, (2, 3, 100), (1, 3, 1), np.float32, GRAD)
     desc = describe(GRAD, *arrays, 1e-3)
