@@ -10,7 +10,7 @@ import runpy
 import sys
 from pathlib import Path
 
-from . import __version__
+from . import __version__, _vulkan_info
 
 
 def versions() -> int:
@@ -57,6 +57,7 @@ def info() -> int:
             ("driver", f"{i.driver_name} {i.driver_info}".strip() or str(i.driver_version)),
             ("vulkan", i.api_version),
             ("subgroup size", i.subgroup_size),
+            ("subgroup operations", _subgroup_operations(i)),
             ("max storage buffer range", f"{i.max_storage_buffer_range} bytes "
                                          f"({i.max_storage_buffer_range / 2**20:.0f} MiB)"),
             ("storage buffers a shader", i.max_per_stage_descriptor_storage_buffers),
@@ -81,6 +82,12 @@ def info() -> int:
               f"{record.max_rank} dimensions; a one-call problem beyond the buffer limit is "
               f"cut along {record.independent_axes}")
     return 0
+
+
+def _subgroup_operations(info) -> str:
+    names = ", ".join(_vulkan_info.subgroup_feature_names(info.subgroup_operations)) or "none"
+    compute = info.subgroup_stages & _vulkan_info.SHADER_STAGE_COMPUTE
+    return f"{names} ({'in' if compute else 'not in'} compute shaders)"
 
 
 def _float_atomics(device) -> str:

@@ -19,7 +19,8 @@ from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_float,
 from dataclasses import dataclass
 from typing import Optional
 
-__all__ = ["PhysicalDeviceInfo", "VulkanUnavailable", "device_memory_in_use", "physical_devices"]
+__all__ = ["PhysicalDeviceInfo", "VulkanUnavailable", "device_memory_in_use", "physical_devices",
+           "subgroup_feature_names"]
 
 
 class VulkanUnavailable(RuntimeError):
@@ -39,7 +40,8 @@ class PhysicalDeviceInfo:
     driver_name: str            # "" unless device and instance are >= 1.2
     driver_info: str
     subgroup_size: int          # 0 unless device and instance are >= 1.1
-    subgroup_operations: int    # VkSubgroupFeatureFlags bitmask
+    subgroup_operations: int    # VkSubgroupFeatureFlags bitmask (SUBGROUP_FEATURES)
+    subgroup_stages: int        # VkShaderStageFlags where they work (SHADER_STAGE_COMPUTE)
     max_storage_buffer_range: int
     max_per_stage_descriptor_storage_buffers: int  # storage buffers one shader may bind
     max_push_constants_size: int
@@ -69,6 +71,18 @@ _ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
 _ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2 = 1000059006
 _ST_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT = 1000237000
 _MEMORY_HEAP_DEVICE_LOCAL = 0x1
+
+# VkSubgroupFeatureFlagBits, bit i named SUBGROUP_FEATURES[i] (Vulkan 1.1 promises only
+# "basic", and only in compute shaders: supportedStages then holds SHADER_STAGE_COMPUTE).
+SUBGROUP_FEATURES = ("basic", "vote", "arithmetic", "ballot", "shuffle", "shuffle_relative",
+                     "clustered", "quad")
+SHADER_STAGE_COMPUTE = 0x20
+
+
+def subgroup_feature_names(mask: int) -> tuple[str, ...]:
+    """The SUBGROUP_FEATURES whose bits `mask` (supportedOperations) sets."""
+    return tuple(name for bit, name in enumerate(SUBGROUP_FEATURES) if mask >> bit & 1)
+
 
 _VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x106B: "Apple",
             0x13B5: "ARM", 0x5143: "Qualcomm", 0x10005: "Mesa"}
@@ -441,6 +455,7 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             driver_info=_cstr(driver.driverInfo),
             subgroup_size=subgroup.subgroupSize,
             subgroup_operations=subgroup.supportedOperations,
+            subgroup_stages=subgroup.supportedStages,
             max_storage_buffer_range=lim.maxStorageBufferRange,
             max_per_stage_descriptor_storage_buffers=lim.maxPerStageDescriptorStorageBuffers,
             max_push_constants_size=lim.maxPushConstantsSize,

@@ -13,7 +13,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from . import kernels
+from . import _vulkan_info, kernels
 from ._context import DeviceContext, Session
 from ._environment import interrupts_deferred
 from ._state import Lifetime
@@ -48,6 +48,20 @@ def compile_operator(context: DeviceContext, desc, limits: Optional[Limits] = No
             fail(desc.OPERATOR, f"kernel {d.kernel}", f"binds more storage buffers than "
                  f"{context.name} allows a shader (maxPerStageDescriptorStorageBuffers)",
                  f"<= {most}", len(d.bindings), kind=RuntimeError)
+    # Vulkan 1.1 promises only basic subgroup operations; BatchNorm's sums use arithmetic
+    # (subgroupAdd), undefined behaviour where the device lacks it in compute shaders.
+    info = context.info
+    have = _vulkan_info.subgroup_feature_names(
+        info.subgroup_operations if info.subgroup_stages & _vulkan_info.SHADER_STAGE_COMPUTE
+        else 0)
+    for d in plan.dispatches:
+        need = kernels.interface(d.kernel).subgroup_features
+        missing = [f for f in need if f not in have]
+        if missing:
+            fail(desc.OPERATOR, f"kernel {d.kernel}", f"uses subgroup operations that "
+                 f"{context.name} lacks in compute shaders ({', '.join(missing)}; "
+                 f"VkPhysicalDeviceSubgroupProperties)", ", ".join(need),
+                 ", ".join(have) or "none", kind=RuntimeError)
     with context.lock:
         context.collect()
         session = context.session()

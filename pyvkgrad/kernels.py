@@ -3,8 +3,9 @@
 The SPIR-V is built by tools/build_shaders.py from shaders/<name>.comp and shipped as package
 data (pyvkgrad/spirv/<name>.spv), so using pyvkgrad needs no shader compiler. The manifest
 beside it records each kernel's interface, read from the SPIR-V by the build tool: its
-specialization constants (name, SpecId, type), its bindings (name, binding number, access) and
-its push constants (names, in block order).
+capabilities (whence the subgroup operations it needs of the device), its specialization
+constants (name, SpecId, type), its bindings (name, binding number, access) and its push
+constants (names, in block order).
 
 Plans (pyvkgrad/plan.py) pass everything by name, and this module is where names meet numbers:
 - `check` validates a dispatch's names against the interface when the plan is built, so a
@@ -72,11 +73,29 @@ class Interface:
     constants: Tuple[Constant, ...]
     bindings: Tuple[Binding, ...]
     push_constants: Tuple[str, ...]
+    capabilities: Tuple[str, ...] = ()  # its SPIR-V OpCapability names ("Shader", ...)
 
     @property
     def access(self) -> Dict[str, str]:
         """Binding name -> READ, WRITE or READ_WRITE."""
         return {b.name: b.access for b in self.bindings}
+
+    @property
+    def subgroup_features(self) -> Tuple[str, ...]:
+        """The subgroup operations the kernel uses, as VkSubgroupFeatureFlagBits names
+        (_vulkan_info.SUBGROUP_FEATURES: "basic", "arithmetic", ...), from its
+        GroupNonUniform* capabilities."""
+        return tuple(SUBGROUP_CAPABILITIES[c] for c in self.capabilities
+                     if c in SUBGROUP_CAPABILITIES)
+
+
+# SPIR-V capabilities of subgroup operations -> the VkSubgroupFeatureFlagBits a device must
+# support (in compute shaders) to run them.
+SUBGROUP_CAPABILITIES = {
+    "GroupNonUniform": "basic", "GroupNonUniformVote": "vote",
+    "GroupNonUniformArithmetic": "arithmetic", "GroupNonUniformBallot": "ballot",
+    "GroupNonUniformShuffle": "shuffle", "GroupNonUniformShuffleRelative": "shuffle_relative",
+    "GroupNonUniformClustered": "clustered", "GroupNonUniformQuad": "quad"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,7 +161,8 @@ def interface_of(name: str, entry: dict) -> Interface:
                   for c in sorted(entry["constants"], key=lambda c: c["id"])),
             tuple(Binding(b["name"], b["binding"], b["access"], tuple(b["views"]))
                   for b in sorted(entry["bindings"], key=lambda b: b["binding"])),
-            tuple(p["name"] for p in sorted(entry["push_constants"], key=lambda p: p["offset"])))
+            tuple(p["name"] for p in sorted(entry["push_constants"], key=lambda p: p["offset"])),
+            tuple(entry["capabilities"]))
     except (KeyError, TypeError) as e:
         raise KernelError(f"the manifest entry of kernel {name!r} has no interface ({e!r}); "
                           f"rebuild with `python tools/build_shaders.py`") from e

@@ -40,6 +40,18 @@ class Limits:
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
     max_loop_iterations: int = 0
 
+    def __post_init__(self):
+        # The reductions' workgroup sums (include/workgroup_sums.glsl) step through a
+        # workgroup's lanes subgroup by subgroup, gl_SubgroupSize at a time, so every subgroup
+        # must be full: a width that is a power of two is a multiple of any subgroup size
+        # (Vulkan's are powers of two) or lies within one subgroup. 100 lanes in subgroups of
+        # 8 would leave 4 lanes' terms out of dScale and dBias.
+        for name in ("local_size", "max_local_size"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1 and value & (value - 1) == 0):
+                raise ValueError(f"Limits: {name} must be a power of two (workgroups of whole "
+                                 f"subgroups): expected 1, 2, 4, ..., got {value!r}")
+
 
 class OperatorDesc:
     """What every operator descriptor declares, once (a frozen dataclass subclassing this,
@@ -154,10 +166,35 @@ class Plan:
                             f"({sorted(known)})")
 
 
+# Iterations below `Limits.max_loop_iterations` a plan leaves unused: the loops it does not
+# count (a workgroup's barriers, the driver's own).
+LOOP_MARGIN = 64
+
+
 def grid(count: int, per_workgroup: int, limits: Limits) -> int:
     """Workgroups for a grid-stride loop over `count` items: enough to cover them, capped at
     the device limit (the loop covers the rest)."""
     return max(1, min(math.ceil(count / per_workgroup), limits.max_workgroups))
+
+
+def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: int = 1):
+    """The dispatches of a grid-stride loop over `count` items, as (first, end, workgroups): the
+    items [first, end) in `workgroups` of `per_workgroup` items a pass. One, over all items in
+    `grid`'s workgroups, unless the device ends long loops (`limits.max_loop_iterations`)
+    before an invocation would have run its share: an item costs `loops_per_item` iterations
+    (the grid loop's one, and for each loop the item runs, its iterations plus one: lavapipe
+    counts the test that ends a loop too; at most, where they vary), and then every dispatch
+    takes as many items as keep each invocation below the limit, the next starting where it
+    ends (a kernel takes `first` as a push constant: GRID_STRIDE_LOOP_FROM)."""
+    workgroups = grid(count, per_workgroup, limits)
+    lanes = workgroups * per_workgroup
+    budget = limits.max_loop_iterations - LOOP_MARGIN
+    if not limits.max_loop_iterations or -(-count // lanes) * loops_per_item <= budget:
+        return ((0, count, workgroups),)
+    span = lanes * max(1, budget // loops_per_item)  # items of one dispatch
+    return tuple((first, min(first + span, count),
+                  grid(min(span, count - first), per_workgroup, limits))
+                 for first in range(0, count, span))
 
 
 def right_align(values, width: int, fill: int):

@@ -16,8 +16,9 @@
 // Constants: K_SIZES and the strides over the kept dimensions K of all eight tensors, R_SIZES
 //   and the strides over the reduced dimensions R of X, dY and dX (8 dimensions each,
 //   right-aligned, in elements); N_R is the reduced element count as a float.
-// Push constants: channels, reduced (elements per channel).
-// Dispatch: up to 65535 workgroups; grid-stride loop over the channels.
+// Push constants: channels (the channel this dispatch ends at), reduced (elements per channel),
+//   first (the channel it starts at).
+// Dispatch: up to 65535 workgroups; grid-stride loop over the channels [first, channels).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -40,7 +41,7 @@ layout(set = 0, binding = 4) readonly buffer SCALE { uint scale[]; };  // ScaleT
 layout(set = 0, binding = 5) buffer DX { uint dx[]; };  // OutputGradientTensor
 layout(set = 0, binding = 6) buffer DSCALE { uint dscale[]; };  // OutputScaleGradientTensor
 layout(set = 0, binding = 7) buffer DBIAS { uint dbias[]; };  // OutputBiasGradientTensor
-layout(push_constant) uniform Push { uint channels; uint reduced; };
+layout(push_constant) uniform Push { uint channels; uint reduced; uint first; };
 
 #include "batch_normalization_grad.glsl"
 
@@ -68,7 +69,7 @@ uvec3 r_offsets(uint r) {
 }
 
 void main() {
-    GRID_STRIDE_LOOP(k, channels) {
+    GRID_STRIDE_LOOP_FROM(k, first, channels) {
         uvec3 t;
         uvec4 s;
         uint b;

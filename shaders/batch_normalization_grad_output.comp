@@ -24,7 +24,7 @@ layout(set = 0, binding = 1) readonly buffer SCALE { uint scale[]; };  // ScaleT
 layout(set = 0, binding = 2) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
 // OutputGradientTensor (float16 stores use integer atomics on shared words)
 layout(set = 0, binding = 3) buffer DX { uint dx[]; };
-layout(push_constant) uniform Push { uint count; };
+layout(push_constant) uniform Push { uint count; uint first; };
 
 // One element at offsets o in dY, dX, Scale and Variance.
 void element(uvec4 o) {

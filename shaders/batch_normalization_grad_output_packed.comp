@@ -10,9 +10,10 @@
 // the coefficient is computed once per vector. Independent of the reduction kernels.
 //
 // Constants: SIZES and the strides of Scale and Variance (8 dimensions, right-aligned).
-// Push constants: vectors (16-byte vectors covering the elements), count (logical elements:
-//   a tail vector writes only those, the rest of the buffer keeps its contents).
-// Dispatch: up to 65535 workgroups; grid-stride loop over the vectors.
+// Push constants: vectors (the 16-byte vector this dispatch ends at; all of them cover the
+//   elements), count (logical elements: a tail vector writes only those, the rest of the
+//   buffer keeps its contents), first (the vector it starts at).
+// Dispatch: up to 65535 workgroups; grid-stride loop over the vectors [first, vectors).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -28,7 +29,7 @@ layout(set = 0, binding = 1) readonly buffer SCALE { uint scale[]; };  // ScaleT
 layout(set = 0, binding = 2) readonly buffer VARIANCE { uint variance[]; };  // VarianceTensor
 layout(set = 0, binding = 3) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
 layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
-layout(push_constant) uniform Push { uint vectors; uint count; };
+layout(push_constant) uniform Push { uint vectors; uint count; uint first; };
 
 const uint WIDTH = IS_F16 ? 8u : 4u;
 
@@ -42,7 +43,7 @@ float coefficient(uint i) {
 }
 
 void main() {
-    GRID_STRIDE_LOOP(v, vectors) {
+    GRID_STRIDE_LOOP_FROM(v, first, vectors) {
         const uvec4 gw = dy[v];
         const uint base = v * WIDTH;
         uvec4 outw;

@@ -27,7 +27,7 @@ layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradien
 layout(set = 0, binding = 2) readonly buffer COEFFICIENTS { vec4 coefficients[]; };
 // OutputGradientTensor (float16 stores use integer atomics on shared words)
 layout(set = 0, binding = 3) buffer DX { uint dx[]; };
-layout(push_constant) uniform Push { uint count; };
+layout(push_constant) uniform Push { uint count; uint first; };
 
 // One element at offsets o in X, dY and dX, of channel o.w.
 void element(uvec4 o) {

@@ -11,10 +11,11 @@
 // vector width), so the coefficients are read once per vector.
 //
 // Constants: SIZES and CHANNEL_STRIDES (8 dimensions, right-aligned), REVERSE.
-// Push constants: vectors (16-byte vectors covering the elements), count (logical elements:
-//   a tail vector writes only those, the rest of the buffer keeps its contents).
-// Dispatch: up to 65535 workgroups; grid-stride loop over the vectors, with REVERSE (the plan's
-//   L2 order) from the last to the first.
+// Push constants: vectors (the 16-byte vector this dispatch ends at; all of them cover the
+//   elements), count (logical elements: a tail vector writes only those, the rest of the
+//   buffer keeps its contents), first (the vector it starts at).
+// Dispatch: up to 65535 workgroups; grid-stride loop over the vectors [first, vectors), with
+//   REVERSE (the plan's L2 order) counted from the last vector to the first.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -25,8 +26,8 @@ layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool SAME = false;
 DIMS8(uint, SIZES, 3, 1)
 DIMS8(uint, CHANNEL_STRIDES, 11, 0)
-// REVERSE: invocation i takes vector `vectors - 1 - i`, last first: what the reduction read
-// last is still in L2 when this pass starts.
+// REVERSE: invocation i takes vector `LAST - i` (the last vector of all), last first: what the
+// reduction read last is still in L2 when this pass starts.
 layout(constant_id = 19) const bool REVERSE = false;
 
 layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
@@ -35,9 +36,10 @@ layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradie
 layout(set = 0, binding = 2) readonly buffer COEFFICIENTS { vec4 coefficients[]; };
 layout(set = 0, binding = 3) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
 layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
-layout(push_constant) uniform Push { uint vectors; uint count; };
+layout(push_constant) uniform Push { uint vectors; uint count; uint first; };
 
 const uint WIDTH = IS_F16 ? 8u : 4u;
+#define LAST ((count - 1u) / WIDTH)
 
 #define ADD_OFFSET(D, c) o += (c) * CHANNEL_STRIDES##D;
 
@@ -56,8 +58,8 @@ float grad(float xv, float gy, uint k) {
 }
 
 void main() {
-    GRID_STRIDE_LOOP(i, vectors) {
-        const uint v = REVERSE ? vectors - 1u - i : i;
+    GRID_STRIDE_LOOP_FROM(i, first, vectors) {
+        const uint v = REVERSE ? LAST - i : i;
         const uvec4 xw = x[v];
         const uvec4 gw = dy[v];
         const uint base = v * WIDTH;

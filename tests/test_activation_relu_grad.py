@@ -1,5 +1,7 @@
 """ACTIVATION_RELU_GRAD against the float64 oracle, the worked examples of docs/semantics.md §2, and its error rules."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -97,6 +99,34 @@ def test_workgroup_count_beyond_limit(device, rng):
     # The strided kernel too (float16 output written through word atomics).
     x = random_array(rng, (n // 2 + 1, 2), np.float16)
     check(device, x.T, random_array(rng, (2, n // 2 + 1), np.float16))
+
+
+@pytest.mark.parametrize("layout", ["packed", "strided"])
+@pytest.mark.parametrize("dtype", [DataType.FLOAT32, DataType.FLOAT16])
+def test_one_lane_under_the_loop_limit(device, rng, dtype, layout):
+    """One workgroup of one lane under lavapipe's loop limit (65535 iterations an invocation):
+    the grid-stride loop is split into several dispatches, each starting where the last
+    ended, so every element is written (one dispatch dropped those past the limit: 2192 of
+    70000 float32 elements wrong, strided). The default limits keep one dispatch."""
+    n = 300000 if layout == "packed" else 70000  # packed: 4 or 8 elements a vector
+    tiny = dataclasses.replace(device.limits, max_workgroups=1, local_size=1, max_local_size=1)
+    assert tiny.max_loop_iterations == 65535
+    step = 2 if layout == "strided" else 1
+    x_desc = TensorDesc(dtype, (n,), (step,))
+    desc = pyvkgrad.ActivationReluGradDesc(x_desc, x_desc, TensorDesc(dtype, (n,)))
+    plan = desc.plan(tiny)
+    assert len(plan.dispatches) > 1
+    assert [dict(d.push)["first"] for d in plan.dispatches][0] == 0
+    assert len(desc.plan(device.limits).dispatches) == 1
+    np_dtype = dtype.numpy_dtype
+    x, dy = (random_array(rng, (n,), np_dtype) for _ in range(2))
+    tensors = {"input_tensor": x, "input_gradient_tensor": dy}
+    for name, values in tensors.items():
+        tensors[name] = device.empty(x_desc)
+        tensors[name].write(values)
+    out = device.empty(desc.output_gradient_tensor)
+    device.compile(desc, limits=tiny)(output_gradient_tensor=out, **tensors)
+    np.testing.assert_array_equal(out.numpy(), expected(x, dy))
 
 
 # ---- the descriptor API ----

@@ -202,3 +202,42 @@ def test_kernels_beyond_the_storage_buffer_limit_are_refused(device, monkeypatch
         np.testing.assert_array_equal(a, c)
     relu = pyvkgrad.ActivationReluGradDesc(f32(x), f32(x), f32(x))  # 3 buffers: allowed
     device.compile(relu).close()
+
+
+@pytest.mark.parametrize("operations, stages, missing, have", [
+    (0x1, 0x20, "arithmetic", "basic"),  # all Vulkan 1.1 promises: no subgroupAdd
+    (0xBF, 0x10, "basic, arithmetic", "none"),  # every operation, but not in compute shaders
+])
+def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, operations, stages,
+                                                            missing, have):
+    """A device without subgroup arithmetic in compute shaders (Vulkan 1.1 promises only
+    basic operations) gets a clear error for BatchNorm's reductions, which use subgroupAdd,
+    while the operator compiles, before any device work; kernels that use no subgroup
+    operations (ReLU grad, BatchNorm's direct plan) still compile."""
+    fake = pyvkgrad.device.Device(dataclasses.replace(
+        device.info, subgroup_operations=operations, subgroup_stages=stages))
+    x, stat = (3, 5, 7, 11), (1, 5, 1, 1)
+    f32 = lambda shape: pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, shape)  # noqa: E731
+    for cls, op in ((pyvkgrad.BatchNormalizationGradDesc, "BATCH_NORMALIZATION_GRAD"),
+                    (pyvkgrad.BatchNormalizationTrainingGradDesc,
+                     "BATCH_NORMALIZATION_TRAINING_GRAD")):
+        desc = cls(f32(x), f32(x), f32(stat), f32(stat), f32(stat), f32(x), f32(stat), f32(stat),
+                   1e-5)
+        refused = (rf"^{op}: kernel batch_normalization_grad_(partials|finalize) uses subgroup "
+                   rf"operations that .* lacks in compute shaders \({missing}; "
+                   rf"VkPhysicalDeviceSubgroupProperties\): expected basic, arithmetic, got "
+                   rf"{have}$")
+        with pytest.raises(RuntimeError, match=refused):
+            fake.compile(desc)
+        arrays = [rng.standard_normal(s).astype(np.float32) for s in (x, x, stat, stat, stat)]
+        with pytest.raises(RuntimeError, match=refused):
+            getattr(pyvkgrad, op.lower())(*arrays, 1e-5, device=fake)
+    assert fake._runtime is None  # no device work: the Vulkan device was never opened
+    try:
+        fake.compile(pyvkgrad.ActivationReluGradDesc(f32(x), f32(x), f32(x)))
+        short = (3, 5)  # 3 elements per channel: the direct kernel
+        fake.compile(pyvkgrad.BatchNormalizationGradDesc(
+            f32(short), f32(short), f32((1, 5)), f32((1, 5)), f32((1, 5)), f32(short),
+            f32((1, 5)), f32((1, 5)), 1e-5))
+    finally:
+        fake.close()

@@ -220,7 +220,8 @@ def test_cli_info_reports_the_default_device(device):
     res = _cli("info")
     assert res.returncode == 0, res.stderr
     assert f"{device.name}  (default)" in res.stdout
-    for row in ("vendor", "driver", "vulkan", "subgroup size", "max storage buffer range",
+    for row in ("vendor", "driver", "vulkan", "subgroup size", "subgroup operations",
+                "max storage buffer range",
                 "storage buffers a shader", "max workgroup count", "shared memory",
                 "timestamps", "float atomic add", "loop limit", "submission wait"):
         assert f"  {row} " in res.stdout, (row, res.stdout)

@@ -46,7 +46,8 @@ def with_constants(**changes):
 
 def relu_dispatch(**changes):
     """The strided ReLU grad's dispatch, by name, with `changes` to its fields."""
-    fields = dict(kernel=RELU, workgroups=1, constants=with_constants(), push=dict(count=8),
+    fields = dict(kernel=RELU, workgroups=1, constants=with_constants(),
+                  push=dict(count=8, first=0),
                   bindings=dict(x="input_tensor", dy="input_gradient_tensor",
                                 dx="output_gradient_tensor"))
     return Dispatch(**dict(fields, **changes))
@@ -86,7 +87,7 @@ def test_interface_of_the_relu_and_partials_kernels():
         == [("DX_STRIDES7", "uint", 0)]
     assert [(b.name, b.access) for b in relu.bindings] == [
         ("x", "read"), ("dy", "read"), ("dx", "read_write")]  # float16 dx: atomics on words
-    assert relu.push_constants == ("count",)
+    assert relu.push_constants == ("count", "first")
     packed = kernels.interface("activation_relu_grad_packed")
     # dx read-write: a tail vector's float16 halves are stored with atomics on their words.
     assert packed.access == {"x": "read", "dy": "read", "dx": "read_write"}
@@ -96,6 +97,12 @@ def test_interface_of_the_relu_and_partials_kernels():
     assert partials.bindings[0].views == ("uint x", "uvec2 x_uvec2", "uvec4 x_uvec4")
     direct = kernels.interface("batch_normalization_grad_direct")
     assert {c.name: c.type for c in direct.constants}["EPSILON"] == "float"
+    # Capabilities, whence the subgroup operations a device must support (Device.compile).
+    assert partials.capabilities == ("Shader", "GroupNonUniform", "GroupNonUniformArithmetic")
+    assert partials.subgroup_features == ("basic", "arithmetic")
+    assert kernels.interface("batch_normalization_grad_finalize").subgroup_features == (
+        "basic", "arithmetic")
+    assert relu.capabilities == ("Shader",) and relu.subgroup_features == ()
 
 
 def test_specialization_and_binding_order_follow_the_kernel():
@@ -112,7 +119,7 @@ def test_specialization_and_binding_order_follow_the_kernel():
         dx="output_gradient_tensor"), 1, constants=dict(
             WG=64, IS_F16=True, EPSILON=1e-5, SIZES=(1,) * 8, DY_STRIDES=(0,) * 8,
             DX_STRIDES=(0,) * 8, SCALE_STRIDES=(0,) * 8, VARIANCE_STRIDES=(0,) * 8),
-        push=dict(count=1))
+        push=dict(count=1, first=0))
     words = kernels.specialization(eps.kernel, eps.constants)
     by_name = {c.name: words[c.id] for c in kernels.interface(eps.kernel).constants}
     assert by_name["EPSILON"] == np.float32(1e-5).view(np.uint32) and by_name["IS_F16"] == 1
@@ -187,9 +194,10 @@ def test_the_shipped_hashes_are_the_tools():
      "not passed by the plan: dx; not declared by the kernel: out"),
     (dict(bindings=dict(x="input_tensor", dy="input_gradient_tensor", dx=3)),
      "binding dx must name a buffer"),
-    (dict(push=dict()), "push constants do not match the kernel's: not passed by the plan: count"),
-    (dict(push=dict(count=1, value=0)), "not declared by the kernel: value"),
-    (dict(push=dict(count=-1)), "push constant count is a uint"),
+    (dict(push=dict()), "push constants do not match the kernel's: not passed by the plan: count, "
+                        "first"),
+    (dict(push=dict(count=1, first=0, value=0)), "not declared by the kernel: value"),
+    (dict(push=dict(count=-1, first=0)), "push constant count is a uint"),
 ])
 def test_a_dispatch_that_disagrees_with_its_kernel_is_refused(change, message):
     with pytest.raises(InterfaceError, match=f"kernel {RELU}: .*{message}"):

@@ -15,18 +15,13 @@ import numpy as np
 import pytest
 
 from torch_support import (DTYPES, F, assert_close, interpolate_reference, laid_out, layouts,
-                           randn, rng_for, same_layout, torch)
+                           randn, same_layout, torch)
 
 import pyvkgrad.torch as vt
 from pyvkgrad.torch import _runtime
 from test_batch_normalization_grad import magnitudes
 
 nn = torch.nn
-
-
-@pytest.fixture
-def rng(request):
-    return rng_for(request)
 
 
 @pytest.fixture(autouse=True)

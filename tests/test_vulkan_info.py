@@ -100,6 +100,8 @@ def test_lavapipe_properties(lavapipe):
     assert d.timestamp_compute_and_graphics is True
     assert d.subgroup_size == 8
     assert d.subgroup_operations & 0x1  # VK_SUBGROUP_FEATURE_BASIC_BIT
+    assert {"basic", "arithmetic"} <= set(vi.subgroup_feature_names(d.subgroup_operations))
+    assert d.subgroup_stages & vi.SHADER_STAGE_COMPUTE
     assert d.driver_name == "llvmpipe"
     assert "Mesa" in d.driver_info
     # lavapipe has VK_EXT_shader_atomic_float's float32 buffer atomic add (CI's runs the

@@ -8,7 +8,6 @@ which also covers PyTorch's own float16 rounding on the other side) plus 2^-24 a
 (float16's subnormal spacing). Extra terms are justified where they are used.
 """
 
-import os
 
 import numpy as np
 import pytest
@@ -151,11 +150,6 @@ def interpolate_reference(x_shape, dy, mode, **kwargs):
     consistent = bool(np.all(np.abs(pt.double().numpy() - expected)
                              <= F32_RTOL * magnitude + coordinate))
     return expected, magnitude, coordinate, consistent, pt
-
-
-def rng_for(request):
-    seed = int.from_bytes(request.node.nodeid.encode()[-8:].rjust(8, b"\0"), "little")
-    return np.random.default_rng(seed ^ int(os.environ.get("PYVKGRAD_TEST_SEED", "0")))
 
 
 def randn(rng, shape, dtype=None, low=-2.0, high=2.0):

@@ -19,10 +19,12 @@ must pass `spirv-val`.
 The manifest records, per kernel, its source file (a formula's kernels also say which form
 they are, `generated`), the hashes (the source's covers the files it includes and no other,
 `source_hash`, so an include's change restamps only its kernels) and the kernel's interface,
-read back from the SPIR-V itself (`read_interface`): its specialization constants (OpName and
-SpecId), its storage-buffer bindings (binding number, name, access from NonWritable/NonReadable,
-and the blocks that view it) and its push-constant members. The runtime (pyvkgrad/kernels.py)
-resolves the names that plans use against it. Rules checked here, so that plans can rely on them:
+read back from the SPIR-V itself (`read_interface`): the capabilities it declares
+(OpCapability: the runtime refuses a kernel whose GroupNonUniform* operations the device
+lacks), its specialization constants (OpName and SpecId), its storage-buffer bindings (binding
+number, name, access from NonWritable/NonReadable, and the blocks that view it) and its
+push-constant members. The runtime (pyvkgrad/kernels.py) resolves the names that plans use
+against it. Rules checked here, so that plans can rely on them:
 - constant SpecIds run 0..n-1 (kp numbers the constants it is given 0, 1, ...), each named;
   the workgroup width (`local_size_x_id`, which has no OpName) is named `WG`;
 - bindings are in descriptor set 0 and run 0..n-1 (kp binds its i-th buffer at binding i);
@@ -182,7 +184,15 @@ def target_kernels(sources_dir: Path) -> list[Kernel]:
 # ---- the kernel's interface, read from its SPIR-V ---------------------------------------------
 
 # Opcodes, decorations and storage classes used below (SPIR-V specification, section 3).
-_OP_NAME, _OP_MEMBER_NAME = 5, 6
+_OP_NAME, _OP_MEMBER_NAME, _OP_CAPABILITY = 5, 6, 17
+# Capabilities by number, for the manifest (others are recorded as Capability<number>): the
+# runtime checks a kernel's GroupNonUniform* against the device's subgroup operations.
+CAPABILITIES = {1: "Shader", 9: "Float16", 11: "Int64", 22: "Int16",
+                61: "GroupNonUniform", 62: "GroupNonUniformVote",
+                63: "GroupNonUniformArithmetic", 64: "GroupNonUniformBallot",
+                65: "GroupNonUniformShuffle", 66: "GroupNonUniformShuffleRelative",
+                67: "GroupNonUniformClustered", 68: "GroupNonUniformQuad",
+                6033: "AtomicFloat32AddEXT"}
 _OP_TYPE_BOOL, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR = 20, 21, 22, 23
 _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER = 29, 30, 32
 _OP_SPEC_TRUE, _OP_SPEC_FALSE, _OP_SPEC, _OP_SPEC_COMPOSITE = 48, 49, 50, 51
@@ -192,7 +202,8 @@ _NON_WRITABLE, _NON_READABLE, _BINDING, _SET, _OFFSET = 24, 25, 33, 34, 35
 _WORKGROUP_SIZE = 25  # BuiltIn
 _UNIFORM, _PUSH_CONSTANT, _STORAGE_BUFFER = 2, 9, 12  # storage classes
 SPIRV_MAGIC = 0x07230203
-INTERFACE = ("constants", "bindings", "push_constants")  # the manifest keys read_interface fills
+# The manifest keys read_interface fills.
+INTERFACE = ("capabilities", "constants", "bindings", "push_constants")
 
 
 _ALIASED = 20  # Decoration
@@ -244,7 +255,7 @@ def read_interface(data: bytes, what: str) -> dict:
     words = struct.unpack(f"<{len(data) // 4}I", data)
     if words[0] != SPIRV_MAGIC:
         raise BuildError(f"{what}: not a SPIR-V module (magic {words[0]:#x})")
-    names, member_names = {}, {}
+    names, member_names, capabilities = {}, {}, []
     decorations, member_decorations = {}, {}
     types, pointers, variables, specs, composites = {}, {}, {}, {}, {}
     i = 5
@@ -254,7 +265,9 @@ def read_interface(data: bytes, what: str) -> dict:
             raise BuildError(f"{what}: malformed SPIR-V instruction at word {i}")
         a = words[i + 1: i + count]
         i += count
-        if op == _OP_NAME:
+        if op == _OP_CAPABILITY:
+            capabilities.append(CAPABILITIES.get(a[0], f"Capability{a[0]}"))
+        elif op == _OP_NAME:
             names[a[0]] = _string(a[1:])
         elif op == _OP_MEMBER_NAME:
             member_names[a[0], a[1]] = _string(a[2:])
@@ -371,7 +384,8 @@ def read_interface(data: bytes, what: str) -> dict:
         raise BuildError(f"{what}: bindings must run 0..{len(bindings) - 1} without gaps (kp "
                          f"binds its i-th buffer at binding i); found "
                          f"{[b['binding'] for b in bindings]}")
-    return {"constants": constants, "bindings": bindings, "push_constants": push}
+    return {"capabilities": capabilities, "constants": constants, "bindings": bindings,
+            "push_constants": push}
 
 
 def _dumps(manifest: dict) -> str:

@@ -24,8 +24,8 @@ buffers = [runtime.buffer(16, words=np.ones(4, np.uint32)) for _ in range(3)]
 KERNEL = "activation_relu_grad_packed"  # one 16-byte vector: four float32 elements
 program = runtime.program(buffers, kernels.spirv(KERNEL), 1,
                           kernels.specialization(KERNEL, {"WG": 64, "IS_F16": False}),
-                          len(kernels.push_words(KERNEL, {"count": 1, "elements": 4})))
-PUSH = np.array(kernels.push_words(KERNEL, {"count": 1, "elements": 4}), np.uint32)
+                          len(kernels.push_words(KERNEL, {"count": 1, "elements": 4, "first": 0})))
+PUSH = np.array(kernels.push_words(KERNEL, {"count": 1, "elements": 4, "first": 0}), np.uint32)
 
 
 def measure(label, n=400):

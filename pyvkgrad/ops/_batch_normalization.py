@@ -50,7 +50,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid, right_align
+from ..plan import (LOOP_MARGIN, READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid,
+                    grid_slices, right_align)
 from ..tensor import (TensorDesc, check_desc, check_float, check_output, check_rank, check_same,
                       coalesce, fail)
 from . import _one_call
@@ -281,15 +282,18 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
                                            t["input_gradient_tensor"],
                                            t["output_gradient_tensor"])
         kx, kdy, km, kv, ks, kdx, kds, kdb = kstrides  # FIELDS order
-        return Plan((Dispatch(
-            "batch_normalization_grad_direct", _bind(*KERNEL_NAMES.values()),
-            grid(channels, wg, limits),
-            constants=dict(WG=wg, IS_F16=is_f16, TRAINING=training, EPSILON=eps, N_R=float(n),
-                           K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy, K_DX_STRIDES=kdx,
-                           K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks,
-                           K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb, R_SIZES=rsizes,
-                           R_X_STRIDES=rx, R_DY_STRIDES=rdy, R_DX_STRIDES=rdx),
-            push=dict(channels=channels, reduced=n)),), tensors=tensors)
+        constants = dict(WG=wg, IS_F16=is_f16, TRAINING=training, EPSILON=eps, N_R=float(n),
+                         K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy, K_DX_STRIDES=kdx,
+                         K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks,
+                         K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb, R_SIZES=rsizes,
+                         R_X_STRIDES=rx, R_DY_STRIDES=rdy, R_DX_STRIDES=rdx)
+        # A channel runs the loop over its elements, the training grad's twice.
+        slices = grid_slices(channels, wg, limits, 1 + (n + 1) * (2 if training else 1))
+        return Plan(tuple(Dispatch("batch_normalization_grad_direct",
+                                   _bind(*KERNEL_NAMES.values()), workgroups,
+                                   constants=constants,
+                                   push=dict(channels=end, reduced=n, first=first))
+                          for first, end, workgroups in slices), tensors=tensors)
 
     # Stage 1: partial sums per (channel group, chunk); LK channels by LR lanes per workgroup.
     ksizes, (kx, kdy, km, kv, kdx, ks, kds, kdb) = axes.over(
@@ -394,12 +398,12 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         push=dict(channels=channels, reduced=slots, chunks=chunks, groups=groups))
     scratch = (Scratch("partials", 16 if finish else channels * chunks * 16),
                Scratch("coefficients", channels * 32))
-    output = None
+    output = ()  # its dispatches
     if not write_dx:
         output = (_training_output if training else _grad_output)(desc, axes, limits, is_f16,
                                                                    eps)
     if finish:
-        return Plan((partials,) + ((output,) if output else ()), scratch, tensors=tensors)
+        return Plan((partials,) + output, scratch, tensors=tensors)
 
     # Stage 2: per channel, the partials in order, the scale/bias gradients, the coefficients;
     # LK channels by LR lanes again, a lane adding every LR-th partial of its channel.
@@ -419,7 +423,8 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
 
     if write_dx:
         return Plan((partials, finalize), scratch, tensors=tensors)
-    order = (partials, finalize, output) if training else (partials, output, finalize)
+    order = ((partials, finalize) + output if training
+             else (partials,) + output + (finalize,))
     return Plan(order, scratch, tensors=tensors)
 
 
@@ -448,8 +453,8 @@ def _within_loop_limit(limits: Limits, channels: int, groups: int, chunks: int,
     lk, lr = _finalize_lanes(wg, chunks)
     work2 = -(-channels // lk)  # finalize's work items: LK channels each
     items2 = -(-work2 // grid(channels, lk, limits))
-    return (items1 * (iters + wg + 4) <= limit - 64
-            and (finish or items2 * (-(-chunks // lr) + wg + 4) <= limit - 64))
+    return (items1 * (iters + wg + 4) <= limit - LOOP_MARGIN
+            and (finish or items2 * (-(-chunks // lr) + wg + 4) <= limit - LOOP_MARGIN))
 
 
 def _vector_width(width, ksizes, kstrides, rsizes, rstrides) -> int:
@@ -552,19 +557,35 @@ def _grad_output(desc, axes, limits, is_f16, eps):
     if dy.is_packed and dx.is_packed:
         sizes, (s1, s2), same = _packed_dims(axes, ss, vs)
         width = 8 if is_f16 else 4
-        vectors = -(-count // width)
-        return Dispatch("batch_normalization_grad_output_packed", bindings,
-                        grid(vectors, wg, limits),
-                        constants=dict(WG=wg, IS_F16=is_f16, SAME=same(width), EPSILON=eps,
-                                       SIZES=sizes, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
-                        push=dict(vectors=vectors, count=count))
+        return _packed_output("batch_normalization_grad_output_packed", bindings,
+                              dict(WG=wg, IS_F16=is_f16, SAME=same(width), EPSILON=eps,
+                                   SIZES=sizes, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
+                              count, width, limits)
     sizes, strides = _elementwise_dims(axes, desc, dy, dx, extra=(ss, vs))
     sdy, sdx, s1, s2 = (right_align(s, 8, 0) for s in strides)
-    return Dispatch("batch_normalization_grad_output", bindings, grid(count, wg, limits),
-                    constants=dict(WG=wg, IS_F16=is_f16, EPSILON=eps,
-                                   SIZES=right_align(sizes, 8, 1), DY_STRIDES=sdy,
-                                   DX_STRIDES=sdx, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
-                    push=dict(count=count))
+    return _strided_output("batch_normalization_grad_output", bindings,
+                           dict(WG=wg, IS_F16=is_f16, EPSILON=eps,
+                                SIZES=right_align(sizes, 8, 1), DY_STRIDES=sdy,
+                                DX_STRIDES=sdx, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
+                           count, limits)
+
+
+def _packed_output(kernel, bindings, constants, count, width, limits):
+    """The dispatches of a packed OutputGradient kernel over the vectors of `count` elements
+    (`width` a vector): a vector may run a loop over its 4 words, the tail vector one over
+    its up to 8 elements (STORE_VECTOR)."""
+    return tuple(Dispatch(kernel, bindings, workgroups, constants=constants,
+                          push=dict(vectors=end, count=count, first=first))
+                 for first, end, workgroups in grid_slices(-(-count // width),
+                                                           constants["WG"], limits,
+                                                           1 + (4 + 1) + (8 + 1)))
+
+
+def _strided_output(kernel, bindings, constants, count, limits):
+    """The dispatches of a strided OutputGradient kernel over `count` elements."""
+    return tuple(Dispatch(kernel, bindings, workgroups, constants=constants,
+                          push=dict(count=end, first=first))
+                 for first, end, workgroups in grid_slices(count, constants["WG"], limits))
 
 
 def _training_output(desc, axes, limits, is_f16, eps):
@@ -574,20 +595,17 @@ def _training_output(desc, axes, limits, is_f16, eps):
     if x.is_packed and dy.is_packed and dx.is_packed:
         sizes, (ts,), same = _packed_dims(axes, axes.channel_strides)
         width = 8 if is_f16 else 4
-        vectors = -(-count // width)
-        return Dispatch("batch_normalization_training_grad_output_packed", bindings,
-                        grid(vectors, wg, limits),
-                        constants=dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
-                                       CHANNEL_STRIDES=ts, REVERSE=L2_ORDER),
-                        push=dict(vectors=vectors, count=count))
+        return _packed_output("batch_normalization_training_grad_output_packed", bindings,
+                              dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
+                                   CHANNEL_STRIDES=ts, REVERSE=L2_ORDER),
+                              count, width, limits)
     sizes, strides = _elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))
     sx, sdy, sdx, sc = (right_align(s, 8, 0) for s in strides)
-    return Dispatch("batch_normalization_training_grad_output", bindings,
-                    grid(count, wg, limits),
-                    constants=dict(WG=wg, IS_F16=is_f16, SIZES=right_align(sizes, 8, 1),
-                                   X_STRIDES=sx, DY_STRIDES=sdy, DX_STRIDES=sdx,
-                                   CHANNEL_STRIDES=sc),
-                    push=dict(count=count))
+    return _strided_output("batch_normalization_training_grad_output", bindings,
+                           dict(WG=wg, IS_F16=is_f16, SIZES=right_align(sizes, 8, 1),
+                                X_STRIDES=sx, DY_STRIDES=sdy, DX_STRIDES=sdx,
+                                CHANNEL_STRIDES=sc),
+                           count, limits)
 
 
 # ---- the one-call functions ---------------------------------------------------------------------

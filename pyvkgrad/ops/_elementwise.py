@@ -15,7 +15,8 @@ The base holds what every such operator shares:
 - `IN_PLACE`: dX may be bound to X's or dY's tensor when the descriptors are identical (each
   invocation reads an element's X and dY before it writes that element's dX);
 - the plan: the packed kernel when X, dY and dX coalesce to one packed run, else the strided
-  kernel over the coalesced dimensions;
+  kernel over the coalesced dimensions; one dispatch, or several where the driver ends long
+  loops (`Limits.max_loop_iterations`) before a narrow grid's invocations would cover them;
 - the one-call function's body, `run`, which cuts a problem larger than the device's buffer
   limit along every axis (outputs depend only on the same element of the inputs).
 """
@@ -28,8 +29,9 @@ from typing import ClassVar, Dict, Tuple
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid, right_align
-from ..tensor import check_desc, check_float, check_output, check_rank, check_same, coalesce, dml_name
+from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
+from ..tensor import (check_desc, check_float, check_output, check_rank, check_same, coalesce,
+                      dml_name)
 from . import _one_call
 
 TENSOR_FIELDS = ("input_tensor", "input_gradient_tensor", "output_gradient_tensor")
@@ -91,19 +93,22 @@ class ElementwiseGradDesc(OperatorDesc):
         sizes, (xs, dys, dxs) = coalesce(x.sizes, x.element_strides, dy.element_strides,
                                          dx.element_strides)
         if len(sizes) == 1 and xs == dys == dxs == (1,):
-            # One packed layout for all three: stream 16-byte vectors.
+            # One packed layout for all three: stream 16-byte vectors. A vector may run a loop
+            # over its 4 words, the tail vector one over its up to 8 elements (STORE_VECTOR).
             vectors = -(-sizes[0] * x.data_type.element_size // 16)
-            return Plan((Dispatch(f"{kernel}_packed", BINDINGS, grid(vectors, wg, limits),
-                                  constants=constants,
-                                  push=dict(count=vectors, elements=sizes[0])),),
+            return Plan(tuple(Dispatch(f"{kernel}_packed", BINDINGS, workgroups,
+                                       constants=constants,
+                                       push=dict(count=end, elements=sizes[0], first=first))
+                              for first, end, workgroups in grid_slices(
+                                  vectors, wg, limits, 1 + (4 + 1) + (8 + 1))),
                         tensors=TENSOR_FIELDS)
-        count = x.element_count
-        return Plan((Dispatch(kernel, BINDINGS, grid(count, wg, limits),
-                              constants=dict(constants, SIZES=right_align(sizes, 8, 1),
-                                             X_STRIDES=right_align(xs, 8, 0),
-                                             DY_STRIDES=right_align(dys, 8, 0),
-                                             DX_STRIDES=right_align(dxs, 8, 0)),
-                              push=dict(count=count)),), tensors=TENSOR_FIELDS)
+        constants.update(SIZES=right_align(sizes, 8, 1), X_STRIDES=right_align(xs, 8, 0),
+                         DY_STRIDES=right_align(dys, 8, 0), DX_STRIDES=right_align(dxs, 8, 0))
+        return Plan(tuple(Dispatch(kernel, BINDINGS, workgroups, constants=constants,
+                                   push=dict(count=end, first=first))
+                          for first, end, workgroups in grid_slices(x.element_count, wg,
+                                                                    limits)),
+                    tensors=TENSOR_FIELDS)
 
 
 def run(desc_cls, input, input_gradient, parameters: Dict[str, object], device) -> np.ndarray:

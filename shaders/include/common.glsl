@@ -29,3 +29,10 @@ const uint WG = gl_WorkGroupSize.x;
 #define GRID_STRIDE_LOOP(i, count)                                                  \
     for (uint i = gl_GlobalInvocationID.x; i < (count);                             \
          i += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
+
+// The same over [first, end): one of the dispatches a plan splits a loop into where the
+// driver ends long loops (lavapipe: 65535 iterations per invocation); first = 0 and end =
+// count in one dispatch. Kernels taking it declare the push constant `first`.
+#define GRID_STRIDE_LOOP_FROM(i, first, end)                                        \
+    for (uint i = (first) + gl_GlobalInvocationID.x; i < (end);                     \
+         i += gl_NumWorkGroups.x * gl_WorkGroupSize.x)

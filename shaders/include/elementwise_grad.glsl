@@ -27,14 +27,15 @@
 //     layout(constant_id = PARAMETER_ID(0)) const float ALPHA = 1.0;
 //
 // Strided kernel (<operator>): constants WG, IS_F16, SIZES, X_STRIDES, DY_STRIDES, DX_STRIDES
-//   (8 dimensions, right-aligned, in elements), then the parameters; push constant count (the
-//   elements); a grid-stride loop over the elements. Float16 stores go through
+//   (8 dimensions, right-aligned, in elements), then the parameters; push constants count and
+//   first: a grid-stride loop over the elements [first, count) (all of them unless the plan
+//   splits the loop into several dispatches under a loop limit). Float16 stores go through
 //   STORE_HALF_BITS (integer atomics on the shared word), so dx is read-write.
 // Packed kernel (<operator>_packed), for X, dY and dX in one packed layout: word w of each
 //   holds the same elements, so an invocation streams one 16-byte vector (4 float32 or 8
 //   float16 elements). Constants WG, IS_F16, then the parameters; push constants count (the
-//   vectors) and elements (a tail vector writes only those: the rest of the buffer keeps its
-//   contents, STORE_VECTOR).
+//   vectors this dispatch ends at), elements (a tail vector writes only those: the rest of the
+//   buffer keeps its contents, STORE_VECTOR) and first (the vector it starts at).
 // Dispatch: up to 65535 workgroups; grid-stride loops.
 
 #include "common.glsl"
@@ -61,7 +62,7 @@ layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
 layout(set = 0, binding = 2) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
 layout(set = 0, binding = 2) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
-layout(push_constant) uniform Push { uint count; uint elements; };
+layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
 // Four words: four float32 elements, or eight float16 elements (low half first).
 uvec4 grad_vector(uvec4 xv, uvec4 dyv) {
@@ -75,7 +76,7 @@ uvec4 grad_vector(uvec4 xv, uvec4 dyv) {
 }
 
 void main() {
-    GRID_STRIDE_LOOP(i, count) {
+    GRID_STRIDE_LOOP_FROM(i, first, count) {
         const uvec4 v = grad_vector(x[i], dy[i]);
         STORE_VECTOR(dx, dx_uint, i, v, elements)
     }
@@ -90,7 +91,7 @@ DIMS8_3(uint, X_STRIDES, DY_STRIDES, DX_STRIDES, 10, 0)
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };  // OutputGradientTensor
-layout(push_constant) uniform Push { uint count; };
+layout(push_constant) uniform Push { uint count; uint first; };
 
 // One element at offsets o in X, dY and dX.
 void element(uvec3 o) {

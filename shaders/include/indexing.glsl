@@ -49,13 +49,13 @@
         COORDINATE_STEP_(SIZES, 1, STEP) STEP(0, rem_)                                  \
     }
 
-// The main() of a strided element-wise kernel: a grid-stride loop over the `count` elements
-// (push constant); element i's offsets o, a T (uint, uvec2, ...), are summed by
+// The main() of a strided element-wise kernel: a grid-stride loop over the elements [first,
+// count) (push constants: all of them in one dispatch); element i's offsets o, a T (uint, uvec2, ...), are summed by
 // ADD_OFFSETS(D, c) over the 8 dimensions of SIZES, and the kernel's `void element(T o)`
 // does the rest.
 #define ELEMENTWISE_MAIN8(T, ADD_OFFSETS)                                               \
     void main() {                                                                       \
-        GRID_STRIDE_LOOP(i, count) {                                                    \
+        GRID_STRIDE_LOOP_FROM(i, first, count) {                                        \
             T o = T(0u);                                                                \
             FOR_EACH_COORDINATE8(SIZES, i, ADD_OFFSETS)                                 \
             element(o);                                                                 \
