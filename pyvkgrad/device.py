@@ -974,6 +974,11 @@ class Device:
                      f"where they can)", f"<= {self.max_buffer_bytes} bytes",
                      f"{t.total_tensor_size_in_bytes} bytes")
         plan = desc.plan(self.limits if limits is None else limits)
+        for scratch in plan.scratch:  # bound like the tensors: binding more is invalid usage
+            if buffer_words(scratch.nbytes) * 4 > self.max_buffer_bytes:
+                fail(desc.OPERATOR, f"scratch buffer {scratch.name!r}", "exceeds the maximum "
+                     f"storage buffer range of {self.name}", f"<= {self.max_buffer_bytes} "
+                     f"bytes", f"{scratch.nbytes} bytes")
         # Binding more storage buffers than the device allows a shader is undefined behaviour
         # in Vulkan (Vulkan guarantees 4; pyvkgrad's kernels bind up to 10): refuse it here.
         most = self.info.max_per_stage_descriptor_storage_buffers
