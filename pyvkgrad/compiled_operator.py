@@ -40,6 +40,11 @@ def compile_operator(context: DeviceContext, desc, limits: Optional[Limits] = No
                  f"whole buffers; the one-call functions cut such problems where they can)",
                  f"<= {most_bytes} bytes", f"{t.total_tensor_size_in_bytes} bytes")
     plan = desc.plan(context.limits if limits is None else limits)
+    for scratch in plan.scratch:  # bound like the tensors: binding more is invalid usage
+        if buffer_words(scratch.nbytes) * 4 > most_bytes:
+            fail(desc.OPERATOR, f"scratch buffer {scratch.name!r}", "exceeds the maximum "
+                 f"storage buffer range of {context.name}", f"<= {most_bytes} bytes",
+                 f"{scratch.nbytes} bytes")
     # Binding more storage buffers than the device allows a shader is undefined behaviour in
     # Vulkan (Vulkan guarantees 4; pyvkgrad's kernels bind up to 10): refuse it here.
     most = context.info.max_per_stage_descriptor_storage_buffers

@@ -65,7 +65,8 @@ class OperatorDesc:
       error when no cut makes a problem fit the device's buffers);
     - tensor_fields(): ((field, (TensorDesc, access)), ...) in DirectML's order;
     - independent_axes(): the axes along which outputs depend only on the same slice of the
-      inputs, so the one-call functions may cut a problem too large for one buffer there;
+      inputs, so the one-call functions may cut a problem too large for one buffer there
+      (cut_candidates(): a superset from sizes alone, checked first);
     - plan(limits): the Plan, pure data (no device work).
     """
 
@@ -78,6 +79,12 @@ class OperatorDesc:
 
     def independent_axes(self) -> Tuple[int, ...]:
         return ()
+
+    def cut_candidates(self) -> Tuple[int, ...]:
+        """The axes `independent_axes` may name, from sizes alone (a superset): the one-call
+        driver refuses a problem that no cut along them makes fit before it asks
+        `independent_axes`, which may cost work along each axis."""
+        return self.independent_axes()
 
     def plan(self, limits: "Limits") -> "Plan":
         raise NotImplementedError

@@ -14,6 +14,7 @@ The spec's exact vectors use rtol 1e-6 (float32) and 1e-3 (float16), as section 
 import contextlib
 import itertools
 import os
+import re
 
 import numpy as np
 import pytest
@@ -1046,3 +1047,105 @@ def test_walk_plan_choices():
     assert plan((1, 1, 8192, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_gather"
     assert plan((1, 1, 8192, 24), (1, 1, 1, 4))[0] == "resample_grad_walk"
     assert plan((1, 1, 256, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_walk"
+
+
+# ---- limits: the buffer range, the driver's loop limit, problems no plan can run (issue 28) ----
+
+def compiled_grad(device, dy, desc, limits=None, gather=None):
+    """dX of `desc` on dy through a compiled operator, planned with `limits`."""
+    op = device.compile(desc if gather is None else _Choice(desc, gather), limits=limits)
+    tdx = device.empty(desc.output_gradient_tensor)
+    op(input_gradient_tensor=device.upload(dy), output_gradient_tensor=tdx)
+    out = tdx.numpy()
+    op.close()
+    return out
+
+
+def default_desc(dtype, dy_sizes, dx_sizes, mode, algorithm="gather"):
+    dt = F32 if np.dtype(dtype) == np.float32 else F16
+    return pyvkgrad.ResampleGradDesc(TensorDesc(dt, dy_sizes), TensorDesc(dt, dx_sizes), mode,
+                                     *defaults.resample_grad(dy_sizes, dx_sizes, None, None,
+                                                             None), algorithm=algorithm)
+
+
+@pytest.mark.parametrize("n", [2**27, 2**31])
+def test_what_cannot_fit_is_refused_from_sizes_alone(device, monkeypatch, n):
+    """A dX of n float32 elements from one dY element fits in no buffer of 128 MiB, and no cut
+    helps (its axis is resampled): refused at once, before any table along the axis is built
+    (2**31 took over 16 GiB of host tables and the interpreter with it; 2**27, 2 GB and 2 s)."""
+    import time
+    import tracemalloc
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", str(2**27))
+    tracemalloc.start()
+    try:
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=r"^RESAMPLE_GRAD: tensor sizes exceed the device's "
+                                             r"maximum storage buffer range.*not resampled"):
+            pyvkgrad.resample_grad(np.ones(1, np.float32), (n,), device=device)
+        elapsed = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 1, f"{elapsed:.2f} s"
+    assert peak < 2**24, f"{peak} bytes allocated"
+
+
+def test_scratch_buffers_count_against_the_buffer_limit(device, rng, monkeypatch):
+    """Every buffer a plan binds, scratch included, stays within the buffer limit: a float16
+    dX whose float32 accumulator (atomic) would not fit is cut by the one-call function, a
+    compiled one is refused, and so are index tables no cut can shrink (they belong to the
+    resampled axes); refused while compiling, before any device work."""
+    monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "4096")
+    dy = random_array(rng, (3, 300), np.float16)  # its atomic tables: 3600 bytes
+    sizes = (3, 400)  # dX 2400 bytes, its float32 accumulator 4800
+    for algorithm in ("atomic", "atomic-cas"):
+        check(device, dy, sizes, LIN, None, algorithm=algorithm)
+    with pytest.raises(ValueError, match=r"^RESAMPLE_GRAD: scratch buffer 'accumulator' exceeds "
+                                         r"the maximum storage buffer range"):
+        device.compile(default_desc(np.float16, dy.shape, sizes, LIN, "atomic"))
+    # dX 3000 bytes; the gather's tables: 1501 prefix counts and 1500 begins, 3000 weights.
+    with pytest.raises(ValueError, match=r"^RESAMPLE_GRAD: scratch buffer 'tables' exceeds"):
+        pyvkgrad.resample_grad(random_array(rng, (1, 1), np.float16), (1, 1500),
+                               interpolation_mode=LIN, device=device)
+
+
+LOOP_CASES = [  # (what, dy sizes, dX sizes, mode, algorithm, gather option)
+    ("walk", (16, 16), (8, 8), LIN, "gather", None),
+    ("gather", (6, 5, 4), (3, 4, 7), LIN, "gather", {"kernel": "gather"}),
+    ("windowed", (256, 256), (4, 4), NN, "gather", {"kernel": "gather"}),
+    ("many elements", (120, 120), (110, 110), NN, "gather", None),
+    ("atomic", (20, 20), (10, 10), LIN, "atomic", None),
+    ("atomic, many", (130, 130), (100, 100), LIN, "atomic", None),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", LOOP_CASES, ids=[c[0] for c in LOOP_CASES])
+def test_plans_within_the_loop_limit_or_a_clear_error(device, rng, dtype, case):
+    """Planned for a device of very few, narrow workgroups with the driver's loop limit
+    (lavapipe's), every plan family counts each invocation's loop iterations: it splits the
+    work (windows) and gives the oracle's results, or refuses with an error naming the operator
+    and the field. Never numbers missing the iterations the driver dropped, nor an assertion."""
+    import dataclasses
+    _, dy_sizes, dx_sizes, mode, algorithm, gather = case
+    dy = random_array(rng, dy_sizes, dtype)
+    expected, magnitude = oracle(dy, dx_sizes, mode, None)
+    desc = default_desc(dtype, dy_sizes, dx_sizes, mode, algorithm)
+    base = dataclasses.replace(device.limits, max_loop_iterations=65535)
+    ran = 0
+    for atomics in (True, False) if algorithm == "atomic" else (base.float_atomic_add,):
+        for wgs, wg in ((65535, 256), (1, 1), (2, 4), (1, 64), (3, 2)):
+            limits = dataclasses.replace(base, max_workgroups=wgs, local_size=wg,
+                                         max_local_size=wg, float_atomic_add=atomics
+                                         and device.float_atomic_add)
+            what = f"{case[0]} {dtype.__name__} {wgs} x {wg} atomics={atomics}"
+            try:
+                out = compiled_grad(device, dy, desc, limits, gather)
+            except RuntimeError as e:
+                assert wgs * wg < 256, what  # the device's own limits run every case
+                assert re.match(r"RESAMPLE_GRAD: (In|Out)putGradientTensor.Sizes need fewer "
+                                r"loop iterations per invocation than the device allows", str(e))
+                continue
+            assert_close(out, expected, magnitude, dtype, what)
+            ran += 1
+    assert ran >= 2

@@ -613,7 +613,7 @@ def _training_output(desc, axes, limits, is_f16, eps):
 def run(desc_cls, input, input_gradient, mean, variance, scale, epsilon, device):
     """Describe the arrays, build the descriptor (packed outputs), run, read three outputs."""
 
-    def describe(d):
+    def describe(d, dev):
         x, m = d["input"], d["mean"]
         desc = desc_cls(x, d["input_gradient"], m, d["variance"], d["scale"], x.with_sizes(x.sizes),
                         m.with_sizes(m.sizes), m.with_sizes(m.sizes), epsilon)

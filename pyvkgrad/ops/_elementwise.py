@@ -115,7 +115,7 @@ def run(desc_cls, input, input_gradient, parameters: Dict[str, object], device) 
     """The one-call function of an element-wise operator: dX on the device, a packed array of
     input's dtype and shape. `parameters`: the descriptor's scalar fields by name."""
 
-    def describe(d):
+    def describe(d, dev):
         x = d["input"]
         return (desc_cls(x, d["input_gradient"], x.with_sizes(x.sizes), **parameters),
                 {"output_gradient": (np.shape(input), x.data_type.element_size)})

@@ -20,12 +20,14 @@ from typing import Callable, Dict, Mapping, Sequence, Tuple
 import numpy as np
 
 from ..tensor import TensorDesc, array_desc
-from ._split import fits, run_in_pieces
+from ._split import fits, refuse_unless_a_cut_may_fit, run_in_pieces
 
-# describe(descs) -> (descriptor, outputs): descs maps each array's argument name to its
-# TensorDesc; outputs maps each output's argument name to (shape returned, bytes per element
-# counted against the buffer limit), in the order the one-call function returns them.
-Describe = Callable[[Dict[str, TensorDesc]], Tuple[object, Dict[str, Tuple[tuple, int]]]]
+# describe(descs, device) -> (descriptor, outputs): descs maps each array's argument name to
+# its TensorDesc; outputs maps each output's argument name to (shape returned, bytes per
+# element counted against the buffer limit: more than the output's own where a scratch buffer
+# of its element count is wider), in the order the one-call function returns them.
+Describe = Callable[[Dict[str, TensorDesc], object],
+                    Tuple[object, Dict[str, Tuple[tuple, int]]]]
 
 
 def field(name: str) -> str:
@@ -50,11 +52,14 @@ def run(operator: str, device, params: tuple, arrays: Mapping[str, np.ndarray],
         return tuple(again)
     limit = dev.max_buffer_bytes
     descs = {name: array_desc(a, operator, name, limit)[0] for name, a in arrays.items()}
-    desc, outputs = describe(descs)
+    desc, outputs = describe(descs, dev)
     fields = dict(desc.tensor_fields())
     sizes = {name: (fields[field(name)][0].sizes, fields[field(name)][0].data_type.numpy_dtype,
                     item) for name, (_, item) in outputs.items()}
     if not fits(limit, arrays, sizes):
+        # From sizes alone first: finding the independent axes may cost work along them.
+        refuse_unless_a_cut_may_fit(operator, limit, arrays, sizes, desc.cut_candidates(),
+                                    desc.INDEPENDENT_AXES)
         pieces = run_in_pieces(operator, limit, arrays, sizes, desc.independent_axes(),
                                desc.INDEPENDENT_AXES, lambda **p: rerun(dev, **p))
         return tuple(pieces[name].reshape(shape) for name, (shape, _) in outputs.items())

@@ -35,6 +35,29 @@ def fits(limit: int, arrays: Dict[str, np.ndarray], outputs: Dict[str, tuple]) -
                           + [(item, shape) for shape, _, item in outputs.values()]) <= limit
 
 
+def _too_large(operator: str, limit: int, independent: str, nbytes: int):
+    fail(operator, "tensor sizes", f"exceed the device's maximum storage buffer range, "
+         f"and no cut along independent axes makes them fit (the operator can cut "
+         f"{independent})", f"<= {limit} bytes per tensor", f"{nbytes} bytes")
+
+
+def refuse_unless_a_cut_may_fit(operator: str, limit: int, arrays: Dict[str, np.ndarray],
+                                outputs: Dict[str, tuple], axes: Sequence[int],
+                                independent: str) -> None:
+    """Refuse, from sizes alone, a problem that no cut along `axes` makes fit: pieces one
+    element long along each of them would not. For an operator whose independent axes cost
+    work to find, `axes` is what sizes alone allow (a superset), checked before that work.
+    Arguments as run_in_pieces'."""
+    shapes = [(item, shape) for shape, _, item in outputs.values()]
+    shapes += [(np.dtype(a.dtype).itemsize, np.shape(a)) for a in arrays.values()]
+    full = [max(s[a] for _, s in shapes) for a in range(len(shapes[0][1]))]
+    # As run_in_pieces' piece_bytes: a tensor that does not span an axis counts whole there.
+    smallest = largest_buffer((item, [1 if a in axes and n == full[a] else n
+                                      for a, n in enumerate(shape)]) for item, shape in shapes)
+    if smallest > limit:
+        _too_large(operator, limit, independent, smallest)
+
+
 def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
                   outputs: Dict[str, tuple], axes: Sequence[int], independent: str,
                   run_piece: Callable[..., Sequence[np.ndarray]]) -> Dict[str, np.ndarray]:
@@ -74,10 +97,7 @@ def run_in_pieces(operator: str, limit: int, arrays: Dict[str, np.ndarray],
             pieces.append(box)
             return
         if not rest:
-            fail(operator, "tensor sizes", f"exceed the device's maximum storage buffer range, "
-                 f"and no cut along independent axes makes them fit (the operator can cut "
-                 f"{independent})",
-                 f"<= {limit} bytes per tensor", f"{piece_bytes(box)} bytes")
+            _too_large(operator, limit, independent, piece_bytes(box))
         a, later = rest[0], rest[1:]
         lo, hi = box[a]
         unit = piece_bytes(box[:a] + ((lo, lo + 1),) + box[a + 1:])

@@ -69,6 +69,7 @@ from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, g
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
                       fail, packed_strides)
 from . import _one_call
+from ._split import largest_buffer
 
 if TYPE_CHECKING:
     from ..device import DeviceLike
@@ -211,18 +212,32 @@ class ResampleGradDesc(OperatorDesc):
         return (("input_gradient_tensor", (self.input_gradient_tensor, READ)),
                 ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))
 
+    def cut_candidates(self) -> Tuple[int, ...]:
+        """Only an axis of equal sizes may be the identity (found without any table)."""
+        dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
+        return tuple(a for a in range(dy.rank) if dy.sizes[a] == dx.sizes[a])
+
     def independent_axes(self) -> Tuple[int, ...]:
         """Axes along which dX's slice depends only on dY's same slice, with the same
-        parameters: those whose map is the identity (same sizes, o reads exactly i)."""
-        return tuple(a for a, m in enumerate(self.axis_maps()) if m.identity)
+        parameters: those whose map is the identity (same sizes, o reads exactly i). Decided
+        without building any table (`_is_identity`)."""
+        dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
+        linear = self.interpolation_mode == InterpolationMode.LINEAR
+        return tuple(d for d in range(dy.rank)
+                     if dx.sizes[d] == dy.sizes[d]
+                     and _is_identity(dy.sizes[d], linear, self.scales[d],
+                                      self.input_pixel_offsets[d],
+                                      self.output_pixel_offsets[d], self.rounding_direction))
 
     # -- per-axis maps, exact float32 on the host --
 
     def axis_maps(self):
-        """One `_AxisMap` per dimension, outermost first."""
+        """One `_AxisMap` per dimension, outermost first (an identity axis's holds no table)."""
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         linear = self.interpolation_mode == InterpolationMode.LINEAR
-        return tuple(_axis_map(dx.sizes[d], dy.sizes[d], linear, self.scales[d],
+        identity = self.independent_axes()
+        return tuple(_IDENTITY_MAP if d in identity else
+                     _axis_map(dx.sizes[d], dy.sizes[d], linear, self.scales[d],
                                self.input_pixel_offsets[d], self.output_pixel_offsets[d],
                                self.rounding_direction)
                      for d in range(dy.rank))
@@ -272,7 +287,8 @@ class ResampleGradDesc(OperatorDesc):
             gather = dict(shared, DX_SIZES=right_align(dx.sizes, _AXES, 1),
                           DY_STRIDES=right_align(dy.element_strides, _AXES, 0),
                           BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt))
-            windows = _windows(maps, pad, items, 2 if paired else 1, count_x, wg, limits)
+            windows = _windows(maps, pad, items, 2 if paired else 1, count_x, wg, limits,
+                               dx.sizes)
             if windows is None:
                 return Plan((Dispatch(
                     "resample_grad_gather",
@@ -331,6 +347,17 @@ class ResampleGradDesc(OperatorDesc):
         ]
         if not in_place:
             dispatches.append(_convert(dx, is_f16, paired, wg, limits))
+        if limits.max_loop_iterations:
+            # Per dY element the tap loops (2 taps per resampled axis, linear), and per tap
+            # at least one pass of the compare-and-swap loop; per dX element (or word) one
+            # iteration of the fill and of the conversion.
+            taps = [1] * pad + [2 if is_linear and not m.identity else 1 for m in maps]
+            cas = 0 if limits.float_atomic_add else math.prod(taps)
+            if (_per_invocation(count_y, wg, limits) * (1 + _nested(taps) + cas)
+                    > limits.max_loop_iterations - 64):
+                _beyond_loop_limit("InputGradientTensor", dy.sizes, limits)
+            if _per_invocation(count_x, wg, limits) > limits.max_loop_iterations - 64:
+                _beyond_loop_limit("OutputGradientTensor", dx.sizes, limits)
         return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)
 
 
@@ -350,7 +377,24 @@ def _convert(dx: TensorDesc, is_f16: bool, paired: bool, wg: int, limits: Limits
                     push=dict(count=count))
 
 
-def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, limits: Limits):
+def _per_invocation(count: int, wg: int, limits: Limits) -> int:
+    """Items each invocation of a grid-stride loop over `count` items runs (at most)."""
+    return -(-count // (grid(count, wg, limits) * wg))
+
+
+def _nested(n) -> int:
+    """Iterations of the loops nested as n[0], n[1], ...: n0 + n0 n1 + n0 n1 n2 + ..."""
+    return sum(math.prod(n[:k + 1]) for k in range(len(n)))
+
+
+def _beyond_loop_limit(field: str, sizes, limits: Limits):
+    fail(OPERATOR, f"{field}.Sizes", f"need fewer loop iterations per invocation than the "
+         f"device allows ({limits.max_loop_iterations} with {limits.max_workgroups} "
+         f"workgroups of {limits.local_size})", "a smaller problem", sizes, kind=RuntimeError)
+
+
+def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, limits: Limits,
+             sizes):
     """None when every invocation of the gather stays within the driver's loop limit
     (`limits.max_loop_iterations`); else the windows of contributors, per axis, each
     dispatch sums: push-constant dicts, in the order they run.
@@ -359,7 +403,8 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
     ceil(count / invocations) elements, one per item), and an
     element with n_d contributors per axis runs n0 + n0 n1 + n0 n1 n2 + n0 n1 n2 n3 loop
     iterations. A window of L outputs along an axis leaves at most min(n_d, L) contributors
-    (they are consecutive outputs), so windows shrink, largest axis first, until the count fits.
+    (they are consecutive outputs), so windows shrink, largest axis first, until the count fits;
+    where even windows of one contributor do not, RuntimeError naming dX's `sizes`.
     """
     limit = limits.max_loop_iterations
     if not limit:
@@ -372,11 +417,7 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
             outs[pad + d] = m.first.size
 
     def iterations(n, items, per_item):
-        total, product = 0, 1
-        for k in n:
-            product *= k
-            total += product
-        return -(-items // (grid(items, wg, limits) * wg)) * (1 + per_item * (total + 4))
+        return _per_invocation(items, wg, limits) * (1 + per_item * (_nested(n) + 4))
 
     length = list(outs)
     effective = list(most)
@@ -384,8 +425,8 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
         return None
     while iterations(effective, count, 1) > limit - 64:
         d = max(range(_AXES), key=lambda a: (effective[a], a))
-        if effective[d] == 1:
-            raise AssertionError("resample_grad: no window keeps the gather under the loop limit")
+        if effective[d] == 1:  # too many elements per invocation: windows cannot help
+            _beyond_loop_limit("OutputGradientTensor", sizes, limits)
         length[d] = max(1, effective[d] // 2)
         effective[d] = min(most[d], length[d])
     starts = [range(0, outs[d], length[d]) for d in range(_AXES)]
@@ -609,14 +650,76 @@ class _AxisMap:
     identity: bool
 
 
+# An identity axis's map: the kernels use no table for it (IDENTITY), so it holds none.
+_NO_TABLE = np.zeros(0, np.uint32)
+_IDENTITY_MAP = _AxisMap(_NO_TABLE, _NO_TABLE.view(np.float32), _NO_TABLE.view(np.float32), None,
+                         _NO_TABLE, _NO_TABLE.view(np.float32), True)
+
+
 def axis_coordinates(out_size: int, scale: float, in_off: float, out_off: float) -> np.ndarray:
     """x(o) = (o - OutputPixelOffset) / Scale - InputPixelOffset in float32, in this order
     (numpy's float32 arithmetic is correctly rounded, so this is the exact float32 value)."""
-    o = np.arange(out_size, dtype=np.int64).astype(np.float32)
+    return _coordinates(np.arange(out_size, dtype=np.int64), scale, in_off, out_off)
+
+
+def _coordinates(outputs: np.ndarray, scale: float, in_off: float, out_off: float) -> np.ndarray:
+    """axis_coordinates of the outputs `outputs` (int64)."""
+    o = outputs.astype(np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         t = o - np.float32(out_off)
         t = t / np.float32(scale)
         return t - np.float32(in_off)
+
+
+def _nearest_taps(x32: np.ndarray, last: int, rounding) -> np.ndarray:
+    """Nearest neighbour's input index (int64) of each coordinate."""
+    # On the exact float32 value, in float64 (a float32 x + 0.5 could round up to a tie).
+    x = x32.astype(np.float64)
+    if rounding is None:
+        idx = np.floor(x + 0.5)
+    elif rounding == AxisDirection.DECREASING:
+        idx = np.floor(x)
+    else:
+        idx = np.ceil(x)
+    return np.clip(idx, 0, last).astype(np.int64)  # clip in float: no int overflow
+
+
+def _linear_taps(x32: np.ndarray, last: int):
+    """Linear's taps of each coordinate: (i0, i1, weight of i0, weight of i1), before taps
+    clamped onto one element are merged."""
+    finite = np.isfinite(x32)
+    xs = np.where(finite, x32, np.float32(0))
+    fl32 = np.floor(xs)
+    f = xs - fl32  # exact in float32
+    w0 = np.float32(1) - f  # rounded to float32, as the oracle does
+    # A coordinate that overflowed float32 sits beyond the edge: both taps on the edge element.
+    fl = np.where(finite, fl32.astype(np.float64), np.where(x32 > 0, last, -1))
+    i0 = np.clip(fl, 0, last).astype(np.int64)
+    i1 = np.clip(fl + 1, 0, last).astype(np.int64)
+    return i0, i1, w0, f
+
+
+_IDENTITY_CHUNK = 2**20  # outputs per step of _is_identity
+
+
+def _is_identity(size, linear, scale, in_off, out_off, rounding) -> bool:
+    """Whether the map of an axis of `size` inputs and outputs is the identity (o reads exactly
+    i, with weight 1 and no second tap), as `_axis_map` decides it; in chunks, stopping at the
+    first output that is not, so a long axis costs no table of its length."""
+    for start in range(0, size, _IDENTITY_CHUNK):
+        outputs = np.arange(start, min(start + _IDENTITY_CHUNK, size), dtype=np.int64)
+        x32 = _coordinates(outputs, scale, in_off, out_off)
+        if not linear:
+            same = np.array_equal(_nearest_taps(x32, size - 1, rounding), outputs)
+        else:
+            i0, i1, w0, w1 = _linear_taps(x32, size - 1)
+            # A tap merged with its clamped neighbour has weight w0 + w1 (see _axis_map).
+            wa = np.where(i0 == i1, (w0.astype(np.float64) + w1).astype(np.float32), w0)
+            same = (np.array_equal(i0, outputs) and bool(np.all(wa == 1))
+                    and not np.any((i0 != i1) & (w1 != 0)))
+        if not same:
+            return False
+    return True
 
 
 def _axis_map(in_size, out_size, linear, scale, in_off, out_off, rounding) -> _AxisMap:
@@ -624,15 +727,7 @@ def _axis_map(in_size, out_size, linear, scale, in_off, out_off, rounding) -> _A
     last = in_size - 1
     outputs = np.arange(out_size, dtype=np.int64)
     if not linear:
-        # On the exact float32 value, in float64 (a float32 x + 0.5 could round up to a tie).
-        x = x32.astype(np.float64)
-        if rounding is None:
-            idx = np.floor(x + 0.5)
-        elif rounding == AxisDirection.DECREASING:
-            idx = np.floor(x)
-        else:
-            idx = np.ceil(x)
-        first = np.clip(idx, 0, last).astype(np.int64)  # clip in float: no int overflow
+        first = _nearest_taps(x32, last, rounding)
         wa = np.ones(out_size, np.float32)
         wb = np.zeros(out_size, np.float32)
         # Monotone, so the outputs reading i are the range [counts[i], counts[i+1]).
@@ -640,16 +735,7 @@ def _axis_map(in_size, out_size, linear, scale, in_off, out_off, rounding) -> _A
         identity = in_size == out_size and bool(np.array_equal(first, outputs))
         return _AxisMap(_u32(first), wa, wb, None, _u32(counts), np.ones(out_size, np.float32),
                         identity)
-    finite = np.isfinite(x32)
-    xs = np.where(finite, x32, np.float32(0))
-    fl32 = np.floor(xs)
-    f = xs - fl32  # exact in float32
-    w0 = np.float32(1) - f  # rounded to float32, as the oracle does
-    w1 = f
-    # A coordinate that overflowed float32 sits beyond the edge: both taps on the edge element.
-    fl = np.where(finite, fl32.astype(np.float64), np.where(x32 > 0, last, -1))
-    i0 = np.clip(fl, 0, last).astype(np.int64)
-    i1 = np.clip(fl + 1, 0, last).astype(np.int64)
+    i0, i1, w0, w1 = _linear_taps(x32, last)
     merged = i0 == i1
     if not np.all(merged | (i1 == i0 + 1)):
         raise AssertionError("resample_grad: linear taps are not adjacent")
@@ -728,7 +814,7 @@ def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[in
 
     whole = []  # the whole problem's descriptor, for its pieces
 
-    def describe(d):
+    def describe(d, dev):
         dy_desc = d["input_gradient"]
         check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
         sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
@@ -743,8 +829,14 @@ def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[in
                                     dy_desc.sizes, sizes, scales, input_pixel_offsets,
                                     output_pixel_offsets), rounding_direction, algorithm)
         whole[:] = [desc]
-        # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count.
+        # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count,
+        # and so does the gather where it sums windows of contributors (a driver's loop limit):
+        # only its plan knows, asked where the answer decides whether dX fits.
         item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
+        if item == 2 and largest_buffer([(2, dy_desc.sizes), (2, sizes)]) <= \
+                dev.max_buffer_bytes < largest_buffer([(2, dy_desc.sizes), (4, sizes)]):
+            item = 4 if any(s.name == "accumulator"
+                            for s in desc.plan(dev.limits).scratch) else 2
         return desc, {"output_gradient": (sizes, item)}
 
     def rerun(dev, input_gradient):
