@@ -14,6 +14,7 @@ from pyvkgrad.one_call_cache import OneCallCache
 from hypothesis import given, strategies as st
 
 import pyvkgrad
+import pyvkgrad._context
 from pyvkgrad import reference
 from cases import random_array, strided_view
 
@@ -208,14 +209,16 @@ def test_kernels_beyond_the_storage_buffer_limit_are_refused(device, monkeypatch
     (0x1, 0x20, "arithmetic", "basic"),  # all Vulkan 1.1 promises: no subgroupAdd
     (0xBF, 0x10, "basic, arithmetic", "none"),  # every operation, but not in compute shaders
 ])
-def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, operations, stages,
-                                                            missing, have):
+def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, monkeypatch, operations,
+                                                            stages, missing, have):
     """A device without subgroup arithmetic in compute shaders (Vulkan 1.1 promises only
     basic operations) gets a clear error for BatchNorm's reductions, which use subgroupAdd,
     while the operator compiles, before any device work; kernels that use no subgroup
     operations (ReLU grad, BatchNorm's direct plan) still compile."""
     fake = pyvkgrad.device.Device(dataclasses.replace(
         device.info, subgroup_operations=operations, subgroup_stages=stages))
+    opened = []  # no device work: the Vulkan device is never opened for the refusals
+    monkeypatch.setattr(pyvkgrad._context, "Runtime", lambda *a, **k: opened.append(a))
     x, stat = (3, 5, 7, 11), (1, 5, 1, 1)
     f32 = lambda shape: pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, shape)  # noqa: E731
     for cls, op in ((pyvkgrad.BatchNormalizationGradDesc, "BATCH_NORMALIZATION_GRAD"),
@@ -232,7 +235,8 @@ def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, operati
         arrays = [rng.standard_normal(s).astype(np.float32) for s in (x, x, stat, stat, stat)]
         with pytest.raises(RuntimeError, match=refused):
             getattr(pyvkgrad, op.lower())(*arrays, 1e-5, device=fake)
-    assert fake._runtime is None  # no device work: the Vulkan device was never opened
+    assert opened == []
+    monkeypatch.undo()
     try:
         fake.compile(pyvkgrad.ActivationReluGradDesc(f32(x), f32(x), f32(x)))
         short = (3, 5)  # 3 elements per channel: the direct kernel

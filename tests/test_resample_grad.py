@@ -24,6 +24,7 @@ from pyvkgrad.one_call_cache import OneCallCache
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, defaults, operators, reference
 from pyvkgrad.ops.resample_grad import AxisDirection, InterpolationMode
+from pyvkgrad.plan import OperatorDesc
 from cases import BEYOND_WORKGROUP_LIMIT, DTYPES, SHAPES_BY_RANK, random_array, strided_view
 
 # "atomic-cas" is the atomic algorithm with native float atomics turned off: the
@@ -649,7 +650,7 @@ WALK_OPTIONS = [dict(rows=1), dict(rows=3), dict(rows=16), dict(cols=1), dict(co
                 dict(align=True, zero_weights=True, rows=2)]
 
 
-class _Choice:
+class _Choice(OperatorDesc):
     """A ResampleGradDesc compiled with one `gather` plan option."""
 
     def __init__(self, desc, gather):

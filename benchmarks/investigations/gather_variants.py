@@ -43,6 +43,7 @@ except ImportError:
     sys.path.insert(0, str(HERE.parent.parent))
     import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, reference  # noqa: E402
+from pyvkgrad.plan import OperatorDesc  # noqa: E402
 
 sys.path.insert(0, str(HERE.parent))  # the benchmark's modules
 from bench_cases import resample_shapes  # noqa: E402
@@ -89,7 +90,7 @@ def _nhwc(sizes):
     return (h * w * c, 1, w * c, c)
 
 
-class _Variant:
+class _Variant(OperatorDesc):
     """A ResampleGradDesc whose plan takes one `gather` option (Device.compile calls plan)."""
 
     def __init__(self, desc, gather):
