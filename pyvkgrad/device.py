@@ -138,7 +138,10 @@ def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
     for a in arrays:
         if type(a) is not np.ndarray:
             return None
-        layouts.append((a.shape, a.dtype.char, a.strides))
+        # The dtype itself, not its `char`: '>f4' and '<f4' share 'f', and a hit would copy a
+        # big-endian array's bytes as native ones (the full path refuses it). As cheap: numpy
+        # caches a dtype's hash, and a native dtype is one object.
+        layouts.append((a.shape, a.dtype, a.strides))
     frozen = _freeze(params)
     return None if frozen is None else (operator, frozen, tuple(layouts))
 

@@ -2,6 +2,7 @@
 descriptor, memory, interrupts and early errors (the state machine in test_device_state.py
 covers random sequences of the same)."""
 
+import dataclasses
 import gc
 import os
 import signal
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 import pyvkgrad
-from pyvkgrad import ClosedError, DataType, TensorDesc, device as device_module, reference
+from pyvkgrad import (ClosedError, DataType, TensorDesc, device as device_module, operators,
+                      reference)
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 
@@ -664,3 +666,29 @@ def test_one_call_compacts_strided_views_that_do_not_fit(device, monkeypatch):
     assert column.nbytes < 1 << 20 < column.shape[0] * column.strides[0]
     np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(column, column, device=device),
                                   reference.activation_relu_grad(column, column))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("name", [record.name for record in operators.OPERATORS])
+def test_one_call_hits_refuse_non_native_byte_order(device, rng, name, dtype):
+    """A one-call hit (found by the arrays' layouts, without describing them again) refuses
+    what a first call refuses: arrays in the other byte order ('>f4' shares the char 'f' with
+    '<f4') raise the first call's TypeError instead of running on their bytes read as native.
+    Native arrays of the same layouts still hit."""
+    record = operators.BY_NAME[name]
+    case = record.make_case(rng, (2, 3, 4, 5), dtype)
+    swapped = dataclasses.replace(case, args=tuple(
+        a.astype(a.dtype.newbyteorder("S")) if isinstance(a, np.ndarray) else a
+        for a in case.args))
+    device.close()
+    with pytest.raises(TypeError) as first:
+        record.run(swapped, device)
+    assert "unsupported dtype" in str(first.value)
+    want = record.run(case, device)
+    hits = device.cache_info().hits
+    with pytest.raises(TypeError) as again:
+        record.run(swapped, device)
+    assert str(again.value) == str(first.value)
+    for got, expected in zip(record.run(case, device), want):
+        np.testing.assert_array_equal(got, expected)
+    assert device.cache_info().hits == hits + 1
