@@ -4,7 +4,8 @@ Compile a descriptor once for a device (`Device.compile`), bind device tensors b
 run it (`op(**tensors)`) or record any number of compiled operators into one submission
 (`Device.record`) and replay it. The one-call functions (`pyvkgrad.activation_relu_grad`, ...)
 run through `Device.run`, which caches a compiled operator, its tensors and its recording per
-descriptor.
+descriptor (`Device.cache_info`; `Device.cache_clear` closes them all and gives their memory
+back, leaving the device and the caller's own objects open).
 
 What stays true over any sequence of calls (tests/test_device_state.py checks it against a
 numpy model):
@@ -1075,6 +1076,19 @@ class Device:
             return CacheInfo(self._hits, self._misses, len(self._one_call),
                              sum(e.nbytes for e in self._one_call.values()),
                              ONE_CALL_CACHE_ENTRIES, ONE_CALL_CACHE_BYTES)
+
+    def cache_clear(self) -> None:
+        """Empty the one-call cache: close its entries (their tensors, operators and
+        recordings), so their memory goes back now, and restart its hits and misses at 0 (like
+        functools' cache_clear). The device, and the tensors, operators and recordings made by
+        callers, stay open."""
+        with self._lock, _interrupts_deferred():
+            entries = list(self._one_call.values())
+            self._one_call.clear()
+            self._layouts.clear()
+            self._hits = self._misses = 0
+            for entry in entries:
+                entry.close()
 
     def memory_in_use(self) -> Optional[int]:
         """Bytes this process holds in the device's device-local heaps (VK_EXT_memory_budget),
