@@ -23,6 +23,8 @@ numpy model):
   that its caller dropped (its entries go at the next call on the device);
 - interrupts: a submission and the bookkeeping after it run with Ctrl-C deferred, so a cache
   entry is usable or absent, never half made.
+- processes: in a child forked after the device opened, every use raises (runtime.FORKED)
+  instead of waiting forever on driver threads fork does not copy.
 """
 
 from __future__ import annotations
@@ -190,6 +192,20 @@ def _interrupts_deferred():
 
 _devices: Optional[List["Device"]] = None
 _devices_lock = threading.Lock()
+
+
+def _unlock_after_fork() -> None:
+    # In a child after fork(): a lock that another thread of the parent held stays held here,
+    # where that thread does not exist. (A device opened in the parent refuses to work here:
+    # runtime.FORKED; one that was not opens in the child.)
+    global _devices_lock
+    _devices_lock = threading.Lock()
+    for device in _devices or ():
+        device._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_after_fork)
 
 
 def devices() -> List["Device"]:
