@@ -63,6 +63,12 @@ class DeviceContext:
         self._forgotten: "collections.deque" = collections.deque()
         self._limits = None  # (environment, Limits)
 
+    def after_fork(self) -> None:
+        """In a child after fork(): a lock that another thread of the parent held stays held
+        here, where that thread does not exist. (A device opened in the parent refuses to work
+        here, runtime.FORKED; one that was not opens in the child.)"""
+        self.lock = threading.RLock()
+
     @property
     def info(self):
         """The device's properties (`Device.info`, which tests may replace)."""

@@ -3,7 +3,9 @@
 Compile a descriptor once for a device (`Device.compile`), bind device tensors by field name,
 run it (`op(**tensors)`) or record any number of compiled operators into one submission
 (`Device.record`) and replay it. The one-call functions (`pyvkgrad.activation_relu_grad`, ...)
-keep their problems in the device's one-call cache (`cache_info`, `cache_clear`).
+keep their problems in the device's one-call cache (`Device.cache_info`; `Device.cache_clear`
+closes them all and gives their memory back, leaving the device and the caller's own objects
+open).
 
 The device layer, floor by floor (docs/architecture.md): `_environment` and `_context` (what
 a device's objects share), `device_tensor`, `recording`, `compiled_operator`,
@@ -25,6 +27,8 @@ numpy model):
   that its caller dropped (its entries go at the next call on the device);
 - interrupts: a submission and the bookkeeping after it run with Ctrl-C deferred, so a cache
   entry is usable or absent, never half made.
+- processes: in a child forked after the device opened, every use raises (runtime.FORKED)
+  instead of waiting forever on driver threads fork does not copy.
 """
 
 from __future__ import annotations
@@ -128,8 +132,10 @@ class Device:
         return self._one_call.info()
 
     def cache_clear(self) -> None:
-        """Give back what the one-call cache holds (its operators, tensors and recordings),
-        like functools' cache_clear; the device and what the caller made stay open."""
+        """Empty the one-call cache: close its entries (their tensors, operators and
+        recordings), so their memory goes back now, and restart its hits and misses at 0 (like
+        functools' cache_clear). The device, and the tensors, operators and recordings made by
+        callers, stay open."""
         self._one_call.clear()
 
     def memory_in_use(self) -> Optional[int]:
@@ -147,7 +153,7 @@ class Device:
         """Release every Vulkan object made on this device: its tensors, operators and
         recordings are closed (using them raises ClosedError); new ones work as before."""
         with self._context.lock:
-            self._one_call.clear()
+            self._one_call.clear(counts=False)
             self._context.close_session()
 
     def __repr__(self):
@@ -163,6 +169,17 @@ def one_call_cache(device: Device) -> OneCallCache:
 
 _devices: Optional[List[Device]] = None
 _devices_lock = threading.Lock()
+
+
+def _unlock_after_fork() -> None:
+    global _devices_lock
+    _devices_lock = threading.Lock()
+    for device in _devices or ():
+        device._context.after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_unlock_after_fork)
 
 
 def devices() -> List[Device]:

@@ -37,7 +37,10 @@ def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
     for a in arrays:
         if type(a) is not np.ndarray:
             return None
-        layouts.append((a.shape, a.dtype.char, a.strides))
+        # The dtype itself, not its `char`: '>f4' and '<f4' share 'f', and a hit would copy a
+        # big-endian array's bytes as native ones (the full path refuses it). As cheap: numpy
+        # caches a dtype's hash, and a native dtype is one object.
+        layouts.append((a.shape, a.dtype, a.strides))
     frozen = _freeze(params)
     return None if frozen is None else (operator, frozen, tuple(layouts))
 
@@ -203,11 +206,14 @@ class OneCallCache:
                              sum(e.nbytes for e in self._entries.values()),
                              ONE_CALL_CACHE_ENTRIES, ONE_CALL_CACHE_BYTES)
 
-    def clear(self) -> None:
-        """Close every cached problem (its operator, tensors and recording)."""
-        with self._context.lock:
+    def clear(self, counts: bool = True) -> None:
+        """Close every cached problem (its operator, tensors and recording), so their memory
+        goes back now; with `counts`, restart the hits and misses at 0."""
+        with self._context.lock, interrupts_deferred():
             entries = list(self._entries.values())
             self._entries.clear()
             self._layouts.clear()
+            if counts:
+                self._hits = self._misses = 0
             for entry in entries:
                 entry.close()

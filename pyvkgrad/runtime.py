@@ -24,11 +24,19 @@ Quirks handled here:
 - a blocking fence wait returns tens of microseconds after the work finished, so on hardware
   devices a wait polls the fence first (the patch's `set_wait_spin`);
 - every object here checks that it, and its runtime, are still open before it calls kp: a kp
-  object used after its Manager was destroyed reads freed memory or crashes the interpreter.
+  object used after its Manager was destroyed reads freed memory or crashes the interpreter;
+- a child made by fork() inherits the runtimes but not the driver's threads: a submission there
+  waits forever on a fence nothing signals, and destroying an inherited object waits too (or,
+  where the device file is shared, frees the parent's). In the child every runtime open at the
+  fork is abandoned: using it raises `FORKED` before any kp call, and its kp objects are kept
+  alive to the end, so that no destructor ever calls the driver with them.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
+import weakref
 from typing import Iterable, List, Sequence
 
 import numpy as np
@@ -75,6 +83,21 @@ class DeviceError(RuntimeError):
     """A Vulkan failure, re-raised with what pyvkgrad was doing."""
 
 
+FORKED = ("pyvkgrad: the Vulkan device was opened in the parent process; a forked child cannot "
+          "use it: use multiprocessing's 'spawn' or 'forkserver' start method")
+
+_runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()  # open ones, for the fork hook
+
+
+def _abandon_after_fork() -> None:
+    for runtime in list(_runtimes):
+        runtime._abandon()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_abandon_after_fork)
+
+
 class Runtime:
     """One Vulkan device opened through kp (`index`: the loader's device order). `extensions`
     are device extensions to enable; with VK_EXT_shader_atomic_float the patch also enables its
@@ -83,10 +106,13 @@ class Runtime:
     def __init__(self, index: int, extensions: Sequence[str] = (), what: str = ""):
         self.what = what or f"Vulkan device {index}"
         self._mapped_device_local = None
+        self._forked = False
+        self._objects: "weakref.WeakSet[_Owned]" = weakref.WeakSet()  # made here, for _abandon
         try:
             self._mgr = kp.Manager(index, [], list(extensions))
         except Exception as e:
             raise DeviceError(f"creating a Vulkan device on {self.what} failed: {e}") from e
+        _runtimes.add(self)
 
     @property
     def closed(self) -> bool:
@@ -94,7 +120,19 @@ class Runtime:
 
     def _check(self):
         if self._mgr is None:
+            if self._forked:
+                raise RuntimeError(FORKED)
             raise ClosedError(f"{self.what}: its runtime is closed")
+
+    def _abandon(self) -> None:
+        """In a child after fork(): close without calling the driver. The kp objects are
+        referenced for good (a reference count Python never sees dropped), so neither their
+        destructors nor the interpreter's exit destroy them."""
+        if self._mgr is None:
+            return
+        kept = [self._mgr] + [obj._kp for obj in list(self._objects) if obj._kp is not None]
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
+        self._mgr, self._forked = None, True
 
     def buffer(self, nbytes: int, kind: str = "staged", words=None) -> "Buffer":
         """A device buffer of `nbytes` (a multiple of 16) of one of `BUFFER_KINDS`. Staged and
@@ -150,7 +188,11 @@ class Runtime:
 class _Owned:
     """A kp object owned by a runtime: usable while both are open."""
 
-    __slots__ = ("runtime", "_kp")
+    __slots__ = ("runtime", "_kp", "__weakref__")
+
+    def __init__(self, runtime: Runtime, kp_object):
+        self.runtime, self._kp = runtime, kp_object
+        runtime._objects.add(self)
 
     def _check(self):
         if self._kp is None:
@@ -172,7 +214,8 @@ class Buffer(_Owned):
     __slots__ = ("nbytes", "kind", "_words")
 
     def __init__(self, runtime, kp_tensor, nbytes, kind):
-        self.runtime, self._kp, self.nbytes, self.kind = runtime, kp_tensor, nbytes, kind
+        super().__init__(runtime, kp_tensor)
+        self.nbytes, self.kind = nbytes, kind
         self._words = None
 
     def words(self) -> np.ndarray:
@@ -194,7 +237,8 @@ class Program(_Owned):
 
     def __init__(self, runtime, algo, buffers):
         # The buffers stay referenced: kp holds them too, so they live while the program does.
-        self.runtime, self._kp, self.buffers = runtime, algo, tuple(buffers)
+        super().__init__(runtime, algo)
+        self.buffers = tuple(buffers)
 
 
 class Commands(_Owned):
@@ -203,7 +247,8 @@ class Commands(_Owned):
     __slots__ = ("_count", "_held")
 
     def __init__(self, runtime, seq):
-        self.runtime, self._kp, self._count, self._held = runtime, seq, 0, []
+        super().__init__(runtime, seq)
+        self._count, self._held = 0, []
 
     def _record(self, op, *held) -> None:
         self._check()

@@ -2,6 +2,7 @@
 descriptor, memory, interrupts and early errors (the state machine in test_device_state.py
 covers random sequences of the same)."""
 
+import dataclasses
 import gc
 import os
 import signal
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 import pyvkgrad
-from pyvkgrad import ClosedError, DataType, TensorDesc, one_call_cache as cache_module, reference
+from pyvkgrad import (ClosedError, DataType, TensorDesc, one_call_cache as cache_module, operators,
+                      reference)
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 
@@ -562,6 +564,37 @@ def test_one_call_misses_keep_memory_flat(device):
     assert device.cache_info().entries <= cache_module.ONE_CALL_CACHE_ENTRIES
 
 
+def test_cache_clear_gives_the_cache_memory_back(device, rng):
+    """`Device.cache_clear` closes every one-call entry: 16 problems on 8 MiB arrays (about
+    512 MiB held) give their memory back, while the caller's own tensors, operators and
+    recordings stay open, and the next one-call function works (a miss)."""
+    d = TensorDesc(F32, (1000,))
+    x = rng.standard_normal(1000).astype(np.float32)
+    want = reference.activation_relu_grad(x, x)
+    t, out, op = device.upload(x), device.empty(d), relu(device, d)
+    with device.record() as rec:
+        rec.execute(op, input_tensor=t, input_gradient_tensor=t, output_gradient_tensor=out)
+    arrays = [np.ones((1 << 21) + 16 * i, np.float32) for i in range(16)]  # 8 MiB each
+    device.cache_clear()
+    gc.collect()
+    before = _released_memory(device)
+    for a in arrays:
+        pyvkgrad.activation_relu_grad(a, a, device=device)
+    info = device.cache_info()
+    assert info.entries == 16 and info.nbytes >= 16 * 3 * (8 << 20)
+    device.cache_clear()
+    gc.collect()
+    assert device.cache_info()[:4] == (0, 0, 0, 0)
+    assert _released_memory(device) - before < 64 << 20
+    out.write(np.zeros(1000, np.float32))
+    rec.replay()
+    np.testing.assert_array_equal(out.numpy(), want)
+    op(input_tensor=t, input_gradient_tensor=t, output_gradient_tensor=out)
+    np.testing.assert_array_equal(out.numpy(), want)
+    np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device), want)
+    assert device.cache_info()[:3] == (0, 1, 1)
+
+
 def _rss():
     import os
     with open("/proc/self/statm") as f:
@@ -575,6 +608,18 @@ def _memory(device):
     with open("/proc/self/statm") as f:
         import os
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _released_memory(device):
+    """`_memory` once glibc's malloc has handed its free pages back: lavapipe's device memory
+    is malloc'd, and after earlier tests raised glibc's mmap threshold, 8 MiB blocks come from
+    its heap, which keeps freed pages resident until trimmed (104 MiB here after this file)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+    return _memory(device)
 
 
 # ---- 9. interrupts ----
@@ -664,3 +709,29 @@ def test_one_call_compacts_strided_views_that_do_not_fit(device, monkeypatch):
     assert column.nbytes < 1 << 20 < column.shape[0] * column.strides[0]
     np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(column, column, device=device),
                                   reference.activation_relu_grad(column, column))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("name", [record.name for record in operators.OPERATORS])
+def test_one_call_hits_refuse_non_native_byte_order(device, rng, name, dtype):
+    """A one-call hit (found by the arrays' layouts, without describing them again) refuses
+    what a first call refuses: arrays in the other byte order ('>f4' shares the char 'f' with
+    '<f4') raise the first call's TypeError instead of running on their bytes read as native.
+    Native arrays of the same layouts still hit."""
+    record = operators.BY_NAME[name]
+    case = record.make_case(rng, (2, 3, 4, 5), dtype)
+    swapped = dataclasses.replace(case, args=tuple(
+        a.astype(a.dtype.newbyteorder("S")) if isinstance(a, np.ndarray) else a
+        for a in case.args))
+    device.close()
+    with pytest.raises(TypeError) as first:
+        record.run(swapped, device)
+    assert "unsupported dtype" in str(first.value)
+    want = record.run(case, device)
+    hits = device.cache_info().hits
+    with pytest.raises(TypeError) as again:
+        record.run(swapped, device)
+    assert str(again.value) == str(first.value)
+    for got, expected in zip(record.run(case, device), want):
+        np.testing.assert_array_equal(got, expected)
+    assert device.cache_info().hits == hits + 1

@@ -1,5 +1,5 @@
-"""Hardening: property tests, descriptor fuzzing, memory, threads and faults, for every
-operator of the table (pyvkgrad/operators.py): a new operator joins each of them through its
+"""Hardening: property tests, descriptor fuzzing, memory, threads, processes and faults, for
+every operator of the table (pyvkgrad/operators.py): a new operator joins each of them through its
 record (case generator, oracle, tolerance, descriptor and its parameters' examples).
 """
 
@@ -198,6 +198,91 @@ def test_eight_threads_on_one_device(device):
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+# ---- processes ----
+
+# Run in a fresh interpreter (the suite's own process has threads a fork would not copy): uses
+# the device in the parent (or not: "before"), forks, and reports how the child fares.
+FORK_SCRIPT = r"""
+import multiprocessing, os, sys, threading
+import numpy as np
+import pyvkgrad
+from pyvkgrad import DataType, TensorDesc, reference
+
+x = np.arange(-8, 8, dtype=np.float32)
+want = reference.activation_relu_grad(x, x)
+device = pyvkgrad.default_device()
+def relu():
+    return pyvkgrad.activation_relu_grad(x, x, device=device)
+if sys.argv[1] == "after":
+    relu()
+    d = TensorDesc(DataType.FLOAT32, x.shape)
+    op = device.compile(pyvkgrad.ActivationReluGradDesc(d, d, d))
+    t, out = device.upload(x), device.empty(d)
+    op(input_tensor=t, input_gradient_tensor=t, output_gradient_tensor=out)
+    # Another thread holds the device's lock at the fork (it never releases it in the child).
+    held, done = threading.Event(), threading.Event()
+    def hold():
+        with device._lock:
+            held.set()
+            done.wait()
+    threading.Thread(target=hold).start()
+    held.wait()
+sys.stdout.flush()
+pid = os.fork()
+if pid == 0:
+    if sys.argv[1] == "after":
+        calls = {"one-call": relu,
+                 "operator": lambda: op(input_tensor=t, input_gradient_tensor=t,
+                                        output_gradient_tensor=out),
+                 "numpy": out.numpy, "upload": lambda: device.upload(x)}
+        for name, call in calls.items():
+            try:
+                call()
+                print("child", name, "ran")
+            except RuntimeError as e:
+                assert "forked child cannot use it" in str(e), e
+                print("child", name, "refused")
+    else:
+        assert np.array_equal(relu(), want)
+        print("child one-call ran")
+    sys.stdout.flush()
+    sys.exit(0)  # the interpreter's exit: no destructor may call the driver
+_, status = os.waitpid(pid, 0)
+print("child exit status", os.waitstatus_to_exitcode(status))
+if sys.argv[1] == "after":
+    done.set()
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        try:
+            pool.apply_async(relu).get(timeout=60)
+        except RuntimeError:
+            print("pool worker refused")
+assert np.array_equal(relu(), want)
+print("parent ran")
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork() here")
+@pytest.mark.parametrize("when", ["after", "before"])
+def test_forked_child(device, when):
+    """A child forked after the parent used the device cannot use it (the driver's threads are
+    not copied: a submission would wait forever): every use raises a RuntimeError that names
+    the remedy, at once, and the child's exit calls no driver either. A child forked before
+    the parent opened the device opens its own and works. The parent works on, either way."""
+    import subprocess
+    import sys
+    from test_environment import SUBPROCESS_CWD
+    out = subprocess.run([sys.executable, "-c", FORK_SCRIPT, when], capture_output=True,
+                         text=True, timeout=120, cwd=SUBPROCESS_CWD)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    if when == "after":
+        assert lines == [f"child {name} refused" for name in ("one-call", "operator", "numpy",
+                                                               "upload")] + [
+            "child exit status 0", "pool worker refused", "parent ran"], out.stderr
+    else:
+        assert lines == ["child one-call ran", "child exit status 0", "parent ran"], out.stderr
 
 
 # ---- faults ----
