@@ -165,6 +165,11 @@ def one_call_cache(device: Device) -> OneCallCache:
     return device._one_call
 
 
+def context_of(device: Device) -> DeviceContext:
+    """What the device's objects share (its lock, session, limits): for tests and diagnostics."""
+    return device._context
+
+
 # ---- discovery -----------------------------------------------------------------------------------
 
 _devices: Optional[List[Device]] = None

@@ -209,6 +209,7 @@ import multiprocessing, os, sys, threading
 import numpy as np
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, reference
+from pyvkgrad.device import context_of
 
 x = np.arange(-8, 8, dtype=np.float32)
 want = reference.activation_relu_grad(x, x)
@@ -224,7 +225,7 @@ if sys.argv[1] == "after":
     # Another thread holds the device's lock at the fork (it never releases it in the child).
     held, done = threading.Event(), threading.Event()
     def hold():
-        with device._lock:
+        with context_of(device).lock:
             held.set()
             done.wait()
     threading.Thread(target=hold).start()
