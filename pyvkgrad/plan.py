@@ -22,7 +22,7 @@ from .kernels import READ, READ_WRITE, WRITE  # noqa: F401 (re-exported for the 
 @dataclass(frozen=True)
 class Limits:
     """What a plan may assume about the device. Limits are part of the one-call caches' keys
-    (Device.run), so a change of any (through a PYVKGRAD_ variable) plans problems anew."""
+    (one_call_cache.py), so a change of any (through a PYVKGRAD_ variable) plans problems anew."""
 
     subgroup_size: int = 32  # the device's (ResampleGrad's walk pads its columns to it)
     max_workgroups: int = 65535  # maxComputeWorkGroupCount[0]

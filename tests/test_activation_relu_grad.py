@@ -222,7 +222,7 @@ def test_tensor_desc_errors(kwargs, kind, message):
     (([1.0, 2.0], np.zeros(2, np.float32)), TypeError, r"input must be a numpy array"),
 ])
 def test_one_call_errors(device, args, kind, message, monkeypatch):
-    # Any device work would go through Device.run: make it fail loudly if reached.
+    # Any device work would go through the one-call cache's run: make it fail loudly if reached.
     monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
     with pytest.raises(kind, match=message):
         pyvkgrad.activation_relu_grad(*args, device=device)

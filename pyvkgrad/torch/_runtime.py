@@ -14,7 +14,7 @@ Three ways to run one (`set_options(execution=...)`, or PYVKGRAD_TORCH_EXECUTION
   on issue 10's device-tensor state model (every write seen by the next replay, `numpy()`
   current after it). The device memory of the cached programs' tensors stays held (at most
   PROGRAM_CACHE_BYTES, least recently used programs released first).
-* "one-call": each operator through `Device.run`, the one-call functions' machinery (device
+* "one-call": each operator through the one-call functions' machinery (device
   tensors and a recording cached per descriptor). One submission per operator; a chain's
   intermediate gradients make a round trip through the host.
 * "fresh": every run uploads its inputs into new device tensors (`Device.upload`), records all
@@ -104,7 +104,7 @@ def hand_off_enabled() -> bool:
 
 class _Compiled:
     """A descriptor and, on first use outside "one-call" execution, its compiled operator
-    ("one-call" execution compiles through Device.run's own cache instead)."""
+    ("one-call" execution compiles through the one-call cache instead)."""
 
     def __init__(self, device, desc):
         self.device, self.desc, self._op = device, desc, None
