@@ -120,8 +120,8 @@ from pyvkgrad.plan import Limits
 d = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (3, 5))
 pyvkgrad.ActivationReluGradDesc(d, d, d).plan(Limits())
 loaded = sorted(m for m in sys.modules if m.startswith("pyvkgrad.") and m.split(".")[1] in (
-    "_kompute", "runtime", "_vulkan_info", "_context", "device_tensor", "recording",
-    "compiled_operator", "one_call_cache", "device"))
+    "_kompute", "runtime", "_vulkan_structs", "_vulkan_info", "_context", "device_tensor",
+    "recording", "compiled_operator", "one_call_cache", "device"))
 maps = open("/proc/self/maps").read() if sys.platform.startswith("linux") else ""
 print(loaded, "libvulkan" in maps)
 """

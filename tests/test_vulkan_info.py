@@ -1,6 +1,6 @@
-"""Tests for pyvkgrad._vulkan_info against Mesa's lavapipe (llvmpipe) CPU driver."""
+"""Tests for pyvkgrad._vulkan_info (and the structures of pyvkgrad._vulkan_structs) against
+Mesa's lavapipe (llvmpipe) CPU driver."""
 import ctypes
-import importlib.util
 import os
 import re
 import subprocess
@@ -9,14 +9,11 @@ from pathlib import Path
 
 import pytest
 
-_MODULE_PATH = Path(__file__).resolve().parents[1] / "pyvkgrad" / "_vulkan_info.py"
-try:
-    from pyvkgrad import _vulkan_info as vi
-except Exception:  # package mid-edit elsewhere: load this module by path
-    _spec = importlib.util.spec_from_file_location("pyvkgrad_vulkan_info", _MODULE_PATH)
-    vi = importlib.util.module_from_spec(_spec)
-    sys.modules[_spec.name] = vi  # dataclasses needs the module registered
-    _spec.loader.exec_module(vi)
+from pyvkgrad import _vulkan_info as vi
+from pyvkgrad import _vulkan_structs as vs
+
+# The directory holding the pyvkgrad these tests import, for the probe's subprocess.
+_PACKAGE_PARENT = Path(vi.__file__).resolve().parents[1]
 
 LVP_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 
@@ -46,7 +43,7 @@ def _lavapipe_device():
 
 def test_struct_layout_matches_c_abi():
     # Offsets/sizes as computed by a C compiler from vulkan_core.h (x86-64).
-    L = vi.VkPhysicalDeviceLimits
+    L = vs.VkPhysicalDeviceLimits
     assert L.maxStorageBufferRange.offset == 28
     assert L.maxPushConstantsSize.offset == 32
     assert L.maxComputeSharedMemorySize.offset == 216
@@ -56,20 +53,20 @@ def test_struct_layout_matches_c_abi():
     assert L.timestampComputeAndGraphics.offset == 420
     assert L.timestampPeriod.offset == 424
     assert ctypes.sizeof(L) == 504
-    assert vi.VkPhysicalDeviceProperties.limits.offset == 296
-    assert ctypes.sizeof(vi.VkPhysicalDeviceProperties) == 824
-    assert ctypes.sizeof(vi.VkPhysicalDeviceProperties2) == 840
-    assert ctypes.sizeof(vi.VkPhysicalDeviceSubgroupProperties) == 32
-    assert ctypes.sizeof(vi.VkPhysicalDeviceDriverProperties) == 536
-    assert ctypes.sizeof(vi.VkPhysicalDeviceFeatures) == 55 * 4
-    assert ctypes.sizeof(vi.VkPhysicalDeviceFeatures2) == 240
-    assert ctypes.sizeof(vi.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT) == 64
-    assert ctypes.sizeof(vi.VkApplicationInfo) == 48
-    assert ctypes.sizeof(vi.VkInstanceCreateInfo) == 64
-    assert ctypes.sizeof(vi.VkExtensionProperties) == 260
-    assert ctypes.sizeof(vi.VkPhysicalDeviceMemoryProperties2) == 16 + 520
-    assert vi.VkPhysicalDeviceMemoryProperties2.memoryHeaps.offset == 16 + 264
-    assert ctypes.sizeof(vi.VkPhysicalDeviceMemoryBudgetPropertiesEXT) == 272
+    assert vs.VkPhysicalDeviceProperties.limits.offset == 296
+    assert ctypes.sizeof(vs.VkPhysicalDeviceProperties) == 824
+    assert ctypes.sizeof(vs.VkPhysicalDeviceProperties2) == 840
+    assert ctypes.sizeof(vs.VkPhysicalDeviceSubgroupProperties) == 32
+    assert ctypes.sizeof(vs.VkPhysicalDeviceDriverProperties) == 536
+    assert ctypes.sizeof(vs.VkPhysicalDeviceFeatures) == 55 * 4
+    assert ctypes.sizeof(vs.VkPhysicalDeviceFeatures2) == 240
+    assert ctypes.sizeof(vs.VkPhysicalDeviceShaderAtomicFloatFeaturesEXT) == 64
+    assert ctypes.sizeof(vs.VkApplicationInfo) == 48
+    assert ctypes.sizeof(vs.VkInstanceCreateInfo) == 64
+    assert ctypes.sizeof(vs.VkExtensionProperties) == 260
+    assert ctypes.sizeof(vs.VkPhysicalDeviceMemoryProperties2) == 16 + 520
+    assert vs.VkPhysicalDeviceMemoryProperties2.memoryHeaps.offset == 16 + 264
+    assert ctypes.sizeof(vs.VkPhysicalDeviceMemoryBudgetPropertiesEXT) == 272
 
 
 def test_device_memory_in_use():
@@ -142,9 +139,9 @@ def test_older_instance_versions(lavapipe, monkeypatch, cap):
 
 
 _SUBPROCESS_PROBE = f"""
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("vi", {str(_MODULE_PATH)!r})
-vi = importlib.util.module_from_spec(spec); sys.modules["vi"] = vi; spec.loader.exec_module(vi)
+import sys
+sys.path.insert(0, {str(_PACKAGE_PARENT)!r})
+from pyvkgrad import _vulkan_info as vi
 try:
     print("DEVICES", len(vi.physical_devices()))
 except vi.VulkanUnavailable as e:

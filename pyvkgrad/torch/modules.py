@@ -15,6 +15,9 @@ import torch
 from torch import nn
 
 from . import functional as bf
+from ._chain import (DATA_TYPES, BatchNormStep, InterpolateStep, ReluStep, apply_chain,
+                     data_type_of, needs_grad)
+from ._resample_map import SUPPORTED_MODES
 
 
 class ReLU(nn.ReLU):
@@ -24,7 +27,7 @@ class ReLU(nn.ReLU):
         return bf.relu(input, inplace=self.inplace)
 
     def _bridge_step(self):
-        return bf.ReluStep(self.inplace), []
+        return ReluStep(self.inplace), []
 
 
 class _BatchNormBridge:
@@ -33,12 +36,12 @@ class _BatchNormBridge:
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)
         step, params = self._bridge_step()
-        if not bf.needs_grad(input, *params[:2]):
+        if not needs_grad(input, *params[:2]):
             return torch.nn.functional.batch_norm(input, params[2], params[3], params[0],
                                                   params[1], step.training, step.momentum,
                                                   step.eps)
-        bf.data_type_of(input, "batch_norm")
-        return bf.apply_chain([step], input, params)
+        data_type_of(input, "batch_norm")
+        return apply_chain([step], input, params)
 
     def _bridge_step(self):
         # As _BatchNorm.forward: count batches, cumulative average when momentum is None.
@@ -51,7 +54,7 @@ class _BatchNormBridge:
         track = not self.training or self.track_running_stats
         params = [self.weight, self.bias, self.running_mean if track else None,
                   self.running_var if track else None]
-        return bf.BatchNormStep(training, factor, self.eps), params
+        return BatchNormStep(training, factor, self.eps), params
 
 
 class BatchNorm1d(_BatchNormBridge, nn.BatchNorm1d):
@@ -79,8 +82,8 @@ class Upsample(nn.Upsample):
                               recompute_scale_factor=self.recompute_scale_factor)
 
     def _bridge_step(self):
-        return bf.InterpolateStep(self.size, self.scale_factor, self.mode, self.align_corners,
-                                   self.recompute_scale_factor), []
+        return InterpolateStep(self.size, self.scale_factor, self.mode, self.align_corners,
+                               self.recompute_scale_factor), []
 
 
 BRIDGED = (ReLU, BatchNorm1d, BatchNorm2d, BatchNorm3d, Upsample)
@@ -121,7 +124,7 @@ class Sequential(nn.Sequential):
                 step, p = module._bridge_step()
                 steps.append(step)
                 params.extend(p)
-            input = bf.apply_chain(steps, input, params)
+            input = apply_chain(steps, input, params)
             i += len(run)
         return input
 
@@ -129,14 +132,14 @@ class Sequential(nn.Sequential):
 def _run_at(modules, i, input) -> List[nn.Module]:
     """The run of chainable modules starting at i (a chain needs a float tensor that needs a
     gradient, and a first step that does not modify the chain's input in place)."""
-    if not isinstance(input, torch.Tensor) or input.dtype not in bf.DATA_TYPES:
+    if not isinstance(input, torch.Tensor) or input.dtype not in DATA_TYPES:
         return []
     run = []
     for m in modules[i:]:
         if not _chainable(m) or (not run and isinstance(m, ReLU) and m.inplace):
             break
         run.append(m)
-    if not bf.needs_grad(input, *[p for m in run for p in m.parameters(recurse=False)]):
+    if not needs_grad(input, *[p for m in run for p in m.parameters(recurse=False)]):
         return []
     return run
 
@@ -177,7 +180,7 @@ def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
             out.weight, out.bias = module.weight, module.bias
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             setattr(out, name, getattr(module, name))
-    elif cls in _UPSAMPLES and module.mode in bf.rmap.SUPPORTED_MODES:
+    elif cls in _UPSAMPLES and module.mode in SUPPORTED_MODES:
         out = Upsample(module.size, module.scale_factor, module.mode, module.align_corners,
                        module.recompute_scale_factor)
     elif sequential and cls is nn.Sequential:
