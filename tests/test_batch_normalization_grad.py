@@ -20,6 +20,7 @@ from pyvkgrad.one_call_cache import OneCallCache
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, operators, reference
 from pyvkgrad.ops import _batch_normalization as bn
+from pyvkgrad.ops import _batch_normalization_plan as bn_plan
 from pyvkgrad.plan import Limits
 from cases import DTYPES, SHAPES_BY_RANK, random_array
 
@@ -347,8 +348,8 @@ def test_one_pass_finishes_in_stage_one(device, rng, op, dtype, widest, monkeypa
     `widest` (ONE_PASS_MAX_WG): the oracle's results, inputs untouched, bitwise the same run
     again; and the plan falls back to two stages where a lane would add more than
     ONE_PASS_MAX_ITERS terms."""
-    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
-    monkeypatch.setattr(bn, "ONE_PASS_MAX_WG", widest)
+    monkeypatch.setattr(bn_plan, "ONE_PASS_MIN_GROUPS", 1)
+    monkeypatch.setattr(bn_plan, "ONE_PASS_MAX_WG", widest)
     eps = 0.0123 + widest  # an epsilon no other test uses: the one-call cache plans afresh
     for shape, stat_shape, views in ONE_PASS_CASES:
         misses = device.cache_info().misses
@@ -374,7 +375,7 @@ def test_one_pass_in_place(device, rng, op, monkeypatch):
     """dX over X or dY through the FINISH plan: each element's X and dY are read before its dX
     is written, and the statistics stores come after the channel's reads."""
     import test_operators
-    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
+    monkeypatch.setattr(bn_plan, "ONE_PASS_MIN_GROUPS", 1)
     for dtype in DTYPES:
         # More than DIRECT_MAX_REDUCED elements per channel (else the direct kernel runs),
         # several terms per lane.
@@ -416,15 +417,15 @@ def test_loads_ahead_and_l2_order_keep_the_bits(device, rng, op, monkeypatch):
     import test_operators
     settings = [(1, False), (None, True), (3, True), (8, False)]  # (AHEAD or the rule, L2_ORDER)
     for shape, stat, dtype, one_pass, vec, masked in AHEAD_CASES:
-        monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
+        monkeypatch.setattr(bn_plan, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
         arrays = make_inputs(rng, shape, stat, dtype, op)
         desc = describe(op, *arrays, 1e-3)
         first = None
         for ahead, l2_order in settings:
             with monkeypatch.context() as m:
                 if ahead is not None:
-                    m.setattr(bn, "_ahead", lambda load_bytes, a=ahead: a)
-                m.setattr(bn, "L2_ORDER", l2_order)
+                    m.setattr(bn_plan, "ahead", lambda load_bytes, a=ahead: a)
+                m.setattr(bn_plan, "L2_ORDER", l2_order)
                 stage1 = desc.plan(device.limits).dispatches[0]
                 assert (stage1.constant("FINISH"), stage1.constant("VEC"),
                         stage1.constant("MASKED")) == (one_pass, vec, masked), shape
@@ -548,7 +549,7 @@ def test_masked_runs_see_only_their_elements(device, rng, op, dtype, one_pass, m
     other channel as the oracle has it; the padding of a strided dX keeps its contents; X and
     dY that disagree in a stride modulo the vector width are not masked. In two stages and,
     with `one_pass` (forced), with stage 1 finishing each channel."""
-    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
+    monkeypatch.setattr(bn_plan, "ONE_PASS_MIN_GROUPS", 1 if one_pass else 2**62)
     np_dtype, dtype = dtype, DataType.from_numpy(dtype, "", "")
     shape, stat = (6, 5, 3, 49), (1, 5, 1, 1)
     for x_strides, dy_strides, masked, slack in MASKED_LAYOUTS:
@@ -660,8 +661,8 @@ def test_span_rows(device, rng, op, dtype, width, monkeypatch):
     the channels sharing its vectors as the oracle has them; dX over X or dY reads every
     element before writing it."""
     import test_operators
-    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
-    monkeypatch.setattr(bn, "SPAN_WIDTHS", (width,))
+    monkeypatch.setattr(bn_plan, "ONE_PASS_MIN_GROUPS", 1)
+    monkeypatch.setattr(bn_plan, "SPAN_WIDTHS", (width,))
     if width == 8 and dtype == np.float32:
         pytest.skip("float32 vectors hold at most 4 elements")
     dt = DataType.from_numpy(dtype, "", "")
@@ -718,7 +719,7 @@ def test_workgroup_stride_loops(device, rng, op, monkeypatch):
         check(device, rng, op, shape, stat_shape, np.float32)
     # The one-pass plan: a workgroup finishes several channels in turn, its shared memory
     # reused between them.
-    monkeypatch.setattr(bn, "ONE_PASS_MIN_GROUPS", 1)
+    monkeypatch.setattr(bn_plan, "ONE_PASS_MIN_GROUPS", 1)
     for dtype in DTYPES:
         assert plan_of(op, (3, 7, 3000), (1, 7, 1)).dispatches[0].constant("FINISH")
         check(device, rng, op, (3, 7, 3000), (1, 7, 1), dtype)
@@ -883,17 +884,16 @@ def test_plan_within_a_loop_limit_or_a_clear_error(op, dtype):
     """Under a loop limit, stage 1 takes longer chunks until every invocation fits, up to one
     chunk per channel group; where even that cannot fit (a device of very few workgroups),
     planning stops with an error naming the operator instead of doubling the chunk forever."""
-    from pyvkgrad.ops import _batch_normalization as bn
     # 2 workgroups of 64: chunks 4 vectors long are far over the limit; 32 times longer fit.
     # One chunk per channel only just fits, and a doubled chunk length past it would not.
     few = Limits(local_size=64, max_local_size=64, max_workgroups=2, max_loop_iterations=65535)
     sizes, stat = (32, 64, 112, 112), (1, 64, 1, 1)
     stage1 = plan_of(op, sizes, stat, dtype=dtype, limits=few).dispatches[0]
     push = dict(stage1.push)
-    assert stage1.constant("ITERS") > bn.ITERS_MAX_VECTORS
-    assert bn._within_loop_limit(few, push["channels"], push["groups"], push["chunks"],
-                                 stage1.constant("ITERS"), stage1.constant("FINISH"),
-                                 stage1.constant("WG"))
+    assert stage1.constant("ITERS") > bn_plan.ITERS_MAX_VECTORS
+    assert bn_plan.within_loop_limit(few, push["channels"], push["groups"], push["chunks"],
+                                     stage1.constant("ITERS"), stage1.constant("FINISH"),
+                                     stage1.constant("WG"))
     one = Limits(local_size=256, max_workgroups=1, max_loop_iterations=65535)
     with pytest.raises(RuntimeError, match=rf"^{DESCS[op].OPERATOR}: InputTensor.Sizes needs "
                                            rf"fewer loop iterations .*\(1000, 400, 7, 7\)$"):

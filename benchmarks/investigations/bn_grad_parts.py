@@ -10,7 +10,7 @@ FINISH) off, on (ONE_PASS_MIN_GROUPS, patched) and forced, at workgroup widths 2
 width exact: the plan's widening is held to it).
 --l2-order: instead, the training grad with and without its L2 order (`L2_ORDER`, patched:
 stage 1 over chunks of all channels at once, dX last vector first); --ahead: both operators
-with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `_ahead` patched); --masked: both
+with stage 1 loading 1-8 vectors ahead (AHEAD, the plan's `ahead` patched); --masked: both
 operators with MASKED off, by its rule, and with narrower vectors; --span: both operators
 with SPAN off, by its rule, and at each vector width; --span-plan: SPAN's one-pass plan
 at other widths, vectors and loads ahead; --plan: both operators as
@@ -37,7 +37,7 @@ BENCHMARKS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, BENCHMARKS)  # the benchmark's modules
 sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 import pyvkgrad  # noqa: E402
-from pyvkgrad.ops import _batch_normalization as bn  # noqa: E402
+from pyvkgrad.ops import _batch_normalization_plan as bn  # noqa: E402
 from bench_cases import _bn  # noqa: E402
 from bench_timing import (Torch, diagnostic_args, replay_steps_ns,  # noqa: E402
                           same_bytes_roofline, step_medians_us)
@@ -63,22 +63,22 @@ def close(rec, op, tensors):
         t.close()
 
 
-MASKED_WIDTH = bn._masked_width
-SPAN_WIDTH = bn._span_width
+MASKED_WIDTH = bn.masked_width
+SPAN_WIDTH = bn.span_width
 
 
 def _patch(name, value):
     """A setting as the module attribute it patches: AHEAD, stage 1's loads ahead whatever the
-    load's size (the plan's `_ahead` replaced); SPAN_WIDTH, SPAN's vector width (`_span_width`
+    load's size (the plan's `ahead` replaced); SPAN_WIDTH, SPAN's vector width (`span_width`
     offered only that width; 0: SPAN off); MASKED_WIDTH, MASKED's widest vector
-    (`_masked_width` offered only the widths up to it); else the attribute itself."""
+    (`masked_width` offered only the widths up to it); else the attribute itself."""
     if name == "AHEAD":
-        return "_ahead", lambda load_bytes: value
+        return "ahead", lambda load_bytes: value
     if name == "SPAN_WIDTH":  # SPAN at exactly this width where it fits, any dtype (0: off)
-        return "_span_width", lambda widths, wg, f16_dx, *a: SPAN_WIDTH(
+        return "span_width", lambda widths, wg, f16_dx, *a: SPAN_WIDTH(
             tuple(w for w in widths if w == value), wg, True, *a) if value else (1, 0)
     if name == "MASKED_WIDTH":
-        return "_masked_width", lambda widths, *a: MASKED_WIDTH(
+        return "masked_width", lambda widths, *a: MASKED_WIDTH(
             tuple(w for w in widths if w <= value), *a)
     return name, value
 

@@ -1,5 +1,5 @@
 # Lent-GPU run for issue 13's BatchNorm L2 order and loads ahead (L2_ORDER and LOAD_BYTES_AHEAD
-# in pyvkgrad/ops/_batch_normalization.py), from the project root with .gpu carried: the BN
+# in pyvkgrad/ops/_batch_normalization_plan.py), from the project root with .gpu carried: the BN
 # tests on the H100, then `benchmarks/investigations/bn_grad_parts.py --l2-order` (SWEEP=--ahead: the loads
 # ahead; each setting warm and cold, outputs bitwise against the first). With `final` instead:
 # the BN tests under the validation layer, and the benchmark's BN rows next to PyTorch.

@@ -6,8 +6,9 @@ statistics (docs/semantics.md §4, §6.7).
     OutputBiasGradient  = sum_R dY
 
 R = the dimensions where the statistics' sizes are 1 (possibly none). Validation, axes and
-kernel plan are shared with the training grad in `_batch_normalization.py`; the output
-gradient's kernel needs no reduction and runs beside it.
+kernel plan are shared with the training grad in `_batch_normalization.py`,
+`_batch_normalization_axes.py` and `_batch_normalization_plan.py`; the output gradient's kernel
+needs no reduction and runs beside it.
 """
 
 from __future__ import annotations

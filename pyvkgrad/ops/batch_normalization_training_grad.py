@@ -10,7 +10,8 @@ normalization, docs/semantics.md §5 followed literally (§6.7).
 OutputGradient recentres with the batch's own mean_R(X); the scale gradient uses the supplied
 Mean (the two agree when Mean comes from the training forward on the same X). R = the
 dimensions where the statistics' sizes are 1. Validation, axes and kernel plan are shared with
-BATCH_NORMALIZATION_GRAD in `_batch_normalization.py`.
+BATCH_NORMALIZATION_GRAD in `_batch_normalization.py`, `_batch_normalization_axes.py` and
+`_batch_normalization_plan.py`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,97 @@
+"""BatchNorm grad's reduction axes (docs/semantics.md §4, §6.7): which dimensions a channel keeps
+and which it reduces over, in memory order, and the sizes and strides the kernels walk.
+
+R = {d : MeanTensor.Sizes[d] == 1} (reduced) and K = the other dimensions (kept, the
+"channels"). Dimensions of size 1 everywhere play no part. Channel k is the row-major index
+over K; element (k, r) has reduced index r, row-major over R. Both sets are ordered by
+InputTensor stride, outermost first, so the innermost dimension in memory is last (coalesced
+reads whatever the layout: NCHW, NHWC by strides, scattered axes).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..plan import right_align
+from ..tensor import TensorDesc, coalesce
+
+
+class Axes:
+    """The kept (K) and reduced (R) dimensions of a descriptor, innermost in memory last."""
+
+    def __init__(self, desc):
+        x = desc.input_tensor
+        xs, dys = x.element_strides, desc.input_gradient_tensor.element_strides
+        means = desc.mean_tensor.sizes
+        live = [d for d in range(x.rank) if x.sizes[d] > 1]
+        order = sorted(live, key=lambda d: (_memory_key(xs[d], dys[d])), reverse=True)
+        self.sizes = x.sizes
+        self.kept = tuple(d for d in order if means[d] > 1)
+        self.reduced = tuple(d for d in order if means[d] == 1)
+        self.channels = math.prod(x.sizes[d] for d in self.kept)
+        self.reduced_count = math.prod(x.sizes[d] for d in self.reduced)
+        # Table strides: channel k's stride along each dimension (0 where reduced).
+        self.channel_strides = [0] * x.rank
+        step = 1
+        for d in reversed(self.kept):
+            self.channel_strides[d] = step
+            step *= x.sizes[d]
+        # Does a kept dimension lie innermost in memory (NHWC-like)?
+        inner = order[-1] if order else None
+        self.kept_innermost = inner is not None and inner in self.kept
+
+    def over(self, dims, *tensors):
+        """Coalesced (sizes, strides per tensor) over `dims` (K or R), right-aligned to 8."""
+        sizes, strides = coalesce([self.sizes[d] for d in dims],
+                                  *[[t.element_strides[d] for d in dims] for t in tensors])
+        return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides]
+
+
+def _memory_key(*strides):
+    """Smallest nonzero stride of a dimension (a broadcast dimension walks no memory)."""
+    nonzero = [s for s in strides if s > 0]
+    return min(nonzero) if nonzero else 0
+
+
+def pow2_ceil(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def pow2_floor(n: int) -> int:
+    return 1 << (max(1, n).bit_length() - 1)
+
+
+def outer_strides(ksizes, kstrides, rsizes, rstrides):
+    """Every dimension but the innermost reduced one (the run), of size > 1: its strides in
+    each tensor, as a tuple."""
+    return [tuple(s[d] for s in strides)
+            for sizes, strides, last in ((ksizes, kstrides, 8), (rsizes, rstrides, 7))
+            for d, n in enumerate(sizes[:last]) if n > 1]
+
+
+def elementwise_dims(axes, desc, *tensors, extra=()):
+    """Sizes and strides over every dimension for an element-wise kernel, ordered so that the
+    output's innermost dimension is last, then coalesced (`extra`: more stride lists)."""
+    dx = desc.output_gradient_tensor.element_strides
+    live = [d for d in range(len(axes.sizes)) if axes.sizes[d] > 1]
+    order = sorted(live, key=lambda d: dx[d], reverse=True)
+    lists = [[t.element_strides[d] for d in order] for t in tensors]
+    lists += [[e[d] for d in order] for e in extra]
+    return coalesce([axes.sizes[d] for d in order], *lists)
+
+
+def packed_dims(axes, *stride_lists):
+    """Row-major sizes with per-dimension strides (statistics or channel index) coalesced,
+    for the packed kernels; `same`: every aligned vector of width 4 (float32) or 8 (float16)
+    lies in one channel."""
+    sizes, strides = coalesce(list(axes.sizes), *stride_lists)
+    inner_reduced = all(s[-1] == 0 for s in strides)
+
+    def same(width):
+        return inner_reduced and (sizes[-1] % width == 0 or len(sizes) == 1)
+    return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides], same
+
+
+def stat_strides(axes, stat: TensorDesc):
+    """A statistic's strides seen from the input: its own on kept dimensions, 0 on reduced."""
+    return [s if d in axes.kept else 0 for d, s in enumerate(stat.element_strides)]
