@@ -1,6 +1,6 @@
 """What BATCH_NORMALIZATION_GRAD and BATCH_NORMALIZATION_TRAINING_GRAD share: the descriptor
-base (eight tensors and Epsilon), their validation and the one-call driver. The reduction axes
-are in `_batch_normalization_axes.py`, the kernel plan in `_batch_normalization_plan.py` (its
+base (eight tensors and Epsilon), their validation and the one-call driver. The tensor fields
+and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in `_batch_normalization_plan.py` (its
 OutputGradient dispatches in `_batch_normalization_output.py`).
 """
 
@@ -15,24 +15,12 @@ import numpy as np
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
 from ..tensor import check_desc, check_float, check_output, check_rank, check_same, fail
 from . import _one_call
+from ._batch_normalization_axes import FIELDS
+from ._batch_normalization_plan import plan
 
 BatchNormalizationGradResult = namedtuple(
     "BatchNormalizationGradResult", "output_gradient output_scale_gradient output_bias_gradient")
 
-# (descriptor field, DirectML field, access), in DirectML's order.
-FIELDS = (("input_tensor", "InputTensor", READ),
-          ("input_gradient_tensor", "InputGradientTensor", READ),
-          ("mean_tensor", "MeanTensor", READ),
-          ("variance_tensor", "VarianceTensor", READ),
-          ("scale_tensor", "ScaleTensor", READ),
-          ("output_gradient_tensor", "OutputGradientTensor", WRITE),
-          ("output_scale_gradient_tensor", "OutputScaleGradientTensor", WRITE),
-          ("output_bias_gradient_tensor", "OutputBiasGradientTensor", WRITE))
-# Each tensor's name in the kernels (shaders/include/common.glsl), and back.
-KERNEL_NAMES = dict(input_tensor="x", input_gradient_tensor="dy", mean_tensor="mean",
-                    variance_tensor="variance", scale_tensor="scale", output_gradient_tensor="dx",
-                    output_scale_gradient_tensor="dscale", output_bias_gradient_tensor="dbias")
-FIELD_OF = {kernel: field for field, kernel in KERNEL_NAMES.items()}
 INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
 STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
                      "OutputBiasGradientTensor")
@@ -116,14 +104,7 @@ class BatchNormalizationGradFields(OperatorDesc):
         return tuple(a for a, n in enumerate(self.mean_tensor.sizes) if n != 1)
 
     def plan(self, limits: Limits) -> Plan:
-        from ._batch_normalization_plan import plan  # it imports this module's tables
         return plan(self, limits, training=self.TRAINING)
-
-
-def bind(*names):
-    """Bindings of a kernel: each kernel name to its tensor field, or to the scratch buffer of
-    that name."""
-    return {name: FIELD_OF.get(name, name) for name in names}
 
 
 # ---- the one-call functions ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""BatchNorm grad's reduction axes (docs/semantics.md §4, §6.7): which dimensions a channel keeps
+"""BatchNorm grad's eight tensor fields (DirectML's order, their names in the kernels) and
+reduction axes (docs/semantics.md §4, §6.7): which dimensions a channel keeps
 and which it reduces over, in memory order, and the sizes and strides the kernels walk.
 
 R = {d : MeanTensor.Sizes[d] == 1} (reduced) and K = the other dimensions (kept, the
@@ -12,8 +13,30 @@ from __future__ import annotations
 
 import math
 
-from ..plan import right_align
+from ..plan import READ, WRITE, right_align
 from ..tensor import TensorDesc, coalesce
+
+
+# (descriptor field, DirectML field, access), in DirectML's order.
+FIELDS = (("input_tensor", "InputTensor", READ),
+          ("input_gradient_tensor", "InputGradientTensor", READ),
+          ("mean_tensor", "MeanTensor", READ),
+          ("variance_tensor", "VarianceTensor", READ),
+          ("scale_tensor", "ScaleTensor", READ),
+          ("output_gradient_tensor", "OutputGradientTensor", WRITE),
+          ("output_scale_gradient_tensor", "OutputScaleGradientTensor", WRITE),
+          ("output_bias_gradient_tensor", "OutputBiasGradientTensor", WRITE))
+# Each tensor's name in the kernels (shaders/include/common.glsl), and back.
+KERNEL_NAMES = dict(input_tensor="x", input_gradient_tensor="dy", mean_tensor="mean",
+                    variance_tensor="variance", scale_tensor="scale", output_gradient_tensor="dx",
+                    output_scale_gradient_tensor="dscale", output_bias_gradient_tensor="dbias")
+FIELD_OF = {kernel: field for field, kernel in KERNEL_NAMES.items()}
+
+def bind(*names):
+    """Bindings of a kernel: each kernel name to its tensor field, or to the scratch buffer of
+    that name."""
+    return {name: FIELD_OF.get(name, name) for name in names}
+
 
 
 class Axes:

@@ -8,8 +8,7 @@ packed kernels where every tensor they walk is packed, else the strided ones. Th
 from __future__ import annotations
 
 from ..plan import Dispatch, grid_slices, right_align
-from ._batch_normalization import bind
-from ._batch_normalization_axes import elementwise_dims, packed_dims, stat_strides
+from ._batch_normalization_axes import bind, elementwise_dims, packed_dims, stat_strides
 
 
 def grad_output(desc, axes, limits, is_f16, eps):

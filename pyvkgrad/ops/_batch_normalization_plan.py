@@ -41,8 +41,6 @@ reductions (a tree, not one long running sum).
 
 from __future__ import annotations
 
-from __future__ import annotations
-
 import math
 from collections import namedtuple
 from dataclasses import dataclass
@@ -50,8 +48,8 @@ from typing import Sequence
 
 from ..plan import LOOP_MARGIN, Dispatch, Limits, Plan, Scratch, grid, grid_slices
 from ..tensor import fail
-from ._batch_normalization import FIELDS, KERNEL_NAMES, bind
-from ._batch_normalization_axes import Axes, outer_strides, pow2_ceil, pow2_floor
+from ._batch_normalization_axes import (FIELDS, KERNEL_NAMES, Axes, bind, outer_strides, pow2_ceil,
+                                       pow2_floor)
 from ._batch_normalization_output import grad_output, training_output
 
 DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
