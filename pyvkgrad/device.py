@@ -118,7 +118,8 @@ class Device:
         """Compile an operator descriptor: validate, plan and load its kernels once.
 
         `limits`: plan with these instead of `Device.limits` (explorations of plan choices,
-        e.g. benchmarks/relu_variants.py; they must stay within what the device supports)."""
+        e.g. benchmarks/investigations/relu_variants.py; they must stay within what the device
+        supports)."""
         return compile_operator(self._context, desc, limits)
 
     def record(self, timestamps: bool = False) -> Recording:

@@ -3,8 +3,8 @@
 A small contract, in the spirit of tinygrad's runtime modules: a `Runtime` opens one Vulkan
 device and makes `Buffer`s, `Program`s (a kernel bound to buffers: a pipeline) and
 `Commands` (a command buffer: uploads, dispatches, barriers, downloads) that it submits and
-waits for. The device layer (recording.py, compiled_operator.py) decides what to record; benchmarks and the
-validation canary use this seam too.
+waits for. The device layer (recording.py, compiled_operator.py) decides what to record;
+benchmarks and the validation canary use this seam too.
 
 Quirks handled here:
 - buffers come in three kinds (`BUFFER_KINDS`): staged (kp's device tensors: device memory

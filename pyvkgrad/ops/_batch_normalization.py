@@ -1,7 +1,8 @@
 """What BATCH_NORMALIZATION_GRAD and BATCH_NORMALIZATION_TRAINING_GRAD share: the descriptor
 base (eight tensors and Epsilon), their validation and the one-call driver. The tensor fields
-and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in `_batch_normalization_plan.py` (its
-OutputGradient dispatches in `_batch_normalization_output.py`).
+and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in
+`_batch_normalization_plan.py` (its OutputGradient dispatches in
+`_batch_normalization_output.py`).
 """
 
 from __future__ import annotations
