@@ -46,3 +46,22 @@ def test_benchmark_medians_wait_strategy_and_torch_in_its_own_process(tmp_path):
     assert [r["case"] for r in rows][0] == "ReLU grad 1024 float32"
     if importlib.util.find_spec("torch"):  # PyTorch's side, from the other process
         assert report["torch"] and all(r["torch_from_numpy_us"] > 0 for r in rows)
+
+
+def test_iree_peer_group_runs_beside_pyvkgrad(tmp_path):
+    """--ops iree on the test device with the small shapes, from the committed cache (optional:
+    skipped where iree.runtime is not importable)."""
+    import pytest
+    if importlib.util.find_spec("iree") is None or importlib.util.find_spec("iree.runtime") is None:
+        pytest.skip("iree.runtime is not importable (pip install .[bench])")
+    res, report = _bench(tmp_path, "--ops", "iree", "--no-torch")
+    group = report["iree"]
+    rows = {(r["computation"], r["dtype"]): r for r in group["rows"]}
+    assert len(rows) == 10
+    for r in rows.values():
+        assert r["pyvkgrad_kernel_us"] > 0 and r["pyvkgrad_per_call_us"] > 0
+        assert "iree_per_call_us" in r or r["iree_error"].startswith("not compiled")
+    for dtype in ("float32", "float16"):  # compiled, run, and the same result as pyvkgrad's
+        assert rows[("relu_grad", dtype)]["max_abs_diff_dx"] == 0
+        assert rows[("relu_grad", dtype)]["iree_per_call_us"] > 0
+    assert "IREE" in res.stdout
