@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import platform
 import statistics
 import sys
@@ -62,6 +63,28 @@ def replay_walls_ns(rec, repeat):
         rec.replay()
         walls.append(time.perf_counter_ns() - t0)
     return walls
+
+
+def median_wall_ns(fn, repeat):
+    """Median host wall time (ns) of `fn()` over `repeat` calls, each timed on its own, after
+    one untimed call."""
+    fn()
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        fn()
+        walls.append(time.perf_counter_ns() - t0)
+    return statistics.median(walls)
+
+
+def wait_strategy(device):
+    """How a submission on `device` waits for its fence (printed and stored by the benchmark):
+    the polling budget (Device.wait_spin_us, from PYVKGRAD_WAIT_SPIN_US or the device type's
+    default) and when the wait blocks."""
+    spin = device.wait_spin_us
+    return {"wait_spin_us": spin,
+            "PYVKGRAD_WAIT_SPIN_US": os.environ.get("PYVKGRAD_WAIT_SPIN_US"),
+            "blocks": (f"after polling the fence for up to {spin} us" if spin else "at once")}
 
 
 def benchmark_kernel(name):
