@@ -66,8 +66,8 @@ import numpy as np
 
 from .. import defaults
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid, right_align
-from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
-                      fail, packed_strides)
+from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_float_type, check_output,
+                      check_rank, check_same, fail, packed_strides)
 from . import _one_call
 from ._split import largest_buffer
 
@@ -169,6 +169,7 @@ class ResampleGradDesc(OperatorDesc):
                  "must equal InputGradientTensor.DimensionCount", dy.rank, dx.rank)
         check_same(OPERATOR, "data_type", ("InputGradientTensor", dy),
                    ("OutputGradientTensor", dx))
+        check_float_type(OPERATOR, "InputGradientTensor", dy)
         check_output(OPERATOR, "OutputGradientTensor", dx)
         mode = _enum_value(InterpolationMode, self.interpolation_mode, "InterpolationMode",
                            "'nearest_neighbor' or 'linear' (InterpolationMode)")
