@@ -88,6 +88,25 @@ def check_float(operator: str, field: str, value, non_negative: bool = False) ->
     return number
 
 
+def enum_value(operator: str, enum_cls, value, field: str, allowed: str):
+    """A DirectML enum field: the member from a member, its int value or its lower-case name
+    (InterpolationMode.LINEAR, 1 or "linear")."""
+    if isinstance(value, enum_cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_cls[value.upper()]
+        except KeyError:
+            fail(operator, field, "is not supported", allowed, repr(value))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        try:
+            return enum_cls(int(value))
+        except ValueError:
+            fail(operator, field, "is not supported", allowed, repr(value))
+    fail(operator, field, "must be a string or an enum value", allowed, type(value).__name__,
+         TypeError)
+
+
 def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
     """Row-major element strides, last dimension fastest (DirectML's null strides)."""
     strides = [1] * len(sizes)

@@ -67,7 +67,7 @@ import numpy as np
 from .. import defaults
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid, right_align
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_float_type, check_output,
-                      check_rank, check_same, fail, packed_strides)
+                      check_rank, check_same, enum_value, fail, packed_strides)
 from . import _one_call
 from ._split import largest_buffer
 
@@ -101,21 +101,7 @@ ALGORITHMS = ("gather", "atomic")
 # ---- parameter normalisation -------------------------------------------------------------------
 
 def _enum_value(enum_cls, value, field: str, allowed: str):
-    """An enum member from a member, its int value or its lower-case name."""
-    if isinstance(value, enum_cls):
-        return value
-    if isinstance(value, str):
-        try:
-            return enum_cls[value.upper()]
-        except KeyError:
-            fail(OPERATOR, field, "is not supported", allowed, repr(value))
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        try:
-            return enum_cls(int(value))
-        except ValueError:
-            fail(OPERATOR, field, "is not supported", allowed, repr(value))
-    fail(OPERATOR, field, "must be a string or an enum value", allowed, type(value).__name__,
-         TypeError)
+    return enum_value(OPERATOR, enum_cls, value, field, allowed)
 
 
 def _float32_array(values, field: str, rank: int):
