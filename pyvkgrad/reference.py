@@ -283,7 +283,7 @@ def batch_normalization_training_grad(input, input_gradient, mean, variance, sca
 
 
 # --------------------------------------------------------------------------------------------
-# Random generator (docs/semantics.md §5): Philox 4x32-10, integers only
+# Random generator (docs/semantics.md §9): Philox 4x32-10, integers only
 # --------------------------------------------------------------------------------------------
 
 _PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
