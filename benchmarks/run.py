@@ -39,7 +39,7 @@ from pyvkgrad import operators  # noqa: E402
 from bench_cases import (ALIASES, GROUPS, benchmark_cases, chain, host_overhead,  # noqa: E402
                          roundtrip)
 from bench_timing import (MiB, Torch, copy_roofline, progress,  # noqa: E402
-                          same_bytes_roofline, vulkan_time)
+                          same_bytes_roofline, same_bytes_write_roofline, vulkan_time)
 
 
 # ---- results -----------------------------------------------------------------------------------
@@ -65,14 +65,18 @@ def run_case(dev, T, entry, repeat, seed):
     """Time one catalogue entry on the device and in PyTorch; None when it cannot run."""
     name, case, dt, build = entry
     try:
-        op, tensors, nbytes, torch_fn = build(dev, np.random.default_rng(seed))
+        # A fifth value, "write", marks a kernel that only writes: its roofline is a fill.
+        op, tensors, nbytes, torch_fn, *kind = build(dev, np.random.default_rng(seed))
     except (ValueError, NotImplementedError) as e:
         progress(f"    skipped: {e}")
         return None
     ns, _ = vulkan_time(dev, op, tensors, repeat)
-    size_roof = same_bytes_roofline(dev, T, nbytes, repeat)
+    write_only = kind == ["write"]
+    size_roof = (same_bytes_write_roofline if write_only else same_bytes_roofline)(
+        dev, T, nbytes, repeat)
     r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (size_roof / 1e9))
-    r.extra["copy_roofline_gbps_same_bytes"] = size_roof / 1e9
+    r.extra["write_roofline_gbps_same_bytes" if write_only
+            else "copy_roofline_gbps_same_bytes"] = size_roof / 1e9
     if T.torch and torch_fn is not None:
         try:
             tns = T.time_ns(torch_fn(T), repeat)
@@ -165,7 +169,8 @@ def main(argv=None):
             continue
         results.append(r)
         progress(f"    {r.vk_ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s  "
-                 f"{100 * r.roofline_fraction:5.1f}% of copy"
+                 f"{100 * r.roofline_fraction:5.1f}% of "
+                 f"{'fill' if 'write_roofline_gbps_same_bytes' in r.extra else 'copy'}"
                  + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
                     if r.torch_ns else ""))
     extra = {}
