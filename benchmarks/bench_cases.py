@@ -136,10 +136,36 @@ def bn_cases(training):
     return cases
 
 
+def random_generator_cases(quick):
+    """RANDOM_GENERATOR: uint32 outputs of 16 MiB to 1 GiB, measured against a fill of the
+    same bytes (a write-only kernel: it reads six state words)."""
+    sizes = [16 * MiB, 64 * MiB] if quick else [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB]
+    for nbytes in sizes:
+        n = nbytes // 4
+        yield ("RANDOM_GENERATOR", f"{nbytes // MiB} MiB output ({n} words)", "uint32",
+               lambda dev, rng, n=n: _random_generator(dev, rng, n))
+
+
+def _random_generator(dev, rng, n):
+    u32 = DataType.UINT32
+
+    def torch_fn(T):  # PyTorch's own Philox (CUDA) filling as many 32-bit words
+        t = T.torch.empty(n, dtype=T.torch.int32, device=T.device)
+        return lambda: t.random_()
+    if dev is None:  # PyTorch's side, in its own process
+        return None, None, 4 * n, torch_fn, "write"
+    state = TensorDesc(u32, (1, 1, 1, 6))
+    op = dev.compile(pyvkgrad.RandomGeneratorDesc(state, TensorDesc(u32, (n,)), state))
+    s = dev.upload(rng.integers(0, 2**32, (1, 1, 1, 6), dtype=np.uint64).astype(np.uint32))
+    tensors = dict(input_state_tensor=s, output_tensor=dev.empty(TensorDesc(u32, (n,))),
+                   output_state_tensor=s)  # in place, as ONNX Runtime binds it
+    return op, tensors, 4 * n, torch_fn, "write"
+
+
 def benchmark_cases(record):
     """The benchmark's cases of an operator of the table: shapes from its issue; any
     element-wise operator gets the element-wise cases."""
-    special = {"resample_grad": resample_cases,
+    special = {"resample_grad": resample_cases, "random_generator": random_generator_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True)}
     if record.name in special:

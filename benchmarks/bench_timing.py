@@ -1,7 +1,7 @@
 """The benchmark's timing helpers (benchmarks/run.py and the scripts in investigations/):
 kernel times from Vulkan timestamps (median of replays, per step or summed), host wall times
-of replays, the copy roofline a kernel is measured against, and PyTorch timed on the same
-device."""
+of replays, the copy roofline a kernel is measured against (and the write-only roofline of
+kernels that only write), and PyTorch timed on the same device."""
 
 from __future__ import annotations
 
@@ -108,6 +108,26 @@ def same_bytes_roofline(dev, T, nbytes, repeat):
                (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
 
 
+def write_roofline(device, nbytes, repeat):
+    """Bytes written per second of a compute kernel filling `nbytes` in 16-byte vectors
+    (benchmarks/shaders/fill_words.comp, through the runtime seam): the roofline of a kernel
+    that writes its bytes and reads (almost) none."""
+    from pyvkgrad import kernels
+    runtime = device.runtime()
+    dst = runtime.buffer(nbytes)
+    vectors = nbytes // 16
+    wg = device.limits.local_size
+    spirv, iface = benchmark_kernel("fill_words")
+    push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
+    program = runtime.program([dst], spirv, min(-(-vectors // wg), 65535),
+                              kernels.specialization(iface, {"WG": wg}), len(push))
+    rate = nbytes / (commands_ns(device, lambda c: c.dispatch(program, push), repeat,
+                                 "write roofline") * 1e-9)
+    program.destroy()
+    dst.destroy()
+    return rate
+
+
 def diagnostic_args(argv=None, repeat=20):
     """The options the diagnostic scripts in investigations/ share: --out DIR, --quick (small
     shapes, for a check on lavapipe), --repeat N."""
@@ -208,3 +228,9 @@ class Torch:
         a = self.torch.empty(nbytes, dtype=self.torch.uint8, device="cuda")
         b = self.torch.empty_like(a)
         return 2 * nbytes / (self.time_ns(lambda: b.copy_(a), repeat) * 1e-9)
+
+    def fill_roofline(self, nbytes, repeat):
+        if not self.cuda:
+            return None
+        a = self.torch.empty(nbytes, dtype=self.torch.uint8, device="cuda")
+        return nbytes / (self.time_ns(lambda: a.fill_(1), repeat) * 1e-9)

@@ -48,7 +48,7 @@ from pyvkgrad import operators  # noqa: E402
 from bench_cases import (ALIASES, GROUPS, benchmark_cases, chain, host_overhead,  # noqa: E402
                          roundtrip)
 from bench_timing import (MiB, Torch, copy_roofline, progress,  # noqa: E402
-                          vulkan_time, wait_strategy)
+                          vulkan_time, wait_strategy, write_roofline)
 
 
 # ---- results -----------------------------------------------------------------------------------
@@ -82,15 +82,22 @@ def run_case(dev, entry, repeat, seed):
     assert "torch" not in sys.modules, "pyvkgrad's kernels are timed in a process without torch"
     name, case, dt, build = entry
     try:
-        op, tensors, nbytes, _ = build(dev, np.random.default_rng(seed))
+        # A fifth value, "write", marks a kernel that only writes: its roofline is a fill.
+        op, tensors, nbytes, _, *kind = build(dev, np.random.default_rng(seed))
     except (ValueError, NotImplementedError) as e:
         progress(f"    skipped: {e}")
         return None
     ns, _ = vulkan_time(dev, op, tensors, repeat)
-    size_roof = copy_roofline(dev, _copy_bytes(nbytes, dev.info.max_storage_buffer_range), repeat)
+    # The same bytes moved by the fastest copy (read + written), or filled by the fastest fill
+    # where the kernel only writes; PyTorch's side measures its own (torch_case).
+    roof_kind = "write" if kind == ["write"] else "copy"
+    max_range = dev.info.max_storage_buffer_range
+    size_roof = (write_roofline(dev, min(nbytes, max_range) // 16 * 16, repeat) if kind
+                 else copy_roofline(dev, _copy_bytes(nbytes, max_range), repeat))
     r = Result(name, case, dt, nbytes, ns, nbytes / ns, nbytes / ns / (size_roof / 1e9))
-    r.extra["copy_roofline_gbps_same_bytes"] = size_roof / 1e9
-    r.extra["vulkan_copy_roofline_gbps_same_bytes"] = size_roof / 1e9
+    r.extra["roofline"] = roof_kind
+    r.extra[f"{roof_kind}_roofline_gbps_same_bytes"] = size_roof / 1e9
+    r.extra["vulkan_roofline_gbps_same_bytes"] = size_roof / 1e9
     for t in tensors.values():
         t.close()
     op.close()
@@ -99,15 +106,17 @@ def run_case(dev, entry, repeat, seed):
 
 def torch_case(T, entry, repeat, seed):
     """PyTorch's side of a catalogue entry (same inputs: same seed): {"torch_ns",
-    "torch_copy_gbps"} or {"torch_error"}; None when PyTorch has no equivalent."""
+    "torch_roofline_gbps"} or {"torch_error"}; None when PyTorch has no equivalent."""
     _, _, _, build = entry
     try:
-        _, _, nbytes, torch_fn = build(None, np.random.default_rng(seed))
+        _, _, nbytes, torch_fn, *kind = build(None, np.random.default_rng(seed))
     except (ValueError, NotImplementedError):
         return None
     if torch_fn is None:
         return None
-    out = {"torch_copy_gbps": (T.copy_roofline(_copy_bytes(nbytes), repeat) or 0) / 1e9}
+    roof = (T.fill_roofline(nbytes // 16 * 16, repeat) if kind
+            else T.copy_roofline(_copy_bytes(nbytes), repeat))
+    out = {"torch_roofline_gbps": (roof or 0) / 1e9}
     try:
         out["torch_ns"] = T.time_ns(torch_fn(T), repeat)
     except Exception as e:  # an op PyTorch lacks for this dtype on this device
@@ -125,8 +134,8 @@ def merge_torch(r, side):
     if side.get("torch_ns"):
         tns = side["torch_ns"]
         r.torch_ns, r.torch_gbps, r.speedup_vs_torch = tns, r.bytes / tns, tns / r.vk_ns
-    roof = max(r.extra["vulkan_copy_roofline_gbps_same_bytes"], side.get("torch_copy_gbps") or 0)
-    r.extra["copy_roofline_gbps_same_bytes"] = roof
+    roof = max(r.extra["vulkan_roofline_gbps_same_bytes"], side.get("torch_roofline_gbps") or 0)
+    r.extra[f"{r.extra['roofline']}_roofline_gbps_same_bytes"] = roof
     r.roofline_fraction = r.vk_gbps / roof
 
 
@@ -251,7 +260,9 @@ def main(argv=None):
             side = torch_side(child_argv, f"case:{i}", quick) or {}
             merge_torch(r, (side.get("cases") or {}).get(str(i)))
         indexed.append((i, r))
-        progress(f"    {r.vk_ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s"
+        progress(f"    {r.vk_ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s  "
+                 f"{100 * r.roofline_fraction:5.1f}% of "
+                 f"{'fill' if r.extra.get('roofline') == 'write' else 'copy'}"
                  + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
                     if r.torch_ns else ""))
     extra = {"wait": wait, "statistic": "median",

@@ -11,6 +11,7 @@ from .ops.batch_normalization_grad import (BatchNormalizationGradDesc, BatchNorm
                                           batch_normalization_grad)
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 
 from .kernels import KernelError
 
@@ -36,6 +37,7 @@ __all__ = ["DataType", "TensorDesc",
            "BatchNormalizationGradDesc", "batch_normalization_grad",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "BatchNormalizationGradResult",
+           "RandomGeneratorDesc", "random_generator", "RandomGeneratorType",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

@@ -49,7 +49,7 @@ from .one_call_cache import CacheInfo, OneCallCache
 from .plan import Limits
 from .recording import Recording
 from .runtime import DeviceError, Runtime
-from .tensor import TensorDesc, array_desc
+from .tensor import DataType, TensorDesc, array_desc
 
 __all__ = ["Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
            "ClosedError", "devices", "default_device", "get_device"]
@@ -97,10 +97,10 @@ class Device:
         return self._context.max_loop_iterations
 
     def upload(self, array: np.ndarray) -> DeviceTensor:
-        """A device tensor holding a copy of `array` (float32 or float16, any strides; a
+        """A device tensor holding a copy of `array` (float32, float16 or uint32, any strides; a
         broadcast view keeps its zero strides and uploads only its distinct elements). The
         copy to the device runs with the next submission that uses the tensor."""
-        desc, _ = array_desc(array, "Device.upload", "array")
+        desc, _ = array_desc(array, "Device.upload", "array", data_types=tuple(DataType))
         tensor = make_tensor(self._context, desc)
         # Through the view: what lies between a strided view's elements in its base array is
         # not the tensor's (the buffer holds zeros there).

@@ -8,7 +8,8 @@ pyvkgrad info` and the benchmark's operator list (benchmarks/run.py). A record h
 - `function`: the one-call function (numpy in, numpy out);
 - `oracle`: the float64 oracle of reference.py, which takes the function's arguments (less
   the execution options `device` and `algorithm`, EXECUTION_OPTIONS) with the same defaults;
-- `make_case(rng, shape, dtype)`: random valid arguments for an input of `shape` and `dtype`;
+- `make_case(rng, shape, dtype)`: random valid arguments for an input of `shape` and `dtype`,
+  one of the record's `dtypes` (FLOAT32 and FLOAT16, or the one type an operator takes);
 - `tolerance`: per data type, how far the device may be from the oracle, and why;
 - the independent axes the one-call function cuts along when a problem exceeds the device's
   buffer limit: `descriptor.independent_axes()` (the axes of a descriptor) and
@@ -38,6 +39,7 @@ from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_gr
 from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .tensor import DataType, TensorDesc
 
@@ -88,7 +90,7 @@ class Operator:
     function: Callable
     oracle: Callable
     make_case: Callable[[np.random.Generator, Tuple[int, ...], type], Case]
-    tolerance: Mapping[str, Tolerance]  # by numpy dtype name
+    tolerance: Mapping[str, Tolerance]  # by numpy dtype name, one per entry of `dtypes`
     describe: Callable[[Case], object]
     call: Callable[[object, Dict[str, np.ndarray]], Tuple[tuple, dict]]
     max_rank: int = 8
@@ -96,6 +98,8 @@ class Operator:
     # field -> (valid values, invalid values), for a descriptor of `rank` dimensions
     parameter_examples: Callable[[int], Dict[str, Tuple[list, list]]] = lambda rank: {}
     demo_shape: Tuple[int, ...] = (8, 64, 56, 56)
+    # The data types make_case takes (the tests and the demo run each).
+    dtypes: Tuple[type, ...] = DTYPES
 
     @property
     def OPERATOR(self) -> str:
@@ -144,7 +148,7 @@ def compare(record: Operator, got, want, magnitudes, dtype,
         if g.dtype != np.dtype(dtype):
             return math.inf, f"{what}: dtype {g.dtype}, expected {np.dtype(dtype)}"
         if tolerance.exact:
-            bits = np.uint16 if g.dtype == np.float16 else np.uint32
+            bits = np.uint16 if g.dtype == np.float16 else np.uint32  # float32 or uint32
             bad = g.view(bits) != np.asarray(w).astype(g.dtype).view(bits)
             if bad.any():
                 first = tuple(np.argwhere(bad)[0])
@@ -195,7 +199,7 @@ def elementwise_case(**parameters: Tuple[float, float]):
 
 
 def _packed(array) -> TensorDesc:
-    return TensorDesc(DataType.from_numpy(array.dtype, "", ""), np.shape(array))
+    return TensorDesc(DataType.from_numpy(array.dtype, "", "", DataType), np.shape(array))
 
 
 def elementwise_describe(descriptor):
@@ -334,6 +338,41 @@ def _batch_normalization_parameters(rank):
     return {"epsilon": ([1e-3, 0.0, 0.5, 1e-5], [-1e-5, math.nan, math.inf, 1e39, "0.1", True])}
 
 
+# ---- RANDOM_GENERATOR --------------------------------------------------------------------------
+
+# Counters where carries happen: low words near 2^32 (a carry into s1 and beyond), and the
+# whole counter near 2^64 and 2^128 (wrapping to 0).
+_COUNTER_EDGES = ((0xFFFFFFF0, 0, 0, 0), (0xFFFFFFFE, 0xFFFFFFFF, 0, 0),
+                  (0xFFFFFFFD, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF))
+_GENERATOR_TYPES = ("philox_4x32_10", RandomGeneratorType.PHILOX_4X32_10, 0)
+
+
+def _random_generator_case(rng, shape, dtype) -> Case:
+    """A random state (uniform words, or a counter just below a carry into the next word, 2^64
+    or 2^128, with a random key) and output sizes `shape`; Type as a name, a member or 0."""
+    state = rng.integers(0, 2**32, 6, dtype=np.uint64).astype(np.uint32)
+    edge = int(rng.integers(len(_COUNTER_EDGES) + 1))
+    if edge < len(_COUNTER_EDGES):
+        state[:4] = _COUNTER_EDGES[edge]
+    kwargs = dict(type=_GENERATOR_TYPES[int(rng.integers(len(_GENERATOR_TYPES)))])
+    return Case((state, tuple(shape)), kwargs,
+                label=f"uint32 {list(shape)}, counter {int(state[3]):08x}..{int(state[0]):08x}")
+
+
+def _random_generator_describe(case):
+    state, sizes = case.args
+    return RandomGeneratorDesc(_packed(state), TensorDesc(DataType.UINT32, sizes), _packed(state),
+                               case.kwargs.get("type", "philox_4x32_10"))
+
+
+def _random_generator_call(desc, values):
+    return (values["input_state_tensor"], desc.output_tensor.sizes), dict(type=desc.type)
+
+
+def _random_generator_parameters(rank):
+    return {"type": (list(_GENERATOR_TYPES), ["philox_4x32_7", 1, 0.0, None])}
+
+
 # ---- tolerances ----------------------------------------------------------------------------------
 # One per operator and data type; the operator suites and the hardening properties use these.
 #
@@ -379,5 +418,11 @@ OPERATORS: Tuple[Operator, ...] = (
              _batch_normalization_describe(BatchNormalizationTrainingGradDesc),
              _batch_normalization_call, magnitude=_batch_normalization_magnitude(True),
              parameter_examples=_batch_normalization_parameters, demo_shape=(8, 32, 28, 28)),
+    # Integer arithmetic only: the oracle's bits exactly.
+    Operator("random_generator", RandomGeneratorDesc, random_generator,
+             reference.random_generator, _random_generator_case, {"uint32": EXACT},
+             _random_generator_describe, _random_generator_call,
+             parameter_examples=_random_generator_parameters, demo_shape=(16, 256, 1024),
+             dtypes=(np.uint32,)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

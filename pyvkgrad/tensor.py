@@ -30,25 +30,35 @@ class DataType(enum.IntEnum):
 
     FLOAT32 = 1
     FLOAT16 = 2
+    UINT32 = 3  # RANDOM_GENERATOR's state and output
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        return np.dtype(np.float32 if self is DataType.FLOAT32 else np.float16)
+        return np.dtype(_NUMPY_TYPES[self])
 
     @property
     def element_size(self) -> int:
-        return 4 if self is DataType.FLOAT32 else 2
+        return self.numpy_dtype.itemsize
 
     @classmethod
-    def from_numpy(cls, dtype, operator: str, field: str) -> "DataType":
+    def from_numpy(cls, dtype, operator: str, field: str, allowed=None) -> "DataType":
+        """The data type of numpy `dtype`, one of `allowed` (default FLOAT_TYPES: an array
+        handed to a float operator is refused here, before its descriptor is built)."""
+        allowed = FLOAT_TYPES if allowed is None else tuple(allowed)
         dtype = np.dtype(dtype)
-        if dtype == np.float32:
-            return cls.FLOAT32
-        if dtype == np.float16:
-            return cls.FLOAT16
-        raise TypeError(
-            f"{operator}: {field} has unsupported dtype: expected float32 or float16, got {dtype}"
-        )
+        for data_type in allowed:
+            if dtype == data_type.numpy_dtype:
+                return data_type
+        names = [t.numpy_dtype.name for t in allowed]
+        expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise TypeError(f"{operator}: {field} has unsupported dtype: expected {expected}, "
+                        f"got {dtype}")
+
+
+_NUMPY_TYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
+                DataType.UINT32: np.uint32}
+# The float operators' data types (every operator but RANDOM_GENERATOR: check_float_type).
+FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 
 
 def fail(operator: str, field: str, rule: str, expected, actual, kind=ValueError):
@@ -76,6 +86,25 @@ def check_float(operator: str, field: str, value, non_negative: bool = False) ->
                      f"0 <= {field} <= 3.4e38", number)
             fail(operator, field, "must be finite (in float32)", f"|{field}| <= 3.4e38", number)
     return number
+
+
+def enum_value(operator: str, enum_cls, value, field: str, allowed: str):
+    """A DirectML enum field: the member from a member, its int value or its lower-case name
+    (InterpolationMode.LINEAR, 1 or "linear")."""
+    if isinstance(value, enum_cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_cls[value.upper()]
+        except KeyError:
+            fail(operator, field, "is not supported", allowed, repr(value))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        try:
+            return enum_cls(int(value))
+        except ValueError:
+            fail(operator, field, "is not supported", allowed, repr(value))
+    fail(operator, field, "must be a string or an enum value", allowed, type(value).__name__,
+         TypeError)
 
 
 def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
@@ -125,7 +154,8 @@ class TensorDesc:
                 object.__setattr__(self, "data_type", DataType(int(value)))
             else:
                 fail(operator, f"{field}.DataType", "is not supported",
-                     "DataType.FLOAT32 or DataType.FLOAT16", repr(value), TypeError)
+                     "DataType.FLOAT32, DataType.FLOAT16 or DataType.UINT32", repr(value),
+                     TypeError)
         sizes = as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
         object.__setattr__(self, "sizes", sizes)
         if not 1 <= len(sizes) <= MAX_DIMENSIONS:
@@ -228,6 +258,13 @@ def check_same(operator: str, attr: str, reference: Tuple[str, TensorDesc],
                  TypeError if attr == "data_type" else ValueError)
 
 
+def check_float_type(operator: str, field: str, desc: TensorDesc) -> None:
+    """A float operator's tensor: FLOAT32 or FLOAT16 (DataType also holds UINT32)."""
+    if desc.data_type not in FLOAT_TYPES:
+        fail(operator, f"{field}.DataType", "must be a float type", "FLOAT32 or FLOAT16",
+             desc.data_type.name, TypeError)
+
+
 def check_rank(operator: str, field: str, desc: TensorDesc, low: int, high: int) -> None:
     if not low <= desc.rank <= high:
         fail(operator, f"{field}.DimensionCount", "is out of range", f"{low} to {high}", desc.rank)
@@ -291,7 +328,8 @@ def check_array(array, desc: "TensorDesc", operator: str, field: str) -> np.ndar
     return array
 
 
-def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None):
+def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None,
+               data_types=None):
     """Describe a numpy array as (TensorDesc, elements) without copying anything yet.
 
     `elements` is a 1-D read-only view of the memory the descriptor addresses (element 0 at
@@ -299,10 +337,10 @@ def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional
     strides, so a broadcast input uploads only its distinct elements. Negative or
     non-element-multiple strides, views that address far more than they use, and views whose
     span would exceed `max_bytes` where the packed elements would not, fall back to a packed
-    copy.
+    copy. `data_types`: those the array may have (default FLOAT_TYPES).
     """
     check_numpy(array, operator, field)
-    data_type = DataType.from_numpy(array.dtype, operator, field)
+    data_type = DataType.from_numpy(array.dtype, operator, field, data_types)
     if array.ndim == 0:
         array = array.reshape(1)
     if not 1 <= array.ndim <= MAX_DIMENSIONS:

@@ -239,5 +239,5 @@ def test_cli_demo_checks_every_operator(device):
     lines = res.stdout.splitlines()
     for record in operators.OPERATORS:
         rows = [line for line in lines if line.startswith(record.OPERATOR + " ")]
-        assert len(rows) == len(operators.DTYPES), (record.OPERATOR, res.stdout)
+        assert len(rows) == len(record.dtypes), (record.OPERATOR, res.stdout)
         assert not any("FAIL" in row for row in rows), res.stdout

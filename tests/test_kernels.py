@@ -14,7 +14,7 @@ import pytest
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, kernels, reference
 from pyvkgrad.kernels import InterfaceError
-from pyvkgrad.operators import DTYPES, OPERATORS
+from pyvkgrad.operators import OPERATORS
 from pyvkgrad.plan import WRITE, Dispatch, Limits, Plan
 from cases import SHAPES_BY_RANK
 
@@ -347,7 +347,7 @@ def plans_by_operator(records=OPERATORS):
     used = {}
     for record in records:
         found = used.setdefault(record.name, set())
-        for dtype in DTYPES:
+        for dtype in record.dtypes:
             for shape in SHAPES_BY_RANK + [(64, 5), (1, 4, 6, 8)]:
                 case = record.make_case(rng, shape[:record.max_rank], dtype)
                 desc = record.describe(case)

@@ -14,7 +14,8 @@ from typing import ClassVar
 import numpy as np
 
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
-from ..tensor import check_desc, check_float, check_output, check_rank, check_same, fail
+from ..tensor import (check_desc, check_float, check_float_type, check_output, check_rank,
+                      check_same, fail)
 from . import _one_call
 from ._batch_normalization_axes import FIELDS
 from ._batch_normalization_plan import plan
@@ -41,6 +42,7 @@ def validate(desc) -> float:
     check_rank(op, "InputTensor", x, 1, 8)
     others = [(dml, d) for dml, d in descs.items() if dml != "InputTensor"]
     check_same(op, "data_type", ("InputTensor", x), *others)
+    check_float_type(op, "InputTensor", x)
     for dml, d in others:
         if d.rank != x.rank:
             fail(op, f"{dml}.DimensionCount", "must equal InputTensor.DimensionCount", x.rank,

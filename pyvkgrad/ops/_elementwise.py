@@ -30,8 +30,8 @@ from typing import ClassVar, Dict, Tuple
 import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
-from ..tensor import (check_desc, check_float, check_output, check_rank, check_same, coalesce,
-                      dml_name)
+from ..tensor import (check_desc, check_float, check_float_type, check_output, check_rank,
+                      check_same, coalesce, dml_name)
 from . import _one_call
 
 TENSOR_FIELDS = ("input_tensor", "input_gradient_tensor", "output_gradient_tensor")
@@ -62,6 +62,7 @@ class ElementwiseGradDesc(OperatorDesc):
         for attr in ("data_type", "sizes"):
             check_same(op, attr, ("InputTensor", x), ("InputGradientTensor", dy),
                        ("OutputGradientTensor", dx))
+        check_float_type(op, "InputTensor", x)
         check_output(op, "OutputGradientTensor", dx)
         for name in self.parameter_names():
             object.__setattr__(self, name, check_float(op, dml_name(name), getattr(self, name)))

@@ -65,8 +65,8 @@ import numpy as np
 
 from .. import defaults
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
-from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_output, check_rank, check_same,
-                      fail)
+from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_float_type, check_output,
+                      check_rank, check_same, enum_value, fail)
 from . import _one_call, _resample_grad_plan
 from ._resample_grad_plan import MAX_COUNT
 # The operator's name and parameter enums are defined with the tables (the bottom of the
@@ -86,21 +86,7 @@ ALGORITHMS = ("gather", "atomic")
 # ---- parameter normalisation -------------------------------------------------------------------
 
 def _enum_value(enum_cls, value, field: str, allowed: str):
-    """An enum member from a member, its int value or its lower-case name."""
-    if isinstance(value, enum_cls):
-        return value
-    if isinstance(value, str):
-        try:
-            return enum_cls[value.upper()]
-        except KeyError:
-            fail(OPERATOR, field, "is not supported", allowed, repr(value))
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        try:
-            return enum_cls(int(value))
-        except ValueError:
-            fail(OPERATOR, field, "is not supported", allowed, repr(value))
-    fail(OPERATOR, field, "must be a string or an enum value", allowed, type(value).__name__,
-         TypeError)
+    return enum_value(OPERATOR, enum_cls, value, field, allowed)
 
 
 def _float32_array(values, field: str, rank: int):
@@ -154,6 +140,7 @@ class ResampleGradDesc(OperatorDesc):
                  "must equal InputGradientTensor.DimensionCount", dy.rank, dx.rank)
         check_same(OPERATOR, "data_type", ("InputGradientTensor", dy),
                    ("OutputGradientTensor", dx))
+        check_float_type(OPERATOR, "InputGradientTensor", dy)
         check_output(OPERATOR, "OutputGradientTensor", dx)
         mode = _enum_value(InterpolationMode, self.interpolation_mode, "InterpolationMode",
                            "'nearest_neighbor' or 'linear' (InterpolationMode)")
