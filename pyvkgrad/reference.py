@@ -16,7 +16,7 @@ Deliberate precision choices:
 * Batch normalization is float64 throughout.
 """
 
-from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,9 +33,12 @@ __all__ = [
     "batch_normalization_training_grad",
 ]
 
-BatchNormGradResult = namedtuple(
-    "BatchNormGradResult", "output_gradient output_scale_gradient output_bias_gradient"
-)
+class BatchNormGradResult(NamedTuple):
+    """The oracle's BatchNorm grads: dX, dScale and dBias, float64."""
+
+    output_gradient: np.ndarray
+    output_scale_gradient: np.ndarray
+    output_bias_gradient: np.ndarray
 
 _MODES = ("nearest_neighbor", "linear")
 _ROUNDING = (None, "decreasing", "increasing")

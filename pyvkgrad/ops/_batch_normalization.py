@@ -7,9 +7,8 @@ and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in
 
 from __future__ import annotations
 
-from collections import namedtuple
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -19,8 +18,13 @@ from . import _one_call
 from ._batch_normalization_axes import FIELDS
 from ._batch_normalization_plan import plan
 
-BatchNormalizationGradResult = namedtuple(
-    "BatchNormalizationGradResult", "output_gradient output_scale_gradient output_bias_gradient")
+class BatchNormalizationGradResult(NamedTuple):
+    """The BatchNorm grads' outputs: dX, dScale and dBias (DirectML's OutputGradient,
+    OutputScaleGradient, OutputBiasGradient)."""
+
+    output_gradient: np.ndarray
+    output_scale_gradient: np.ndarray
+    output_bias_gradient: np.ndarray
 
 INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
 STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
