@@ -39,7 +39,7 @@ class CacheInfo(NamedTuple):
     max_bytes: int
 
 
-def layout_key(operator: str, params: object, *arrays: object) -> Optional[tuple]:
+def layout_key(operator: str, params: object, *arrays: object) -> Optional[Tuple[Any, ...]]:
     """What decides a one-call problem's descriptor: the operator, its parameters and each
     array's type, shape, dtype and strides. None when something is not a plain array or a
     parameter is not a plain value (such calls always take the full path)."""
@@ -55,7 +55,7 @@ def layout_key(operator: str, params: object, *arrays: object) -> Optional[tuple
     return None if frozen is None else (operator, frozen, tuple(layouts))
 
 
-def _freeze(value: object) -> Optional[tuple]:
+def _freeze(value: object) -> Optional[Tuple[Any, ...]]:
     # Types are part of the key: True == 1 and 1 == 1.0, but they validate differently.
     if isinstance(value, (tuple, list)):
         items = [_freeze(v) for v in value]
@@ -142,7 +142,7 @@ class OneCallCache:
         self._hits = self._misses = 0
 
     def run(self, desc: OperatorDesc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
-            shapes: Sequence[Tuple[int, ...]], layout: Optional[tuple] = None
+            shapes: Sequence[Tuple[int, ...]], layout: Optional[Tuple[Any, ...]] = None
             ) -> List[np.ndarray]:
         """Compile (cached per descriptor and limits), upload, run and read back in one
         submission. `arrays` maps input fields to arrays whose layouts `array_desc` turned
@@ -190,7 +190,7 @@ class OneCallCache:
         return OneCallEntry(op, tensors, rec, tuple((n, fields[n][0]) for n in arrays),
                             tuple(outputs), tuple(shapes))
 
-    def again(self, layout: Optional[tuple], arrays: Sequence[np.ndarray]
+    def again(self, layout: Optional[Tuple[Any, ...]], arrays: Sequence[np.ndarray]
               ) -> Optional[List[np.ndarray]]:
         """The outputs of a problem cached by `run` for arrays of the same layouts
         (`layout_key`), or None: then the caller takes the full path."""

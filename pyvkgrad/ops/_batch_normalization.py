@@ -8,7 +8,7 @@ and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, NamedTuple
+from typing import ClassVar, Dict, NamedTuple, Tuple
 
 import numpy as np
 
@@ -78,32 +78,32 @@ class BatchNormalizationGradFields(OperatorDesc):
     share, with their validation and plan; each operator file subclasses it with its
     `OPERATOR` and `TRAINING`."""
 
-    input_tensor: object
-    input_gradient_tensor: object
-    mean_tensor: object
-    variance_tensor: object
-    scale_tensor: object
-    output_gradient_tensor: object
-    output_scale_gradient_tensor: object
-    output_bias_gradient_tensor: object
+    input_tensor: TensorDesc
+    input_gradient_tensor: TensorDesc
+    mean_tensor: TensorDesc
+    variance_tensor: TensorDesc
+    scale_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
+    output_scale_gradient_tensor: TensorDesc
+    output_bias_gradient_tensor: TensorDesc
     epsilon: float
     OPERATOR: ClassVar[str] = ""
     TRAINING: ClassVar[bool] = False
     # dX may be X's or dY's tensor (identical descriptors): every kernel reads an element's
     # X and dY before it writes that element's dX, and reductions finish before dX is written.
-    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
-                                                           "input_gradient_tensor")}
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {
+        "output_gradient_tensor": ("input_tensor", "input_gradient_tensor")}
     # Along which axes the one-call function may cut a problem too large for one buffer.
     INDEPENDENT_AXES: ClassVar[str] = ("only the channel axes (where the statistics' sizes are "
                                        "not 1), never those they reduce over")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", validate(self))
 
-    def tensor_fields(self):
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[TensorDesc, str]], ...]:
         return tensor_fields(self)
 
-    def independent_axes(self):
+    def independent_axes(self) -> Tuple[int, ...]:
         """Axes along which outputs depend only on the same slice of the inputs: the kept
         (channel) axes, where the statistics' sizes are not 1."""
         return tuple(a for a, n in enumerate(self.mean_tensor.sizes) if n != 1)

@@ -9,7 +9,7 @@ on the device. `convert(model)` swaps them into an existing model.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 import torch
 from torch import nn
@@ -73,7 +73,7 @@ class Upsample(nn.Upsample):
     """torch.nn.Upsample with its backward on the Vulkan device (RESAMPLE_GRAD). Modes
     DirectML cannot express (bicubic, area, ...) raise ValueError at construction."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         bf.check_interpolate_mode(self.mode)
 
@@ -108,7 +108,7 @@ class Sequential(nn.Sequential):
     Vulkan device and its intermediate gradients never come back to the host. The same
     children, state dict and results as nn.Sequential."""
 
-    def forward(self, input):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         modules = list(self._modules.values())
         i = 0
         while i < len(modules):
