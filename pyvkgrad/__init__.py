@@ -31,7 +31,9 @@ _DEVICE_NAMES = ("Device", "DeviceTensor", "CompiledOperator", "Recording", "Dev
 def __getattr__(name: str) -> Any:
     if name in _DEVICE_NAMES:
         from . import device
-        return getattr(device, name)
+        value = getattr(device, name)
+        globals()[name] = value  # resolved once: the next access is a plain lookup
+        return value
     if name in ("device", "runtime"):  # submodules, imported on first use as well
         import importlib
         return importlib.import_module(f"{__name__}.{name}")

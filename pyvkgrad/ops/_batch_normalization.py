@@ -5,18 +5,18 @@ and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in
 `_batch_normalization_output.py`).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import ClassVar, Dict, NamedTuple, Tuple
 
 import numpy as np
 
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
-from ..tensor import check_desc, check_float, check_output, check_rank, check_same, fail
+from ..tensor import (TensorDesc, check_desc, check_float, check_output, check_rank, check_same,
+                      fail)
 from . import _one_call
 from ._batch_normalization_axes import FIELDS
 from ._batch_normalization_plan import plan
+
 
 class BatchNormalizationGradResult(NamedTuple):
     """The BatchNorm grads' outputs: dX, dScale and dBias (DirectML's OutputGradient,
@@ -25,6 +25,7 @@ class BatchNormalizationGradResult(NamedTuple):
     output_gradient: np.ndarray
     output_scale_gradient: np.ndarray
     output_bias_gradient: np.ndarray
+
 
 INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
 STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
