@@ -37,8 +37,10 @@ class TensorStorage:
         self.buffer: Buffer = buffer
         self.lifetime: Lifetime = lifetime
         # Staging holds the contents (zeros or data); a mapped buffer is its own staging.
-        self.state: TensorState = OneCopy() if buffer.kind == "mapped" else TensorState(Current.HOST)
-        self._download: Optional[Commands] = None  # a cached command buffer that copies the device copy back
+        self.state: TensorState = (OneCopy() if buffer.kind == "mapped"
+                                   else TensorState(Current.HOST))
+        # A cached command buffer that copies the device copy back.
+        self._download: Optional[Commands] = None
 
     def host_words(self, action: str) -> np.ndarray:
         """Staging words holding the current contents (downloading first if need be)."""
