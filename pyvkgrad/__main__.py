@@ -9,6 +9,7 @@ import platform
 import runpy
 import sys
 from pathlib import Path
+from typing import Optional, Sequence
 
 from . import __version__, _vulkan_info
 
@@ -104,7 +105,7 @@ def _wait_policy(device) -> str:
             else "blocks at once (PYVKGRAD_WAIT_SPIN_US=0 or a CPU device)")
 
 
-def bench(args) -> int:
+def bench(args: Sequence[str]) -> int:
     """benchmarks/run.py with `args`. The benchmarks ship with the source repository, not with
     the package: they are looked for next to the package (a checkout) and in the current
     directory."""
@@ -134,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to benchmarks/run.py
         return bench(argv[1:])

@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple,
+                    Type, Union)
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import defaults, reference
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
@@ -41,7 +43,11 @@ from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGr
                                                     batch_normalization_training_grad)
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
+from .ops._elementwise import ElementwiseGradDesc
 from .tensor import DataType, TensorDesc
+
+if TYPE_CHECKING:
+    from .device import DeviceLike
 
 # Arguments of the one-call functions that choose how, not what: the oracle has none of them.
 EXECUTION_OPTIONS = ("device", "algorithm")
@@ -75,9 +81,9 @@ class Case:
     """One call: `args` and `kwargs` go to the function and to the oracle, `options` to the
     function only (EXECUTION_OPTIONS); `label` says what it is, for messages and the demo."""
 
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    options: dict = field(default_factory=dict)
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+    options: Dict[str, Any] = field(default_factory=dict)
     label: str = ""
 
 
@@ -110,28 +116,34 @@ class Operator:
         """The axes the one-call function may cut along (descriptor.independent_axes())."""
         return self.descriptor.INDEPENDENT_AXES
 
-    def tolerance_for(self, dtype) -> Tolerance:
+    def tolerance_for(self, dtype: DTypeLike) -> Tolerance:
         return self.tolerance[np.dtype(dtype).name]
 
-    def run(self, case: Case, device=None) -> Tuple[np.ndarray, ...]:
+    def run(self, case: Case, device: DeviceLike = None) -> Tuple[np.ndarray, ...]:
         """The one-call function on `case`, its outputs as a tuple."""
         return _outputs(self.function(*case.args, **case.kwargs, **case.options, device=device))
 
     def expected(self, case: Case) -> Tuple[np.ndarray, ...]:
         return _outputs(self.oracle(*case.args, **case.kwargs))
 
-    def magnitudes(self, args, kwargs) -> Optional[Tuple[np.ndarray, ...]]:
+    def magnitudes(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                   ) -> Optional[Tuple[np.ndarray, ...]]:
         """Per output, the magnitude its tolerance is relative to (None: no such tolerance)."""
         return None if self.magnitude is None else tuple(self.magnitude(args, kwargs))
 
 
-def _outputs(result) -> Tuple[np.ndarray, ...]:
+# What an operator returns: one array, or a tuple of them (the BatchNorm grads).
+Outputs = Union[np.ndarray, Sequence[np.ndarray]]
+
+
+def _outputs(result: Union[np.ndarray, Sequence[np.ndarray]]) -> Tuple[np.ndarray, ...]:
     return (result,) if isinstance(result, np.ndarray) else tuple(result)
 
 
 # ---- comparing with the oracle -------------------------------------------------------------------
 
-def compare(record: Operator, got, want, magnitudes, dtype,
+def compare(record: Operator, got: Outputs, want: Outputs,
+            magnitudes: Optional[Sequence[np.ndarray]], dtype: DTypeLike,
             tolerance: Optional[Tolerance] = None) -> Tuple[float, str]:
     """(worst error as a fraction of the tolerance, what went wrong or ""): shape, then dtype,
     then values of each output in turn, naming the output. A fraction above 1 fails."""
@@ -173,8 +185,8 @@ def compare(record: Operator, got, want, magnitudes, dtype,
     return worst, ""
 
 
-def assert_close(record: Operator, got, args, kwargs, dtype,
-                 tolerance: Optional[Tolerance] = None) -> None:
+def assert_close(record: Operator, got: Outputs, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 dtype: DTypeLike, tolerance: Optional[Tolerance] = None) -> None:
     """Raise AssertionError unless `got` matches the oracle on (args, kwargs) within the
     record's tolerance for `dtype` (or `tolerance`)."""
     want = _outputs(record.oracle(*args, **kwargs))
@@ -185,10 +197,11 @@ def assert_close(record: Operator, got, args, kwargs, dtype,
 
 # ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
 
-def elementwise_case(**parameters: Tuple[float, float]):
+def elementwise_case(**parameters: Tuple[float, float]
+                     ) -> Callable[[np.random.Generator, Tuple[int, ...], type], Case]:
     """The case generator of an element-wise operator: X and dY standard normal, and each
     scalar parameter uniform in its (low, high) range, e.g. elementwise_case(alpha=(0, 1))."""
-    def make_case(rng, shape, dtype) -> Case:
+    def make_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type) -> Case:
         x = rng.standard_normal(shape).astype(dtype)
         dy = rng.standard_normal(shape).astype(dtype)
         kwargs = {name: float(rng.uniform(low, high)) for name, (low, high) in parameters.items()}
@@ -198,19 +211,21 @@ def elementwise_case(**parameters: Tuple[float, float]):
     return make_case
 
 
-def _packed(array) -> TensorDesc:
+def _packed(array: np.ndarray) -> TensorDesc:
     return TensorDesc(DataType.from_numpy(array.dtype, "", "", DataType), np.shape(array))
 
 
-def elementwise_describe(descriptor):
+def elementwise_describe(descriptor: Type[ElementwiseGradDesc]
+                         ) -> Callable[[Case], ElementwiseGradDesc]:
     """The `describe` of an element-wise operator with descriptor class `descriptor`."""
-    def describe(case):
+    def describe(case: Case) -> ElementwiseGradDesc:
         x, dy = case.args
         return descriptor(_packed(x), _packed(dy), _packed(x), **case.kwargs)
     return describe
 
 
-def elementwise_call(desc, values):
+def elementwise_call(desc: ElementwiseGradDesc, values: Dict[str, np.ndarray]
+                     ) -> Tuple[Tuple[np.ndarray, ...], Dict[str, float]]:
     """The `call` of any element-wise operator: X, dY and the scalar parameters by name."""
     return (values["input_tensor"], values["input_gradient_tensor"]), desc.parameters()
 

@@ -18,9 +18,11 @@ Deliberate precision choices:
   products exactly, Python integers the 128-bit counter; it returns uint32 arrays, no float.
 """
 
-from collections import namedtuple
+import enum
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import defaults
 
@@ -37,12 +39,18 @@ __all__ = [
     "random_generator",
 ]
 
-BatchNormGradResult = namedtuple(
-    "BatchNormGradResult", "output_gradient output_scale_gradient output_bias_gradient"
-)
+class BatchNormGradResult(NamedTuple):
+    """The oracle's BatchNorm grads: dX, dScale and dBias, float64."""
+
+    output_gradient: np.ndarray
+    output_scale_gradient: np.ndarray
+    output_bias_gradient: np.ndarray
 
 _MODES = ("nearest_neighbor", "linear")
 _ROUNDING = (None, "decreasing", "increasing")
+
+# An interpolation mode or rounding direction: its name, or DirectML's enum member.
+Named = Union[str, enum.Enum]
 
 
 def _f64(x):
@@ -54,7 +62,7 @@ def _f64(x):
 # --------------------------------------------------------------------------------------------
 
 
-def activation_relu_grad(input, input_gradient):
+def activation_relu_grad(input: ArrayLike, input_gradient: ArrayLike) -> np.ndarray:
     """dX = (X > 0) ? dY : +0.0, element-wise (DML_ACTIVATION_RELU_GRAD).
 
     A select, not ``dY * (X > 0)``: NaN/Inf in dY pass through where X > 0 and give exactly +0.0
@@ -81,7 +89,8 @@ def _axis_coordinates(out_size, scale, in_off, out_off):
     return t - np.float32(in_off)  # float32 array
 
 
-def axis_weights(in_size, out_size, mode, scale, in_off, out_off, rounding_direction):
+def axis_weights(in_size: int, out_size: int, mode: str, scale: float, in_off: float,
+                 out_off: float, rounding_direction: Optional[str]) -> np.ndarray:
     """Per-dimension forward weights W[o, i] (shape [out_size, in_size], float64).
 
     Forward along this axis is ``y = W @ x``, its gradient ``dx = W.T @ dy``.
@@ -162,8 +171,12 @@ def _apply_along(mats, t):
     return t
 
 
-def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", scales=None,
-              input_pixel_offsets=None, output_pixel_offsets=None, rounding_direction=None):
+def resample1(input: ArrayLike, output_sizes: Sequence[int], *,
+              interpolation_mode: Named = "nearest_neighbor",
+              scales: Optional[Sequence[float]] = None,
+              input_pixel_offsets: Optional[Sequence[float]] = None,
+              output_pixel_offsets: Optional[Sequence[float]] = None,
+              rounding_direction: Optional[Named] = None) -> np.ndarray:
     """Forward DML_RESAMPLE1 (DML_RESAMPLE2 when rounding_direction is given).
 
     out = (W_0 (x) W_1 (x) ... ) x: each dimension d is resampled by its own matrix
@@ -181,9 +194,12 @@ def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", sca
     return _apply_along(mats, x)
 
 
-def resample_grad(input_gradient, output_gradient_sizes, *,
-                  interpolation_mode="nearest_neighbor", scales=None, input_pixel_offsets=None,
-                  output_pixel_offsets=None, rounding_direction=None):
+def resample_grad(input_gradient: ArrayLike, output_gradient_sizes: Sequence[int], *,
+                  interpolation_mode: Named = "nearest_neighbor",
+                  scales: Optional[Sequence[float]] = None,
+                  input_pixel_offsets: Optional[Sequence[float]] = None,
+                  output_pixel_offsets: Optional[Sequence[float]] = None,
+                  rounding_direction: Optional[Named] = None) -> np.ndarray:
     """DML_RESAMPLE_GRAD (DML_RESAMPLE_GRAD1 with rounding_direction): dX = W^T dY.
 
     The parameters are those of the forward being differentiated (docs/semantics.md §6.1);
@@ -220,14 +236,16 @@ def _reduced_axes(input_shape, stats_shape, what):
     return tuple(d for d, s in enumerate(stats_shape) if s == 1)
 
 
-def batch_normalization(input, mean, variance, scale, bias, epsilon):
+def batch_normalization(input: ArrayLike, mean: ArrayLike, variance: ArrayLike,
+                        scale: ArrayLike, bias: ArrayLike, epsilon: float) -> np.ndarray:
     """Inference forward: Y = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias (broadcast)."""
     x, m, v, s, b = (_f64(a) for a in (input, mean, variance, scale, bias))
     np.broadcast_shapes(x.shape, m.shape, v.shape, s.shape, b.shape)  # light check
     return s * (x - m) / np.sqrt(v + epsilon) + b
 
 
-def batch_normalization_training(input, scale, bias, epsilon):
+def batch_normalization_training(input: ArrayLike, scale: ArrayLike, bias: ArrayLike,
+                                 epsilon: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Training forward -> (output, mean, variance), statistics over R = {d : scale size is 1}.
 
     Mean = mean_R(X); Variance = mean_R((X - Mean)^2) (biased, docs/semantics.md §5);
@@ -242,7 +260,9 @@ def batch_normalization_training(input, scale, bias, epsilon):
     return output, mean, variance
 
 
-def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon):
+def batch_normalization_grad(input: ArrayLike, input_gradient: ArrayLike, mean: ArrayLike,
+                             variance: ArrayLike, scale: ArrayLike, epsilon: float
+                             ) -> BatchNormGradResult:
     """DML_BATCH_NORMALIZATION_GRAD (docs/semantics.md §4); Mean/Variance are constants.
 
     dX = dY * Scale / sigma;  dScale = sum_R dY * (X - Mean) / sigma;  dBias = sum_R dY,
@@ -258,7 +278,9 @@ def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsil
     return BatchNormGradResult(dx, dscale, dbias)
 
 
-def batch_normalization_training_grad(input, input_gradient, mean, variance, scale, epsilon):
+def batch_normalization_training_grad(input: ArrayLike, input_gradient: ArrayLike,
+                                      mean: ArrayLike, variance: ArrayLike, scale: ArrayLike,
+                                      epsilon: float) -> BatchNormGradResult:
     """DML_BATCH_NORMALIZATION_TRAINING_GRAD, docs/semantics.md §5 followed literally (§6.7).
 
     Coef0 = 1/sqrt(Variance + Epsilon); Xc = X - mean_R(X); dYc = dY - mean_R(dY);

@@ -12,9 +12,10 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Iterable, List, NoReturn, Optional, Sequence, Tuple, Type
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ._copy import copy_of
 
@@ -41,7 +42,8 @@ class DataType(enum.IntEnum):
         return self.numpy_dtype.itemsize
 
     @classmethod
-    def from_numpy(cls, dtype, operator: str, field: str, allowed=None) -> "DataType":
+    def from_numpy(cls, dtype: DTypeLike, operator: str, field: str,
+                   allowed: Optional[Iterable["DataType"]] = None) -> "DataType":
         """The data type of numpy `dtype`, one of `allowed` (default FLOAT_TYPES: an array
         handed to a float operator is refused here, before its descriptor is built)."""
         allowed = FLOAT_TYPES if allowed is None else tuple(allowed)
@@ -61,7 +63,8 @@ _NUMPY_TYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
 FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 
 
-def fail(operator: str, field: str, rule: str, expected, actual, kind=ValueError):
+def fail(operator: str, field: str, rule: str, expected: object, actual: object,
+         kind: Type[Exception] = ValueError) -> NoReturn:
     """Raise `kind` with the message shape every pyvkgrad check uses."""
     raise kind(f"{operator}: {field} {rule}: expected {expected}, got {actual}")
 
@@ -71,7 +74,7 @@ def dml_name(field: str) -> str:
     return "".join(part.capitalize() for part in field.split("_"))
 
 
-def check_float(operator: str, field: str, value, non_negative: bool = False) -> float:
+def check_float(operator: str, field: str, value: object, non_negative: bool = False) -> float:
     """A DirectML FLOAT field: a real number (not a bool), finite in float32 (and >= 0 with
     `non_negative`), returned as a Python float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
@@ -115,7 +118,7 @@ def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
     return tuple(strides)
 
 
-def as_uint_tuple(values, operator: str, field: str) -> Tuple[int, ...]:
+def as_uint_tuple(values: object, operator: str, field: str) -> Tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         fail(operator, field, "must be a sequence of integers", "a sequence", type(values).__name__,
              TypeError)
@@ -142,7 +145,7 @@ class TensorDesc:
     sizes: Tuple[int, ...]
     strides: Optional[Tuple[int, ...]] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate("TensorDesc", "TensorDesc")
 
     def validate(self, operator: str, field: str) -> None:
@@ -234,11 +237,11 @@ class TensorDesc:
             offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).ravel()
         return np.unique(offsets).size != offsets.size
 
-    def with_sizes(self, sizes) -> "TensorDesc":
+    def with_sizes(self, sizes: Sequence[int]) -> "TensorDesc":
         return TensorDesc(self.data_type, tuple(sizes), None)
 
 
-def check_desc(operator: str, field: str, desc) -> TensorDesc:
+def check_desc(operator: str, field: str, desc: object) -> TensorDesc:
     """The descriptor field is a TensorDesc (re-validated with the operator's name)."""
     if not isinstance(desc, TensorDesc):
         fail(operator, field, "must be a TensorDesc", "TensorDesc", type(desc).__name__, TypeError)
@@ -277,11 +280,12 @@ def check_output(operator: str, field: str, desc: TensorDesc) -> None:
              "non-overlapping strides", desc.element_strides)
 
 
-def _show(value):
+def _show(value: object) -> object:
     return value.name if isinstance(value, DataType) else value
 
 
-def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
+def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]
+             ) -> Tuple[Tuple[int, ...], List[Tuple[int, ...]]]:
     """Merge dimensions that every tensor walks contiguously and drop size-1 dimensions.
 
     Returns (sizes, [strides per tensor]) of the smallest rank (at least 1) addressing the
@@ -305,7 +309,7 @@ def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
 
 # ---- numpy arrays <-> buffer words -------------------------------------------------------------
 
-def check_numpy(array, operator: str, field: str) -> np.ndarray:
+def check_numpy(array: object, operator: str, field: str) -> np.ndarray:
     """`array` is a plain numpy array (a masked array is refused: its mask would be lost)."""
     if isinstance(array, np.ma.MaskedArray):
         fail(operator, field, "is a masked array, whose mask pyvkgrad cannot honour",
@@ -316,7 +320,7 @@ def check_numpy(array, operator: str, field: str) -> np.ndarray:
     return array
 
 
-def check_array(array, desc: "TensorDesc", operator: str, field: str) -> np.ndarray:
+def check_array(array: object, desc: "TensorDesc", operator: str, field: str) -> np.ndarray:
     """`array` has exactly `desc`'s dtype and sizes (no silent cast or reshape)."""
     check_numpy(array, operator, field)
     if array.dtype != desc.data_type.numpy_dtype:
@@ -329,7 +333,8 @@ def check_array(array, desc: "TensorDesc", operator: str, field: str) -> np.ndar
 
 
 def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None,
-               data_types=None):
+               data_types: Optional[Iterable["DataType"]] = None
+               ) -> Tuple["TensorDesc", np.ndarray]:
     """Describe a numpy array as (TensorDesc, elements) without copying anything yet.
 
     `elements` is a 1-D read-only view of the memory the descriptor addresses (element 0 at

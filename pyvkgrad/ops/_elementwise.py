@@ -30,8 +30,8 @@ from typing import ClassVar, Dict, Tuple
 import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
-from ..tensor import (check_desc, check_float, check_float_type, check_output, check_rank,
-                      check_same, coalesce, dml_name)
+from ..tensor import (TensorDesc, check_desc, check_float, check_float_type, check_output,
+                      check_rank, check_same, coalesce, dml_name)
 from . import _one_call
 
 TENSOR_FIELDS = ("input_tensor", "input_gradient_tensor", "output_gradient_tensor")
@@ -44,17 +44,17 @@ class ElementwiseGradDesc(OperatorDesc):
     """Three tensors of one data type and sizes, 1 to 8 dimensions, any strides (the output's
     may not overlap), then the subclass's scalar parameters. Subclasses set `OPERATOR`."""
 
-    input_tensor: object
-    input_gradient_tensor: object
-    output_gradient_tensor: object
+    input_tensor: TensorDesc
+    input_gradient_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
     OPERATOR: ClassVar[str] = ""
     # Element-wise: dX may be X's or dY's tensor (identical descriptors), in place.
-    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
-                                                           "input_gradient_tensor")}
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {
+        "output_gradient_tensor": ("input_tensor", "input_gradient_tensor")}
     # Along which axes the one-call function may cut a problem too large for one buffer.
     INDEPENDENT_AXES: ClassVar[str] = "every axis (element-wise)"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         op = self.OPERATOR
         x, dy, dx = (check_desc(op, dml_name(name), getattr(self, name))
                      for name in TENSOR_FIELDS)
@@ -75,7 +75,7 @@ class ElementwiseGradDesc(OperatorDesc):
     def parameters(self) -> Dict[str, float]:
         return {name: getattr(self, name) for name in self.parameter_names()}
 
-    def tensor_fields(self):
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[TensorDesc, str]], ...]:
         return (("input_tensor", (self.input_tensor, READ)),
                 ("input_gradient_tensor", (self.input_gradient_tensor, READ)),
                 ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -71,7 +71,8 @@ from . import _one_call, _resample_grad_plan
 from ._resample_grad_plan import MAX_COUNT
 # The operator's name and parameter enums are defined with the tables (the bottom of the
 # ResampleGrad modules, no import cycle); this module is their public home.
-from ._resample_grad_tables import (IDENTITY_MAP, OPERATOR, AxisDirection, InterpolationMode,
+from ._resample_grad_tables import (IDENTITY_MAP, OPERATOR, AxisDirection, AxisMap,
+                                    InterpolationMode,
                                     axis_map, is_identity)
 from ._split import largest_buffer
 
@@ -119,19 +120,19 @@ class ResampleGradDesc(OperatorDesc):
     algorithm: "gather" (deterministic; "auto" means it) or "atomic".
     """
 
-    input_gradient_tensor: object
-    output_gradient_tensor: object
-    interpolation_mode: object
+    input_gradient_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
+    interpolation_mode: Union[InterpolationMode, str]
     scales: Tuple[float, ...]
     input_pixel_offsets: Tuple[float, ...]
     output_pixel_offsets: Tuple[float, ...]
-    rounding_direction: Optional[object] = None
+    rounding_direction: Union[None, AxisDirection, str] = None
     algorithm: str = "gather"
     OPERATOR: ClassVar[str] = OPERATOR
     # Along which axes the one-call function may cut a problem too large for one buffer.
     INDEPENDENT_AXES: ClassVar[str] = "only the axes that are not resampled"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         dy = check_desc(OPERATOR, "InputGradientTensor", self.input_gradient_tensor)
         dx = check_desc(OPERATOR, "OutputGradientTensor", self.output_gradient_tensor)
         check_rank(OPERATOR, "InputGradientTensor", dy, 1, MAX_RANK)
@@ -180,7 +181,7 @@ class ResampleGradDesc(OperatorDesc):
         for field, values in offsets.items():
             object.__setattr__(self, field, values)
 
-    def tensor_fields(self):
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[TensorDesc, str]], ...]:
         return (("input_gradient_tensor", (self.input_gradient_tensor, READ)),
                 ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))
 
@@ -203,7 +204,7 @@ class ResampleGradDesc(OperatorDesc):
 
     # -- per-axis maps, exact float32 on the host --
 
-    def axis_maps(self):
+    def axis_maps(self) -> Tuple[AxisMap, ...]:
         """One `AxisMap` per dimension, outermost first (an identity axis's holds no table)."""
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         linear = self.interpolation_mode == InterpolationMode.LINEAR
@@ -214,7 +215,7 @@ class ResampleGradDesc(OperatorDesc):
                               self.rounding_direction)
                      for d in range(dy.rank))
 
-    def plan(self, limits: Limits, gather: Optional[dict] = None) -> Plan:
+    def plan(self, limits: Limits, gather: Optional[Dict[str, object]] = None) -> Plan:
         """The dispatches on a device with `limits`. `gather` (benchmarks and tests) chooses
         among the gather kernels: {"kernel": "auto" | "walk" | "gather", and the walk's
         settings, _WALK_DEFAULTS in _resample_grad_plan.py}; by default "auto": the walk

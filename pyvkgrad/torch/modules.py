@@ -9,7 +9,7 @@ on the device. `convert(model)` swaps them into an existing model.
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List, TypeVar, cast
 
 import torch
 from torch import nn
@@ -73,7 +73,7 @@ class Upsample(nn.Upsample):
     """torch.nn.Upsample with its backward on the Vulkan device (RESAMPLE_GRAD). Modes
     DirectML cannot express (bicubic, area, ...) raise ValueError at construction."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         bf.check_interpolate_mode(self.mode)
 
@@ -108,7 +108,7 @@ class Sequential(nn.Sequential):
     Vulkan device and its intermediate gradients never come back to the host. The same
     children, state dict and results as nn.Sequential."""
 
-    def forward(self, input):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         modules = list(self._modules.values())
         i = 0
         while i < len(modules):
@@ -149,7 +149,12 @@ _BATCH_NORMS = {nn.BatchNorm1d: BatchNorm1d, nn.BatchNorm2d: BatchNorm2d,
                 nn.BatchNorm3d: BatchNorm3d}
 
 
-def convert(module: nn.Module, sequential: bool = True) -> nn.Module:
+# A swapped module is an instance of a subclass of the original's class, so `convert` returns
+# what it was given, as far as types go.
+_Module = TypeVar("_Module", bound=nn.Module)
+
+
+def convert(module: _Module, sequential: bool = True) -> _Module:
     """Swap torch.nn.ReLU, BatchNorm1d/2d/3d and Upsample (and UpsamplingNearest2d /
     UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
     `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained
@@ -161,7 +166,7 @@ def convert(module: nn.Module, sequential: bool = True) -> nn.Module:
     becomes one new module used at the same places. Only these exact classes are swapped,
     never subclasses (which may change behaviour); an Upsample in a mode DirectML cannot
     express (bicubic, area) is left as it is."""
-    return _convert(module, sequential, {})
+    return cast(_Module, _convert(module, sequential, {}))
 
 
 def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
