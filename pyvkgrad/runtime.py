@@ -90,8 +90,27 @@ _runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()  # open ones, for the 
 
 
 def _abandon_after_fork() -> None:
-    for runtime in list(_runtimes):
+    abandoned = [runtime for runtime in list(_runtimes) if not runtime.closed]
+    for runtime in abandoned:
         runtime._abandon()
+    if abandoned:
+        _exit_past_the_driver()
+
+
+def _exit_past_the_driver() -> None:
+    """Make this forked child's exit() end in _exit(status) before the C exit handlers and
+    library destructors that ran before the fork registered: the NVIDIA driver's crash in a
+    child (its threads were not copied; exit status -11 on an H100) and may tear down state
+    its device file shares with the parent. Python has finished its own finalization (atexit,
+    flushing) by then, and the status is exit()'s own: glibc's on_exit passes it on, and
+    _exit ignores the extra argument. Elsewhere (no on_exit) nothing changes."""
+    try:
+        libc = ctypes.CDLL(None)
+        on_exit, _exit = libc.on_exit, libc._exit
+    except (OSError, AttributeError):
+        return
+    on_exit.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    on_exit(ctypes.cast(_exit, ctypes.c_void_p), None)
 
 
 if hasattr(os, "register_at_fork"):
