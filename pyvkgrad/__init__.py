@@ -11,6 +11,8 @@ from .ops.batch_normalization_grad import (BatchNormalizationGradDesc, BatchNorm
                                           batch_normalization_grad)
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
+from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 
 from .kernels import KernelError
 
@@ -36,6 +38,8 @@ __all__ = ["DataType", "TensorDesc",
            "BatchNormalizationGradDesc", "batch_normalization_grad",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "BatchNormalizationGradResult",
+           "ElementWiseClipGradDesc", "element_wise_clip_grad",
+           "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

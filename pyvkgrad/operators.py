@@ -38,11 +38,14 @@ from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_gr
 from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
+from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .tensor import DataType, TensorDesc
 
 # Arguments of the one-call functions that choose how, not what: the oracle has none of them.
 EXECUTION_OPTIONS = ("device", "algorithm")
+# The data types of every operator; a record's own are its tolerances' (`Operator.dtypes`).
 DTYPES = (np.float32, np.float16)
 
 
@@ -106,6 +109,11 @@ class Operator:
         """The axes the one-call function may cut along (descriptor.independent_axes())."""
         return self.descriptor.INDEPENDENT_AXES
 
+    @property
+    def dtypes(self) -> Tuple[np.dtype, ...]:
+        """The data types the operator takes: those it has a tolerance for."""
+        return tuple(np.dtype(name) for name in self.tolerance)
+
     def tolerance_for(self, dtype) -> Tolerance:
         return self.tolerance[np.dtype(dtype).name]
 
@@ -144,7 +152,7 @@ def compare(record: Operator, got, want, magnitudes, dtype,
         if g.dtype != np.dtype(dtype):
             return math.inf, f"{what}: dtype {g.dtype}, expected {np.dtype(dtype)}"
         if tolerance.exact:
-            bits = np.uint16 if g.dtype == np.float16 else np.uint32
+            bits = np.dtype(f"u{g.dtype.itemsize}")
             bad = g.view(bits) != np.asarray(w).astype(g.dtype).view(bits)
             if bad.any():
                 first = tuple(np.argwhere(bad)[0])
@@ -334,6 +342,91 @@ def _batch_normalization_parameters(rank):
     return {"epsilon": ([1e-3, 0.0, 0.5, 1e-5], [-1e-5, math.nan, math.inf, 1e39, "0.1", True])}
 
 
+# ---- ELEMENT_WISE_CLIP_GRAD and _GRAD1 ----------------------------------------------------------
+
+def _clip_values(rng, shape, dtype, bounds):
+    """X, dY and two bounds for a clip grad: floats standard normal times 2 with a few NaN,
+    +-Inf and -0; integers over the whole type, half of them near zero. `bounds(x)` draws
+    one bound: near the data (often one of X's values, so X == bound is common), at the
+    type's extremes, beyond them, or NaN."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        x = (2 * rng.standard_normal(shape)).astype(dtype)
+        special = rng.random(shape) < 0.05
+        x[special] = rng.choice(np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype),
+                                np.count_nonzero(special))
+        dy = rng.standard_normal(shape).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        wide = rng.integers(info.min, info.max, shape, dtype, endpoint=True)
+        x = np.where(rng.random(shape) < 0.5, wide, rng.integers(-8, 9, shape).clip(
+            info.min, info.max).astype(dtype))
+        dy = rng.integers(info.min, info.max, shape, dtype, endpoint=True)
+    return x, dy, (bounds(x), bounds(x))
+
+
+def _clip_case(native: bool):
+    """The case generator of ELEMENT_WISE_CLIP_GRAD (float bounds) or, `native`, _GRAD1
+    (bounds in the tensors' type). Min > Max about half the time."""
+    def make_case(rng, shape, dtype) -> Case:
+        dtype = np.dtype(dtype)
+
+        def bound(x):
+            pick = rng.random()
+            if dtype.kind == "f":
+                if pick < 0.4:
+                    value = x.flat[int(rng.integers(x.size))]
+                elif pick < 0.8:
+                    value = rng.uniform(-3, 3)
+                else:
+                    value = (np.nan, np.inf, -np.inf, 0.0, -0.0)[int(rng.integers(5))]
+                return float(dtype.type(value)) if native else float(np.float32(value))
+            info = np.iinfo(dtype)
+            if pick < 0.4:
+                value = int(x.flat[int(rng.integers(x.size))])
+            elif pick < 0.7:
+                value = int(rng.integers(-8, 9))
+            else:
+                value = (info.min, info.max, info.min + 1, info.max - 1)[int(rng.integers(4))]
+            value = min(max(value, int(info.min)), int(info.max))
+            if native:
+                return value
+            # Float bounds: the integer, or half-way to the next (a bound between integers).
+            return float(np.float32(value + (0.5 if rng.random() < 0.3 else 0.0)))
+
+        x, dy, (low, high) = _clip_values(rng, shape, dtype, bound)
+        label = f"{dtype.name} {list(shape)} min={low!r} max={high!r}"
+        return Case((x, dy), dict(min=low, max=high), label=label)
+    return make_case
+
+
+def _clip1_describe(case):
+    x, dy = case.args
+    return ElementWiseClipGrad1Desc(_packed(x), _packed(dy), _packed(x), _packed(x).data_type,
+                                    **case.kwargs)
+
+
+def _clip_call(desc, values):
+    return ((values["input_tensor"], values["input_gradient_tensor"]),
+            dict(min=desc.min, max=desc.max))
+
+
+def _clip_parameters(native: bool):
+    def examples(rank):
+        if native:  # valid for FLOAT32 tensors, the fuzzing's usual type
+            return {"min": ([0, -1.5, math.nan, -math.inf], [0.1, "0", True, None]),
+                    "max": ([6, 2.5, math.inf], [1e39, 1 + 2.0**-30, "1"]),
+                    "min_max_data_type": ([DataType.FLOAT32], [DataType.INT32, 0, 1.0])}
+        return {"min": ([0.0, -1.5, math.nan, -math.inf, 3], [1e39, "0", True, None]),
+                "max": ([6.0, 2.5, math.inf, math.nan], [-1e39, "1", False])}
+    return examples
+
+
+# Clip grads select dY or +0: exact (bitwise) in every data type.
+_CLIP_TOLERANCES = {name: EXACT for name in ("float32", "float16", "int32", "int16", "int8",
+                                             "uint32", "uint16", "uint8")}
+
+
 # ---- tolerances ----------------------------------------------------------------------------------
 # One per operator and data type; the operator suites and the hardening properties use these.
 #
@@ -379,5 +472,12 @@ OPERATORS: Tuple[Operator, ...] = (
              _batch_normalization_describe(BatchNormalizationTrainingGradDesc),
              _batch_normalization_call, magnitude=_batch_normalization_magnitude(True),
              parameter_examples=_batch_normalization_parameters, demo_shape=(8, 32, 28, 28)),
+    Operator("element_wise_clip_grad", ElementWiseClipGradDesc, element_wise_clip_grad,
+             reference.element_wise_clip_grad, _clip_case(False), _CLIP_TOLERANCES,
+             elementwise_describe(ElementWiseClipGradDesc), _clip_call,
+             parameter_examples=_clip_parameters(False)),
+    Operator("element_wise_clip_grad1", ElementWiseClipGrad1Desc, element_wise_clip_grad1,
+             reference.element_wise_clip_grad1, _clip_case(True), _CLIP_TOLERANCES,
+             _clip1_describe, _clip_call, parameter_examples=_clip_parameters(True)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

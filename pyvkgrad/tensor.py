@@ -26,29 +26,47 @@ BUFFER_ALIGNMENT = 16  # device buffers are allocated in 16-byte units (vectoris
 
 
 class DataType(enum.IntEnum):
-    """`DML_TENSOR_DATA_TYPE` values pyvkgrad supports (same numbers as DirectML)."""
+    """`DML_TENSOR_DATA_TYPE` values pyvkgrad supports (same numbers as DirectML): the float
+    types every operator takes, and the integer types of the operators that take them
+    (ELEMENT_WISE_CLIP_GRAD*); 64-bit types are not supported."""
 
     FLOAT32 = 1
     FLOAT16 = 2
+    UINT32 = 3
+    UINT16 = 4
+    UINT8 = 5
+    INT32 = 6
+    INT16 = 7
+    INT8 = 8
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        return np.dtype(np.float32 if self is DataType.FLOAT32 else np.float16)
+        return np.dtype(_NUMPY_DTYPES[self])
 
     @property
     def element_size(self) -> int:
-        return 4 if self is DataType.FLOAT32 else 2
+        return self.numpy_dtype.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self in FLOAT_TYPES
 
     @classmethod
     def from_numpy(cls, dtype, operator: str, field: str) -> "DataType":
         dtype = np.dtype(dtype)
-        if dtype == np.float32:
-            return cls.FLOAT32
-        if dtype == np.float16:
-            return cls.FLOAT16
-        raise TypeError(
-            f"{operator}: {field} has unsupported dtype: expected float32 or float16, got {dtype}"
-        )
+        for data_type, numpy_dtype in _NUMPY_DTYPES.items():
+            if dtype == numpy_dtype:
+                return data_type
+        raise TypeError(f"{operator}: {field} has unsupported dtype: expected float32 or float16, "
+                        f"got {dtype} (integer types: int32, int16, int8, uint32, uint16, "
+                        f"uint8, for the operators that take them)")
+
+
+_NUMPY_DTYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
+                 DataType.UINT32: np.uint32, DataType.UINT16: np.uint16, DataType.UINT8: np.uint8,
+                 DataType.INT32: np.int32, DataType.INT16: np.int16, DataType.INT8: np.int8}
+# The data types of every operator unless it says otherwise (check_desc's default).
+FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 
 
 def fail(operator: str, field: str, rule: str, expected, actual, kind=ValueError):
@@ -125,7 +143,8 @@ class TensorDesc:
                 object.__setattr__(self, "data_type", DataType(int(value)))
             else:
                 fail(operator, f"{field}.DataType", "is not supported",
-                     "DataType.FLOAT32 or DataType.FLOAT16", repr(value), TypeError)
+                     "a DataType (" + ", ".join(t.name for t in DataType) + ")", repr(value),
+                     TypeError)
         sizes = as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
         object.__setattr__(self, "sizes", sizes)
         if not 1 <= len(sizes) <= MAX_DIMENSIONS:
@@ -208,11 +227,16 @@ class TensorDesc:
         return TensorDesc(self.data_type, tuple(sizes), None)
 
 
-def check_desc(operator: str, field: str, desc) -> TensorDesc:
-    """The descriptor field is a TensorDesc (re-validated with the operator's name)."""
+def check_desc(operator: str, field: str, desc, data_types=FLOAT_TYPES) -> TensorDesc:
+    """The descriptor field is a TensorDesc (re-validated with the operator's name) of one of
+    `data_types` (the operator's: FLOAT32 and FLOAT16 unless it takes others)."""
     if not isinstance(desc, TensorDesc):
         fail(operator, field, "must be a TensorDesc", "TensorDesc", type(desc).__name__, TypeError)
     desc.validate(operator, field)
+    if desc.data_type not in data_types:
+        fail(operator, f"{field}.DataType", "is not supported by the operator",
+             " or ".join(t.numpy_dtype.name for t in data_types),
+             desc.data_type.numpy_dtype.name, TypeError)
     return desc
 
 
