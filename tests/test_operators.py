@@ -15,11 +15,15 @@ from pyvkgrad.one_call_cache import OneCallCache
 import pyvkgrad
 from pyvkgrad import operators
 from pyvkgrad.operators import OPERATORS
-from pyvkgrad.tensor import TensorDesc, packed_strides
+from pyvkgrad.tensor import FLOAT_TYPES, TensorDesc, packed_strides
 from cases import SHAPES_BY_RANK, VIEWS, view_of
 
 RECORDS = pytest.mark.parametrize("record", OPERATORS, ids=lambda r: r.name)
-DTYPES = pytest.mark.parametrize("dtype", operators.DTYPES, ids=lambda d: np.dtype(d).name)
+# Every operator with each of its data types (its tolerances': float32 and float16, and the
+# integer types of those that take them).
+RECORD_DTYPES = pytest.mark.parametrize(
+    "record, dtype", [(r, d) for r in OPERATORS for d in r.dtypes],
+    ids=[f"{r.name}-{d.name}" for r in OPERATORS for d in r.dtypes])
 
 
 def arrays_of(case):
@@ -63,7 +67,11 @@ def test_the_oracle_takes_the_functions_arguments(record):
 
 @RECORDS
 def test_every_data_type_has_a_tolerance(record):
-    assert set(record.tolerance) == {np.dtype(d).name for d in operators.DTYPES}
+    """One per data type the descriptor takes (FLOAT32 and FLOAT16 unless it says otherwise):
+    the generic tests run each of them."""
+    taken = getattr(record.descriptor, "DATA_TYPES", FLOAT_TYPES)
+    assert set(record.tolerance) == {t.numpy_dtype.name for t in taken}
+    assert {np.dtype(d).name for d in operators.DTYPES} <= set(record.tolerance)
     for tolerance in record.tolerance.values():
         assert tolerance.exact or record.magnitude is not None or not tolerance.magnitude
 
@@ -74,8 +82,7 @@ def ranks(record):
     return [s for s in SHAPES_BY_RANK if len(s) <= record.max_rank]
 
 
-@RECORDS
-@DTYPES
+@RECORD_DTYPES
 def test_every_rank_against_the_oracle(device, rng, record, dtype):
     for shape in ranks(record):
         case = record.make_case(rng, shape, dtype)
@@ -86,8 +93,7 @@ def test_every_rank_against_the_oracle(device, rng, record, dtype):
             np.testing.assert_array_equal(a, b, err_msg=f"{case.label}: an input was modified")
 
 
-@RECORDS
-@DTYPES
+@RECORD_DTYPES
 @pytest.mark.parametrize("kind", VIEWS[1:])
 def test_views_against_the_oracle(device, rng, record, dtype, kind):
     """Every array argument through a non-packed layout (each keeps its strides on the
@@ -116,8 +122,7 @@ def test_a_repeat_hits_the_one_call_cache(device, rng, record):
     operators.assert_close(record, got, again.args, again.kwargs, np.float32)
 
 
-@RECORDS
-@DTYPES
+@RECORD_DTYPES
 def test_the_compiled_descriptor_against_the_oracle(device, rng, record, dtype):
     """The descriptor API: compile the case's descriptor, bind device tensors, call, read."""
     case = record.make_case(rng, (2, 3, 5, 4)[:record.max_rank], dtype)
@@ -167,8 +172,7 @@ def test_one_call_errors_before_device_work(device, rng, record, monkeypatch):
         record.run(with_args(case, args), device)
 
 
-@RECORDS
-@DTYPES
+@RECORD_DTYPES
 @pytest.mark.parametrize("layout", ["packed", "transposed"])
 def test_in_place(device, rng, record, dtype, layout):
     """An output bound over an input its descriptor allows (`IN_PLACE`, identical

@@ -1,7 +1,7 @@
-// DML_OPERATOR_ELEMENT_WISE_CLIP_GRAD and ELEMENT_WISE_CLIP_GRAD1 (element_wise_clip_grad, the
-// kernels of both): the formula, on the element-wise template (include/elementwise_grad.glsl),
-// from which the build generates element_wise_clip_grad (any strides) and
-// element_wise_clip_grad_packed (one packed layout, 16-byte vectors).
+// DML_OPERATOR_ELEMENT_WISE_CLIP_GRAD (element_wise_clip_grad) and ELEMENT_WISE_CLIP_GRAD1
+// (element_wise_clip_grad1), one formula for both, on the element-wise template
+// (include/elementwise_grad.glsl), from which the build generates their kernels
+// element_wise_clip_grad (any strides) and element_wise_clip_grad_packed (16-byte vectors).
 //
 //   dX = (X <= Min or X >= Max) ? +0 : dY   (a select: bit copies of dY or +0, every type)
 //
