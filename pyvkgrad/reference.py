@@ -82,7 +82,8 @@ def _clip_grad(x, input_gradient, min, max):
 def element_wise_clip_grad(input, input_gradient, min, max):
     """DML_ELEMENT_WISE_CLIP_GRAD: X converted to float32 (integers round to nearest even),
     compared with Min and Max as float32 (DirectML FLOATs)."""
-    x = np.asarray(input).astype(np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # signalling float16 NaNs stay NaNs
+        x = np.asarray(input).astype(np.float32).astype(np.float64)
     return _clip_grad(x, input_gradient, float(np.float32(min)), float(np.float32(max)))
 
 
