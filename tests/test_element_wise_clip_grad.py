@@ -42,7 +42,7 @@ def check(device, fn, x, dy, low, high):
     return got
 
 
-# ---- worked examples (docs/semantics.md §9) -------------------------------------------------------
+# ---- worked examples (docs/semantics.md §9) -----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_cg1(device, dtype):
@@ -105,7 +105,7 @@ def test_hardtanh_and_relu6_backward(device, rng, dtype, bounds):
     assert t.grad[0] == 0 and t.grad[16] == 1  # PyTorch's vector body, then its scalar tail
 
 
-# ---- the comparison rules ---------------------------------------------------------------------------
+# ---- the comparison rules -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_nan_and_infinite_bounds(device, dtype):
@@ -195,7 +195,7 @@ def test_pass_range_is_the_oracle_on_every_8_bit_and_16_bit_value():
             np.testing.assert_array_equal(got, want, err_msg=f"{data_type.name} {low} {high}")
 
 
-# ---- sizes, layouts, in place ------------------------------------------------------------------------
+# ---- sizes, layouts, in place -------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.uint16], ids=str)
 def test_edge_counts_packed_and_strided(device, rng, dtype):
@@ -285,7 +285,7 @@ def test_in_place_over_x_only(device, rng, dtype, layout):
         op(input_tensor=xt, input_gradient_tensor=dyt, output_gradient_tensor=dyt)
 
 
-# ---- same bits under other workgroup and subgroup widths --------------------------------------------
+# ---- same bits under other workgroup and subgroup widths ----------------------------------------
 
 _SCRIPT = """
 import json, sys, numpy as np, pyvkgrad
@@ -327,7 +327,7 @@ def test_same_bits_under_other_workgroup_and_subgroup_widths(device):
                 assert run[key] == value, key
 
 
-# ---- errors ---------------------------------------------------------------------------------------------
+# ---- errors -------------------------------------------------------------------------------------
 
 F32 = TensorDesc(DataType.FLOAT32, (2, 3))
 I8 = TensorDesc(DataType.INT8, (2, 3))
