@@ -1,11 +1,14 @@
 """The benchmark's cases (benchmarks/run.py): per operator of the table its problems
 (shapes, data types, the bytes they move at least, PyTorch's equivalent), and the groups
-overhead, chain and roundtrip."""
+overhead, chain and roundtrip.
+
+A case's builder `build(dev, rng)` returns (op, tensors, bytes, torch_fn); with dev None it
+makes the inputs and PyTorch's side only (op and tensors None): PyTorch is timed in a process
+of its own (run.py), which never touches the Vulkan device."""
 
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 
@@ -13,7 +16,8 @@ import pyvkgrad
 from pyvkgrad import DataType, TensorDesc
 from pyvkgrad.ops._elementwise import ElementwiseGradDesc
 
-from bench_timing import MiB, progress, replay_walls_ns, timed_replays, vulkan_time
+from bench_timing import (MiB, median_wall_ns, progress, replay_walls_ns, timed_replays,
+                          vulkan_time, wait_strategy)
 
 
 def _np(dt):
@@ -56,16 +60,18 @@ ELEMENTWISE_PARAMETERS = {
 
 def _elementwise(dev, rng, record, dt, n):
     desc = TensorDesc(_dt(dt), (n,))
-    parameters = ELEMENTWISE_PARAMETERS.get(record.name, lambda data_type: {})(_dt(dt))
-    op = dev.compile(record.descriptor(desc, desc, desc, **parameters))
     x = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
     dy = rng.standard_normal(n, dtype=np.float32).astype(_np(dt))
-    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
-                   output_gradient_tensor=dev.empty(desc))
     torch_fn = None
     if record.name in TORCH_ELEMENTWISE:
         def torch_fn(T):
             return TORCH_ELEMENTWISE[record.name](T.torch, T.tensor(x), T.tensor(dy))
+    if dev is None:
+        return None, None, 3 * x.nbytes, torch_fn
+    parameters = ELEMENTWISE_PARAMETERS.get(record.name, lambda data_type: {})(_dt(dt))
+    op = dev.compile(record.descriptor(desc, desc, desc, **parameters))
+    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                   output_gradient_tensor=dev.empty(desc))
     return op, tensors, 3 * x.nbytes, torch_fn
 
 
@@ -105,12 +111,15 @@ def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
     scales = (1.0, 1.0, oh / h, ow / w)
     desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4, (-0.5,) * 4,
                                      algorithm=algorithm)
-    op = dev.compile(desc)
     dy = rng.standard_normal(dy_desc.sizes, dtype=np.float32).astype(_np(dt))
     if nhwc:  # the same logical values, channels innermost in memory
         dy = np.ascontiguousarray(dy.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
-    tensors = dict(input_gradient_tensor=dev.upload(dy), output_gradient_tensor=dev.empty(dx_desc))
-    assert tensors["input_gradient_tensor"].desc == dy_desc
+    op = tensors = None
+    if dev is not None:
+        op = dev.compile(desc)
+        tensors = dict(input_gradient_tensor=dev.upload(dy),
+                       output_gradient_tensor=dev.empty(dx_desc))
+        assert tensors["input_gradient_tensor"].desc == dy_desc
 
     def torch_fn(T):
         tdy = T.tensor(dy)
@@ -138,10 +147,36 @@ def bn_cases(training):
     return cases
 
 
+def random_generator_cases(quick):
+    """RANDOM_GENERATOR: uint32 outputs of 16 MiB to 1 GiB, measured against a fill of the
+    same bytes (a write-only kernel: it reads six state words)."""
+    sizes = [16 * MiB, 64 * MiB] if quick else [16 * MiB, 64 * MiB, 256 * MiB, 1024 * MiB]
+    for nbytes in sizes:
+        n = nbytes // 4
+        yield ("RANDOM_GENERATOR", f"{nbytes // MiB} MiB output ({n} words)", "uint32",
+               lambda dev, rng, n=n: _random_generator(dev, rng, n))
+
+
+def _random_generator(dev, rng, n):
+    u32 = DataType.UINT32
+
+    def torch_fn(T):  # PyTorch's own Philox (CUDA) filling as many 32-bit words
+        t = T.torch.empty(n, dtype=T.torch.int32, device=T.device)
+        return lambda: t.random_()
+    if dev is None:  # PyTorch's side, in its own process
+        return None, None, 4 * n, torch_fn, "write"
+    state = TensorDesc(u32, (1, 1, 1, 6))
+    op = dev.compile(pyvkgrad.RandomGeneratorDesc(state, TensorDesc(u32, (n,)), state))
+    s = dev.upload(rng.integers(0, 2**32, (1, 1, 1, 6), dtype=np.uint64).astype(np.uint32))
+    tensors = dict(input_state_tensor=s, output_tensor=dev.empty(TensorDesc(u32, (n,))),
+                   output_state_tensor=s)  # in place, as ONNX Runtime binds it
+    return op, tensors, 4 * n, torch_fn, "write"
+
+
 def benchmark_cases(record):
     """The benchmark's cases of an operator of the table: shapes from its issue; any
     element-wise operator gets the element-wise cases."""
-    special = {"resample_grad": resample_cases,
+    special = {"resample_grad": resample_cases, "random_generator": random_generator_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True)}
     if record.name in special:
@@ -167,12 +202,14 @@ def _bn(dev, rng, shape, training, dt, limits=None):
     big, small = TensorDesc(_dt(dt), shape), TensorDesc(_dt(dt), (1, c, 1, 1))
     cls = (pyvkgrad.BatchNormalizationTrainingGradDesc if training
            else pyvkgrad.BatchNormalizationGradDesc)
-    op = dev.compile(cls(big, big, small, small, small, big, small, small, 1e-5), limits)
-    tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
-                   mean_tensor=dev.upload(mean), variance_tensor=dev.upload(var),
-                   scale_tensor=dev.upload(scale), output_gradient_tensor=dev.empty(big),
-                   output_scale_gradient_tensor=dev.empty(small),
-                   output_bias_gradient_tensor=dev.empty(small))
+    op = tensors = None
+    if dev is not None:
+        op = dev.compile(cls(big, big, small, small, small, big, small, small, 1e-5), limits)
+        tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                       mean_tensor=dev.upload(mean), variance_tensor=dev.upload(var),
+                       scale_tensor=dev.upload(scale), output_gradient_tensor=dev.empty(big),
+                       output_scale_gradient_tensor=dev.empty(small),
+                       output_bias_gradient_tensor=dev.empty(small))
     # Minimum traffic: X and dY read once, dX written once (the statistics are negligible).
     nbytes = 3 * x.nbytes
 
@@ -194,10 +231,10 @@ def _bn(dev, rng, shape, training, dt, limits=None):
 
 # ---- numpy round trips -------------------------------------------------------------------------
 
-def roundtrip(dev, T, quick, repeat):
-    """What a numpy user waits for: pyvkgrad's one-call function against PyTorch doing the same
-    from numpy (from_numpy -> device -> op -> .cpu().numpy(), synchronised), median wall times
-    in the same run, interleaved so both see the same machine state."""
+def roundtrip_cases(dev, T, quick):
+    """What a numpy user waits for: (name, pyvkgrad's one-call function, PyTorch doing the same
+    from numpy: from_numpy -> device -> op -> .cpu().numpy(), synchronised). dev or T may be
+    None: each side is timed in its own process (roundtrip)."""
     rng = np.random.default_rng(3)
     cases = []
     for n in ((1024, 1 << 20) if quick else (1024, 1 << 20, 16 << 20)):
@@ -224,26 +261,21 @@ def roundtrip(dev, T, quick, repeat):
                   lambda: pyvkgrad.batch_normalization_training_grad(x, dy, mean, var, scale, 1e-5,
                                                                      device=dev),
                   torch_bn))
+    return cases
+
+
+def roundtrip(dev, T, quick, repeat):
+    """Median wall microseconds of each round trip (roundtrip_cases) on one side: pyvkgrad's
+    ({"case", "pyvkgrad_us"}) when dev is given, else PyTorch's ({"case",
+    "torch_from_numpy_us"}; T.sync() inside the timing)."""
     rows = []
-    for name, ours, theirs in cases:
-        ours()
-        if T.torch:
-            theirs()
-            T.sync()
-        a, b = [], []
-        for _ in range(repeat):
-            t0 = time.perf_counter_ns()
-            ours()
-            a.append(time.perf_counter_ns() - t0)
-            if T.torch:
-                t0 = time.perf_counter_ns()
-                theirs()
-                T.sync()
-                b.append(time.perf_counter_ns() - t0)
-        row = {"case": name, "pyvkgrad_us": statistics.median(a) / 1e3}
-        if b:
-            row["torch_from_numpy_us"] = statistics.median(b) / 1e3
-            row["torch_over_pyvkgrad"] = row["torch_from_numpy_us"] / row["pyvkgrad_us"]
+    for name, ours, theirs in roundtrip_cases(dev, T, quick):
+        if dev is not None:
+            row = {"case": name, "pyvkgrad_us": median_wall_ns(ours, repeat) / 1e3}
+        else:
+            row = {"case": name,
+                   "torch_from_numpy_us": median_wall_ns(lambda: (theirs(), T.sync()),
+                                                         repeat) / 1e3}
         rows.append(row)
         progress(f"    {row}")
     return rows
@@ -251,39 +283,32 @@ def roundtrip(dev, T, quick, repeat):
 
 # ---- host overhead and chain -------------------------------------------------------------------
 
-def host_overhead(dev, repeat):
-    """Microseconds per call on a 1024-element ReLU grad: the one-call function, the compiled
-    operator, a recording's replay, and a replay of a recording of ten."""
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal(1024).astype(np.float32)
-    pyvkgrad.activation_relu_grad(x, x, device=dev)
-    out = {}
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        pyvkgrad.activation_relu_grad(x, x, device=dev)
-    out["one_call_function_us"] = (time.perf_counter() - t0) / repeat * 1e6
-    desc = TensorDesc(DataType.FLOAT32, (1024,))
+def overhead_calls(dev, n=1024):
+    """The calls host_overhead times, on an n-element float32 ReLU grad: {name: fn}, the
+    one-call function, the compiled operator, a recording's replay and a replay of a recording
+    of ten (investigations/host_overhead.py times their parts too)."""
+    x = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    desc = TensorDesc(DataType.FLOAT32, (n,))
     op = dev.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
     ts = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(x),
               output_gradient_tensor=dev.empty(desc))
-    op(**ts)
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        op(**ts)
-    out["compiled_operator_us"] = (time.perf_counter() - t0) / repeat * 1e6
     with dev.record() as rec:
         rec.execute(op, **ts)
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        rec.replay()
-    out["recording_replay_us"] = (time.perf_counter() - t0) / repeat * 1e6
     with dev.record() as rec10:
         for _ in range(10):
             rec10.execute(op, **ts)
-    t0 = time.perf_counter()
-    for _ in range(repeat):
-        rec10.replay()
-    out["recording_of_10_replay_us"] = (time.perf_counter() - t0) / repeat * 1e6
+    return {"one_call_function_us": lambda: pyvkgrad.activation_relu_grad(x, x, device=dev),
+            "compiled_operator_us": lambda: op(**ts),
+            "recording_replay_us": rec.replay,
+            "recording_of_10_replay_us": rec10.replay}
+
+
+def host_overhead(dev, repeat):
+    """Median microseconds per call on a 1024-element ReLU grad (overhead_calls), each call
+    timed on its own, and the wait strategy they ran with."""
+    out = {name: median_wall_ns(fn, repeat) / 1e3 for name, fn in overhead_calls(dev).items()}
+    out["statistic"] = f"median of {repeat} calls"
+    out["wait"] = wait_strategy(dev)
     return out
 
 def tiny_recording(dev):

@@ -1,13 +1,14 @@
 """The benchmark's timing helpers (benchmarks/run.py and the scripts in investigations/):
 kernel times from Vulkan timestamps (median of replays, per step or summed), host wall times
-of replays, the copy roofline a kernel is measured against, and PyTorch timed on the same
-device."""
+of replays, the copy roofline a kernel is measured against (and the write-only roofline of
+kernels that only write), and PyTorch timed on the same device."""
 
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import platform
 import statistics
 import sys
@@ -64,6 +65,28 @@ def replay_walls_ns(rec, repeat):
     return walls
 
 
+def median_wall_ns(fn, repeat):
+    """Median host wall time (ns) of `fn()` over `repeat` calls, each timed on its own, after
+    one untimed call."""
+    fn()
+    walls = []
+    for _ in range(repeat):
+        t0 = time.perf_counter_ns()
+        fn()
+        walls.append(time.perf_counter_ns() - t0)
+    return statistics.median(walls)
+
+
+def wait_strategy(device):
+    """How a submission on `device` waits for its fence (printed and stored by the benchmark):
+    the polling budget (Device.wait_spin_us, from PYVKGRAD_WAIT_SPIN_US or the device type's
+    default) and when the wait blocks."""
+    spin = device.wait_spin_us
+    return {"wait_spin_us": spin,
+            "PYVKGRAD_WAIT_SPIN_US": os.environ.get("PYVKGRAD_WAIT_SPIN_US"),
+            "blocks": (f"after polling the fence for up to {spin} us" if spin else "at once")}
+
+
 def benchmark_kernel(name):
     """SPIR-V and interface of a benchmark-only kernel: benchmarks/shaders/<name>.comp, built
     by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package)."""
@@ -83,6 +106,26 @@ def same_bytes_roofline(dev, T, nbytes, repeat):
     half = min(nbytes // 2 // 16 * 16, dev.info.max_storage_buffer_range // 16 * 16)
     return max(copy_roofline(dev, half, repeat),
                (T.copy_roofline(half, repeat) or 0) if T.torch else 0)
+
+
+def write_roofline(device, nbytes, repeat):
+    """Bytes written per second of a compute kernel filling `nbytes` in 16-byte vectors
+    (benchmarks/shaders/fill_words.comp, through the runtime seam): the roofline of a kernel
+    that writes its bytes and reads (almost) none."""
+    from pyvkgrad import kernels
+    runtime = device.runtime()
+    dst = runtime.buffer(nbytes)
+    vectors = nbytes // 16
+    wg = device.limits.local_size
+    spirv, iface = benchmark_kernel("fill_words")
+    push = np.array(kernels.push_words(iface, {"count": vectors}), dtype=np.uint32)
+    program = runtime.program([dst], spirv, min(-(-vectors // wg), 65535),
+                              kernels.specialization(iface, {"WG": wg}), len(push))
+    rate = nbytes / (commands_ns(device, lambda c: c.dispatch(program, push), repeat,
+                                 "write roofline") * 1e-9)
+    program.destroy()
+    dst.destroy()
+    return rate
 
 
 def diagnostic_args(argv=None, repeat=20):
@@ -185,3 +228,9 @@ class Torch:
         a = self.torch.empty(nbytes, dtype=self.torch.uint8, device="cuda")
         b = self.torch.empty_like(a)
         return 2 * nbytes / (self.time_ns(lambda: b.copy_(a), repeat) * 1e-9)
+
+    def fill_roofline(self, nbytes, repeat):
+        if not self.cuda:
+            return None
+        a = self.torch.empty(nbytes, dtype=self.torch.uint8, device="cuda")
+        return nbytes / (self.time_ns(lambda: a.fill_(1), repeat) * 1e-9)

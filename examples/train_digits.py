@@ -8,8 +8,8 @@ the two loss curves.
     python examples/train_digits.py --steps 20 --no-plot
     PYVKGRAD_DEVICE=1 python examples/train_digits.py      # another Vulkan device
 
-Needs torch and scikit-learn (and matplotlib for the plot): pip install 'pyvkgrad[torch]'
-scikit-learn matplotlib.
+Needs torch and scikit-learn (and matplotlib for the plot), the [torch] and [examples] extras:
+pip install 'pyvkgrad[torch,examples]' (a CPU build of torch first: README.md, PyTorch).
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Describe an operator with DirectML's fields, compile it once for a device, bind 
 tensors, record and execute; or call the one-call function with numpy arrays.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .tensor import DataType, TensorDesc
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
 from .ops.resample_grad import AxisDirection, InterpolationMode, ResampleGradDesc, resample_grad
@@ -13,19 +15,28 @@ from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGr
                                                     batch_normalization_training_grad)
 from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
+from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 
 from .kernels import KernelError
 
 # The device layer loads the Vulkan runtime; it is imported on first use, so that
-# descriptors, plans and the oracle work without a Vulkan loader.
+# descriptors, plans and the oracle work without a Vulkan loader. Type checkers see the
+# names through this import, which never runs.
+if TYPE_CHECKING:
+    from . import device, runtime
+    from .device import (ClosedError, CompiledOperator, Device, DeviceError, DeviceTensor,
+                         Recording, default_device, devices, get_device)
+
 _DEVICE_NAMES = ("Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
                  "ClosedError", "devices", "default_device", "get_device")
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _DEVICE_NAMES:
         from . import device
-        return getattr(device, name)
+        value = getattr(device, name)
+        globals()[name] = value  # resolved once: the next access is a plain lookup
+        return value
     if name in ("device", "runtime"):  # submodules, imported on first use as well
         import importlib
         return importlib.import_module(f"{__name__}.{name}")
@@ -38,9 +49,10 @@ __all__ = ["DataType", "TensorDesc",
            "BatchNormalizationGradDesc", "batch_normalization_grad",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "BatchNormalizationGradResult",
+           "RandomGeneratorDesc", "random_generator", "RandomGeneratorType",
            "ElementWiseClipGradDesc", "element_wise_clip_grad",
            "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -9,6 +9,7 @@ import platform
 import runpy
 import sys
 from pathlib import Path
+from typing import Optional, Sequence
 
 from . import __version__, _vulkan_info
 
@@ -79,7 +80,7 @@ def info() -> int:
             return_annotation=inspect.Signature.empty)
         print(f"  pyvkgrad.{record.name}{signature}")
         print(f"      DML_OPERATOR_{record.OPERATOR}, {record.descriptor.__name__}, "
-              f"{', '.join(d.name for d in record.dtypes)}, 1 to "
+              f"{', '.join(d.__name__ for d in record.dtypes)}, 1 to "
               f"{record.max_rank} dimensions; a one-call problem beyond the buffer limit is "
               f"cut along {record.independent_axes}")
     return 0
@@ -105,7 +106,7 @@ def _wait_policy(device) -> str:
             else "blocks at once (PYVKGRAD_WAIT_SPIN_US=0 or a CPU device)")
 
 
-def bench(args) -> int:
+def bench(args: Sequence[str]) -> int:
     """benchmarks/run.py with `args`. The benchmarks ship with the source repository, not with
     the package: they are looked for next to the package (a checkout) and in the current
     directory."""
@@ -135,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to benchmarks/run.py
         return bench(argv[1:])

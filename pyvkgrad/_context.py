@@ -17,13 +17,19 @@ import collections
 import os
 import threading
 import weakref
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Deque, Optional, Tuple
 
 from ._environment import (DEFAULT_WAIT_SPIN_US, LIMIT_VARIABLES, LLVMPIPE_MAX_LOOP_ITERATIONS,
                            env_int)
 from ._state import Lifetime
 from .plan import Limits
 from .runtime import FLOAT_ATOMICS_EXTENSION, Runtime
+
+if TYPE_CHECKING:
+    from ._vulkan_info import PhysicalDeviceInfo
+    from .compiled_operator import CompiledOperator
+    from .device import Device
+    from .device_tensor import TensorStorage
 
 
 class Session:
@@ -32,14 +38,14 @@ class Session:
     runtime) outlives sessions: the NVIDIA driver aborted the process after a few dozen
     create/destroy cycles of a device, and reopening costs nothing this way."""
 
-    def __init__(self, name: str, runtime: Runtime):
+    def __init__(self, name: str, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.lifetime = Lifetime(f"device {name!r}")
-        self._owned = weakref.WeakSet()
+        self.lifetime: Lifetime = Lifetime(f"device {name!r}")
+        self._owned: "weakref.WeakSet[Any]" = weakref.WeakSet()
         # Compiled operators, which cache pipelines and calls per bound tensor (`forget`).
-        self.operators = weakref.WeakSet()
+        self.operators: "weakref.WeakSet[CompiledOperator]" = weakref.WeakSet()
 
-    def own(self, obj) -> None:
+    def own(self, obj: Any) -> None:
         """Close `obj` (anything with close()) when the session closes."""
         self._owned.add(obj)
 
@@ -53,24 +59,24 @@ class DeviceContext:
     """The shared state of one Device (see the module's docstring); `device` is the Device
     itself, for messages and the `device` attribute of what is made on it."""
 
-    def __init__(self, device, info):
+    def __init__(self, device: "Device", info: "PhysicalDeviceInfo") -> None:
         # `info` only names the context: its properties are read through `device.info`.
-        self.device = device
-        self.name = info.name
+        self.device: Device = device
+        self.name: str = info.name
         self.lock = threading.RLock()
         self._open: Optional[Session] = None
         self._runtime: Optional[Runtime] = None  # the Vulkan device, opened on first use
-        self._forgotten: "collections.deque" = collections.deque()
-        self._limits = None  # (environment, Limits)
+        self._forgotten: "Deque[TensorStorage]" = collections.deque()
+        self._limits: Optional[Tuple[tuple, Limits]] = None  # (environment, Limits)
 
     def after_fork(self) -> None:
         """In a child after fork(): a lock that another thread of the parent held stays held
         here, where that thread does not exist. (A device opened in the parent refuses to work
         here, runtime.FORKED; one that was not opens in the child.)"""
-        self.lock = threading.RLock()
+        self.lock: "threading.RLock" = threading.RLock()
 
     @property
-    def info(self):
+    def info(self) -> "PhysicalDeviceInfo":
         """The device's properties (`Device.info`, which tests may replace)."""
         return self.device.info
 
@@ -94,7 +100,7 @@ class DeviceContext:
                 session, self._open = self._open, None
                 session.close()
 
-    def forget(self, storage) -> None:
+    def forget(self, storage: "TensorStorage") -> None:
         """A DeviceTensor's finalizer, possibly from a garbage collection in the middle of
         another call: only note it; `collect` lets the caches go later."""
         self._forgotten.append(storage)

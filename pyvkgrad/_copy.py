@@ -3,8 +3,9 @@
 A numpy round trip through a one-call function is mostly host copying: the inputs into memory
 the device reads, the outputs into new arrays. One thread copies about 11 GB/s on the lent H100's
 host, and numpy releases the GIL while it copies, so four threads copy a 4-50 MB array about
-twice as fast (`benchmarks/roundtrip_parts.py`: more threads were slower there). Small arrays
-are copied on the calling thread: a thread hand-off costs more than it saves below 1 MiB.
+twice as fast (`benchmarks/investigations/roundtrip_parts.py`: more threads were slower
+there). Small arrays are copied on the calling thread: a thread hand-off costs more than it
+saves below 1 MiB.
 
 A copy never returns or raises while a worker still writes: the destination may be mapped
 device memory that is unmapped right after. Where the pool cannot take work (interpreter

@@ -35,7 +35,7 @@ class TensorState:
 
     __slots__ = ("current",)
 
-    def __init__(self, current: Current = Current.HOST):
+    def __init__(self, current: Current = Current.HOST) -> None:
         self.current = current
 
     @property
@@ -52,9 +52,9 @@ class TensorState:
 
     def downloaded(self) -> None:
         """The device copy was copied back to staging."""
-        self.current = Current.BOTH
+        self.current: Current = Current.BOTH
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{type(self).__name__}({self.current.value})"
 
 
@@ -65,7 +65,14 @@ class OneCopy(TensorState):
     download records, so a written tensor is staged (the device layer makes sure)."""
 
     __slots__ = ()
-    current = property(lambda self: Current.BOTH, lambda self, value: None)
+
+    @property  # type: ignore[override]
+    def current(self) -> Current:
+        return Current.BOTH
+
+    @current.setter
+    def current(self, value: Current) -> None:
+        pass  # one copy: whatever a submission says, it is current
 
 
 class Submission:
@@ -78,7 +85,7 @@ class Submission:
     so staging stays current and the next one uploads again.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._bound: Dict[int, TensorState] = {}
         self._written: Dict[int, TensorState] = {}
         self._downloads: Dict[int, TensorState] = {}
@@ -109,17 +116,17 @@ class Lifetime:
 
     __slots__ = ("what", "parent", "closed", "__weakref__")
 
-    def __init__(self, what: str, parent: Optional["Lifetime"] = None):
-        self.what = what
-        self.parent = parent
+    def __init__(self, what: str, parent: Optional["Lifetime"] = None) -> None:
+        self.what: str = what
+        self.parent: Optional[Lifetime] = parent
         self.closed = False
 
     def close(self) -> None:
-        self.closed = True
+        self.closed: bool = True
 
     @property
     def alive(self) -> bool:
-        node = self
+        node: Optional[Lifetime] = self
         while node is not None:
             if node.closed:
                 return False
@@ -128,7 +135,8 @@ class Lifetime:
 
     def check(self, action: str) -> None:
         """Raise ClosedError naming what was closed when this or an ancestor is closed."""
-        closed, node = None, self
+        closed: Optional[Lifetime] = None
+        node: Optional[Lifetime] = self
         while node is not None:  # the outermost closed one says why
             if node.closed:
                 closed = node
@@ -150,7 +158,7 @@ class Hazards:
     writes visible (memory), so other written buffers stay pending.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._read: Set[Hashable] = set()
         self._written: Set[Hashable] = set()
 

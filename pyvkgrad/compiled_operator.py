@@ -9,7 +9,7 @@ same tensors records nothing.
 from __future__ import annotations
 
 import collections
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -20,14 +20,18 @@ from ._state import Lifetime
 from .device_tensor import DeviceTensor, TensorStorage
 from .plan import Limits, OperatorDesc, Plan
 from .recording import Recording
-from .tensor import buffer_words, dml_name, fail
+from .runtime import Buffer, Program
+from .tensor import TensorDesc, buffer_words, dml_name, fail
+
+if TYPE_CHECKING:
+    from .device import Device
 
 # Per compiled operator: bound-tensor sets whose pipelines and command buffers are kept.
 OPERATOR_CACHE_ENTRIES = 8
 
 
-def compile_operator(context: DeviceContext, desc, limits: Optional[Limits] = None
-                     ) -> "CompiledOperator":
+def compile_operator(context: DeviceContext, desc: OperatorDesc,
+                     limits: Optional[Limits] = None) -> "CompiledOperator":
     """`Device.compile`: validate, plan and load the kernels of an operator descriptor."""
     if not isinstance(desc, OperatorDesc):
         raise TypeError(f"Device.compile needs an operator descriptor, got "
@@ -86,19 +90,20 @@ class CompiledOperator:
     Recording binds.
     """
 
-    def __init__(self, context: DeviceContext, session: Session, desc, plan: Plan):
-        self.device = context.device
-        self.desc = desc
-        self.plan = plan
-        self.operator = desc.OPERATOR
-        self.fields = dict(desc.tensor_fields())
-        self.scratch: Dict[str, object] = {}
+    def __init__(self, context: DeviceContext, session: Session, desc: OperatorDesc,
+                 plan: Plan) -> None:
+        self.device: Device = context.device
+        self.desc: OperatorDesc = desc
+        self.plan: Plan = plan
+        self.operator: str = desc.OPERATOR
+        self.fields: Dict[str, Tuple[TensorDesc, str]] = dict(desc.tensor_fields())
+        self.scratch: Dict[str, Buffer] = {}
         self._context = context
         self._lifetime = Lifetime(f"the compiled {self.operator} operator", session.lifetime)
         self._in_place = dict(desc.IN_PLACE)
         self._session = session
-        self._programs: "collections.OrderedDict" = collections.OrderedDict()
-        self._calls: "collections.OrderedDict" = collections.OrderedDict()
+        self._programs: "collections.OrderedDict[tuple, Program]" = collections.OrderedDict()
+        self._calls: "collections.OrderedDict[Any, Recording]" = collections.OrderedDict()
         runtime = session.runtime
         tables = []
         for s in plan.scratch:
@@ -121,6 +126,7 @@ class CompiledOperator:
 
     @property
     def closed(self) -> bool:
+        """Whether the operator, or its device's session, was closed."""
         return not self._lifetime.alive
 
     def check_open(self, action: str) -> None:
@@ -156,7 +162,7 @@ class CompiledOperator:
         self._check_aliasing(tensors)
         return tensors
 
-    def _check_aliasing(self, tensors):
+    def _check_aliasing(self, tensors: Mapping[str, DeviceTensor]) -> None:
         """One tensor in several fields: inputs may share; an output only over an input that
         the operator allows in place (`IN_PLACE`), with the identical descriptor."""
         shared = collections.defaultdict(list)
@@ -210,7 +216,7 @@ class CompiledOperator:
                 while len(self._calls) > OPERATOR_CACHE_ENTRIES:
                     self._calls.popitem(last=False)[1].close()
 
-    def program(self, index: int, buffers):
+    def program(self, index: int, buffers: Sequence[Buffer]) -> Program:
         """The pipeline of dispatch `index` bound to `buffers` (runtime Buffers), cached."""
         self._lifetime.check(f"{self.operator} operator")
         key = (index, tuple(id(b) for b in buffers))
@@ -253,8 +259,8 @@ class CompiledOperator:
                 buf.destroy()
             self.scratch.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> "CompiledOperator":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()

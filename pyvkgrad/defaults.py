@@ -6,14 +6,16 @@ part of the interface both implement, so it is computed here, once.
 
 from __future__ import annotations
 
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
 
 def resample_grad(input_gradient_sizes: Sequence[int], output_gradient_sizes: Sequence[int],
-                  scales=None, input_pixel_offsets=None,
-                  output_pixel_offsets=None) -> Tuple[tuple, tuple, tuple]:
+                  scales: Optional[Sequence[float]] = None,
+                  input_pixel_offsets: Optional[Sequence[float]] = None,
+                  output_pixel_offsets: Optional[Sequence[float]] = None
+                  ) -> Tuple[Sequence[float], Sequence[float], Sequence[float]]:
     """(scales, input_pixel_offsets, output_pixel_offsets) with those given as None filled in
     as DirectMLX's `dml::ResampleGrad` does: per dimension, scale = dY size / dX size (the
     forward's output over its input, divided in float32), input offset 0.5 and output offset

@@ -13,11 +13,11 @@ import time
 import numpy as np
 
 from . import operators
-from .device import get_device
+from .device import DeviceLike, get_device
 from .runtime import kp
 
 
-def run(device=None) -> int:
+def run(device: DeviceLike = None) -> int:
     dev = get_device(device)
     print(f"pyvkgrad demo on {dev.name} ({dev.info.vendor}, {dev.info.driver_name})")
     print("runtime: kp 0.9.0 with pyvkgrad's patch, level "

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import List, Optional, Union
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -46,10 +46,10 @@ from ._state import ClosedError
 from .compiled_operator import CompiledOperator, compile_operator
 from .device_tensor import DeviceTensor, make_tensor
 from .one_call_cache import CacheInfo, OneCallCache
-from .plan import Limits
+from .plan import Limits, OperatorDesc
 from .recording import Recording
 from .runtime import DeviceError, Runtime
-from .tensor import TensorDesc, array_desc
+from .tensor import DataType, TensorDesc, array_desc
 
 __all__ = ["Device", "DeviceTensor", "CompiledOperator", "Recording", "DeviceError",
            "ClosedError", "devices", "default_device", "get_device"]
@@ -59,10 +59,10 @@ class Device:
     """One Vulkan physical device. It opens (creates its Vulkan device) on first use, and
     again after `close()`."""
 
-    def __init__(self, info):
-        self.info = info
-        self.index = info.index
-        self.name = info.name
+    def __init__(self, info: _vulkan_info.PhysicalDeviceInfo) -> None:
+        self.info: _vulkan_info.PhysicalDeviceInfo = info  # the device's Vulkan properties
+        self.index: int = info.index  # in the Vulkan loader's order
+        self.name: str = info.name
         self._context = DeviceContext(self, info)
         self._one_call = OneCallCache(self._context)
 
@@ -101,7 +101,7 @@ class Device:
         DataType for the operators that take them; any strides; a broadcast view keeps its
         zero strides and uploads only its distinct elements). The copy to the device runs with
         the next submission that uses the tensor."""
-        desc, _ = array_desc(array, "Device.upload", "array")
+        desc, _ = array_desc(array, "Device.upload", "array", data_types=tuple(DataType))
         tensor = make_tensor(self._context, desc)
         # Through the view: what lies between a strided view's elements in its base array is
         # not the tensor's (the buffer holds zeros there).
@@ -115,11 +115,12 @@ class Device:
             raise TypeError(f"Device.empty: desc must be a TensorDesc, got {type(desc).__name__}")
         return make_tensor(self._context, desc)
 
-    def compile(self, desc, limits: Optional[Limits] = None) -> CompiledOperator:
+    def compile(self, desc: OperatorDesc, limits: Optional[Limits] = None) -> CompiledOperator:
         """Compile an operator descriptor: validate, plan and load its kernels once.
 
         `limits`: plan with these instead of `Device.limits` (explorations of plan choices,
-        e.g. benchmarks/relu_variants.py; they must stay within what the device supports)."""
+        e.g. benchmarks/investigations/relu_variants.py; they must stay within what the device
+        supports)."""
         return compile_operator(self._context, desc, limits)
 
     def record(self, timestamps: bool = False) -> Recording:
@@ -157,7 +158,7 @@ class Device:
             self._one_call.clear(counts=False)
             self._context.close_session()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Device({self.index}, {self.name!r})"
 
 
@@ -201,7 +202,7 @@ def devices() -> List[Device]:
         return list(_devices)
 
 
-_default: Optional[tuple] = None  # (PYVKGRAD_DEVICE raw, the device it chose)
+_default: Optional[Tuple[tuple, Device]] = None  # (PYVKGRAD_DEVICE raw, the device it chose)
 
 
 def default_device() -> Device:

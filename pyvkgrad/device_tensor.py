@@ -9,6 +9,7 @@ device's caches let go of its storage at the next call (`DeviceContext.forget`).
 from __future__ import annotations
 
 import weakref
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
@@ -16,7 +17,13 @@ from ._context import DeviceContext
 from ._copy import copy_into
 from ._environment import interrupts_deferred
 from ._state import Current, Lifetime, OneCopy, TensorState
+from .runtime import Buffer, Commands
 from .tensor import TensorDesc, buffer_words, check_array, fail, words_to_array
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+
+    from .device import Device
 
 
 class TensorStorage:
@@ -25,11 +32,15 @@ class TensorStorage:
 
     __slots__ = ("desc", "buffer", "state", "lifetime", "_download", "__weakref__")
 
-    def __init__(self, desc, buffer, lifetime):
-        self.desc, self.buffer, self.lifetime = desc, buffer, lifetime
+    def __init__(self, desc: TensorDesc, buffer: Buffer, lifetime: Lifetime) -> None:
+        self.desc: TensorDesc = desc
+        self.buffer: Buffer = buffer
+        self.lifetime: Lifetime = lifetime
         # Staging holds the contents (zeros or data); a mapped buffer is its own staging.
-        self.state = OneCopy() if buffer.kind == "mapped" else TensorState(Current.HOST)
-        self._download = None  # a cached command buffer that copies the device copy back
+        self.state: TensorState = (OneCopy() if buffer.kind == "mapped"
+                                   else TensorState(Current.HOST))
+        # A cached command buffer that copies the device copy back.
+        self._download: Optional[Commands] = None
 
     def host_words(self, action: str) -> np.ndarray:
         """Staging words holding the current contents (downloading first if need be)."""
@@ -49,7 +60,8 @@ class TensorStorage:
         copy_into(self.buffer.words().view(elements.dtype)[: elements.size], elements)
         self.state.host_written()
 
-    def close(self):
+    def close(self) -> None:
+        """Mark the tensor closed and destroy its buffer."""
         self.lifetime.close()
         if self._download is not None:
             self._download.destroy()
@@ -82,15 +94,16 @@ class DeviceTensor:
     them. `storage` is what recordings and caches keep (see the module's docstring).
     """
 
-    def __init__(self, context: DeviceContext, storage: TensorStorage):
-        self.device = context.device
-        self.storage = storage
+    def __init__(self, context: DeviceContext, storage: TensorStorage) -> None:
+        self.device: Device = context.device
+        self.storage: TensorStorage = storage
         self._context = context
         # When the caller drops this tensor, caches holding its storage let it go.
         weakref.finalize(self, context.forget, storage)
 
     @property
     def desc(self) -> TensorDesc:
+        """The tensor's layout: data type, sizes and element strides."""
         return self.storage.desc
 
     @property
@@ -99,15 +112,18 @@ class DeviceTensor:
         return self.storage.buffer.nbytes
 
     @property
-    def shape(self):
+    def shape(self) -> Tuple[int, ...]:
+        """The descriptor's sizes."""
         return self.desc.sizes
 
     @property
     def dtype(self) -> np.dtype:
+        """float32 or float16, as a numpy dtype."""
         return self.desc.data_type.numpy_dtype
 
     @property
     def closed(self) -> bool:
+        """Whether the tensor, or its device's session, was closed."""
         return not self.storage.lifetime.alive
 
     def numpy(self) -> np.ndarray:
@@ -116,18 +132,18 @@ class DeviceTensor:
             words = self.storage.host_words("DeviceTensor.numpy")
             return words_to_array(words, self.desc)
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: "DTypeLike" = None, copy: Optional[bool] = None) -> np.ndarray:
         if copy is False:
             raise ValueError("DeviceTensor: the elements live in device memory; numpy needs a "
                              "copy (np.asarray(t) or t.numpy())")
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 
-    def __dlpack__(self, stream=None):
+    def __dlpack__(self, stream: Any = None) -> Any:
         """DLPack of a host copy (never of device or staging memory, which may be freed)."""
         return self.numpy().__dlpack__()
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self) -> Tuple[int, int]:
         return (1, 0)  # kDLCPU: the capsule holds a host copy
 
     def write(self, array: np.ndarray) -> None:
@@ -163,13 +179,13 @@ class DeviceTensor:
         with self._context.lock:
             self.storage.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "DeviceTensor":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "closed" if self.closed else self.storage.state.current.value + " current"
         return (f"DeviceTensor({self.desc.data_type.name}, sizes={self.desc.sizes}, "
                 f"strides={self.desc.strides}, device={self.device.name!r}, {state})")

@@ -32,7 +32,7 @@ import re
 import struct
 from dataclasses import dataclass
 from importlib import resources
-from typing import Dict, Mapping, Tuple
+from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
 
 import numpy as np
 
@@ -99,7 +99,7 @@ SUBGROUP_CAPABILITIES = {
 
 
 @functools.lru_cache(maxsize=None)
-def _manifest() -> dict:
+def _manifest() -> Dict[str, Any]:
     try:
         return json.loads(resources.files(__package__).joinpath("spirv/manifest.json").read_text())
     except (FileNotFoundError, ValueError) as e:
@@ -107,7 +107,7 @@ def _manifest() -> dict:
                           f"rebuild with `python tools/build_shaders.py`") from e
 
 
-def _entry(name: str) -> dict:
+def _entry(name: str) -> Dict[str, Any]:
     entry = _manifest()["kernels"].get(name)
     if entry is None:
         raise KernelError(f"no kernel named {name!r} in pyvkgrad/spirv/manifest.json")
@@ -129,12 +129,12 @@ def spirv(name: str) -> bytes:
     return data
 
 
-def names() -> list:
+def names() -> List[str]:
     """Every kernel the manifest records, sorted."""
     return sorted(_manifest()["kernels"])
 
 
-def manifest_entry(name: str) -> dict:
+def manifest_entry(name: str) -> Dict[str, Any]:
     """The manifest's record of kernel `name`: its source, hashes and interface."""
     return dict(_entry(name))
 
@@ -152,7 +152,7 @@ def interface(name: str) -> Interface:
     return interface_of(name, _entry(name))
 
 
-def interface_of(name: str, entry: dict) -> Interface:
+def interface_of(name: str, entry: Mapping[str, Any]) -> Interface:
     """The Interface of a manifest entry (tools/build_shaders.py's format)."""
     try:
         iface = Interface(
@@ -172,6 +172,12 @@ def interface_of(name: str, entry: dict) -> Interface:
         raise KernelError(f"the manifest entry of kernel {name!r} numbers its constants or "
                           f"bindings with gaps; rebuild with `python tools/build_shaders.py`")
     return iface
+
+
+# A kernel by name (a package kernel) or its Interface (e.g. a benchmark kernel's).
+KernelRef = Union[str, Interface]
+# Names -> values, as a mapping or (name, value) pairs (a Dispatch stores pairs).
+Pairs = Union[Mapping[str, Any], Iterable[Tuple[str, Any]]]
 
 
 # ---- names -> numbers -------------------------------------------------------------------------
@@ -248,13 +254,13 @@ def _word(kernel: str, c: Constant, value) -> int:
                          f"{expected}, got {value!r}")
 
 
-def _interface(kernel) -> Interface:
+def _interface(kernel: KernelRef) -> Interface:
     """A kernel's Interface from its name (a package kernel) or the Interface itself (e.g. a
     benchmark kernel's, from `interface_of`)."""
     return kernel if isinstance(kernel, Interface) else interface(kernel)
 
 
-def specialization(kernel, constants) -> np.ndarray:
+def specialization(kernel: KernelRef, constants: Pairs) -> np.ndarray:
     """The specialization words of `kernel` (uint32, SpecId order) from constants by name."""
     iface = _interface(kernel)
     kernel = iface.kernel
@@ -263,7 +269,7 @@ def specialization(kernel, constants) -> np.ndarray:
     return np.array([_word(kernel, c, flat[c.name]) for c in iface.constants], dtype=np.uint32)
 
 
-def binding_order(kernel, bindings) -> Tuple[str, ...]:
+def binding_order(kernel: KernelRef, bindings: Pairs) -> Tuple[str, ...]:
     """The buffers bound to `kernel`, in binding order, from binding name -> buffer name."""
     iface = _interface(kernel)
     kernel = iface.kernel
@@ -276,7 +282,7 @@ def binding_order(kernel, bindings) -> Tuple[str, ...]:
     return tuple(bindings[b.name] for b in iface.bindings)
 
 
-def push_words(kernel, push) -> Tuple[int, ...]:
+def push_words(kernel: KernelRef, push: Pairs) -> Tuple[int, ...]:
     """The push-constant words of `kernel`, in block order, from push constants by name."""
     iface = _interface(kernel)
     kernel = iface.kernel
@@ -290,14 +296,14 @@ def push_words(kernel, push) -> Tuple[int, ...]:
     return tuple(int(push[name]) for name in iface.push_constants)
 
 
-def check(kernel, constants, bindings, push) -> None:
+def check(kernel: KernelRef, constants: Pairs, bindings: Pairs, push: Pairs) -> None:
     """Raise InterfaceError unless the names (and values) fit kernel `kernel`'s interface."""
     specialization(kernel, constants)
     binding_order(kernel, bindings)
     push_words(kernel, push)
 
 
-def as_pairs(values) -> Tuple[Tuple[str, object], ...]:
+def as_pairs(values: Pairs) -> Tuple[Tuple[str, Any], ...]:
     """A mapping (or pairs) as a tuple of (name, value) pairs; list values become tuples."""
     items = values.items() if isinstance(values, Mapping) else values
     return tuple((name, tuple(v) if isinstance(v, (list, np.ndarray)) else v)

@@ -11,25 +11,35 @@ from __future__ import annotations
 
 import collections
 import enum
-from typing import Dict, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ._context import DeviceContext
 from ._environment import LIMIT_VARIABLES, interrupts_deferred
-from .compiled_operator import compile_operator
-from .device_tensor import make_tensor
+from .compiled_operator import CompiledOperator, compile_operator
+from .device_tensor import DeviceTensor, make_tensor
 from .plan import READ
 from .recording import Recording
-from .tensor import elements_of, words_to_array
+from .plan import OperatorDesc
+from .tensor import TensorDesc, elements_of, words_to_array
 
 ONE_CALL_CACHE_ENTRIES = 16
 ONE_CALL_CACHE_BYTES = 1 << 30
 
-CacheInfo = collections.namedtuple("CacheInfo", "hits misses entries nbytes max_entries max_bytes")
+
+class CacheInfo(NamedTuple):
+    """The one-call cache's counts and limits (`Device.cache_info`)."""
+
+    hits: int
+    misses: int
+    entries: int
+    nbytes: int
+    max_entries: int
+    max_bytes: int
 
 
-def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
+def layout_key(operator: str, params: object, *arrays: object) -> Optional[Tuple[Any, ...]]:
     """What decides a one-call problem's descriptor: the operator, its parameters and each
     array's type, shape, dtype and strides. None when something is not a plain array or a
     parameter is not a plain value (such calls always take the full path)."""
@@ -45,7 +55,7 @@ def layout_key(operator: str, params, *arrays) -> Optional[tuple]:
     return None if frozen is None else (operator, frozen, tuple(layouts))
 
 
-def _freeze(value):
+def _freeze(value: object) -> Optional[Tuple[Any, ...]]:
     # Types are part of the key: True == 1 and 1 == 1.0, but they validate differently.
     if isinstance(value, (tuple, list)):
         items = [_freeze(v) for v in value]
@@ -61,13 +71,14 @@ class CacheKey:
 
     __slots__ = ("value", "hash")
 
-    def __init__(self, value: tuple):
-        self.value, self.hash = value, hash(value)
+    def __init__(self, value: Tuple[Any, ...]) -> None:
+        self.value: Tuple[Any, ...] = value
+        self.hash: int = hash(value)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return self.hash
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, CacheKey) and self.hash == other.hash and \
             self.value == other.value
 
@@ -79,19 +90,26 @@ class OneCallEntry:
     __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes",
                  "_writes", "_reads")
 
-    def __init__(self, op, tensors, recording, inputs, outputs, shapes):
-        self.op, self.tensors, self.recording = op, tensors, recording
-        self.inputs = inputs  # ((field, TensorDesc), ...) in the caller's order
-        self.outputs, self.shapes = outputs, shapes
+    def __init__(self, op: CompiledOperator, tensors: Dict[str, DeviceTensor],
+                 recording: Recording, inputs: Tuple[Tuple[str, TensorDesc], ...],
+                 outputs: Tuple[str, ...], shapes: Tuple[Tuple[int, ...], ...]) -> None:
+        self.op: CompiledOperator = op
+        self.tensors: Dict[str, DeviceTensor] = tensors
+        self.recording: Recording = recording
+        # ((field, TensorDesc), ...) in the caller's order
+        self.inputs: Tuple[Tuple[str, TensorDesc], ...] = inputs
+        self.outputs: Tuple[str, ...] = outputs
+        self.shapes: Tuple[Tuple[int, ...], ...] = shapes
         # Staged tensors hold their bytes twice (device and staging), mapped ones once.
-        self.nbytes = sum(t.nbytes * (1 if t.storage.buffer.kind == "mapped" else 2)
-                          for t in tensors.values()) + sum(b.nbytes for b in op.scratch.values())
+        self.nbytes: int = sum(t.nbytes * (1 if t.storage.buffer.kind == "mapped" else 2)
+                               for t in tensors.values()) + sum(b.nbytes
+                                                                for b in op.scratch.values())
         # The hot path's lookups, done once: storages with their descriptors and shapes.
         self._writes = tuple((tensors[name].storage, desc) for name, desc in inputs)
         self._reads = tuple((tensors[name].storage, shape)
                             for name, shape in zip(outputs, shapes))
 
-    def run(self, arrays) -> list:
+    def run(self, arrays: Sequence[np.ndarray]) -> List[np.ndarray]:
         """Write `arrays` in, run the recording, read the outputs back (new arrays)."""
         recording = self.recording
         recording.check_open("one-call function")  # its tensors and operator too
@@ -104,7 +122,7 @@ class OneCallEntry:
         return [words_to_array(storage.host_words("one-call function"), storage.desc
                                ).reshape(shape) for storage, shape in self._reads]
 
-    def close(self):
+    def close(self) -> None:
         self.recording.close()
         self.op.close()
         for t in self.tensors.values():
@@ -114,16 +132,18 @@ class OneCallEntry:
 class OneCallCache:
     """One device's one-call problems (see the module's docstring)."""
 
-    def __init__(self, context: DeviceContext):
+    def __init__(self, context: DeviceContext) -> None:
         self._context = context
-        self._entries: "collections.OrderedDict" = collections.OrderedDict()
+        self._entries: "collections.OrderedDict[CacheKey, OneCallEntry]" = \
+            collections.OrderedDict()
         # (layout_key, LIMIT_VARIABLES.values()) -> cache key: the limits follow from the
         # device and those variables, so a hit needs neither descriptor nor limits.
         self._layouts: Dict[tuple, CacheKey] = {}
         self._hits = self._misses = 0
 
-    def run(self, desc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
-            shapes: Sequence[tuple], layout: Optional[tuple] = None) -> list:
+    def run(self, desc: OperatorDesc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
+            shapes: Sequence[Tuple[int, ...]], layout: Optional[Tuple[Any, ...]] = None
+            ) -> List[np.ndarray]:
         """Compile (cached per descriptor and limits), upload, run and read back in one
         submission. `arrays` maps input fields to arrays whose layouts `array_desc` turned
         into the descriptor's fields; outputs come back reshaped to `shapes`. With `layout`
@@ -150,7 +170,8 @@ class OneCallCache:
                 self._layouts[(layout, env)] = key
             return results
 
-    def _entry(self, desc, arrays, outputs, shapes) -> OneCallEntry:
+    def _entry(self, desc: OperatorDesc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
+               shapes: Sequence[Tuple[int, ...]]) -> OneCallEntry:
         context = self._context
         op = compile_operator(context, desc)
         fields = op.fields
@@ -169,7 +190,8 @@ class OneCallCache:
         return OneCallEntry(op, tensors, rec, tuple((n, fields[n][0]) for n in arrays),
                             tuple(outputs), tuple(shapes))
 
-    def again(self, layout: Optional[tuple], arrays: Sequence[np.ndarray]):
+    def again(self, layout: Optional[Tuple[Any, ...]], arrays: Sequence[np.ndarray]
+              ) -> Optional[List[np.ndarray]]:
         """The outputs of a problem cached by `run` for arrays of the same layouts
         (`layout_key`), or None: then the caller takes the full path."""
         if layout is None:
@@ -184,7 +206,7 @@ class OneCallCache:
             self._entries.move_to_end(key)
             return entry.run(arrays)
 
-    def _keep(self, key, entry) -> None:
+    def _keep(self, key: CacheKey, entry: OneCallEntry) -> None:
         if entry.nbytes > ONE_CALL_CACHE_BYTES:
             return
         self._entries[key] = entry
@@ -196,11 +218,12 @@ class OneCallCache:
         live = set(self._entries)
         self._layouts = {k: v for k, v in self._layouts.items() if v in live}
 
-    def entries(self) -> list:
+    def entries(self) -> List[OneCallEntry]:
         """The cached problems, least recently used first."""
         return list(self._entries.values())
 
     def info(self) -> CacheInfo:
+        """Hits, misses, entries and bytes held, and the limits (`Device.cache_info`)."""
         with self._context.lock:
             return CacheInfo(self._hits, self._misses, len(self._entries),
                              sum(e.nbytes for e in self._entries.values()),

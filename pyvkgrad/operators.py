@@ -8,7 +8,8 @@ pyvkgrad info` and the benchmark's operator list (benchmarks/run.py). A record h
 - `function`: the one-call function (numpy in, numpy out);
 - `oracle`: the float64 oracle of reference.py, which takes the function's arguments (less
   the execution options `device` and `algorithm`, EXECUTION_OPTIONS) with the same defaults;
-- `make_case(rng, shape, dtype)`: random valid arguments for an input of `shape` and `dtype`;
+- `make_case(rng, shape, dtype)`: random valid arguments for an input of `shape` and `dtype`,
+  one of the record's `dtypes` (FLOAT32 and FLOAT16, or the types an operator takes);
 - `tolerance`: per data type, how far the device may be from the oracle, and why;
 - the independent axes the one-call function cuts along when a problem exceeds the device's
   buffer limit: `descriptor.independent_axes()` (the axes of a descriptor) and
@@ -29,23 +30,30 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Sequence, Tuple,
+                    Type, Union)
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from . import defaults, reference
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
 from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.element_wise_clip_grad import DATA_TYPES as CLIP_DATA_TYPES
 from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
+from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
+from .ops._elementwise import ElementwiseGradDesc
 from .tensor import DataType, TensorDesc
+
+if TYPE_CHECKING:
+    from .device import DeviceLike
 
 # Arguments of the one-call functions that choose how, not what: the oracle has none of them.
 EXECUTION_OPTIONS = ("device", "algorithm")
-# The data types of every operator; a record's own are its tolerances' (`Operator.dtypes`).
 DTYPES = (np.float32, np.float16)
 
 
@@ -76,9 +84,9 @@ class Case:
     """One call: `args` and `kwargs` go to the function and to the oracle, `options` to the
     function only (EXECUTION_OPTIONS); `label` says what it is, for messages and the demo."""
 
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    options: dict = field(default_factory=dict)
+    args: Tuple[Any, ...]
+    kwargs: Dict[str, Any] = field(default_factory=dict)
+    options: Dict[str, Any] = field(default_factory=dict)
     label: str = ""
 
 
@@ -91,7 +99,7 @@ class Operator:
     function: Callable
     oracle: Callable
     make_case: Callable[[np.random.Generator, Tuple[int, ...], type], Case]
-    tolerance: Mapping[str, Tolerance]  # by numpy dtype name
+    tolerance: Mapping[str, Tolerance]  # by numpy dtype name, one per entry of `dtypes`
     describe: Callable[[Case], object]
     call: Callable[[object, Dict[str, np.ndarray]], Tuple[tuple, dict]]
     max_rank: int = 8
@@ -99,6 +107,8 @@ class Operator:
     # field -> (valid values, invalid values), for a descriptor of `rank` dimensions
     parameter_examples: Callable[[int], Dict[str, Tuple[list, list]]] = lambda rank: {}
     demo_shape: Tuple[int, ...] = (8, 64, 56, 56)
+    # The data types make_case takes (the tests and the demo run each).
+    dtypes: Tuple[type, ...] = DTYPES
 
     @property
     def OPERATOR(self) -> str:
@@ -109,33 +119,34 @@ class Operator:
         """The axes the one-call function may cut along (descriptor.independent_axes())."""
         return self.descriptor.INDEPENDENT_AXES
 
-    @property
-    def dtypes(self) -> Tuple[np.dtype, ...]:
-        """The data types the operator takes: those it has a tolerance for."""
-        return tuple(np.dtype(name) for name in self.tolerance)
-
-    def tolerance_for(self, dtype) -> Tolerance:
+    def tolerance_for(self, dtype: DTypeLike) -> Tolerance:
         return self.tolerance[np.dtype(dtype).name]
 
-    def run(self, case: Case, device=None) -> Tuple[np.ndarray, ...]:
+    def run(self, case: Case, device: DeviceLike = None) -> Tuple[np.ndarray, ...]:
         """The one-call function on `case`, its outputs as a tuple."""
         return _outputs(self.function(*case.args, **case.kwargs, **case.options, device=device))
 
     def expected(self, case: Case) -> Tuple[np.ndarray, ...]:
         return _outputs(self.oracle(*case.args, **case.kwargs))
 
-    def magnitudes(self, args, kwargs) -> Optional[Tuple[np.ndarray, ...]]:
+    def magnitudes(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]
+                   ) -> Optional[Tuple[np.ndarray, ...]]:
         """Per output, the magnitude its tolerance is relative to (None: no such tolerance)."""
         return None if self.magnitude is None else tuple(self.magnitude(args, kwargs))
 
 
-def _outputs(result) -> Tuple[np.ndarray, ...]:
+# What an operator returns: one array, or a tuple of them (the BatchNorm grads).
+Outputs = Union[np.ndarray, Sequence[np.ndarray]]
+
+
+def _outputs(result: Union[np.ndarray, Sequence[np.ndarray]]) -> Tuple[np.ndarray, ...]:
     return (result,) if isinstance(result, np.ndarray) else tuple(result)
 
 
 # ---- comparing with the oracle -------------------------------------------------------------------
 
-def compare(record: Operator, got, want, magnitudes, dtype,
+def compare(record: Operator, got: Outputs, want: Outputs,
+            magnitudes: Optional[Sequence[np.ndarray]], dtype: DTypeLike,
             tolerance: Optional[Tolerance] = None) -> Tuple[float, str]:
     """(worst error as a fraction of the tolerance, what went wrong or ""): shape, then dtype,
     then values of each output in turn, naming the output. A fraction above 1 fails."""
@@ -152,7 +163,7 @@ def compare(record: Operator, got, want, magnitudes, dtype,
         if g.dtype != np.dtype(dtype):
             return math.inf, f"{what}: dtype {g.dtype}, expected {np.dtype(dtype)}"
         if tolerance.exact:
-            bits = np.dtype(f"u{g.dtype.itemsize}")
+            bits = np.dtype(f"u{g.dtype.itemsize}")  # the unsigned type of its size
             bad = g.view(bits) != np.asarray(w).astype(g.dtype).view(bits)
             if bad.any():
                 first = tuple(np.argwhere(bad)[0])
@@ -177,8 +188,8 @@ def compare(record: Operator, got, want, magnitudes, dtype,
     return worst, ""
 
 
-def assert_close(record: Operator, got, args, kwargs, dtype,
-                 tolerance: Optional[Tolerance] = None) -> None:
+def assert_close(record: Operator, got: Outputs, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 dtype: DTypeLike, tolerance: Optional[Tolerance] = None) -> None:
     """Raise AssertionError unless `got` matches the oracle on (args, kwargs) within the
     record's tolerance for `dtype` (or `tolerance`)."""
     want = _outputs(record.oracle(*args, **kwargs))
@@ -189,10 +200,11 @@ def assert_close(record: Operator, got, args, kwargs, dtype,
 
 # ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
 
-def elementwise_case(**parameters: Tuple[float, float]):
+def elementwise_case(**parameters: Tuple[float, float]
+                     ) -> Callable[[np.random.Generator, Tuple[int, ...], type], Case]:
     """The case generator of an element-wise operator: X and dY standard normal, and each
     scalar parameter uniform in its (low, high) range, e.g. elementwise_case(alpha=(0, 1))."""
-    def make_case(rng, shape, dtype) -> Case:
+    def make_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type) -> Case:
         x = rng.standard_normal(shape).astype(dtype)
         dy = rng.standard_normal(shape).astype(dtype)
         kwargs = {name: float(rng.uniform(low, high)) for name, (low, high) in parameters.items()}
@@ -202,19 +214,21 @@ def elementwise_case(**parameters: Tuple[float, float]):
     return make_case
 
 
-def _packed(array) -> TensorDesc:
-    return TensorDesc(DataType.from_numpy(array.dtype, "", ""), np.shape(array))
+def _packed(array: np.ndarray) -> TensorDesc:
+    return TensorDesc(DataType.from_numpy(array.dtype, "", "", DataType), np.shape(array))
 
 
-def elementwise_describe(descriptor):
+def elementwise_describe(descriptor: Type[ElementwiseGradDesc]
+                         ) -> Callable[[Case], ElementwiseGradDesc]:
     """The `describe` of an element-wise operator with descriptor class `descriptor`."""
-    def describe(case):
+    def describe(case: Case) -> ElementwiseGradDesc:
         x, dy = case.args
         return descriptor(_packed(x), _packed(dy), _packed(x), **case.kwargs)
     return describe
 
 
-def elementwise_call(desc, values):
+def elementwise_call(desc: ElementwiseGradDesc, values: Dict[str, np.ndarray]
+                     ) -> Tuple[Tuple[np.ndarray, ...], Dict[str, float]]:
     """The `call` of any element-wise operator: X, dY and the scalar parameters by name."""
     return (values["input_tensor"], values["input_gradient_tensor"]), desc.parameters()
 
@@ -342,9 +356,46 @@ def _batch_normalization_parameters(rank):
     return {"epsilon": ([1e-3, 0.0, 0.5, 1e-5], [-1e-5, math.nan, math.inf, 1e39, "0.1", True])}
 
 
+# ---- RANDOM_GENERATOR --------------------------------------------------------------------------
+
+# Counters where carries happen: low words near 2^32 (a carry into s1 and beyond), and the
+# whole counter near 2^64 and 2^128 (wrapping to 0).
+_COUNTER_EDGES = ((0xFFFFFFF0, 0, 0, 0), (0xFFFFFFFE, 0xFFFFFFFF, 0, 0),
+                  (0xFFFFFFFD, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF))
+_GENERATOR_TYPES = ("philox_4x32_10", RandomGeneratorType.PHILOX_4X32_10, 0)
+
+
+def _random_generator_case(rng, shape, dtype) -> Case:
+    """A random state (uniform words, or a counter just below a carry into the next word, 2^64
+    or 2^128, with a random key) and output sizes `shape`; Type as a name, a member or 0."""
+    state = rng.integers(0, 2**32, 6, dtype=np.uint64).astype(np.uint32)
+    edge = int(rng.integers(len(_COUNTER_EDGES) + 1))
+    if edge < len(_COUNTER_EDGES):
+        state[:4] = _COUNTER_EDGES[edge]
+    kwargs = dict(type=_GENERATOR_TYPES[int(rng.integers(len(_GENERATOR_TYPES)))])
+    return Case((state, tuple(shape)), kwargs,
+                label=f"uint32 {list(shape)}, counter {int(state[3]):08x}..{int(state[0]):08x}")
+
+
+def _random_generator_describe(case):
+    state, sizes = case.args
+    return RandomGeneratorDesc(_packed(state), TensorDesc(DataType.UINT32, sizes), _packed(state),
+                               case.kwargs.get("type", "philox_4x32_10"))
+
+
+def _random_generator_call(desc, values):
+    return (values["input_state_tensor"], desc.output_tensor.sizes), dict(type=desc.type)
+
+
+def _random_generator_parameters(rank):
+    return {"type": (list(_GENERATOR_TYPES), ["philox_4x32_7", 1, 0.0, None])}
+
+
 # ---- ELEMENT_WISE_CLIP_GRAD and _GRAD1 ----------------------------------------------------------
 
-def _clip_values(rng, shape, dtype, bounds):
+def _clip_values(rng: np.random.Generator, shape: Tuple[int, ...], dtype: DTypeLike,
+                 bounds: Callable[[np.ndarray], Union[int, float]]
+                 ) -> Tuple[np.ndarray, np.ndarray, Tuple[Union[int, float], Union[int, float]]]:
     """X, dY and two bounds for a clip grad: floats standard normal times 2 with a few NaN,
     +-Inf and -0; integers over the whole type, half of them near zero. `bounds(x)` draws
     one bound: near the data (often one of X's values, so X == bound is common), at the
@@ -365,13 +416,13 @@ def _clip_values(rng, shape, dtype, bounds):
     return x, dy, (bounds(x), bounds(x))
 
 
-def _clip_case(native: bool):
+def _clip_case(native: bool) -> Callable[[np.random.Generator, Tuple[int, ...], type], Case]:
     """The case generator of ELEMENT_WISE_CLIP_GRAD (float bounds) or, `native`, _GRAD1
     (bounds in the tensors' type). Min > Max about one case in ten."""
-    def make_case(rng, shape, dtype) -> Case:
+    def make_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type) -> Case:
         dtype = np.dtype(dtype)
 
-        def bound(x):
+        def bound(x: np.ndarray) -> Union[int, float]:
             pick = rng.random()
             if dtype.kind == "f":
                 if pick < 0.4:
@@ -402,19 +453,21 @@ def _clip_case(native: bool):
     return make_case
 
 
-def _clip1_describe(case):
+def _clip1_describe(case: Case) -> ElementWiseClipGrad1Desc:
     x, dy = case.args
     return ElementWiseClipGrad1Desc(_packed(x), _packed(dy), _packed(x), _packed(x).data_type,
                                     **case.kwargs)
 
 
-def _clip_call(desc, values):
+def _clip_call(desc: Union[ElementWiseClipGradDesc, ElementWiseClipGrad1Desc],
+               values: Dict[str, np.ndarray]
+               ) -> Tuple[Tuple[np.ndarray, ...], Dict[str, Union[int, float]]]:
     return ((values["input_tensor"], values["input_gradient_tensor"]),
             dict(min=desc.min, max=desc.max))
 
 
-def _clip_parameters(native: bool):
-    def examples(rank):
+def _clip_parameters(native: bool) -> Callable[[int], Dict[str, Tuple[list, list]]]:
+    def examples(rank: int) -> Dict[str, Tuple[list, list]]:
         if native:  # valid for FLOAT32 tensors, the fuzzing's usual type
             return {"min": ([0, -1.5, math.nan, -math.inf], [0.1, "0", True, None]),
                     "max": ([6, 2.5, math.inf], [1e39, 1 + 2.0**-30, "1"]),
@@ -424,9 +477,10 @@ def _clip_parameters(native: bool):
     return examples
 
 
+# Every DataType the clip grads take, as numpy types (`Operator.dtypes`).
+_CLIP_DTYPES = tuple(t.numpy_dtype.type for t in CLIP_DATA_TYPES)
 # Clip grads select dY or +0: exact (bitwise) in every data type.
-_CLIP_TOLERANCES = {name: EXACT for name in ("float32", "float16", "int32", "int16", "int8",
-                                             "uint32", "uint16", "uint8")}
+_CLIP_TOLERANCES = {np.dtype(dtype).name: EXACT for dtype in _CLIP_DTYPES}
 
 
 # ---- tolerances ----------------------------------------------------------------------------------
@@ -474,12 +528,19 @@ OPERATORS: Tuple[Operator, ...] = (
              _batch_normalization_describe(BatchNormalizationTrainingGradDesc),
              _batch_normalization_call, magnitude=_batch_normalization_magnitude(True),
              parameter_examples=_batch_normalization_parameters, demo_shape=(8, 32, 28, 28)),
+    # Integer arithmetic only: the oracle's bits exactly.
+    Operator("random_generator", RandomGeneratorDesc, random_generator,
+             reference.random_generator, _random_generator_case, {"uint32": EXACT},
+             _random_generator_describe, _random_generator_call,
+             parameter_examples=_random_generator_parameters, demo_shape=(16, 256, 1024),
+             dtypes=(np.uint32,)),
     Operator("element_wise_clip_grad", ElementWiseClipGradDesc, element_wise_clip_grad,
              reference.element_wise_clip_grad, _clip_case(False), _CLIP_TOLERANCES,
              elementwise_describe(ElementWiseClipGradDesc), _clip_call,
-             parameter_examples=_clip_parameters(False)),
+             parameter_examples=_clip_parameters(False), dtypes=_CLIP_DTYPES),
     Operator("element_wise_clip_grad1", ElementWiseClipGrad1Desc, element_wise_clip_grad1,
              reference.element_wise_clip_grad1, _clip_case(True), _CLIP_TOLERANCES,
-             _clip1_describe, _clip_call, parameter_examples=_clip_parameters(True)),
+             _clip1_describe, _clip_call, parameter_examples=_clip_parameters(True),
+             dtypes=_CLIP_DTYPES),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, ClassVar, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from . import kernels
 from .kernels import READ, READ_WRITE, WRITE  # noqa: F401 (re-exported for the plans)
+
+if TYPE_CHECKING:
+    from .tensor import TensorDesc
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class Limits:
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
     max_loop_iterations: int = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         # The reductions' workgroup sums (include/workgroup_sums.glsl) step through a
         # workgroup's lanes subgroup by subgroup, gl_SubgroupSize at a time, so every subgroup
         # must be full: a width that is a power of two is a multiple of any subgroup size
@@ -74,7 +77,7 @@ class OperatorDesc:
     IN_PLACE: ClassVar[Mapping[str, Tuple[str, ...]]] = {}
     INDEPENDENT_AXES: ClassVar[str] = "no axis"
 
-    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[object, str]], ...]:
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple["TensorDesc", str]], ...]:
         raise NotImplementedError
 
     def independent_axes(self) -> Tuple[int, ...]:
@@ -127,12 +130,12 @@ class Dispatch:
     constants: Tuple[Tuple[str, object], ...] = ()
     push: Tuple[Tuple[str, int], ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("bindings", "constants", "push"):
             object.__setattr__(self, name, kernels.as_pairs(getattr(self, name)))
         kernels.check(self.kernel, self.constants, self.bindings, self.push)
 
-    def constant(self, name: str):
+    def constant(self, name: str) -> object:
         """The value passed for constant (or group) `name`."""
         return dict(self.constants)[name]
 
@@ -142,12 +145,12 @@ class Dispatch:
         return kernels.push_words(self.kernel, self.push)
 
     @property
-    def reads(self):
+    def reads(self) -> Tuple[str, ...]:
         access = kernels.interface(self.kernel).access
         return tuple(buf for b, buf in self.bindings if access[b] in (READ, READ_WRITE))
 
     @property
-    def writes(self):
+    def writes(self) -> Tuple[str, ...]:
         access = kernels.interface(self.kernel).access
         return tuple(buf for b, buf in self.bindings if access[b] in (WRITE, READ_WRITE))
 
@@ -161,7 +164,7 @@ class Plan:
     scratch: Tuple[Scratch, ...] = field(default=())
     tensors: Tuple[str, ...] = field(default=(), compare=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.tensors:
             known = set(self.tensors) | {s.name for s in self.scratch}
             for d in self.dispatches:
@@ -184,7 +187,8 @@ def grid(count: int, per_workgroup: int, limits: Limits) -> int:
     return max(1, min(math.ceil(count / per_workgroup), limits.max_workgroups))
 
 
-def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: int = 1):
+def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: int = 1
+                ) -> Tuple[Tuple[int, int, int], ...]:
     """The dispatches of a grid-stride loop over `count` items, as (first, end, workgroups): the
     items [first, end) in `workgroups` of `per_workgroup` items a pass. One, over all items in
     `grid`'s workgroups, unless the device ends long loops (`limits.max_loop_iterations`)
@@ -204,7 +208,7 @@ def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: 
                  for first in range(0, count, span))
 
 
-def right_align(values, width: int, fill: int):
+def right_align(values: Sequence[int], width: int, fill: int) -> Tuple[int, ...]:
     """Pad a per-dimension tuple on the left to `width` entries (kernels index 8 dimensions)."""
     values = tuple(values)
     return (fill,) * (width - len(values)) + values

@@ -8,7 +8,7 @@ so a replay sees the current inputs and a replay with unchanged inputs copies no
 from __future__ import annotations
 
 import collections
-from typing import Dict, List, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -17,8 +17,18 @@ from ._context import DeviceContext
 from ._environment import interrupts_deferred
 from ._state import Hazards, Lifetime, Submission
 from .device_tensor import DeviceTensor, TensorStorage
+from .runtime import Buffer, Commands, Program
 
-RecordingStats = collections.namedtuple("RecordingStats", "runs uploads command_buffers")
+if TYPE_CHECKING:
+    from .compiled_operator import CompiledOperator
+    from .device import Device
+
+class RecordingStats(NamedTuple):
+    """`Recording.stats`: runs so far, tensors uploaded over them, command buffers recorded."""
+
+    runs: int
+    uploads: int
+    command_buffers: int
 
 
 class Recording:
@@ -31,23 +41,26 @@ class Recording:
 
     _COMMAND_BUFFERS = 8  # command buffers kept per recording, one per set of uploads
 
-    def __init__(self, context: DeviceContext, timestamps: bool = False):
-        self.device = context.device
+    def __init__(self, context: DeviceContext, timestamps: bool = False) -> None:
+        self.device: Device = context.device
         self._context = context
         session = context.session()
         self._session = session
         self._lifetime = Lifetime("the recording", session.lifetime)
         self._timestamps = timestamps
-        self._steps: list = []  # (program, push words, label) or (None, [buffers], "barrier")
-        self._storages: Dict[int, tuple] = {}  # id -> (storage, written)
-        self._ops: Dict[int, object] = {}  # the CompiledOperators recorded
+        # (program, push words, label) or (None, [buffers], "barrier")
+        self._steps: List[Tuple[Optional[Program], Any, str]] = []
+        self._storages: Dict[int, Tuple[TensorStorage, bool]] = {}  # id -> (storage, written)
+        self._ops: Dict[int, CompiledOperator] = {}  # the CompiledOperators recorded
         self._hazards = Hazards()
         self._downloads: List[TensorStorage] = []
-        self._commands: "collections.OrderedDict" = collections.OrderedDict()
+        self._commands: "collections.OrderedDict[tuple, Tuple[Commands, int]]" = \
+            collections.OrderedDict()
         self._finished = False
-        self._last = None  # (commands, index of the first step's timestamp)
+        self._last: Optional[Tuple[Commands, int]] = None  # (commands, first step's timestamp)
         self._runs = self._uploaded = self._built = 0
-        self._submission = None  # made once the steps are final, reused by every run
+        # Made once the steps are final, reused by every run: (submission, what it runs).
+        self._submission: Optional[Tuple[Submission, str]] = None
         session.own(self)
 
     @property
@@ -61,7 +74,7 @@ class Recording:
         """What each recorded step is: "OPERATOR:kernel" for a dispatch, or "barrier"."""
         return [label for _, _, label in self._steps]
 
-    def execute(self, op, **tensors: DeviceTensor) -> None:
+    def execute(self, op: CompiledOperator, **tensors: DeviceTensor) -> None:
         """Record `op` (a CompiledOperator) on `tensors` (named after its descriptor's
         tensor fields)."""
         with self._context.lock:
@@ -164,7 +177,7 @@ class Recording:
             self._runs += 1
             self._uploaded += len(uploads)
 
-    def _build(self, uploads):
+    def _build(self, uploads: List[Buffer]) -> Tuple[Commands, int]:
         runtime = self._session.runtime
         count = (2 if uploads else 0) + len(self._steps) + (1 if self._downloads else 0)
         commands = runtime.commands(count + 1 if self._timestamps else 0,
@@ -205,9 +218,9 @@ class Recording:
             self._ops = {}
             self._downloads = []
 
-    def __enter__(self):
+    def __enter__(self) -> "Recording":
         return self
 
-    def __exit__(self, exc_type, *exc):
+    def __exit__(self, exc_type: Optional[type], *exc: object) -> None:
         if exc_type is None:
             self.submit()

@@ -14,11 +14,15 @@ Deliberate precision choices:
   round the way the device rounds.  Everything after the coordinate (index selection on the exact
   float32 value, weight products, accumulation) is float64.
 * Batch normalization is float64 throughout.
+* The random generator (Philox 4x32-10) is integer arithmetic: uint64 holds the 32x32-bit
+  products exactly, Python integers the 128-bit counter; it returns uint32 arrays, no float.
 """
 
-from collections import namedtuple
+import enum
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import defaults
 
@@ -33,14 +37,22 @@ __all__ = [
     "batch_normalization_training",
     "batch_normalization_grad",
     "batch_normalization_training_grad",
+    "philox_4x32_10",
+    "random_generator",
 ]
 
-BatchNormGradResult = namedtuple(
-    "BatchNormGradResult", "output_gradient output_scale_gradient output_bias_gradient"
-)
+class BatchNormGradResult(NamedTuple):
+    """The oracle's BatchNorm grads: dX, dScale and dBias, float64."""
+
+    output_gradient: np.ndarray
+    output_scale_gradient: np.ndarray
+    output_bias_gradient: np.ndarray
 
 _MODES = ("nearest_neighbor", "linear")
 _ROUNDING = (None, "decreasing", "increasing")
+
+# An interpolation mode or rounding direction: its name, or DirectML's enum member.
+Named = Union[str, enum.Enum]
 
 
 def _f64(x):
@@ -52,7 +64,7 @@ def _f64(x):
 # --------------------------------------------------------------------------------------------
 
 
-def activation_relu_grad(input, input_gradient):
+def activation_relu_grad(input: ArrayLike, input_gradient: ArrayLike) -> np.ndarray:
     """dX = (X > 0) ? dY : +0.0, element-wise (DML_ACTIVATION_RELU_GRAD).
 
     A select, not ``dY * (X > 0)``: NaN/Inf in dY pass through where X > 0 and give exactly +0.0
@@ -67,7 +79,7 @@ def activation_relu_grad(input, input_gradient):
 
 
 # --------------------------------------------------------------------------------------------
-# Clip grads (docs/semantics.md §9)
+# Clip grads (docs/semantics.md §10)
 # --------------------------------------------------------------------------------------------
 
 
@@ -94,7 +106,7 @@ def element_wise_clip_grad1(input, input_gradient, min, max):
 
 
 # --------------------------------------------------------------------------------------------
-# Resample forward / grad (docs/semantics.md §9)
+# Resample forward / grad (docs/semantics.md §3)
 # --------------------------------------------------------------------------------------------
 
 
@@ -106,7 +118,8 @@ def _axis_coordinates(out_size, scale, in_off, out_off):
     return t - np.float32(in_off)  # float32 array
 
 
-def axis_weights(in_size, out_size, mode, scale, in_off, out_off, rounding_direction):
+def axis_weights(in_size: int, out_size: int, mode: str, scale: float, in_off: float,
+                 out_off: float, rounding_direction: Optional[str]) -> np.ndarray:
     """Per-dimension forward weights W[o, i] (shape [out_size, in_size], float64).
 
     Forward along this axis is ``y = W @ x``, its gradient ``dx = W.T @ dy``.
@@ -187,8 +200,12 @@ def _apply_along(mats, t):
     return t
 
 
-def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", scales=None,
-              input_pixel_offsets=None, output_pixel_offsets=None, rounding_direction=None):
+def resample1(input: ArrayLike, output_sizes: Sequence[int], *,
+              interpolation_mode: Named = "nearest_neighbor",
+              scales: Optional[Sequence[float]] = None,
+              input_pixel_offsets: Optional[Sequence[float]] = None,
+              output_pixel_offsets: Optional[Sequence[float]] = None,
+              rounding_direction: Optional[Named] = None) -> np.ndarray:
     """Forward DML_RESAMPLE1 (DML_RESAMPLE2 when rounding_direction is given).
 
     out = (W_0 (x) W_1 (x) ... ) x: each dimension d is resampled by its own matrix
@@ -206,9 +223,12 @@ def resample1(input, output_sizes, *, interpolation_mode="nearest_neighbor", sca
     return _apply_along(mats, x)
 
 
-def resample_grad(input_gradient, output_gradient_sizes, *,
-                  interpolation_mode="nearest_neighbor", scales=None, input_pixel_offsets=None,
-                  output_pixel_offsets=None, rounding_direction=None):
+def resample_grad(input_gradient: ArrayLike, output_gradient_sizes: Sequence[int], *,
+                  interpolation_mode: Named = "nearest_neighbor",
+                  scales: Optional[Sequence[float]] = None,
+                  input_pixel_offsets: Optional[Sequence[float]] = None,
+                  output_pixel_offsets: Optional[Sequence[float]] = None,
+                  rounding_direction: Optional[Named] = None) -> np.ndarray:
     """DML_RESAMPLE_GRAD (DML_RESAMPLE_GRAD1 with rounding_direction): dX = W^T dY.
 
     The parameters are those of the forward being differentiated (docs/semantics.md §6.1);
@@ -245,14 +265,16 @@ def _reduced_axes(input_shape, stats_shape, what):
     return tuple(d for d, s in enumerate(stats_shape) if s == 1)
 
 
-def batch_normalization(input, mean, variance, scale, bias, epsilon):
+def batch_normalization(input: ArrayLike, mean: ArrayLike, variance: ArrayLike,
+                        scale: ArrayLike, bias: ArrayLike, epsilon: float) -> np.ndarray:
     """Inference forward: Y = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias (broadcast)."""
     x, m, v, s, b = (_f64(a) for a in (input, mean, variance, scale, bias))
     np.broadcast_shapes(x.shape, m.shape, v.shape, s.shape, b.shape)  # light check
     return s * (x - m) / np.sqrt(v + epsilon) + b
 
 
-def batch_normalization_training(input, scale, bias, epsilon):
+def batch_normalization_training(input: ArrayLike, scale: ArrayLike, bias: ArrayLike,
+                                 epsilon: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Training forward -> (output, mean, variance), statistics over R = {d : scale size is 1}.
 
     Mean = mean_R(X); Variance = mean_R((X - Mean)^2) (biased, docs/semantics.md §5);
@@ -267,7 +289,9 @@ def batch_normalization_training(input, scale, bias, epsilon):
     return output, mean, variance
 
 
-def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsilon):
+def batch_normalization_grad(input: ArrayLike, input_gradient: ArrayLike, mean: ArrayLike,
+                             variance: ArrayLike, scale: ArrayLike, epsilon: float
+                             ) -> BatchNormGradResult:
     """DML_BATCH_NORMALIZATION_GRAD (docs/semantics.md §4); Mean/Variance are constants.
 
     dX = dY * Scale / sigma;  dScale = sum_R dY * (X - Mean) / sigma;  dBias = sum_R dY,
@@ -283,7 +307,9 @@ def batch_normalization_grad(input, input_gradient, mean, variance, scale, epsil
     return BatchNormGradResult(dx, dscale, dbias)
 
 
-def batch_normalization_training_grad(input, input_gradient, mean, variance, scale, epsilon):
+def batch_normalization_training_grad(input: ArrayLike, input_gradient: ArrayLike,
+                                      mean: ArrayLike, variance: ArrayLike, scale: ArrayLike,
+                                      epsilon: float) -> BatchNormGradResult:
     """DML_BATCH_NORMALIZATION_TRAINING_GRAD, docs/semantics.md §5 followed literally (§6.7).
 
     Coef0 = 1/sqrt(Variance + Epsilon); Xc = X - mean_R(X); dYc = dY - mean_R(dY);
@@ -305,3 +331,63 @@ def batch_normalization_training_grad(input, input_gradient, mean, variance, sca
     dscale = np.sum(dy * (x - m) * coef0, axis=axes, keepdims=True).reshape(m.shape)
     dbias = np.sum(dy, axis=axes, keepdims=True).reshape(m.shape)
     return BatchNormGradResult(dx, dscale, dbias)
+
+
+# --------------------------------------------------------------------------------------------
+# Random generator (docs/semantics.md §9): Philox 4x32-10, integers only
+# --------------------------------------------------------------------------------------------
+
+_PHILOX_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
+_PHILOX_WEYL = (0x9E3779B9, 0xBB67AE85)
+_WORD = 0xFFFFFFFF
+
+
+def philox_4x32_10(counters, key):
+    """Philox 4x32-10 of each row of `counters` ((n, 4) words, word 0 least significant) with
+    `key` (k0, k1): ten rounds, the key bumped by the Weyl constants before rounds 2..10; each
+    round takes the 64-bit products M0 * c0 and M1 * c2 (exact in uint64) and returns
+    (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0). Returns (n, 4) uint32."""
+    c = [np.asarray(counters, np.uint64)[:, i] for i in range(4)]
+    k0, k1 = int(key[0]), int(key[1])
+    m0, m1 = (np.uint64(m) for m in _PHILOX_MULTIPLIERS)
+    word, shift = np.uint64(_WORD), np.uint64(32)
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + _PHILOX_WEYL[0]) & _WORD, (k1 + _PHILOX_WEYL[1]) & _WORD
+        p0, p1 = m0 * c[0], m1 * c[2]  # < 2^64: exact
+        c = [(p1 >> shift) ^ c[1] ^ np.uint64(k0), p1 & word,
+             (p0 >> shift) ^ c[3] ^ np.uint64(k1), p0 & word]
+    return np.stack(c, axis=1).astype(np.uint32)
+
+
+def _state_words(input_state):
+    words = np.asarray(input_state)
+    if words.dtype != np.uint32 or words.size != 6:
+        raise ValueError(f"random_generator: input_state must be 6 uint32 words, got "
+                         f"{words.size} of {words.dtype}")
+    return [int(w) for w in words.reshape(-1)]
+
+
+def random_generator(input_state, output_sizes, type="philox_4x32_10"):
+    """(output, output_state) of DML_RANDOM_GENERATOR (PHILOX_4X32_10, the only type).
+
+    State words s0..s5: counter C = s0 + 2^32 s1 + 2^64 s2 + 2^96 s3, key (s4, s5). Output
+    element n (row-major over `output_sizes`, E elements) is word n mod 4 of the Philox block of
+    counter (C + floor(n/4)) mod 2^128; output_state is ((C + ceil(E/4)) mod 2^128, s4, s5),
+    shaped like input_state. Both uint32."""
+    if _name(type) not in ("philox_4x32_10", 0):
+        raise ValueError(f"random_generator: type must be philox_4x32_10, got {type!r}")
+    s = _state_words(input_state)
+    counter = s[0] | s[1] << 32 | s[2] << 64 | s[3] << 96
+    count = int(np.prod(output_sizes, dtype=np.int64))
+    blocks = -(-count // 4)
+    # Counters C + b, b < 2^32: the low 64 bits wrap in uint64, their carry goes upward.
+    b = np.arange(blocks, dtype=np.uint64)
+    low = np.uint64(counter & (2**64 - 1)) + b
+    high = np.uint64(counter >> 64) + (low < b).astype(np.uint64)
+    shift, word = np.uint64(32), np.uint64(_WORD)
+    counters = np.stack([low & word, low >> shift, high & word, high >> shift], axis=1)
+    output = philox_4x32_10(counters, s[4:]).reshape(-1)[:count].reshape(tuple(output_sizes))
+    after = (counter + blocks) % 2**128
+    state = [(after >> (32 * i)) & _WORD for i in range(4)] + s[4:]
+    return output, np.array(state, np.uint32).reshape(np.shape(input_state))

@@ -3,8 +3,8 @@
 A small contract, in the spirit of tinygrad's runtime modules: a `Runtime` opens one Vulkan
 device and makes `Buffer`s, `Program`s (a kernel bound to buffers: a pipeline) and
 `Commands` (a command buffer: uploads, dispatches, barriers, downloads) that it submits and
-waits for. The device layer (recording.py, compiled_operator.py) decides what to record; benchmarks and the
-validation canary use this seam too.
+waits for. The device layer (recording.py, compiled_operator.py) decides what to record;
+benchmarks and the validation canary use this seam too.
 
 Quirks handled here:
 - buffers come in three kinds (`BUFFER_KINDS`): staged (kp's device tensors: device memory
@@ -37,14 +37,14 @@ from __future__ import annotations
 import ctypes
 import os
 import weakref
-from typing import Iterable, List, Sequence
+from typing import Any, Iterable, List, Optional, Sequence
 
 import numpy as np
 
 from ._state import ClosedError
 
 
-def _import_kp():
+def _import_kp() -> Any:
     # The runtime is pyvkgrad's own build of kp 0.9.0 with tools/kp-0.9.0.patch
     # (pyvkgrad._kompute, compiled by the wheel build), never a stock `kp`.
     try:
@@ -60,7 +60,7 @@ def _import_kp():
     return kp
 
 
-kp = _import_kp()
+kp: Any = _import_kp()
 
 # Vulkan enum values passed to OpMemoryBarrier.
 _ACCESS_SHADER_READ = 0x20
@@ -75,7 +75,7 @@ FLOAT_ATOMICS_EXTENSION = "VK_EXT_shader_atomic_float"
 # that `Commands.upload` / `download` move; "device", device memory alone (scratch); "mapped",
 # one host-visible allocation that kernels bind directly and the host writes in place (device
 # memory where the driver maps it all, see `Runtime.mapped_device_local`).
-BUFFER_KINDS = {"staged": kp.TensorTypes.device, "device": kp.TensorTypes.storage,
+BUFFER_KINDS: "dict[str, Any]" = {"staged": kp.TensorTypes.device, "device": kp.TensorTypes.storage,
                 "mapped": kp.TensorTypes.host}
 
 
@@ -103,13 +103,13 @@ class Runtime:
     are device extensions to enable; with VK_EXT_shader_atomic_float the patch also enables its
     float32 buffer atomics."""
 
-    def __init__(self, index: int, extensions: Sequence[str] = (), what: str = ""):
-        self.what = what or f"Vulkan device {index}"
-        self._mapped_device_local = None
+    def __init__(self, index: int, extensions: Sequence[str] = (), what: str = "") -> None:
+        self.what: str = what or f"Vulkan device {index}"
+        self._mapped_device_local: Optional[bool] = None
         self._forked = False
         self._objects: "weakref.WeakSet[_Owned]" = weakref.WeakSet()  # made here, for _abandon
         try:
-            self._mgr = kp.Manager(index, [], list(extensions))
+            self._mgr: Any = kp.Manager(index, [], list(extensions))
         except Exception as e:
             raise DeviceError(f"creating a Vulkan device on {self.what} failed: {e}") from e
         _runtimes.add(self)
@@ -118,7 +118,7 @@ class Runtime:
     def closed(self) -> bool:
         return self._mgr is None
 
-    def _check(self):
+    def _check(self) -> None:
         if self._mgr is None:
             if self._forked:
                 raise RuntimeError(FORKED)
@@ -134,7 +134,8 @@ class Runtime:
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(kept))
         self._mgr, self._forked = None, True
 
-    def buffer(self, nbytes: int, kind: str = "staged", words=None) -> "Buffer":
+    def buffer(self, nbytes: int, kind: str = "staged", words: Optional[np.ndarray] = None
+               ) -> "Buffer":
         """A device buffer of `nbytes` (a multiple of 16) of one of `BUFFER_KINDS`. Staged and
         mapped buffers have host-visible words (`Buffer.words`); initial contents are `words`
         (uint32), else zeros."""
@@ -190,11 +191,12 @@ class _Owned:
 
     __slots__ = ("runtime", "_kp", "__weakref__")
 
-    def __init__(self, runtime: Runtime, kp_object):
-        self.runtime, self._kp = runtime, kp_object
+    def __init__(self, runtime: Runtime, kp_object: Any) -> None:
+        self.runtime: Runtime = runtime
+        self._kp: Any = kp_object
         runtime._objects.add(self)
 
-    def _check(self):
+    def _check(self) -> None:
         if self._kp is None:
             raise ClosedError(f"{type(self).__name__} on {self.runtime.what} was destroyed")
         self.runtime._check()
@@ -211,12 +213,15 @@ class _Owned:
 
 
 class Buffer(_Owned):
+    """A device buffer of one of `BUFFER_KINDS` (`Runtime.buffer`)."""
+
     __slots__ = ("nbytes", "kind", "_words")
 
-    def __init__(self, runtime, kp_tensor, nbytes, kind):
+    def __init__(self, runtime: Runtime, kp_tensor: Any, nbytes: int, kind: str) -> None:
         super().__init__(runtime, kp_tensor)
-        self.nbytes, self.kind = nbytes, kind
-        self._words = None
+        self.nbytes: int = nbytes
+        self.kind: str = kind
+        self._words: Optional[np.ndarray] = None
 
     def words(self) -> np.ndarray:
         """The host-visible memory (staging, or a mapped buffer itself) as uint32 words: a
@@ -233,12 +238,14 @@ class Buffer(_Owned):
 
 
 class Program(_Owned):
+    """A kernel bound to buffers: a pipeline (`Runtime.program`)."""
+
     __slots__ = ("buffers",)
 
-    def __init__(self, runtime, algo, buffers):
+    def __init__(self, runtime: Runtime, algo: Any, buffers: Sequence[Buffer]) -> None:
         # The buffers stay referenced: kp holds them too, so they live while the program does.
         super().__init__(runtime, algo)
-        self.buffers = tuple(buffers)
+        self.buffers: "tuple[Buffer, ...]" = tuple(buffers)
 
 
 class Commands(_Owned):
@@ -246,11 +253,12 @@ class Commands(_Owned):
 
     __slots__ = ("_count", "_held")
 
-    def __init__(self, runtime, seq):
+    def __init__(self, runtime: Runtime, seq: Any) -> None:
         super().__init__(runtime, seq)
-        self._count, self._held = 0, []
+        self._count = 0
+        self._held: List[_Owned] = []
 
-    def _record(self, op, *held) -> None:
+    def _record(self, op: Any, *held: _Owned) -> None:
         self._check()
         for h in held:
             h._check()
@@ -276,6 +284,7 @@ class Commands(_Owned):
         self._record(kp.OpTensorCopy([src._kp, dst._kp]), src, dst)
 
     def dispatch(self, program: Program, push: np.ndarray) -> None:
+        """Run `program` with the push-constant words `push` (uint32)."""
         self._record(kp.OpAlgoDispatch(program._kp, np.asarray(push, dtype=np.uint32)),
                      program)
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Any, Iterable, List, NoReturn, Optional, Sequence, Tuple, Type
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ._copy import copy_of
 
@@ -27,8 +28,8 @@ BUFFER_ALIGNMENT = 16  # device buffers are allocated in 16-byte units (vectoris
 
 class DataType(enum.IntEnum):
     """`DML_TENSOR_DATA_TYPE` values pyvkgrad supports (same numbers as DirectML): the float
-    types every operator takes, and the integer types of the operators that take them
-    (ELEMENT_WISE_CLIP_GRAD*); 64-bit types are not supported."""
+    types, and the integer types of the operators that take them (RANDOM_GENERATOR: UINT32;
+    ELEMENT_WISE_CLIP_GRAD*: all); 64-bit types are not supported."""
 
     FLOAT32 = 1
     FLOAT16 = 2
@@ -41,7 +42,7 @@ class DataType(enum.IntEnum):
 
     @property
     def numpy_dtype(self) -> np.dtype:
-        return np.dtype(_NUMPY_DTYPES[self])
+        return np.dtype(_NUMPY_TYPES[self])
 
     @property
     def element_size(self) -> int:
@@ -52,24 +53,31 @@ class DataType(enum.IntEnum):
         return self in FLOAT_TYPES
 
     @classmethod
-    def from_numpy(cls, dtype, operator: str, field: str) -> "DataType":
+    def from_numpy(cls, dtype: DTypeLike, operator: str, field: str,
+                   allowed: Optional[Iterable["DataType"]] = None) -> "DataType":
+        """The data type of numpy `dtype`, one of `allowed` (default FLOAT_TYPES: an array
+        handed to a float operator is refused here, before its descriptor is built)."""
+        allowed = FLOAT_TYPES if allowed is None else tuple(allowed)
         dtype = np.dtype(dtype)
-        for data_type, numpy_dtype in _NUMPY_DTYPES.items():
-            if dtype == numpy_dtype:
+        for data_type in allowed:
+            if dtype == data_type.numpy_dtype:
                 return data_type
-        raise TypeError(f"{operator}: {field} has unsupported dtype: expected float32 or float16, "
-                        f"got {dtype} (integer types: int32, int16, int8, uint32, uint16, "
-                        f"uint8, for the operators that take them)")
+        names = [t.numpy_dtype.name for t in allowed]
+        expected = " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+        raise TypeError(f"{operator}: {field} has unsupported dtype: expected {expected}, "
+                        f"got {dtype}")
 
 
-_NUMPY_DTYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
-                 DataType.UINT32: np.uint32, DataType.UINT16: np.uint16, DataType.UINT8: np.uint8,
-                 DataType.INT32: np.int32, DataType.INT16: np.int16, DataType.INT8: np.int8}
-# The data types of every operator unless it says otherwise (check_desc's default).
+_NUMPY_TYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
+                DataType.UINT32: np.uint32, DataType.UINT16: np.uint16, DataType.UINT8: np.uint8,
+                DataType.INT32: np.int32, DataType.INT16: np.int16, DataType.INT8: np.int8}
+# The float operators' data types (all but RANDOM_GENERATOR and the clip grads:
+# check_float_type).
 FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 
 
-def fail(operator: str, field: str, rule: str, expected, actual, kind=ValueError):
+def fail(operator: str, field: str, rule: str, expected: object, actual: object,
+         kind: Type[Exception] = ValueError) -> NoReturn:
     """Raise `kind` with the message shape every pyvkgrad check uses."""
     raise kind(f"{operator}: {field} {rule}: expected {expected}, got {actual}")
 
@@ -79,7 +87,7 @@ def dml_name(field: str) -> str:
     return "".join(part.capitalize() for part in field.split("_"))
 
 
-def check_float(operator: str, field: str, value, non_negative: bool = False) -> float:
+def check_float(operator: str, field: str, value: object, non_negative: bool = False) -> float:
     """A DirectML FLOAT field: a real number (not a bool), finite in float32 (and >= 0 with
     `non_negative`), returned as a Python float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
@@ -96,6 +104,25 @@ def check_float(operator: str, field: str, value, non_negative: bool = False) ->
     return number
 
 
+def enum_value(operator: str, enum_cls, value, field: str, allowed: str):
+    """A DirectML enum field: the member from a member, its int value or its lower-case name
+    (InterpolationMode.LINEAR, 1 or "linear")."""
+    if isinstance(value, enum_cls):
+        return value
+    if isinstance(value, str):
+        try:
+            return enum_cls[value.upper()]
+        except KeyError:
+            fail(operator, field, "is not supported", allowed, repr(value))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        try:
+            return enum_cls(int(value))
+        except ValueError:
+            fail(operator, field, "is not supported", allowed, repr(value))
+    fail(operator, field, "must be a string or an enum value", allowed, type(value).__name__,
+         TypeError)
+
+
 def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
     """Row-major element strides, last dimension fastest (DirectML's null strides)."""
     strides = [1] * len(sizes)
@@ -104,7 +131,7 @@ def packed_strides(sizes: Sequence[int]) -> Tuple[int, ...]:
     return tuple(strides)
 
 
-def as_uint_tuple(values, operator: str, field: str) -> Tuple[int, ...]:
+def as_uint_tuple(values: object, operator: str, field: str) -> Tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
         fail(operator, field, "must be a sequence of integers", "a sequence", type(values).__name__,
              TypeError)
@@ -131,7 +158,7 @@ class TensorDesc:
     sizes: Tuple[int, ...]
     strides: Optional[Tuple[int, ...]] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.validate("TensorDesc", "TensorDesc")
 
     def validate(self, operator: str, field: str) -> None:
@@ -223,20 +250,15 @@ class TensorDesc:
             offsets = (offsets[:, None] + np.arange(size, dtype=np.int64) * stride).ravel()
         return np.unique(offsets).size != offsets.size
 
-    def with_sizes(self, sizes) -> "TensorDesc":
+    def with_sizes(self, sizes: Sequence[int]) -> "TensorDesc":
         return TensorDesc(self.data_type, tuple(sizes), None)
 
 
-def check_desc(operator: str, field: str, desc, data_types=FLOAT_TYPES) -> TensorDesc:
-    """The descriptor field is a TensorDesc (re-validated with the operator's name) of one of
-    `data_types` (the operator's: FLOAT32 and FLOAT16 unless it takes others)."""
+def check_desc(operator: str, field: str, desc: object) -> TensorDesc:
+    """The descriptor field is a TensorDesc (re-validated with the operator's name)."""
     if not isinstance(desc, TensorDesc):
         fail(operator, field, "must be a TensorDesc", "TensorDesc", type(desc).__name__, TypeError)
     desc.validate(operator, field)
-    if desc.data_type not in data_types:
-        fail(operator, f"{field}.DataType", "is not supported by the operator",
-             " or ".join(t.numpy_dtype.name for t in data_types),
-             desc.data_type.numpy_dtype.name, TypeError)
     return desc
 
 
@@ -252,6 +274,14 @@ def check_same(operator: str, attr: str, reference: Tuple[str, TensorDesc],
                  TypeError if attr == "data_type" else ValueError)
 
 
+def check_float_type(operator: str, field: str, desc: TensorDesc) -> None:
+    """A float operator's tensor: FLOAT32 or FLOAT16 (DataType also holds the integer types
+    of RANDOM_GENERATOR and the clip grads)."""
+    if desc.data_type not in FLOAT_TYPES:
+        fail(operator, f"{field}.DataType", "must be a float type", "FLOAT32 or FLOAT16",
+             desc.data_type.name, TypeError)
+
+
 def check_rank(operator: str, field: str, desc: TensorDesc, low: int, high: int) -> None:
     if not low <= desc.rank <= high:
         fail(operator, f"{field}.DimensionCount", "is out of range", f"{low} to {high}", desc.rank)
@@ -264,11 +294,12 @@ def check_output(operator: str, field: str, desc: TensorDesc) -> None:
              "non-overlapping strides", desc.element_strides)
 
 
-def _show(value):
+def _show(value: object) -> object:
     return value.name if isinstance(value, DataType) else value
 
 
-def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
+def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]
+             ) -> Tuple[Tuple[int, ...], List[Tuple[int, ...]]]:
     """Merge dimensions that every tensor walks contiguously and drop size-1 dimensions.
 
     Returns (sizes, [strides per tensor]) of the smallest rank (at least 1) addressing the
@@ -292,7 +323,7 @@ def coalesce(sizes: Sequence[int], *strides_list: Sequence[int]):
 
 # ---- numpy arrays <-> buffer words -------------------------------------------------------------
 
-def check_numpy(array, operator: str, field: str) -> np.ndarray:
+def check_numpy(array: object, operator: str, field: str) -> np.ndarray:
     """`array` is a plain numpy array (a masked array is refused: its mask would be lost)."""
     if isinstance(array, np.ma.MaskedArray):
         fail(operator, field, "is a masked array, whose mask pyvkgrad cannot honour",
@@ -303,7 +334,7 @@ def check_numpy(array, operator: str, field: str) -> np.ndarray:
     return array
 
 
-def check_array(array, desc: "TensorDesc", operator: str, field: str) -> np.ndarray:
+def check_array(array: object, desc: "TensorDesc", operator: str, field: str) -> np.ndarray:
     """`array` has exactly `desc`'s dtype and sizes (no silent cast or reshape)."""
     check_numpy(array, operator, field)
     if array.dtype != desc.data_type.numpy_dtype:
@@ -315,7 +346,9 @@ def check_array(array, desc: "TensorDesc", operator: str, field: str) -> np.ndar
     return array
 
 
-def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None):
+def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None,
+               data_types: Optional[Iterable["DataType"]] = None
+               ) -> Tuple["TensorDesc", np.ndarray]:
     """Describe a numpy array as (TensorDesc, elements) without copying anything yet.
 
     `elements` is a 1-D read-only view of the memory the descriptor addresses (element 0 at
@@ -323,10 +356,10 @@ def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional
     strides, so a broadcast input uploads only its distinct elements. Negative or
     non-element-multiple strides, views that address far more than they use, and views whose
     span would exceed `max_bytes` where the packed elements would not, fall back to a packed
-    copy.
+    copy. `data_types`: those the array may have (default FLOAT_TYPES).
     """
     check_numpy(array, operator, field)
-    data_type = DataType.from_numpy(array.dtype, operator, field)
+    data_type = DataType.from_numpy(array.dtype, operator, field, data_types)
     if array.ndim == 0:
         array = array.reshape(1)
     if not 1 <= array.ndim <= MAX_DIMENSIONS:

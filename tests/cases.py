@@ -1,4 +1,5 @@
-"""Shared case catalogue: sizes and layouts chosen to break kernels."""
+"""Shared test helpers: sizes and layouts chosen to break kernels, random arrays and views,
+and what a device holds in memory."""
 
 import numpy as np
 
@@ -50,3 +51,25 @@ def view_of(array, kind, axis=0):
     if kind == "broadcast":
         return np.broadcast_to(np.take(array, [0], axis=axis), array.shape)
     return array
+
+
+def memory_in_use(device):
+    """Bytes the process holds on `device` (VK_EXT_memory_budget), else its resident set."""
+    used = device.memory_in_use()
+    if used is not None:
+        return used
+    with open("/proc/self/statm") as f:
+        import os
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def released_memory(device):
+    """`memory_in_use` once glibc's malloc has handed its free pages back: lavapipe's device
+    memory is malloc'd, and after earlier tests raised glibc's mmap threshold, 8 MiB blocks come
+    from its heap, which keeps freed pages resident until trimmed (104 MiB after a test file)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+    return memory_in_use(device)

@@ -12,6 +12,8 @@ import time
 import numpy as np
 import pytest
 
+from cases import memory_in_use, released_memory
+
 import pyvkgrad
 from pyvkgrad import (ClosedError, DataType, TensorDesc, one_call_cache as cache_module, operators,
                       reference)
@@ -522,13 +524,13 @@ def test_compiled_operator_does_not_keep_dropped_tensors_alive(device):
 
     call()
     gc.collect()
-    before = _memory(device)
+    before = memory_in_use(device)
     for _ in range(10):
         call()
     gc.collect()
     call()  # the next call lets the previous calls' entries go
     gc.collect()
-    assert _memory(device) - before < 40 << 20
+    assert memory_in_use(device) - before < 40 << 20
 
 
 def test_one_call_misses_keep_memory_flat(device):
@@ -577,7 +579,7 @@ def test_cache_clear_gives_the_cache_memory_back(device, rng):
     arrays = [np.ones((1 << 21) + 16 * i, np.float32) for i in range(16)]  # 8 MiB each
     device.cache_clear()
     gc.collect()
-    before = _released_memory(device)
+    before = released_memory(device)
     for a in arrays:
         pyvkgrad.activation_relu_grad(a, a, device=device)
     info = device.cache_info()
@@ -585,7 +587,7 @@ def test_cache_clear_gives_the_cache_memory_back(device, rng):
     device.cache_clear()
     gc.collect()
     assert device.cache_info()[:4] == (0, 0, 0, 0)
-    assert _released_memory(device) - before < 64 << 20
+    assert released_memory(device) - before < 64 << 20
     out.write(np.zeros(1000, np.float32))
     rec.replay()
     np.testing.assert_array_equal(out.numpy(), want)
@@ -599,27 +601,6 @@ def _rss():
     import os
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _memory(device):
-    used = device.memory_in_use()
-    if used is not None:
-        return used
-    with open("/proc/self/statm") as f:
-        import os
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _released_memory(device):
-    """`_memory` once glibc's malloc has handed its free pages back: lavapipe's device memory
-    is malloc'd, and after earlier tests raised glibc's mmap threshold, 8 MiB blocks come from
-    its heap, which keeps freed pages resident until trimmed (104 MiB here after this file)."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
-    return _memory(device)
 
 
 # ---- 9. interrupts ----

@@ -1,16 +1,18 @@
 """The device-tensor API over any sequence of calls, against a numpy model.
 
 A hypothesis state machine drives random sequences of upload, empty, write, compile, call,
-record/execute, replay, numpy, one-call functions, close (tensor, operator, recording,
-device) and reopen over two operators and a chain, including in-place bindings the operators
-allow, and compares every `numpy()` with the model. Every invalid step (a closed object, a
+record/execute, replay, numpy, one-call functions, close (tensor, operator, recording, device)
+and reopen over five operators (ReLU, ResampleGrad, RandomGenerator and both clip grads) and a
+chain, including in-place bindings the operators allow (RandomGenerator's state over itself
+among them), and compares every `numpy()` with the model. Every invalid step (a closed object, a
 wrong dtype, a buffer too small, an aliasing the operator refuses, values that disagree where
 elements share memory) must raise, and leave the model unchanged.
 
 The model holds each tensor's whole buffer as elements, so it also checks that a kernel writes
 only what its output descriptor covers (an operator compiled for 5 elements, bound to a
 tensor of 8). Data are small integers (and multiples of 1/4 through linear weights): every
-sum the operators make is exact in float16 and float32, so comparisons are bitwise.
+sum the operators make is exact in float16 and float32, so comparisons are bitwise; uint32
+tensors (RandomGenerator's) hold any words.
 """
 
 import collections
@@ -27,7 +29,7 @@ import pyvkgrad  # noqa: E402
 from conftest import IN_CI  # noqa: E402
 from pyvkgrad import ClosedError, DataType, TensorDesc, reference  # noqa: E402
 
-F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+F32, F16, U32 = DataType.FLOAT32, DataType.FLOAT16, DataType.UINT32
 
 # Descriptor shapes the machine uses (per data type).
 LAYOUTS = {
@@ -36,6 +38,7 @@ LAYOUTS = {
     "short": ((5,), None),  # bound to a longer tensor: writes must stay inside
     "long": ((8,), None),
     "wide": ((6, 10), None),  # ResampleGrad's dY
+    "state": ((1, 6), None),  # RandomGenerator's states
 }
 
 
@@ -91,6 +94,20 @@ def _clip(layout, native):
     return make, oracle
 
 
+def _random_generator():
+    """Its tensors are UINT32 whatever the machine's data type: a state, an output and a new
+    state of the state's descriptor (which may be the state's tensor, in place)."""
+    def make(_):
+        state = desc(U32, "state")
+        return pyvkgrad.RandomGeneratorDesc(state, desc(U32, "transposed"), state)
+
+    def oracle(values, _):
+        output, state = reference.random_generator(
+            values["input_state_tensor"].astype(np.uint32), (6, 5))
+        return {"output_tensor": output, "output_state_tensor": state}
+    return make, oracle
+
+
 # The clip grads' names sort after the others: the derandomized sequences draw an operator by
 # its index in sorted order, so the others keep theirs (with them first, one kind of close went
 # undrawn and the floor on closes in test_device_state_machine failed).
@@ -102,6 +119,7 @@ OPERATORS = {
     "relu_short": _relu("short"),
     "resample_nearest": _resample("nearest_neighbor"),
     "resample_linear": _resample("linear"),
+    "random_generator": _random_generator(),
 }
 
 
@@ -151,7 +169,9 @@ class DeviceStateMachine(RuleBasedStateMachine):
 
     # ---- helpers ----
     def ints(self, data, shape, dtype):
-        values = data.draw(st.lists(st.integers(-8, 8), min_size=int(np.prod(shape)),
+        words = np.dtype(dtype) == np.uint32
+        values = data.draw(st.lists(st.integers(0, 2**32 - 1) if words else st.integers(-8, 8),
+                                    min_size=int(np.prod(shape)),
                                     max_size=int(np.prod(shape))))
         return np.array(values, dtype=dtype).reshape(shape)
 
@@ -232,8 +252,8 @@ class DeviceStateMachine(RuleBasedStateMachine):
                 t.tensor.write(array)
                 view(t.buffer, d)[...] = array
 
-    @rule(data=st.data(), dtype=st.sampled_from([np.float32, np.float16]),
-          layout=st.sampled_from(["packed", "long", "wide"]),
+    @rule(data=st.data(), dtype=st.sampled_from([np.float32, np.float16, np.uint32]),
+          layout=st.sampled_from(["packed", "long", "wide", "state"]),
           kind=st.sampled_from(["plain", "strided", "broadcast"]))
     def upload(self, data, dtype, layout, kind):
         sizes = LAYOUTS[layout][0]
@@ -246,8 +266,8 @@ class DeviceStateMachine(RuleBasedStateMachine):
         t = self.make(self.device.upload(array))
         view(t.buffer, t.desc)[...] = array
 
-    @rule(dtype=st.sampled_from([F32, F16]),
-          layout=st.sampled_from(["packed", "transposed", "long", "wide"]))
+    @rule(dtype=st.sampled_from([F32, F16, U32]),
+          layout=st.sampled_from(["packed", "transposed", "long", "wide", "state"]))
     def empty(self, dtype, layout):
         self.make(self.device.empty(desc(dtype, layout)))
 
@@ -284,6 +304,9 @@ class DeviceStateMachine(RuleBasedStateMachine):
         if self.check_raises(error, lambda: op.op(**{n: t.tensor for n, t in bound.items()})):
             self.apply(op, bound)
             self.done["call"] += 1
+            self.done[f"call {op.name}"] += 1
+            self.done[f"call {op.name} in place"] += any(
+                bound[o] is bound[i] for o, ins in op.in_place.items() for i in ins)
 
     @rule(data=st.data(), dtype=st.sampled_from([F32, F16]),
           layout=st.sampled_from(["packed", "transposed", "long"]))
@@ -410,11 +433,15 @@ def test_device_state_machine(device):
     done = run_machine(derandomize=True)
     # Real work in every category: calls, executes (some reading an earlier execute's
     # output), replays of non-empty recordings, reads compared with the model, and closes of
-    # every kind, and one-call functions. The derandomized sequences did 938 calls, 579
-    # executes of which 241 chained, 156 replays, 576 reads, 443 one-call functions and 79
-    # closes (7-38 of each kind), on lavapipe and on the H100 alike.
+    # every kind, and one-call functions; RandomGenerator's calls, some with its state in
+    # place. The derandomized sequences did 710 calls (113 RandomGenerator's, 106 of them in
+    # place), 416 executes of which 145 chained, 97 replays, 272 reads, 562 one-call functions
+    # and 123 closes (11-48 of each kind) on lavapipe (before RandomGenerator joined: 938
+    # calls, 579 executes, 241 chained, 156 replays, 576 reads, 443 one-call functions, 79
+    # closes, on lavapipe and on the H100 alike).
     for what, least in (("call", 200), ("execute", 100), ("chained execute", 30),
-                        ("replay", 25), ("read", 100), ("one-call", 50)):
+                        ("replay", 25), ("read", 100), ("one-call", 50),
+                        ("call random_generator", 20), ("call random_generator in place", 5)):
         assert done[what] >= least, f"only {done[what]} successful {what}s: {dict(done)}"
     closes = {k: n for k, n in done.items() if k.startswith("close ")}
     assert len(closes) == 4 and sum(closes.values()) >= 20, f"too few closes: {dict(done)}"

@@ -1,4 +1,4 @@
-"""ELEMENT_WISE_CLIP_GRAD and ELEMENT_WISE_CLIP_GRAD1: the worked examples of docs/semantics.md §9,
+"""ELEMENT_WISE_CLIP_GRAD and ELEMENT_WISE_CLIP_GRAD1: the worked examples of docs/semantics.md §10,
 PyTorch's hardtanh and relu6 backward, every data type at its extremes, the comparison rules
 (NaN, bounds, Min > Max), sizes and layouts that break kernels, in place, the same bits under
 other workgroup and subgroup widths, and the error rules. The operator table's tests cover
@@ -42,7 +42,7 @@ def check(device, fn, x, dy, low, high):
     return got
 
 
-# ---- worked examples (docs/semantics.md §9) -----------------------------------------------------
+# ---- worked examples (docs/semantics.md §10) -----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_cg1(device, dtype):
@@ -272,7 +272,7 @@ def test_in_place_over_x_only(device, rng, dtype, layout):
     x, dy, low, high = operator_case(rng, dtype)((3, 5, 7))
     sizes = x.shape
     strides = None if layout == "packed" else (1, 3, 15)
-    d = TensorDesc(DataType.from_numpy(dtype, "", ""), sizes, strides)
+    d = TensorDesc(DataType.from_numpy(dtype, "", "", DataType), sizes, strides)
     desc = pyvkgrad.ElementWiseClipGrad1Desc(d, d, d, d.data_type, low, high)
     op = device.compile(desc)
     xt, dyt = device.empty(d), device.empty(d)
@@ -300,7 +300,7 @@ for name in ("element_wise_clip_grad", "element_wise_clip_grad1"):
         x, dy = case.args
         for i, got in enumerate((record.run(case, dev)[0],
                                  record.function(x.T.copy().T, dy, **case.kwargs, device=dev))):
-            out[f"{name} {dtype.name} {i}"] = got.view(f"u{got.itemsize}").tolist()
+            out[f"{name} {np.dtype(dtype).name} {i}"] = got.view(f"u{got.itemsize}").tolist()
 json.dump(out, sys.stdout)
 """
 

@@ -15,15 +15,14 @@ from pyvkgrad.one_call_cache import OneCallCache
 import pyvkgrad
 from pyvkgrad import operators
 from pyvkgrad.operators import OPERATORS
-from pyvkgrad.tensor import FLOAT_TYPES, TensorDesc, packed_strides
+from pyvkgrad.tensor import TensorDesc, packed_strides
 from cases import SHAPES_BY_RANK, VIEWS, view_of
 
 RECORDS = pytest.mark.parametrize("record", OPERATORS, ids=lambda r: r.name)
-# Every operator with each of its data types (its tolerances': float32 and float16, and the
-# integer types of those that take them).
-RECORD_DTYPES = pytest.mark.parametrize(
+# Each record with each of its data types (record.dtypes).
+RECORDS_AND_DTYPES = pytest.mark.parametrize(
     "record, dtype", [(r, d) for r in OPERATORS for d in r.dtypes],
-    ids=[f"{r.name}-{d.name}" for r in OPERATORS for d in r.dtypes])
+    ids=lambda v: v.name if isinstance(v, operators.Operator) else np.dtype(v).name)
 
 
 def arrays_of(case):
@@ -67,11 +66,7 @@ def test_the_oracle_takes_the_functions_arguments(record):
 
 @RECORDS
 def test_every_data_type_has_a_tolerance(record):
-    """One per data type the descriptor takes (FLOAT32 and FLOAT16 unless it says otherwise):
-    the generic tests run each of them."""
-    taken = getattr(record.descriptor, "DATA_TYPES", FLOAT_TYPES)
-    assert set(record.tolerance) == {t.numpy_dtype.name for t in taken}
-    assert {np.dtype(d).name for d in operators.DTYPES} <= set(record.tolerance)
+    assert set(record.tolerance) == {np.dtype(d).name for d in record.dtypes}
     for tolerance in record.tolerance.values():
         assert tolerance.exact or record.magnitude is not None or not tolerance.magnitude
 
@@ -82,7 +77,7 @@ def ranks(record):
     return [s for s in SHAPES_BY_RANK if len(s) <= record.max_rank]
 
 
-@RECORD_DTYPES
+@RECORDS_AND_DTYPES
 def test_every_rank_against_the_oracle(device, rng, record, dtype):
     for shape in ranks(record):
         case = record.make_case(rng, shape, dtype)
@@ -93,7 +88,7 @@ def test_every_rank_against_the_oracle(device, rng, record, dtype):
             np.testing.assert_array_equal(a, b, err_msg=f"{case.label}: an input was modified")
 
 
-@RECORD_DTYPES
+@RECORDS_AND_DTYPES
 @pytest.mark.parametrize("kind", VIEWS[1:])
 def test_views_against_the_oracle(device, rng, record, dtype, kind):
     """Every array argument through a non-packed layout (each keeps its strides on the
@@ -109,7 +104,8 @@ def test_views_against_the_oracle(device, rng, record, dtype, kind):
 @RECORDS
 def test_a_repeat_hits_the_one_call_cache(device, rng, record):
     """The same layouts again: the cached problem runs (no new descriptor), on the new data."""
-    case = record.make_case(rng, (5, 6, 7)[:record.max_rank], np.float32)
+    dtype = record.dtypes[0]
+    case = record.make_case(rng, (5, 6, 7)[:record.max_rank], dtype)
     record.run(case, device)
     args = [a * 2 if isinstance(a, np.ndarray) else a for a in case.args]
     if record.name.startswith("batch_normalization"):
@@ -119,10 +115,10 @@ def test_a_repeat_hits_the_one_call_cache(device, rng, record):
     got = record.run(again, device)
     after = device.cache_info()
     assert (after.hits, after.misses) == (before.hits + 1, before.misses)
-    operators.assert_close(record, got, again.args, again.kwargs, np.float32)
+    operators.assert_close(record, got, again.args, again.kwargs, dtype)
 
 
-@RECORD_DTYPES
+@RECORDS_AND_DTYPES
 def test_the_compiled_descriptor_against_the_oracle(device, rng, record, dtype):
     """The descriptor API: compile the case's descriptor, bind device tensors, call, read."""
     case = record.make_case(rng, (2, 3, 5, 4)[:record.max_rank], dtype)
@@ -143,7 +139,8 @@ def test_the_compiled_descriptor_against_the_oracle(device, rng, record, dtype):
 def test_beyond_the_buffer_limit(device, rng, record, monkeypatch):
     """With a 4 KiB buffer limit the one-call function cuts the problem along the record's
     independent axes (a new problem, not the cached whole), or refuses it, naming them."""
-    case = record.make_case(rng, (3, 7, 11, 13)[:record.max_rank], np.float32)
+    dtype = record.dtypes[0]
+    case = record.make_case(rng, (3, 7, 11, 13)[:record.max_rank], dtype)
     record.run(case, device)  # the whole, now cached
     monkeypatch.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "4096")
     misses = device.cache_info().misses
@@ -154,7 +151,7 @@ def test_beyond_the_buffer_limit(device, rng, record, monkeypatch):
                f"{record.independent_axes})" in str(e)
         return
     assert device.cache_info().misses > misses  # the pieces' problems, not the cached whole
-    operators.assert_close(record, got, case.args, case.kwargs, np.float32)
+    operators.assert_close(record, got, case.args, case.kwargs, dtype)
 
 
 # ---- errors before any device work ---------------------------------------------------------------
@@ -162,7 +159,7 @@ def test_beyond_the_buffer_limit(device, rng, record, monkeypatch):
 @RECORDS
 def test_one_call_errors_before_device_work(device, rng, record, monkeypatch):
     monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
-    case = record.make_case(rng, (2, 3), np.float32)
+    case = record.make_case(rng, (2, 3), record.dtypes[0])
     args = list(case.args)
     args[0] = args[0].astype(np.float64)
     with pytest.raises(TypeError, match=f"^{record.OPERATOR}: .*unsupported dtype"):
@@ -172,25 +169,26 @@ def test_one_call_errors_before_device_work(device, rng, record, monkeypatch):
         record.run(with_args(case, args), device)
 
 
-@pytest.mark.parametrize("record", [r for r in OPERATORS if "int32" not in r.tolerance],
+@pytest.mark.parametrize("record", [r for r in OPERATORS if r.dtypes == operators.DTYPES],
                          ids=lambda r: r.name)
 def test_integer_arrays_are_refused_unless_taken(device, rng, record, monkeypatch):
-    """An operator that takes only float types refuses int32 arrays (one-call) and INT32
-    descriptors with a TypeError naming it and the field, before any device work."""
+    """An operator that takes only float types (its `dtypes`) refuses int32 arrays (one-call)
+    and INT32 descriptors with a TypeError naming it and the field, before any device work."""
     monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
     case = record.make_case(rng, (2, 3), np.float32)
     args = [a.astype(np.int32) if isinstance(a, np.ndarray) else a for a in case.args]
-    with pytest.raises(TypeError, match=f"^{record.OPERATOR}: [A-Za-z]+Tensor.DataType is not "
-                                        f"supported by the operator: expected float32 or "
-                                        f"float16, got int32"):
+    with pytest.raises(TypeError, match=f"^{record.OPERATOR}: [a-z_]+ has unsupported dtype: "
+                                        f"expected float32 or float16, got int32"):
         record.run(with_args(case, args), device)
     desc = record.describe(case)
-    for name, (d, _) in desc.tensor_fields():
-        with pytest.raises(TypeError, match=f"^{record.OPERATOR}: .*DataType is not supported"):
-            dataclasses.replace(desc, **{name: TensorDesc(pyvkgrad.DataType.INT32, d.sizes)})
+    changes = {name: TensorDesc(pyvkgrad.DataType.INT32, d.sizes, d.strides)
+               for name, (d, _) in desc.tensor_fields()}
+    with pytest.raises(TypeError, match=f"^{record.OPERATOR}: .*DataType must be a float type: "
+                                        f"expected FLOAT32 or FLOAT16, got INT32"):
+        dataclasses.replace(desc, **changes)
 
 
-@RECORD_DTYPES
+@RECORDS_AND_DTYPES
 @pytest.mark.parametrize("layout", ["packed", "transposed"])
 def test_in_place(device, rng, record, dtype, layout):
     """An output bound over an input its descriptor allows (`IN_PLACE`, identical

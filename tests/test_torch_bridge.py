@@ -12,9 +12,12 @@ wherever that backward is the forward's transpose.
 
 import copy
 
+import gc
+
 import numpy as np
 import pytest
 
+from cases import released_memory
 from torch_support import (DTYPES, F, assert_close, interpolate_reference, laid_out, layouts,
                            randn, same_layout, torch)
 
@@ -803,6 +806,25 @@ def test_cache_clear_releases_programs(rng, execution):
     _bn_relu_check(rng, bn, ref)
     assert vt.cache_info().entries == 2
     assert vt.clear_programs is vt.cache_clear
+
+
+@pytest.mark.parametrize("execution", ["reuse"], indirect=True)
+def test_cache_clear_gives_the_memory_back(device, execution):
+    """After backward calls whose programs keep about 100 MiB on the device ("reuse"
+    execution), cache_clear() and the device's one-call cache_clear() bring the process's
+    memory back within 64 MiB of where it started."""
+    vt.cache_clear()
+    device.cache_clear()
+    gc.collect()
+    before = released_memory(device)
+    for n in range(4):  # a structure each: 4 programs of [2, 16, 256, 256 + n] float32
+        x = torch.randn(2, 16, 256, 256 + n, requires_grad=True)
+        vt.relu(x).sum().backward()
+    assert vt.cache_info().nbytes >= 4 * 2 * (8 << 20)
+    vt.cache_clear()
+    device.cache_clear()
+    gc.collect()
+    assert released_memory(device) - before < 64 << 20
 
 
 def test_execution_option_is_checked():

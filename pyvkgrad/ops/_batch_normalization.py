@@ -1,25 +1,31 @@
 """What BATCH_NORMALIZATION_GRAD and BATCH_NORMALIZATION_TRAINING_GRAD share: the descriptor
 base (eight tensors and Epsilon), their validation and the one-call driver. The tensor fields
-and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in `_batch_normalization_plan.py` (its
-OutputGradient dispatches in `_batch_normalization_output.py`).
+and the reduction axes are in `_batch_normalization_axes.py`, the kernel plan in
+`_batch_normalization_plan.py` (its OutputGradient dispatches in
+`_batch_normalization_output.py`).
 """
 
-from __future__ import annotations
-
-from collections import namedtuple
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Dict, NamedTuple, Tuple
 
 import numpy as np
 
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
-from ..tensor import check_desc, check_float, check_output, check_rank, check_same, fail
+from ..tensor import (TensorDesc, check_desc, check_float, check_float_type, check_output,
+                      check_rank, check_same, fail)
 from . import _one_call
 from ._batch_normalization_axes import FIELDS
 from ._batch_normalization_plan import plan
 
-BatchNormalizationGradResult = namedtuple(
-    "BatchNormalizationGradResult", "output_gradient output_scale_gradient output_bias_gradient")
+
+class BatchNormalizationGradResult(NamedTuple):
+    """The BatchNorm grads' outputs: dX, dScale and dBias (DirectML's OutputGradient,
+    OutputScaleGradient, OutputBiasGradient)."""
+
+    output_gradient: np.ndarray
+    output_scale_gradient: np.ndarray
+    output_bias_gradient: np.ndarray
+
 
 INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
 STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
@@ -40,6 +46,7 @@ def validate(desc) -> float:
     check_rank(op, "InputTensor", x, 1, 8)
     others = [(dml, d) for dml, d in descs.items() if dml != "InputTensor"]
     check_same(op, "data_type", ("InputTensor", x), *others)
+    check_float_type(op, "InputTensor", x)
     for dml, d in others:
         if d.rank != x.rank:
             fail(op, f"{dml}.DimensionCount", "must equal InputTensor.DimensionCount", x.rank,
@@ -73,32 +80,32 @@ class BatchNormalizationGradFields(OperatorDesc):
     share, with their validation and plan; each operator file subclasses it with its
     `OPERATOR` and `TRAINING`."""
 
-    input_tensor: object
-    input_gradient_tensor: object
-    mean_tensor: object
-    variance_tensor: object
-    scale_tensor: object
-    output_gradient_tensor: object
-    output_scale_gradient_tensor: object
-    output_bias_gradient_tensor: object
+    input_tensor: TensorDesc
+    input_gradient_tensor: TensorDesc
+    mean_tensor: TensorDesc
+    variance_tensor: TensorDesc
+    scale_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
+    output_scale_gradient_tensor: TensorDesc
+    output_bias_gradient_tensor: TensorDesc
     epsilon: float
     OPERATOR: ClassVar[str] = ""
     TRAINING: ClassVar[bool] = False
     # dX may be X's or dY's tensor (identical descriptors): every kernel reads an element's
     # X and dY before it writes that element's dX, and reductions finish before dX is written.
-    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
-                                                           "input_gradient_tensor")}
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {
+        "output_gradient_tensor": ("input_tensor", "input_gradient_tensor")}
     # Along which axes the one-call function may cut a problem too large for one buffer.
     INDEPENDENT_AXES: ClassVar[str] = ("only the channel axes (where the statistics' sizes are "
                                        "not 1), never those they reduce over")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", validate(self))
 
-    def tensor_fields(self):
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[TensorDesc, str]], ...]:
         return tensor_fields(self)
 
-    def independent_axes(self):
+    def independent_axes(self) -> Tuple[int, ...]:
         """Axes along which outputs depend only on the same slice of the inputs: the kept
         (channel) axes, where the statistics' sizes are not 1."""
         return tuple(a for a, n in enumerate(self.mean_tensor.sizes) if n != 1)

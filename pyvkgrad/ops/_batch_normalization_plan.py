@@ -65,7 +65,7 @@ ONE_PASS_MAX_ITERS = 64
 # Its workgroups are widened (up to ONE_PASS_MAX_WG and the device's max_local_size) until
 # they hold ONE_PASS_INVOCATIONS in all, about 1000 per H100 SM: [256,256,14,14] ran at 94.9% of
 # copy 512 wide against 84.5% 256 wide and 90.9% 1024 wide; [256,512,7,7] best at 256
-# (benchmarks/bn_grad_parts.py --one-pass, benchmarks/RESULTS.md).
+# (benchmarks/investigations/bn_grad_parts.py --one-pass, benchmarks/RESULTS.md).
 ONE_PASS_INVOCATIONS = 2**17
 ONE_PASS_MAX_WG = 512
 # The training grad's L2 order: stage 1 walks the chunks of all channels at once (CHUNK_MAJOR;

@@ -33,8 +33,8 @@ from typing import ClassVar, Dict, Tuple
 import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
-from ..tensor import (FLOAT_TYPES, check_desc, check_float, check_output, check_rank, check_same,
-                      coalesce, dml_name)
+from ..tensor import (FLOAT_TYPES, DataType, TensorDesc, check_desc, check_float,
+                      check_float_type, check_output, check_rank, check_same, coalesce, dml_name)
 from . import _one_call
 
 TENSOR_FIELDS = ("input_tensor", "input_gradient_tensor", "output_gradient_tensor")
@@ -47,28 +47,31 @@ class ElementwiseGradDesc(OperatorDesc):
     """Three tensors of one data type and sizes, 1 to 8 dimensions, any strides (the output's
     may not overlap), then the subclass's scalar parameters. Subclasses set `OPERATOR`."""
 
-    input_tensor: object
-    input_gradient_tensor: object
-    output_gradient_tensor: object
+    input_tensor: TensorDesc
+    input_gradient_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
     OPERATOR: ClassVar[str] = ""
     # The kernels' name: the operator's own unless it shares another operator's.
     KERNEL: ClassVar[str] = ""
-    # The tensors' data types the operator takes.
-    DATA_TYPES: ClassVar[tuple] = FLOAT_TYPES
+    # The tensors' data types the operator takes: FLOAT_TYPES, or every DataType (the clip
+    # grads); the one-call function refuses an array of another type.
+    DATA_TYPES: ClassVar[Tuple[DataType, ...]] = FLOAT_TYPES
     # Element-wise: dX may be X's or dY's tensor (identical descriptors), in place.
-    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",
-                                                           "input_gradient_tensor")}
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {
+        "output_gradient_tensor": ("input_tensor", "input_gradient_tensor")}
     # Along which axes the one-call function may cut a problem too large for one buffer.
     INDEPENDENT_AXES: ClassVar[str] = "every axis (element-wise)"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         op = self.OPERATOR
-        x, dy, dx = (check_desc(op, dml_name(name), getattr(self, name), self.DATA_TYPES)
+        x, dy, dx = (check_desc(op, dml_name(name), getattr(self, name))
                      for name in TENSOR_FIELDS)
         check_rank(op, "InputTensor", x, 1, 8)
         for attr in ("data_type", "sizes"):
             check_same(op, attr, ("InputTensor", x), ("InputGradientTensor", dy),
                        ("OutputGradientTensor", dx))
+        if self.DATA_TYPES == FLOAT_TYPES:
+            check_float_type(op, "InputTensor", x)
         check_output(op, "OutputGradientTensor", dx)
         self.check_parameters()
 
@@ -91,7 +94,7 @@ class ElementwiseGradDesc(OperatorDesc):
         after it in capitals (ALPHA)."""
         return {name.upper(): value for name, value in self.parameters().items()}
 
-    def tensor_fields(self):
+    def tensor_fields(self) -> Tuple[Tuple[str, Tuple[TensorDesc, str]], ...]:
         return (("input_tensor", (self.input_tensor, READ)),
                 ("input_gradient_tensor", (self.input_gradient_tensor, READ)),
                 ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))
@@ -142,5 +145,5 @@ def run(desc_cls, input, input_gradient, parameters: Dict[str, object], device) 
     (dx,) = _one_call.run(desc_cls.OPERATOR, device, tuple(parameters.values()),
                           {"input": input, "input_gradient": input_gradient}, describe,
                           lambda dev, **p: (run(desc_cls, parameters=parameters, device=dev,
-                                                **p),))
+                                                **p),), desc_cls.DATA_TYPES)
     return dx

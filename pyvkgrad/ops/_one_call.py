@@ -15,7 +15,7 @@ with `_tensor`), its parameters (part of the cache key), `describe` and `rerun`.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Mapping, Sequence, Tuple
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -36,10 +36,13 @@ def field(name: str) -> str:
 
 
 def run(operator: str, device, params: tuple, arrays: Mapping[str, np.ndarray],
-        describe: Describe, rerun: Callable[..., Sequence[np.ndarray]]) -> Tuple[np.ndarray, ...]:
+        describe: Describe, rerun: Optional[Callable[..., Sequence[np.ndarray]]],
+        data_types=None) -> Tuple[np.ndarray, ...]:
     """One call of `operator` on `arrays` (argument name -> array, in the descriptor's field
-    order); `rerun(device, **pieces)` is the one-call function on a piece of the problem.
-    Returns the outputs, new packed arrays, in the order `describe` gives them."""
+    order); `rerun(device, **pieces)` is the one-call function on a piece of the problem (None
+    for an operator that cuts along no axis). `data_types`: those the arrays may have
+    (default: FLOAT32 and FLOAT16). Returns the outputs, new packed arrays, in the order
+    `describe` gives them."""
     from ..device import get_device, one_call_cache
     from ..one_call_cache import layout_key
 
@@ -51,7 +54,8 @@ def run(operator: str, device, params: tuple, arrays: Mapping[str, np.ndarray],
     if again is not None:
         return tuple(again)
     limit = dev.max_buffer_bytes
-    descs = {name: array_desc(a, operator, name, limit)[0] for name, a in arrays.items()}
+    descs = {name: array_desc(a, operator, name, limit, data_types)[0]
+             for name, a in arrays.items()}
     desc, outputs = describe(descs, dev)
     fields = dict(desc.tensor_fields())
     sizes = {name: (fields[field(name)][0].sizes, fields[field(name)][0].data_type.numpy_dtype,

@@ -50,6 +50,8 @@ def refuse_unless_a_cut_may_fit(operator: str, limit: int, arrays: Dict[str, np.
     Arguments as run_in_pieces'."""
     shapes = [(item, shape) for shape, _, item in outputs.values()]
     shapes += [(np.dtype(a.dtype).itemsize, np.shape(a)) for a in arrays.values()]
+    if not axes:  # nothing to cut (the tensors' ranks may differ): the whole is the least
+        _too_large(operator, limit, independent, largest_buffer(shapes))
     full = [max(s[a] for _, s in shapes) for a in range(len(shapes[0][1]))]
     # As run_in_pieces' piece_bytes: a tensor that does not span an axis counts whole there.
     smallest = largest_buffer((item, [1 if a in axes and n == full[a] else n

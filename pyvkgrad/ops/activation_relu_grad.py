@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _elementwise
 
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _batch_normalization as bn
 from ._batch_normalization import BatchNormalizationGradResult
 

@@ -1,5 +1,5 @@
 """DML_OPERATOR_ELEMENT_WISE_CLIP_GRAD: dX = (X <= Min or X >= Max) ? +0 : dY, element-wise
-(docs/semantics.md §9).
+(docs/semantics.md §10).
 
 Min and Max are DirectML FLOATs (float32); X of any of the operator's data types is compared as
 float32 (integers converted with round-to-nearest-even, floats exactly). Both bounds are
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Tuple
+from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Tuple, Union
 
 import numpy as np
 
@@ -31,7 +31,7 @@ DATA_TYPES = (DataType.FLOAT32, DataType.FLOAT16, DataType.INT32, DataType.INT16
 _UNSIGNED = (DataType.UINT32, DataType.UINT16, DataType.UINT8)
 
 
-def check_float32(operator: str, field: str, value) -> float:
+def check_float32(operator: str, field: str, value: object) -> float:
     """A DirectML FLOAT bound: a real number within float32's range, or +-Inf or NaN (a NaN
     bound disables its side), returned rounded to float32 as a Python float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
@@ -60,7 +60,7 @@ def key_range(data_type: DataType) -> Tuple[int, int]:
     return 0, (1 << (8 * data_type.element_size)) - 1
 
 
-def value_of_key(data_type: DataType, key: int):
+def value_of_key(data_type: DataType, key: int) -> Union[int, float]:
     """The value (a Python int or float) whose order key is `key`."""
     sign = _sign(data_type)
     if data_type.is_float:
@@ -70,7 +70,8 @@ def value_of_key(data_type: DataType, key: int):
     return key - sign
 
 
-def pass_range(data_type: DataType, minimum, maximum, compared: Callable) -> Tuple[int, int]:
+def pass_range(data_type: DataType, minimum: Union[int, float], maximum: Union[int, float],
+               compared: Callable[[Union[int, float]], Union[int, float]]) -> Tuple[int, int]:
     """(LOW, HIGH): the order keys of the X whose `compared(value)` lies strictly between
     `minimum` and `maximum` (a NaN bound: no limit on that side); (1, 0) when there are none.
     `compared` is non-decreasing, so each side is one binary search over the keys."""
@@ -93,7 +94,7 @@ def pass_range(data_type: DataType, minimum, maximum, compared: Callable) -> Tup
     return (low, high) if low <= high else (1, 0)
 
 
-def _as_float32(value) -> float:
+def _as_float32(value: Union[int, float]) -> float:
     """X as CLIP_GRAD compares it: converted to float32, round to nearest even."""
     return float(np.float32(value))
 
@@ -108,9 +109,10 @@ class ElementWiseClipGradDesc(_elementwise.ElementwiseGradDesc):
     min: float = 0.0
     max: float = 0.0
     OPERATOR: ClassVar[str] = "ELEMENT_WISE_CLIP_GRAD"
-    DATA_TYPES: ClassVar[tuple] = DATA_TYPES
+    DATA_TYPES: ClassVar[Tuple[DataType, ...]] = DATA_TYPES
     # DirectML allows dX over X only (spec: the output may alias InputTensor).
-    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",)}
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {
+        "output_gradient_tensor": ("input_tensor",)}
 
     def check_parameters(self) -> None:
         for name in self.parameter_names():

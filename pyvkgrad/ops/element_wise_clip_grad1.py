@@ -1,5 +1,5 @@
 """DML_OPERATOR_ELEMENT_WISE_CLIP_GRAD1: ELEMENT_WISE_CLIP_GRAD with Min and Max in the tensors'
-own data type, compared in it (exact for integers; docs/semantics.md §9).
+own data type, compared in it (exact for integers; docs/semantics.md §10).
 
 MinMaxDataType must equal the tensors' data type. Min and Max (DirectML's DML_SCALAR_UNION):
 for an integer type an integer within its range; for FLOAT32 or FLOAT16 a number the type
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Union
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple, Union
 
 import numpy as np
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 Scalar = Union[int, float]
 
 
-def check_scalar(operator: str, field: str, value, data_type: DataType) -> Scalar:
+def check_scalar(operator: str, field: str, value: object, data_type: DataType) -> Scalar:
     """A DML_SCALAR_UNION bound of `data_type`: an int within an integer type's range, or a
     number a float type holds exactly (+-Inf, NaN included), returned as a Python int or
     float."""
@@ -64,9 +64,10 @@ class ElementWiseClipGrad1Desc(_elementwise.ElementwiseGradDesc):
     max: Scalar = 0
     OPERATOR: ClassVar[str] = "ELEMENT_WISE_CLIP_GRAD1"
     KERNEL: ClassVar[str] = "element_wise_clip_grad"
-    DATA_TYPES: ClassVar[tuple] = DATA_TYPES
+    DATA_TYPES: ClassVar[Tuple[DataType, ...]] = DATA_TYPES
     # DirectML allows dX over X only (spec: the output may alias InputTensor).
-    IN_PLACE: ClassVar[dict] = {"output_gradient_tensor": ("input_tensor",)}
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {
+        "output_gradient_tensor": ("input_tensor",)}
 
     def check_parameters(self) -> None:
         op, data_type = self.OPERATOR, self.input_tensor.data_type
@@ -100,10 +101,10 @@ def element_wise_clip_grad1(input: np.ndarray, input_gradient: np.ndarray, min: 
                             device)
 
 
-def _data_type_of(array):
+def _data_type_of(array: np.ndarray) -> Optional[DataType]:
     """The array's DataType for MinMaxDataType; what is no supported array is left to the
     descriptor's checks of the tensors (None)."""
     try:
-        return DataType.from_numpy(array.dtype, "", "")
+        return DataType.from_numpy(array.dtype, "", "", DATA_TYPES)
     except (AttributeError, TypeError):
         return None

@@ -2,18 +2,19 @@
 
 Autograd functions whose forward runs in PyTorch and whose backward runs DirectML's gradient
 operators on a Vulkan device (`relu`, `threshold`, `hardtanh`, `relu6`, `batch_norm`,
-`interpolate`), drop-in modules (`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, and `Sequential`, which chains their backward into one
-submission) and `convert(model)`, which swaps them into an existing model. docs/torch.md.
+`interpolate`), drop-in modules (`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, and
+`Sequential`, which chains their backward into one submission) and `convert(model)`, which swaps
+them into an existing model. docs/torch.md.
 
 Needs PyTorch (`pip install 'pyvkgrad[torch]'`); the core package does not.
 """
 
 try:
     import torch as _torch  # noqa: F401
-except ImportError as e:  # pragma: no cover - exercised only without torch
+except ImportError as _missing:  # pragma: no cover - exercised only without torch
     raise ImportError("pyvkgrad.torch needs PyTorch: pip install 'pyvkgrad[torch]' "
                       "(or a CPU build: pip install torch --index-url "
-                      "https://download.pytorch.org/whl/cpu)") from e
+                      "https://download.pytorch.org/whl/cpu)") from _missing
 
 from ._resample_map import InexactResample
 from ._runtime import (cache_clear, cache_info, clear_programs, get_device, set_device,

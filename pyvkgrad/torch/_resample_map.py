@@ -34,7 +34,8 @@ from typing import NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..ops.resample_grad import InterpolationMode, _axis_map
+from ..ops._resample_grad_tables import axis_map
+from ..ops.resample_grad import InterpolationMode
 
 NEAREST_MODES = ("nearest", "nearest-exact")
 LINEAR_MODES = ("linear", "bilinear", "trilinear")
@@ -79,16 +80,16 @@ def kernel_scale(in_size: int, out_size: int, scale_factor: Optional[float]) -> 
 def dml_taps(in_size: int, out_size: int, params: AxisParams) -> np.ndarray:
     """The input index RESAMPLE1 nearest (round half up) reads for each output index, exactly as
     pyvkgrad's ResampleGrad tables compute it."""
-    m = _axis_map(in_size, out_size, False, params.scale, params.input_pixel_offset,
-                  params.output_pixel_offset, None)
+    m = axis_map(in_size, out_size, False, params.scale, params.input_pixel_offset,
+                 params.output_pixel_offset, None)
     return m.first.astype(np.int64)
 
 
 def dml_matrix(in_size: int, out_size: int, params: AxisParams, linear: bool) -> np.ndarray:
     """RESAMPLE1 along one axis as a dense (out_size, in_size) float64 matrix W, y = W x: the
     taps and weights pyvkgrad's ResampleGrad tables compute (its gradient is W^T dy)."""
-    m = _axis_map(in_size, out_size, linear, params.scale, params.input_pixel_offset,
-                  params.output_pixel_offset, None)
+    m = axis_map(in_size, out_size, linear, params.scale, params.input_pixel_offset,
+                 params.output_pixel_offset, None)
     w = np.zeros((out_size, in_size))
     rows = np.arange(out_size)
     w[rows, m.first] += m.weight_first

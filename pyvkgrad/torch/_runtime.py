@@ -39,15 +39,19 @@ import collections
 import os
 import threading
 import weakref
-from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ..ops._one_call import run_described
 from ..tensor import TensorDesc
 
+if TYPE_CHECKING:
+    from ..device import Device, DeviceLike
+    from ..one_call_cache import CacheInfo
+
 _lock = threading.Lock()
-_device = None
+_device: Optional[Device] = None
 EXECUTIONS = ("one-call", "fresh", "reuse")
 DEFAULT_EXECUTION = "reuse"
 _options = {"execution": None, "hand_off": True}
@@ -55,7 +59,7 @@ _options = {"execution": None, "hand_off": True}
 
 # ---- device choice -------------------------------------------------------------------------------
 
-def set_device(which) -> None:
+def set_device(which: DeviceLike) -> None:
     """The Vulkan device the bridge's backward runs on: an index, part of a name, a
     pyvkgrad Device, or None for pyvkgrad's default (PYVKGRAD_DEVICE, else the first GPU,
     else lavapipe). Data-parallel training gives each rank its own index."""
@@ -65,7 +69,7 @@ def set_device(which) -> None:
         _device = None if which is None else _get(which)
 
 
-def get_device():
+def get_device() -> Device:
     """The Vulkan device the bridge uses now."""
     from ..device import default_device
     return _device if _device is not None else default_device()
@@ -321,7 +325,7 @@ def program(device, inputs, ops, outputs) -> Program:
     return prog
 
 
-def cache_info():
+def cache_info() -> CacheInfo:
     """The program cache, as `Device.cache_info()` and functools' cache_info: hits and misses
     so far, programs and the device bytes their tensors take ("reuse" execution holds them
     between backward calls), and the limits."""

@@ -4,7 +4,7 @@ each call is a chain of one step (`_chain.py`).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
@@ -84,7 +84,8 @@ def check_interpolate_mode(mode: str, antialias: bool = False) -> None:
                          f"torch.nn.functional.interpolate for {mode!r}")
 
 
-def interpolate(input: torch.Tensor, size=None, scale_factor=None, mode: str = "nearest",
+def interpolate(input: torch.Tensor, size: Union[None, int, Sequence[int]] = None,
+                scale_factor: Union[None, float, Sequence[float]] = None, mode: str = "nearest",
                 align_corners: Optional[bool] = None,
                 recompute_scale_factor: Optional[bool] = None,
                 antialias: bool = False) -> torch.Tensor:

@@ -1,15 +1,15 @@
 """Drop-in modules and model conversion.
 
-`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d` and `Upsample` subclass their torch.nn counterparts: the same
-constructor arguments, parameters, buffers, state dict keys and repr; only the backward runs on
-the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive bridged modules
-as one chain: one autograd node whose backward is one submission, intermediate gradients kept
-on the device. `convert(model)` swaps them into an existing model.
+`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d` and `Upsample` subclass their torch.nn
+counterparts: the same constructor arguments, parameters, buffers, state dict keys and repr; only
+the backward runs on the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive
+bridged modules as one chain: one autograd node whose backward is one submission, intermediate
+gradients kept on the device. `convert(model)` swaps them into an existing model.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List, TypeVar, cast
 
 import torch
 from torch import nn
@@ -94,7 +94,7 @@ class Upsample(nn.Upsample):
     """torch.nn.Upsample with its backward on the Vulkan device (RESAMPLE_GRAD). Modes
     DirectML cannot express (bicubic, area, ...) raise ValueError at construction."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         bf.check_interpolate_mode(self.mode)
 
@@ -128,11 +128,11 @@ def _chainable(module: nn.Module) -> bool:
 
 class Sequential(nn.Sequential):
     """torch.nn.Sequential whose runs of consecutive bridged modules (ReLU, Hardtanh, ReLU6,
-    BatchNorm, Upsample, without hooks; Hardtanh and ReLU6 not in place) run as one chain: the backward of the whole run is one submission on the
-    Vulkan device and its intermediate gradients never come back to the host. The same
-    children, state dict and results as nn.Sequential."""
+    BatchNorm, Upsample, without hooks; Hardtanh and ReLU6 not in place) run as one chain: the
+    backward of the whole run is one submission on the Vulkan device and its intermediate gradients
+    never come back to the host. The same children, state dict and results as nn.Sequential."""
 
-    def forward(self, input):
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
         modules = list(self._modules.values())
         i = 0
         while i < len(modules):
@@ -173,19 +173,23 @@ _BATCH_NORMS = {nn.BatchNorm1d: BatchNorm1d, nn.BatchNorm2d: BatchNorm2d,
                 nn.BatchNorm3d: BatchNorm3d}
 
 
-def convert(module: nn.Module, sequential: bool = True) -> nn.Module:
-    """Swap torch.nn.ReLU, Hardtanh, ReLU6, BatchNorm1d/2d/3d and Upsample (and
-    UpsamplingNearest2d / UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
-    `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained
-    backward). Returns the converted module (a new one where `module` itself is swapped), in
-    the spirit of torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old
-    ones' parameters and buffers (the same tensors, so an optimizer built before still holds
-    them), training flag and forward and backward hooks; state dicts load both ways. A module
-    used at several places (a Sequential repeating an activation or a weight-tied layer)
-    becomes one new module used at the same places. Only these exact classes are swapped,
-    never subclasses (which may change behaviour); an Upsample in a mode DirectML cannot
-    express (bicubic, area) is left as it is."""
-    return _convert(module, sequential, {})
+# A swapped module is an instance of a subclass of the original's class, so `convert` returns
+# what it was given, as far as types go.
+_Module = TypeVar("_Module", bound=nn.Module)
+
+
+def convert(module: _Module, sequential: bool = True) -> _Module:
+    """Swap torch.nn.ReLU, Hardtanh, ReLU6, BatchNorm1d/2d/3d and Upsample (and UpsamplingNearest2d
+    / UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
+    `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained backward).
+    Returns the converted module (a new one where `module` itself is swapped), in the spirit of
+    torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old ones' parameters and
+    buffers (the same tensors, so an optimizer built before still holds them), training flag and
+    forward and backward hooks; state dicts load both ways. A module used at several places (a
+    Sequential repeating an activation or a weight-tied layer) becomes one new module used at the
+    same places. Only these exact classes are swapped, never subclasses (which may change
+    behaviour); an Upsample in a mode DirectML cannot express (bicubic, area) is left as it is."""
+    return cast(_Module, _convert(module, sequential, {}))
 
 
 def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
