@@ -83,7 +83,7 @@ def activation_relu_grad(input: ArrayLike, input_gradient: ArrayLike) -> np.ndar
 # --------------------------------------------------------------------------------------------
 
 
-def _clip_grad(x, input_gradient, min, max):
+def _clip_grad(x: np.ndarray, input_gradient: ArrayLike, min: float, max: float) -> np.ndarray:
     """dX = (X <= Min or X >= Max) ? +0.0 : dY on float64 values x: a select, so X = NaN (both
     comparisons false) passes dY, a NaN bound never holds, and Min >= Max zeroes every X."""
     with np.errstate(invalid="ignore"):
@@ -91,7 +91,8 @@ def _clip_grad(x, input_gradient, min, max):
     return np.where(clipped, 0.0, _f64(input_gradient))
 
 
-def element_wise_clip_grad(input, input_gradient, min, max):
+def element_wise_clip_grad(input: ArrayLike, input_gradient: ArrayLike, min: float,
+                           max: float) -> np.ndarray:
     """DML_ELEMENT_WISE_CLIP_GRAD: X converted to float32 (integers round to nearest even),
     compared with Min and Max as float32 (DirectML FLOATs)."""
     with np.errstate(invalid="ignore"):  # signalling float16 NaNs stay NaNs
@@ -99,7 +100,8 @@ def element_wise_clip_grad(input, input_gradient, min, max):
     return _clip_grad(x, input_gradient, float(np.float32(min)), float(np.float32(max)))
 
 
-def element_wise_clip_grad1(input, input_gradient, min, max):
+def element_wise_clip_grad1(input: ArrayLike, input_gradient: ArrayLike, min: Union[int, float],
+                            max: Union[int, float]) -> np.ndarray:
     """DML_ELEMENT_WISE_CLIP_GRAD1: X compared with Min and Max in its own data type (every
     value of the supported types, and the bounds, are exact in float64)."""
     return _clip_grad(_f64(input), input_gradient, float(min), float(max))

@@ -1,8 +1,9 @@
-"""ELEMENT_WISE_CLIP_GRAD and ELEMENT_WISE_CLIP_GRAD1: the worked examples of docs/semantics.md §10,
-PyTorch's hardtanh and relu6 backward, every data type at its extremes, the comparison rules
-(NaN, bounds, Min > Max), sizes and layouts that break kernels, in place, the same bits under
-other workgroup and subgroup widths, and the error rules. The operator table's tests cover
-the rest (every rank and layout against the oracle, fuzzing, the compiled descriptor)."""
+"""ELEMENT_WISE_CLIP_GRAD and ELEMENT_WISE_CLIP_GRAD1: the worked examples of
+docs/semantics.md §10, PyTorch's hardtanh and relu6 backward, every data type at its extremes,
+the comparison rules (NaN, bounds, Min > Max), sizes and layouts that break kernels, in place,
+the same bits under other workgroup and subgroup widths, and the error rules. The operator
+table's tests cover the rest (every rank and layout against the oracle, fuzzing, the compiled
+descriptor)."""
 
 import dataclasses
 import json
@@ -42,7 +43,7 @@ def check(device, fn, x, dy, low, high):
     return got
 
 
-# ---- worked examples (docs/semantics.md §10) -----------------------------------------------------
+# ---- worked examples (docs/semantics.md §10) ----------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_cg1(device, dtype):

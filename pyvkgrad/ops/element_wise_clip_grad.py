@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Tuple, Union
 import numpy as np
 
 from ..tensor import DataType, dml_name, fail
+from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _elementwise
 
 if TYPE_CHECKING:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple, Union
 import numpy as np
 
 from ..tensor import DataType, dml_name, fail
+from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _elementwise
 from .element_wise_clip_grad import DATA_TYPES, pass_range
 
