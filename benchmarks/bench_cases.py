@@ -45,6 +45,16 @@ def elementwise_cases(record):
 TORCH_ELEMENTWISE = {
     "activation_relu_grad": lambda torch, tx, tdy: lambda: torch.ops.aten.threshold_backward(
         tdy, tx, 0),
+    "element_wise_clip_grad": lambda torch, tx, tdy: lambda: torch.ops.aten.hardtanh_backward(
+        tdy, tx, 0.0, 6.0),
+}
+TORCH_ELEMENTWISE["element_wise_clip_grad1"] = TORCH_ELEMENTWISE["element_wise_clip_grad"]
+
+# The scalar parameters of an element-wise operator's cases, by data type (relu6's bounds for
+# the clip grads: about half the standard normal X pass), where it has any.
+ELEMENTWISE_PARAMETERS = {
+    "element_wise_clip_grad": lambda data_type: dict(min=0.0, max=6.0),
+    "element_wise_clip_grad1": lambda data_type: dict(min_max_data_type=data_type, min=0, max=6),
 }
 
 
@@ -58,7 +68,8 @@ def _elementwise(dev, rng, record, dt, n):
             return TORCH_ELEMENTWISE[record.name](T.torch, T.tensor(x), T.tensor(dy))
     if dev is None:
         return None, None, 3 * x.nbytes, torch_fn
-    op = dev.compile(record.descriptor(desc, desc, desc))
+    parameters = ELEMENTWISE_PARAMETERS.get(record.name, lambda data_type: {})(_dt(dt))
+    op = dev.compile(record.descriptor(desc, desc, desc, **parameters))
     tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
                    output_gradient_tensor=dev.empty(desc))
     return op, tensors, 3 * x.nbytes, torch_fn

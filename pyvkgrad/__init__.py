@@ -13,6 +13,8 @@ from .ops.batch_normalization_grad import (BatchNormalizationGradDesc, BatchNorm
                                           batch_normalization_grad)
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
+from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 
 from .kernels import KernelError
@@ -48,6 +50,8 @@ __all__ = ["DataType", "TensorDesc",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "BatchNormalizationGradResult",
            "RandomGeneratorDesc", "random_generator", "RandomGeneratorType",
+           "ElementWiseClipGradDesc", "element_wise_clip_grad",
+           "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

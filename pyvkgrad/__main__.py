@@ -74,12 +74,13 @@ def info() -> int:
         ]
         for key, value in rows:
             print(f"  {key:<26}{value}")
-    print("operators (float32 and float16):")
+    print("operators:")
     for record in operators.OPERATORS:
         signature = inspect.signature(record.function).replace(
             return_annotation=inspect.Signature.empty)
         print(f"  pyvkgrad.{record.name}{signature}")
-        print(f"      DML_OPERATOR_{record.OPERATOR}, {record.descriptor.__name__}, 1 to "
+        print(f"      DML_OPERATOR_{record.OPERATOR}, {record.descriptor.__name__}, "
+              f"{', '.join(d.__name__ for d in record.dtypes)}, 1 to "
               f"{record.max_rank} dimensions; a one-call problem beyond the buffer limit is "
               f"cut along {record.independent_axes}")
     return 0

@@ -1,7 +1,7 @@
 """`python -m pyvkgrad demo`: every operator of the table (operators.py) on the default device
 against the float64 oracle.
 
-For each operator and data type, a random case of the operator's demo shape: prints its
+For each operator and each of its data types, a random case of the operator's demo shape: prints its
 sizes, its worst error as a fraction of the operator's tolerance (1 or more fails) and the wall
 time of the one-call function, first call and repeat.
 """

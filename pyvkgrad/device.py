@@ -97,9 +97,10 @@ class Device:
         return self._context.max_loop_iterations
 
     def upload(self, array: np.ndarray) -> DeviceTensor:
-        """A device tensor holding a copy of `array` (float32, float16 or uint32, any strides; a
-        broadcast view keeps its zero strides and uploads only its distinct elements). The
-        copy to the device runs with the next submission that uses the tensor."""
+        """A device tensor holding a copy of `array` (float32 or float16, or an integer type of
+        DataType for the operators that take them; any strides; a broadcast view keeps its
+        zero strides and uploads only its distinct elements). The copy to the device runs with
+        the next submission that uses the tensor."""
         desc, _ = array_desc(array, "Device.upload", "array", data_types=tuple(DataType))
         tensor = make_tensor(self._context, desc)
         # Through the view: what lies between a strided view's elements in its base array is

@@ -9,7 +9,7 @@ pyvkgrad info` and the benchmark's operator list (benchmarks/run.py). A record h
 - `oracle`: the float64 oracle of reference.py, which takes the function's arguments (less
   the execution options `device` and `algorithm`, EXECUTION_OPTIONS) with the same defaults;
 - `make_case(rng, shape, dtype)`: random valid arguments for an input of `shape` and `dtype`,
-  one of the record's `dtypes` (FLOAT32 and FLOAT16, or the one type an operator takes);
+  one of the record's `dtypes` (FLOAT32 and FLOAT16, or the types an operator takes);
 - `tolerance`: per data type, how far the device may be from the oracle, and why;
 - the independent axes the one-call function cuts along when a problem exceeds the device's
   buffer limit: `descriptor.independent_axes()` (the axes of a descriptor) and
@@ -41,6 +41,9 @@ from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_gr
 from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
                                                     batch_normalization_training_grad)
+from .ops.element_wise_clip_grad import DATA_TYPES as CLIP_DATA_TYPES
+from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
+from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops._elementwise import ElementwiseGradDesc
@@ -160,7 +163,7 @@ def compare(record: Operator, got: Outputs, want: Outputs,
         if g.dtype != np.dtype(dtype):
             return math.inf, f"{what}: dtype {g.dtype}, expected {np.dtype(dtype)}"
         if tolerance.exact:
-            bits = np.uint16 if g.dtype == np.float16 else np.uint32  # float32 or uint32
+            bits = np.dtype(f"u{g.dtype.itemsize}")  # the unsigned type of its size
             bad = g.view(bits) != np.asarray(w).astype(g.dtype).view(bits)
             if bad.any():
                 first = tuple(np.argwhere(bad)[0])
@@ -388,6 +391,98 @@ def _random_generator_parameters(rank):
     return {"type": (list(_GENERATOR_TYPES), ["philox_4x32_7", 1, 0.0, None])}
 
 
+# ---- ELEMENT_WISE_CLIP_GRAD and _GRAD1 ----------------------------------------------------------
+
+def _clip_values(rng: np.random.Generator, shape: Tuple[int, ...], dtype: DTypeLike,
+                 bounds: Callable[[np.ndarray], Union[int, float]]
+                 ) -> Tuple[np.ndarray, np.ndarray, Tuple[Union[int, float], Union[int, float]]]:
+    """X, dY and two bounds for a clip grad: floats standard normal times 2 with a few NaN,
+    +-Inf and -0; integers over the whole type, half of them near zero. `bounds(x)` draws
+    one bound: near the data (often one of X's values, so X == bound is common), at the
+    type's extremes, beyond them, or NaN."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        x = (2 * rng.standard_normal(shape)).astype(dtype)
+        special = rng.random(shape) < 0.05
+        x[special] = rng.choice(np.array([np.nan, np.inf, -np.inf, -0.0, 0.0], dtype),
+                                np.count_nonzero(special))
+        dy = rng.standard_normal(shape).astype(dtype)
+    else:
+        info = np.iinfo(dtype)
+        wide = rng.integers(info.min, info.max, shape, dtype, endpoint=True)
+        x = np.where(rng.random(shape) < 0.5, wide, rng.integers(-8, 9, shape).clip(
+            info.min, info.max).astype(dtype))
+        dy = rng.integers(info.min, info.max, shape, dtype, endpoint=True)
+    return x, dy, (bounds(x), bounds(x))
+
+
+def _clip_case(native: bool) -> Callable[[np.random.Generator, Tuple[int, ...], type], Case]:
+    """The case generator of ELEMENT_WISE_CLIP_GRAD (float bounds) or, `native`, _GRAD1
+    (bounds in the tensors' type). Min > Max about one case in ten."""
+    def make_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type) -> Case:
+        dtype = np.dtype(dtype)
+
+        def bound(x: np.ndarray) -> Union[int, float]:
+            pick = rng.random()
+            if dtype.kind == "f":
+                if pick < 0.4:
+                    value = x.flat[int(rng.integers(x.size))]
+                elif pick < 0.8:
+                    value = rng.uniform(-3, 3)
+                else:
+                    value = (np.nan, np.inf, -np.inf, 0.0, -0.0)[int(rng.integers(5))]
+                return float(dtype.type(value)) if native else float(np.float32(value))
+            info = np.iinfo(dtype)
+            if pick < 0.4:
+                value = int(x.flat[int(rng.integers(x.size))])
+            elif pick < 0.7:
+                value = int(rng.integers(-8, 9))
+            else:
+                value = (info.min, info.max, info.min + 1, info.max - 1)[int(rng.integers(4))]
+            value = min(max(value, int(info.min)), int(info.max))
+            if native:
+                return value
+            # Float bounds: the integer, or half-way to the next (a bound between integers).
+            return float(np.float32(value + (0.5 if rng.random() < 0.3 else 0.0)))
+
+        x, dy, (low, high) = _clip_values(rng, shape, dtype, bound)
+        if low > high and rng.random() < 0.8:
+            low, high = high, low
+        label = f"{dtype.name} {list(shape)} min={low:.7g} max={high:.7g}"
+        return Case((x, dy), dict(min=low, max=high), label=label)
+    return make_case
+
+
+def _clip1_describe(case: Case) -> ElementWiseClipGrad1Desc:
+    x, dy = case.args
+    return ElementWiseClipGrad1Desc(_packed(x), _packed(dy), _packed(x), _packed(x).data_type,
+                                    **case.kwargs)
+
+
+def _clip_call(desc: Union[ElementWiseClipGradDesc, ElementWiseClipGrad1Desc],
+               values: Dict[str, np.ndarray]
+               ) -> Tuple[Tuple[np.ndarray, ...], Dict[str, Union[int, float]]]:
+    return ((values["input_tensor"], values["input_gradient_tensor"]),
+            dict(min=desc.min, max=desc.max))
+
+
+def _clip_parameters(native: bool) -> Callable[[int], Dict[str, Tuple[list, list]]]:
+    def examples(rank: int) -> Dict[str, Tuple[list, list]]:
+        if native:  # valid for FLOAT32 tensors, the fuzzing's usual type
+            return {"min": ([0, -1.5, math.nan, -math.inf], [0.1, "0", True, None]),
+                    "max": ([6, 2.5, math.inf], [1e39, 1 + 2.0**-30, "1"]),
+                    "min_max_data_type": ([DataType.FLOAT32], [DataType.INT32, 0, 1.0])}
+        return {"min": ([0.0, -1.5, math.nan, -math.inf, 3], [1e39, "0", True, None]),
+                "max": ([6.0, 2.5, math.inf, math.nan], [-1e39, "1", False])}
+    return examples
+
+
+# Every DataType the clip grads take, as numpy types (`Operator.dtypes`).
+_CLIP_DTYPES = tuple(t.numpy_dtype.type for t in CLIP_DATA_TYPES)
+# Clip grads select dY or +0: exact (bitwise) in every data type.
+_CLIP_TOLERANCES = {np.dtype(dtype).name: EXACT for dtype in _CLIP_DTYPES}
+
+
 # ---- tolerances ----------------------------------------------------------------------------------
 # One per operator and data type; the operator suites and the hardening properties use these.
 #
@@ -439,5 +534,13 @@ OPERATORS: Tuple[Operator, ...] = (
              _random_generator_describe, _random_generator_call,
              parameter_examples=_random_generator_parameters, demo_shape=(16, 256, 1024),
              dtypes=(np.uint32,)),
+    Operator("element_wise_clip_grad", ElementWiseClipGradDesc, element_wise_clip_grad,
+             reference.element_wise_clip_grad, _clip_case(False), _CLIP_TOLERANCES,
+             elementwise_describe(ElementWiseClipGradDesc), _clip_call,
+             parameter_examples=_clip_parameters(False), dtypes=_CLIP_DTYPES),
+    Operator("element_wise_clip_grad1", ElementWiseClipGrad1Desc, element_wise_clip_grad1,
+             reference.element_wise_clip_grad1, _clip_case(True), _CLIP_TOLERANCES,
+             _clip1_describe, _clip_call, parameter_examples=_clip_parameters(True),
+             dtypes=_CLIP_DTYPES),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

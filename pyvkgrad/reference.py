@@ -29,6 +29,8 @@ from . import defaults
 __all__ = [
     "BatchNormGradResult",
     "activation_relu_grad",
+    "element_wise_clip_grad",
+    "element_wise_clip_grad1",
     "resample1",
     "resample_grad",
     "batch_normalization",
@@ -74,6 +76,35 @@ def activation_relu_grad(input: ArrayLike, input_gradient: ArrayLike) -> np.ndar
         keep = x > 0
     # 0.0 literal is +0.0, so every dropped element is a positive zero.
     return np.where(keep, dy, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# Clip grads (docs/semantics.md §10)
+# --------------------------------------------------------------------------------------------
+
+
+def _clip_grad(x: np.ndarray, input_gradient: ArrayLike, min: float, max: float) -> np.ndarray:
+    """dX = (X <= Min or X >= Max) ? +0.0 : dY on float64 values x: a select, so X = NaN (both
+    comparisons false) passes dY, a NaN bound never holds, and Min >= Max zeroes every X."""
+    with np.errstate(invalid="ignore"):
+        clipped = (x <= min) | (x >= max)
+    return np.where(clipped, 0.0, _f64(input_gradient))
+
+
+def element_wise_clip_grad(input: ArrayLike, input_gradient: ArrayLike, min: float,
+                           max: float) -> np.ndarray:
+    """DML_ELEMENT_WISE_CLIP_GRAD: X converted to float32 (integers round to nearest even),
+    compared with Min and Max as float32 (DirectML FLOATs)."""
+    with np.errstate(invalid="ignore"):  # signalling float16 NaNs stay NaNs
+        x = np.asarray(input).astype(np.float32).astype(np.float64)
+    return _clip_grad(x, input_gradient, float(np.float32(min)), float(np.float32(max)))
+
+
+def element_wise_clip_grad1(input: ArrayLike, input_gradient: ArrayLike, min: Union[int, float],
+                            max: Union[int, float]) -> np.ndarray:
+    """DML_ELEMENT_WISE_CLIP_GRAD1: X compared with Min and Max in its own data type (every
+    value of the supported types, and the bounds, are exact in float64)."""
+    return _clip_grad(_f64(input), input_gradient, float(min), float(max))
 
 
 # --------------------------------------------------------------------------------------------

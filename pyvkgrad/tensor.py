@@ -27,11 +27,18 @@ BUFFER_ALIGNMENT = 16  # device buffers are allocated in 16-byte units (vectoris
 
 
 class DataType(enum.IntEnum):
-    """`DML_TENSOR_DATA_TYPE` values pyvkgrad supports (same numbers as DirectML)."""
+    """`DML_TENSOR_DATA_TYPE` values pyvkgrad supports (same numbers as DirectML): the float
+    types, and the integer types of the operators that take them (RANDOM_GENERATOR: UINT32;
+    ELEMENT_WISE_CLIP_GRAD*: all); 64-bit types are not supported."""
 
     FLOAT32 = 1
     FLOAT16 = 2
-    UINT32 = 3  # RANDOM_GENERATOR's state and output
+    UINT32 = 3
+    UINT16 = 4
+    UINT8 = 5
+    INT32 = 6
+    INT16 = 7
+    INT8 = 8
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -40,6 +47,10 @@ class DataType(enum.IntEnum):
     @property
     def element_size(self) -> int:
         return self.numpy_dtype.itemsize
+
+    @property
+    def is_float(self) -> bool:
+        return self in FLOAT_TYPES
 
     @classmethod
     def from_numpy(cls, dtype: DTypeLike, operator: str, field: str,
@@ -58,8 +69,10 @@ class DataType(enum.IntEnum):
 
 
 _NUMPY_TYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
-                DataType.UINT32: np.uint32}
-# The float operators' data types (every operator but RANDOM_GENERATOR: check_float_type).
+                DataType.UINT32: np.uint32, DataType.UINT16: np.uint16, DataType.UINT8: np.uint8,
+                DataType.INT32: np.int32, DataType.INT16: np.int16, DataType.INT8: np.int8}
+# The float operators' data types (all but RANDOM_GENERATOR and the clip grads:
+# check_float_type).
 FLOAT_TYPES = (DataType.FLOAT32, DataType.FLOAT16)
 
 
@@ -157,7 +170,7 @@ class TensorDesc:
                 object.__setattr__(self, "data_type", DataType(int(value)))
             else:
                 fail(operator, f"{field}.DataType", "is not supported",
-                     "DataType.FLOAT32, DataType.FLOAT16 or DataType.UINT32", repr(value),
+                     "a DataType (" + ", ".join(t.name for t in DataType) + ")", repr(value),
                      TypeError)
         sizes = as_uint_tuple(self.sizes, operator, f"{field}.Sizes")
         object.__setattr__(self, "sizes", sizes)
@@ -262,7 +275,8 @@ def check_same(operator: str, attr: str, reference: Tuple[str, TensorDesc],
 
 
 def check_float_type(operator: str, field: str, desc: TensorDesc) -> None:
-    """A float operator's tensor: FLOAT32 or FLOAT16 (DataType also holds UINT32)."""
+    """A float operator's tensor: FLOAT32 or FLOAT16 (DataType also holds the integer types
+    of RANDOM_GENERATOR and the clip grads)."""
     if desc.data_type not in FLOAT_TYPES:
         fail(operator, f"{field}.DataType", "must be a float type", "FLOAT32 or FLOAT16",
              desc.data_type.name, TypeError)

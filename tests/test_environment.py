@@ -232,7 +232,8 @@ def test_cli_info_reports_the_default_device(device):
 
 
 def test_cli_demo_checks_every_operator(device):
-    """`python -m pyvkgrad demo` (what tools/demo runs) runs each operator against the oracle."""
+    """`python -m pyvkgrad demo` (what tools/demo runs) runs each operator, in each of its data
+    types, against the oracle."""
     res = _cli("demo")
     assert res.returncode == 0, res.stderr
     assert device.name in res.stdout

@@ -99,11 +99,12 @@ def test_fuzzed_descriptors_never_reach_the_device_unless_valid(device, name, da
             # The elements as the descriptor addresses them (zero or overlapping strides
             # repeat a buffer element), so the values agree wherever elements share memory.
             np_dtype = d.data_type.numpy_dtype
-            if np_dtype.kind == "u":  # any words
-                buffer = rng.integers(0, 2**32, d.element_span, dtype=np.uint64)
-            else:
+            if d.data_type.is_float:
                 buffer = rng.uniform(0.25, 2.0, d.element_span) * rng.choice([-1, 1],
                                                                              d.element_span)
+            else:
+                info = np.iinfo(np_dtype)  # any integers of the type
+                buffer = rng.integers(info.min, info.max, d.element_span, endpoint=True)
             values[name] = np.lib.stride_tricks.as_strided(
                 buffer.astype(np_dtype), d.sizes, [s * np_dtype.itemsize for s in d.element_strides])
             tensors[name].write(values[name])

@@ -38,7 +38,7 @@ def strided_relu_desc(sizes=(5, 7)):
 
 def with_constants(**changes):
     """The strided ReLU grad's constants for 8 packed elements, with `changes` (None: drop)."""
-    constants = dict(WG=64, IS_F16=False, SIZES=(1,) * 7 + (8,), X_STRIDES=(0,) * 7 + (1,),
+    constants = dict(WG=64, DATA_TYPE=1, SIZES=(1,) * 7 + (8,), X_STRIDES=(0,) * 7 + (1,),
                      DY_STRIDES=(0,) * 7 + (1,), DX_STRIDES=(0,) * 7 + (1,))
     constants.update(changes)
     return {name: value for name, value in constants.items() if value is not None}
@@ -82,7 +82,7 @@ def test_manifest_describes_every_shipped_kernel():
 
 def test_interface_of_the_relu_and_partials_kernels():
     relu = kernels.interface(RELU)
-    assert [c.name for c in relu.constants[:3]] == ["WG", "IS_F16", "SIZES0"]
+    assert [c.name for c in relu.constants[:3]] == ["WG", "DATA_TYPE", "SIZES0"]
     assert [(c.name, c.type, c.default) for c in relu.constants if c.name == "DX_STRIDES7"] \
         == [("DX_STRIDES7", "uint", 0)]
     assert [(b.name, b.access) for b in relu.bindings] == [
@@ -123,6 +123,16 @@ def test_specialization_and_binding_order_follow_the_kernel():
     words = kernels.specialization(eps.kernel, eps.constants)
     by_name = {c.name: words[c.id] for c in kernels.interface(eps.kernel).constants}
     assert by_name["EPSILON"] == np.float32(1e-5).view(np.uint32) and by_name["IS_F16"] == 1
+
+
+def test_a_bool_constant_takes_only_bools():
+    """(The ReLU grad's kernels took IS_F16, a bool, before they took DATA_TYPE.)"""
+    constants = dict(WG=64, IS_F16=2, EPSILON=1e-5, SIZES=(1,) * 8, DY_STRIDES=(0,) * 8,
+                     DX_STRIDES=(0,) * 8, SCALE_STRIDES=(0,) * 8, VARIANCE_STRIDES=(0,) * 8)
+    with pytest.raises(InterfaceError, match="IS_F16 is a bool"):
+        Dispatch("batch_normalization_grad_output", dict(
+            dy="input_gradient_tensor", scale="scale_tensor", variance="variance_tensor",
+            dx="output_gradient_tensor"), 1, constants=constants, push=dict(count=1, first=0))
 
 
 def test_a_kernels_hash_covers_exactly_the_files_it_includes(tmp_path, monkeypatch):
@@ -184,7 +194,7 @@ def test_the_shipped_hashes_are_the_tools():
     (dict(constants=with_constants(SIZES=(1,) * 4)), r"not passed by the plan: SIZES4\.\.7"),
     (dict(constants=with_constants(SIZES=(1,) * 9)), "not declared by the kernel: SIZES8"),
     (dict(constants=with_constants(SIZES0=1)), "constant SIZES0 is passed twice"),
-    (dict(constants=with_constants(IS_F16=2)), "IS_F16 is a bool"),
+    (dict(constants=with_constants(DATA_TYPE=True)), "DATA_TYPE is a uint"),
     (dict(constants=with_constants(WG=64.0)), "WG is a uint"),
     (dict(constants=with_constants(WG=-1)), "WG is a uint"),
     (dict(constants=with_constants(WG=True)), "WG is a uint"),
@@ -207,7 +217,7 @@ def test_a_dispatch_that_disagrees_with_its_kernel_is_refused(change, message):
 def test_the_error_lists_what_the_kernel_declares():
     with pytest.raises(InterfaceError) as e:
         relu_dispatch(constants=with_constants(X_STRIDES=None, XS=(0,) * 8))
-    assert ("it declares WG, IS_F16, SIZES0..7, X_STRIDES0..7, DY_STRIDES0..7, DX_STRIDES0..7"
+    assert ("it declares WG, DATA_TYPE, SIZES0..7, X_STRIDES0..7, DY_STRIDES0..7, DX_STRIDES0..7"
             in str(e.value))
 
 
@@ -368,18 +378,20 @@ def assert_named_after_their_operators(used, manifest, root=ROOT):
     the operator runs: a `.comp` is named after the kernel and the kernel after its operator,
     or (a kernel two operators share, named after the first) names the operator in its first
     lines; a generated kernel is `<formula>` or `<formula>_packed` of the formula it comes
-    from, shaders/elementwise/<operator>.glsl."""
+    from, shaders/elementwise/<operator>.glsl (or, shared, the first operator's formula
+    naming the operator in its first lines)."""
     for op, names in used.items():
         for name in names:
             entry = manifest[name]
             source = Path(entry["source"])
+            head = (root / source).read_text().splitlines()[:4]
             if "generated" in entry:
                 suffix = {"strided": "", "packed": "_packed"}[entry["generated"]]
-                assert source == Path("shaders/elementwise") / f"{op}.glsl", (op, name)
-                assert name == op + suffix, (op, name)
+                assert source.parent == Path("shaders/elementwise"), (op, name)
+                assert name == source.stem + suffix, (op, name)
+                assert source.stem == op or any(op in line for line in head), (op, name)
                 continue
             assert source == Path("shaders") / f"{name}.comp", (op, name)
-            head = (root / source).read_text().splitlines()[:4]
             assert name.startswith(op) or any(op in line for line in head), (op, name)
 
 

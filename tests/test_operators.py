@@ -169,6 +169,25 @@ def test_one_call_errors_before_device_work(device, rng, record, monkeypatch):
         record.run(with_args(case, args), device)
 
 
+@pytest.mark.parametrize("record", [r for r in OPERATORS if r.dtypes == operators.DTYPES],
+                         ids=lambda r: r.name)
+def test_integer_arrays_are_refused_unless_taken(device, rng, record, monkeypatch):
+    """An operator that takes only float types (its `dtypes`) refuses int32 arrays (one-call)
+    and INT32 descriptors with a TypeError naming it and the field, before any device work."""
+    monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
+    case = record.make_case(rng, (2, 3), np.float32)
+    args = [a.astype(np.int32) if isinstance(a, np.ndarray) else a for a in case.args]
+    with pytest.raises(TypeError, match=f"^{record.OPERATOR}: [a-z_]+ has unsupported dtype: "
+                                        f"expected float32 or float16, got int32"):
+        record.run(with_args(case, args), device)
+    desc = record.describe(case)
+    changes = {name: TensorDesc(pyvkgrad.DataType.INT32, d.sizes, d.strides)
+               for name, (d, _) in desc.tensor_fields()}
+    with pytest.raises(TypeError, match=f"^{record.OPERATOR}: .*DataType must be a float type: "
+                                        f"expected FLOAT32 or FLOAT16, got INT32"):
+        dataclasses.replace(desc, **changes)
+
+
 @RECORDS_AND_DTYPES
 @pytest.mark.parametrize("layout", ["packed", "transposed"])
 def test_in_place(device, rng, record, dtype, layout):

@@ -2,7 +2,8 @@
 and float16, contiguous and channels-last, every mode and flag; modules, conversion, chaining.
 
 Tolerances: tests/torch_support.py (the operator tests' float32 and float16 bounds, relative to
-each element's magnitude). ReLU and threshold gradients are selects, compared bit for bit.
+each element's magnitude). ReLU, threshold, hardtanh and relu6 gradients are selects, compared
+bit for bit.
 Batch norm reuses the operator tests' magnitudes (tests/test_batch_normalization_grad.py) with
 PyTorch's float64 backward on the same values as the oracle; interpolate uses the transpose of
 PyTorch's float32 forward (torch_support.interpolate_reference) and PyTorch's float32 backward
@@ -385,11 +386,88 @@ def test_double_backward_is_refused(rng):
         g.sum().backward()
 
 
+# ---- hardtanh and relu6 ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rank", [1, 2, 4, 5])
+@pytest.mark.parametrize("bounds", [(-1.0, 1.0), (0.0, 6.0), (0.3, 0.30004), (-0.1, 2.5)])
+def test_hardtanh_and_relu6_bitwise_as_pytorch(rng, dtype, rank, bounds):
+    """Values at and next to the bounds (0.3 and -0.1 lie between two float16 values, and
+    PyTorch compares float16 with float32 bounds), every layout; relu6 is hardtanh(0, 6)."""
+    low, high = bounds
+    for layout in layouts(rank):
+        x = randn(rng, SHAPES[rank], dtype) * 3
+        near = [low, high, 0.0, 6.0, -1.0, 1.0]
+        for v in (low, high):
+            t = torch.tensor(v, dtype=dtype)
+            near += [torch.nextafter(t, torch.tensor(9.0, dtype=dtype)).item(),
+                     torch.nextafter(t, torch.tensor(-9.0, dtype=dtype)).item()]
+        x.view(-1)[:len(near)] = torch.tensor(near, dtype=dtype)
+        x = laid_out(x, layout).requires_grad_()
+        dy = laid_out(randn(rng, SHAPES[rank], dtype), "contiguous")
+        for ours, theirs in ((lambda t: vt.hardtanh(t, low, high),
+                              lambda t: F.hardtanh(t, low, high)), (vt.relu6, F.relu6)):
+            y, (gx,) = grads(ours, [x], dy)
+            ey, (ex,) = grads(theirs, [x], dy)
+            assert torch.equal(bits(y), bits(ey))
+            same_layout(gx, x)
+            assert torch.equal(bits(gx), bits(ex)), f"{layout} {bounds}"
+
+
+@pytest.mark.parametrize("fn", ["hardtanh", "relu6"])
+def test_hardtanh_inplace(rng, fn):
+    """In place, as PyTorch's; the gradient from the input as it was (its copy), so a bound
+    float16 does not hold cannot shift it."""
+    for dtype in DTYPES:
+        base = randn(rng, (3, 4, 5), dtype) * 4
+        a, b = base.clone().requires_grad_(), base.clone().requires_grad_()
+        ha, hb = a * 1, b * 1
+        args = (0.3, 2.5) if fn == "hardtanh" else ()
+        ya = getattr(vt, fn)(ha, *args, inplace=True)
+        yb = getattr(F, fn)(hb, *args, inplace=True)
+        assert ya is ha and torch.equal(ha, hb), "modified in place"
+        dy = randn(rng, (3, 4, 5), dtype)
+        (ga,) = torch.autograd.grad(ya, a, dy)
+        (gb,) = torch.autograd.grad(yb, b, dy)
+        assert torch.equal(bits(ga), bits(gb))
+
+
+def test_hardtanh_nan_input_passes_the_gradient():
+    """DirectML's clip grad passes dY where X is NaN (both comparisons false), as PyTorch's
+    scalar loop does; PyTorch's 16-lane vector loop gives 0 there. docs/torch.md."""
+    x = torch.tensor([float("nan"), 7.0, -1.0, 3.0], requires_grad=True)
+    (g,) = torch.autograd.grad(vt.relu6(x), x, torch.tensor([5.0, 6.0, 7.0, 8.0]))
+    assert g.tolist() == [5.0, 0.0, 0.0, 8.0]
+    with pytest.raises(ValueError, match="min_val cannot be greater than max_val"):
+        vt.hardtanh(x, 2.0, 1.0)
+
+
+def test_hardtanh_and_relu6_modules_chain_and_convert(rng):
+    """Hardtanh and ReLU6 join a Sequential's chain (not in place: they would clamp the output
+    an earlier ReLU step keeps), and convert swaps nn.Hardtanh and nn.ReLU6."""
+    ref = nn.Sequential(nn.BatchNorm1d(6), nn.ReLU(), nn.Hardtanh(-0.5, 0.75), nn.ReLU6(),
+                        nn.ReLU6(inplace=True), nn.Hardtanh(0.1, 0.2, inplace=True))
+    model = vt.convert(copy.deepcopy(ref))
+    assert [type(m) for m in model] == [vt.BatchNorm1d, vt.ReLU, vt.Hardtanh, vt.ReLU6,
+                                        vt.ReLU6, vt.Hardtanh]
+    assert (model[2].min_val, model[2].max_val, model[4].inplace) == (-0.5, 0.75, True)
+    from pyvkgrad.torch.modules import _run_at
+    x = randn(rng, (5, 6)).requires_grad_()
+    assert len(_run_at(list(model), 0, x)) == 4, "BatchNorm, ReLU, Hardtanh, ReLU6"
+    x2 = x.detach().clone().requires_grad_()
+    dy = randn(rng, (5, 6))
+    (g,) = torch.autograd.grad(model(x), x, dy)
+    (e,) = torch.autograd.grad(ref(x2), x2, dy)
+    assert_close(g, e.double().numpy(), np.abs(e.double().numpy()) + 1, torch.float32, "dx")
+
+
 # ---- modules, state dicts, convert ---------------------------------------------------------------
 
 MODULE_PAIRS = [
     (lambda: nn.ReLU(), lambda: vt.ReLU()),
     (lambda: nn.ReLU(inplace=True), lambda: vt.ReLU(inplace=True)),
+    (lambda: nn.Hardtanh(-2.0, 0.5), lambda: vt.Hardtanh(-2.0, 0.5)),
+    (lambda: nn.ReLU6(inplace=True), lambda: vt.ReLU6(inplace=True)),
     (lambda: nn.BatchNorm1d(3), lambda: vt.BatchNorm1d(3)),
     (lambda: nn.BatchNorm2d(3, momentum=None, affine=False), lambda: vt.BatchNorm2d(
         3, momentum=None, affine=False)),

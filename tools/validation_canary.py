@@ -26,7 +26,7 @@ def hazard(dev):
     runtime = dev.runtime()
     a, b, c = (runtime.buffer(256, words=np.ones(64, dtype=np.uint32)) for _ in range(3))
     spirv = kernels.spirv("activation_relu_grad_packed")
-    spec = kernels.specialization("activation_relu_grad_packed", {"WG": 64, "IS_F16": False})
+    spec = kernels.specialization("activation_relu_grad_packed", {"WG": 64, "DATA_TYPE": 1})
     push = np.array(kernels.push_words("activation_relu_grad_packed",
                                        {"count": 16, "elements": 64, "first": 0}),
                     dtype=np.uint32)

@@ -1,9 +1,10 @@
 """pyvkgrad.torch: train with PyTorch, backpropagate on any Vulkan GPU through pyvkgrad.
 
 Autograd functions whose forward runs in PyTorch and whose backward runs DirectML's gradient
-operators on a Vulkan device (`relu`, `threshold`, `batch_norm`, `interpolate`), drop-in modules
-(`ReLU`, `BatchNorm1d/2d/3d`, `Upsample`, and `Sequential`, which chains their backward into one
-submission) and `convert(model)`, which swaps them into an existing model. docs/torch.md.
+operators on a Vulkan device (`relu`, `threshold`, `hardtanh`, `relu6`, `batch_norm`,
+`interpolate`), drop-in modules (`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, and
+`Sequential`, which chains their backward into one submission) and `convert(model)`, which swaps
+them into an existing model. docs/torch.md.
 
 Needs PyTorch (`pip install 'pyvkgrad[torch]'`); the core package does not.
 """
@@ -18,11 +19,12 @@ except ImportError as _missing:  # pragma: no cover - exercised only without tor
 from ._resample_map import InexactResample
 from ._runtime import (cache_clear, cache_info, clear_programs, get_device, set_device,
                        set_options)
-from .functional import batch_norm, interpolate, relu, threshold
-from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, ReLU, Sequential, Upsample,
-                      convert)
+from .functional import batch_norm, hardtanh, interpolate, relu, relu6, threshold
+from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Hardtanh, ReLU, ReLU6, Sequential,
+                      Upsample, convert)
 
-__all__ = ["relu", "threshold", "batch_norm", "interpolate",
-           "ReLU", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Upsample", "Sequential",
+__all__ = ["relu", "threshold", "hardtanh", "relu6", "batch_norm", "interpolate",
+           "ReLU", "Hardtanh", "ReLU6", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Upsample",
+           "Sequential",
            "convert", "set_device", "get_device", "set_options", "cache_clear", "cache_info",
            "clear_programs", "InexactResample"]

@@ -1,7 +1,8 @@
 """The bridge's chains: one autograd Function whose forward runs in PyTorch and whose backward
 runs on a Vulkan device.
 
-Every bridged call is a chain of one or more steps (ReLU / threshold, batch norm, interpolate)
+Every bridged call is a chain of one or more steps (ReLU / threshold, hardtanh / relu6, batch
+norm, interpolate)
 run by one `torch.autograd.Function`: the forward calls PyTorch's own operators step by step;
 the backward records every step's DirectML gradient into one submission (`_runtime.Program`),
 so a chain's intermediate gradients never leave the device. A single function call is a chain
@@ -27,6 +28,7 @@ from torch.autograd.function import once_differentiable
 from ..ops.activation_relu_grad import ActivationReluGradDesc
 from ..ops.batch_normalization_grad import BatchNormalizationGradDesc
 from ..ops.batch_normalization_training_grad import BatchNormalizationTrainingGradDesc
+from ..ops.element_wise_clip_grad import ElementWiseClipGradDesc
 from ..ops.resample_grad import ResampleGradDesc
 from ..tensor import DataType, TensorDesc
 from . import _resample_map as rmap
@@ -174,6 +176,28 @@ class ReluStep(Step):
         desc = b.tensor(f"x{k}", saved["x"])
         b.op(ActivationReluGradDesc(desc, desc, desc), input_tensor=f"x{k}",
              input_gradient_tensor=dy, output_gradient_tensor=f"dx{k}")
+        return f"dx{k}"
+
+
+class ClipStep(Step):
+    """hardtanh(x, min_val, max_val) (relu6: 0, 6): dX = ELEMENT_WISE_CLIP_GRAD(x, dY) with
+    PyTorch's bounds as float32 (PyTorch compares float16 tensors with float32 bounds too).
+    The input is kept (a copy when the step works in place): the output, clamped to the
+    bounds in the tensor's type, could cross a bound float16 does not hold."""
+
+    def __init__(self, min_val: float, max_val: float, inplace: bool, what: str = "hardtanh"):
+        self.min_val, self.max_val, self.inplace, self.what = min_val, max_val, inplace, what
+
+    def forward(self, x, params):
+        if self.inplace:
+            kept = x.detach().clone()
+            return F.hardtanh_(x, self.min_val, self.max_val), {"x": kept}
+        return F.hardtanh(x, self.min_val, self.max_val), {"x": x}
+
+    def backward(self, b, k, dy, x_shape, y_shape, saved):
+        desc = b.tensor(f"x{k}", saved["x"])
+        b.op(ElementWiseClipGradDesc(desc, desc, desc, self.min_val, self.max_val),
+             input_tensor=f"x{k}", input_gradient_tensor=dy, output_gradient_tensor=f"dx{k}")
         return f"dx{k}"
 
 

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from . import _resample_map as rmap
-from ._chain import (BatchNormStep, InterpolateStep, ReluStep, apply_chain, data_type_of,
-                     needs_grad)
+from ._chain import (BatchNormStep, ClipStep, InterpolateStep, ReluStep, apply_chain,
+                     data_type_of, needs_grad)
 
 
 def relu(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
@@ -31,6 +31,28 @@ def threshold(input: torch.Tensor, threshold: float, value: float,
         return F.threshold(input, threshold, value, inplace)
     data_type_of(input, "threshold")
     return apply_chain([ReluStep(inplace, threshold, value)], input, [])
+
+
+def hardtanh(input: torch.Tensor, min_val: float = -1.0, max_val: float = 1.0,
+             inplace: bool = False) -> torch.Tensor:
+    """torch.nn.functional.hardtanh whose backward is DirectML's ELEMENT_WISE_CLIP_GRAD
+    (dX = (x <= min_val or x >= max_val) ? 0 : dY, the bounds as float32; a NaN input passes
+    dY, as PyTorch's scalar path does and its vectorized path does not)."""
+    if not needs_grad(input):
+        return F.hardtanh(input, min_val, max_val, inplace)
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")  # as nn.Hardtanh
+    data_type_of(input, "hardtanh")
+    return apply_chain([ClipStep(min_val, max_val, inplace)], input, [])
+
+
+def relu6(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
+    """torch.nn.functional.relu6 (hardtanh between 0 and 6) whose backward is
+    ELEMENT_WISE_CLIP_GRAD with Min 0 and Max 6."""
+    if not needs_grad(input):
+        return F.relu6(input, inplace)
+    data_type_of(input, "relu6")
+    return apply_chain([ClipStep(0.0, 6.0, inplace, "relu6")], input, [])
 
 
 def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],

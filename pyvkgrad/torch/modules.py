@@ -1,10 +1,10 @@
 """Drop-in modules and model conversion.
 
-`ReLU`, `BatchNorm1d/2d/3d` and `Upsample` subclass their torch.nn counterparts: the same
-constructor arguments, parameters, buffers, state dict keys and repr; only the backward runs on
-the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive bridged modules
-as one chain: one autograd node whose backward is one submission, intermediate gradients kept
-on the device. `convert(model)` swaps them into an existing model.
+`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d` and `Upsample` subclass their torch.nn
+counterparts: the same constructor arguments, parameters, buffers, state dict keys and repr; only
+the backward runs on the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive
+bridged modules as one chain: one autograd node whose backward is one submission, intermediate
+gradients kept on the device. `convert(model)` swaps them into an existing model.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from . import functional as bf
-from ._chain import (DATA_TYPES, BatchNormStep, InterpolateStep, ReluStep, apply_chain,
-                     data_type_of, needs_grad)
+from ._chain import (DATA_TYPES, BatchNormStep, ClipStep, InterpolateStep, ReluStep,
+                     apply_chain, data_type_of, needs_grad)
 from ._resample_map import SUPPORTED_MODES
 
 
@@ -28,6 +28,27 @@ class ReLU(nn.ReLU):
 
     def _bridge_step(self):
         return ReluStep(self.inplace), []
+
+
+class Hardtanh(nn.Hardtanh):
+    """torch.nn.Hardtanh with its backward on the Vulkan device (ELEMENT_WISE_CLIP_GRAD)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return bf.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def _bridge_step(self):
+        return ClipStep(self.min_val, self.max_val, self.inplace), []
+
+
+class ReLU6(nn.ReLU6):
+    """torch.nn.ReLU6 with its backward on the Vulkan device (ELEMENT_WISE_CLIP_GRAD, 0 and
+    6)."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return bf.relu6(input, self.inplace)
+
+    def _bridge_step(self):
+        return ClipStep(0.0, 6.0, self.inplace, "relu6"), []
 
 
 class _BatchNormBridge:
@@ -86,7 +107,7 @@ class Upsample(nn.Upsample):
                                self.recompute_scale_factor), []
 
 
-BRIDGED = (ReLU, BatchNorm1d, BatchNorm2d, BatchNorm3d, Upsample)
+BRIDGED = (ReLU, Hardtanh, ReLU6, BatchNorm1d, BatchNorm2d, BatchNorm3d, Upsample)
 
 
 def _has_hooks(module: nn.Module) -> bool:
@@ -99,14 +120,17 @@ def _has_hooks(module: nn.Module) -> bool:
 
 
 def _chainable(module: nn.Module) -> bool:
-    return isinstance(module, BRIDGED) and not _has_hooks(module)
+    # An in-place Hardtanh / ReLU6 runs on its own: in a chain it would clamp the output an
+    # earlier ReLU step keeps for its gradient.
+    return (isinstance(module, BRIDGED) and not _has_hooks(module)
+            and not (isinstance(module, (Hardtanh, ReLU6)) and module.inplace))
 
 
 class Sequential(nn.Sequential):
-    """torch.nn.Sequential whose runs of consecutive bridged modules (ReLU, BatchNorm, Upsample,
-    without hooks) run as one chain: the backward of the whole run is one submission on the
-    Vulkan device and its intermediate gradients never come back to the host. The same
-    children, state dict and results as nn.Sequential."""
+    """torch.nn.Sequential whose runs of consecutive bridged modules (ReLU, Hardtanh, ReLU6,
+    BatchNorm, Upsample, without hooks; Hardtanh and ReLU6 not in place) run as one chain: the
+    backward of the whole run is one submission on the Vulkan device and its intermediate gradients
+    never come back to the host. The same children, state dict and results as nn.Sequential."""
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         modules = list(self._modules.values())
@@ -155,17 +179,16 @@ _Module = TypeVar("_Module", bound=nn.Module)
 
 
 def convert(module: _Module, sequential: bool = True) -> _Module:
-    """Swap torch.nn.ReLU, BatchNorm1d/2d/3d and Upsample (and UpsamplingNearest2d /
-    UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
-    `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained
-    backward). Returns the converted module (a new one where `module` itself is swapped), in
-    the spirit of torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old
-    ones' parameters and buffers (the same tensors, so an optimizer built before still holds
-    them), training flag and forward and backward hooks; state dicts load both ways. A module
-    used at several places (a Sequential repeating an activation or a weight-tied layer)
-    becomes one new module used at the same places. Only these exact classes are swapped,
-    never subclasses (which may change behaviour); an Upsample in a mode DirectML cannot
-    express (bicubic, area) is left as it is."""
+    """Swap torch.nn.ReLU, Hardtanh, ReLU6, BatchNorm1d/2d/3d and Upsample (and UpsamplingNearest2d
+    / UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
+    `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained backward).
+    Returns the converted module (a new one where `module` itself is swapped), in the spirit of
+    torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old ones' parameters and
+    buffers (the same tensors, so an optimizer built before still holds them), training flag and
+    forward and backward hooks; state dicts load both ways. A module used at several places (a
+    Sequential repeating an activation or a weight-tied layer) becomes one new module used at the
+    same places. Only these exact classes are swapped, never subclasses (which may change
+    behaviour); an Upsample in a mode DirectML cannot express (bicubic, area) is left as it is."""
     return cast(_Module, _convert(module, sequential, {}))
 
 
@@ -178,6 +201,10 @@ def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
     cls = type(module)
     if cls is nn.ReLU:
         out = ReLU(module.inplace)
+    elif cls is nn.Hardtanh:
+        out = Hardtanh(module.min_val, module.max_val, module.inplace)
+    elif cls is nn.ReLU6:
+        out = ReLU6(module.inplace)
     elif cls in _BATCH_NORMS:
         out = _BATCH_NORMS[cls](module.num_features, module.eps, module.momentum,
                                 module.affine, module.track_running_stats)

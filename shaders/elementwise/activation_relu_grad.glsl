@@ -9,5 +9,6 @@
 // X is positive when its sign is clear and it is neither zero nor NaN (at most +Inf):
 // bits - 1 is then below the +Inf pattern (0 wraps to the top).
 
-uint grad_f32(uint x, uint dy) { return x - 1u < 0x7F800000u ? dy : 0u; }
-uint grad_f16(uint x, uint dy) { return x - 1u < 0x7C00u ? dy : 0u; }
+uint grad_bits(uint x, uint dy) {
+    return x - 1u < (DATA_TYPE == TYPE_FLOAT16 ? 0x7C00u : 0x7F800000u) ? dy : 0u;
+}

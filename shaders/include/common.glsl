@@ -10,6 +10,8 @@
 //              names the other views <name>_<view> (x_uvec4).
 //   WG         the workgroup width, specialization constant 0 (local_size_x_id), declared here
 //   IS_F16     the float tensors are float16, packed two per 32-bit word (load_store.glsl)
+//   DATA_TYPE  the tensors' DML_TENSOR_DATA_TYPE, where integers may come too (the element-wise
+//              template: 8- and 16-bit elements pack four and two per word, SUB_BITS)
 //   SIZES      the sizes a kernel iterates over; <TENSOR>_SIZES where its tensors differ
 //   <TENSOR>_STRIDES  a tensor's element strides (DX_STRIDES, MEAN_STRIDES, ...)
 //   K_, R_     prefixes for the kept and the reduced dimensions of a reduction (K_SIZES,

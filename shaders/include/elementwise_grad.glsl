@@ -11,47 +11,63 @@
 //     #include "../elementwise/<operator>.glsl"
 //
 // The formula file defines either a formula in float32 arithmetic, followed by
-// GRAD_IN_FLOAT32 (float16 elements widen exactly and the result rounds once on store):
+// GRAD_IN_FLOAT32 (for FLOAT32 and FLOAT16 tensors: float16 elements widen exactly and the
+// result rounds once on store):
 //
 //     float grad(float x, float dy) { return ...; }
 //     GRAD_IN_FLOAT32
 //
-// or the two bit-level forms this template calls, for results that must be bit copies (a
-// select keeps NaN payloads and signed zeros whatever the driver's float conversions do):
+// or the bit-level form this template calls, for results that must be bit copies (a select
+// keeps NaN payloads and signed zeros whatever the driver's float conversions do) and for
+// integer tensors:
 //
-//     uint grad_f32(uint x, uint dy)     float32 bit patterns
-//     uint grad_f16(uint x, uint dy)     float16 bit patterns in the low 16 bits (high bits 0)
+//     uint grad_bits(uint x, uint dy)    the elements' bit patterns in the low ELEMENT_BITS
+//                                        bits (the rest 0); the result likewise
 //
-// Scalar parameters (the descriptor's float fields) are float specialization constants named
-// as the field in capitals, numbered from PARAMETER_ID(0) in the descriptor's field order:
+// DATA_TYPE (constant 1) is the tensors' DML_TENSOR_DATA_TYPE (TYPE_FLOAT32 ...).
+// Scalar parameters are specialization constants named as the field in capitals (or as the
+// descriptor's kernel_parameters name them), numbered from PARAMETER_ID(0) in order:
 //     layout(constant_id = PARAMETER_ID(0)) const float ALPHA = 1.0;
 //
-// Strided kernel (<operator>): constants WG, IS_F16, SIZES, X_STRIDES, DY_STRIDES, DX_STRIDES
-//   (8 dimensions, right-aligned, in elements), then the parameters; push constants count and
-//   first: a grid-stride loop over the elements [first, count) (all of them unless the plan
-//   splits the loop into several dispatches under a loop limit). Float16 stores go through
-//   STORE_HALF_BITS (integer atomics on the shared word), so dx is read-write.
+// Strided kernel (<operator>): constants WG, DATA_TYPE, SIZES, X_STRIDES, DY_STRIDES,
+//   DX_STRIDES (8 dimensions, right-aligned, in elements), then the parameters; push
+//   constants count and first: a grid-stride loop over the elements [first, count) (all of
+//   them unless the plan splits the loop into several dispatches under a loop limit).
+//   Elements narrower than a word (float16, 16- and 8-bit integers) are stored through
+//   STORE_SUB_BITS (integer atomics on the shared word), so dx is read-write.
 // Packed kernel (<operator>_packed), for X, dY and dX in one packed layout: word w of each
-//   holds the same elements, so an invocation streams one 16-byte vector (4 float32 or 8
-//   float16 elements). Constants WG, IS_F16, then the parameters; push constants count (the
+//   holds the same elements, so an invocation streams one 16-byte vector (4, 8 or 16
+//   elements). Constants WG, DATA_TYPE, then the parameters; push constants count (the
 //   vectors this dispatch ends at), elements (a tail vector writes only those: the rest of the
-//   buffer keeps its contents, STORE_VECTOR) and first (the vector it starts at).
+//   buffer keeps its contents, STORE_VECTOR_SUB) and first (the vector it starts at).
 // Dispatch: up to 65535 workgroups; grid-stride loops.
 
 #include "common.glsl"
 
-layout(constant_id = 1) const bool IS_F16 = false;
+// DirectML's DML_TENSOR_DATA_TYPE values (pyvkgrad.tensor.DataType).
+#define TYPE_FLOAT32 1u
+#define TYPE_FLOAT16 2u
+#define TYPE_UINT32 3u
+#define TYPE_UINT16 4u
+#define TYPE_UINT8 5u
+#define TYPE_INT32 6u
+#define TYPE_INT16 7u
+#define TYPE_INT8 8u
+layout(constant_id = 1) const uint DATA_TYPE = TYPE_FLOAT32;
+// Elements per 32-bit word, as a power of two (SUB_BITS' L): 0, 1 (16-bit) or 2 (8-bit).
+const uint LANES_LOG2 = DATA_TYPE == TYPE_FLOAT16 || DATA_TYPE == TYPE_UINT16
+                        || DATA_TYPE == TYPE_INT16 ? 1u
+                      : DATA_TYPE == TYPE_UINT8 || DATA_TYPE == TYPE_INT8 ? 2u : 0u;
+const uint ELEMENT_BITS = 32u >> LANES_LOG2;
 
-uint grad_f32(uint x, uint dy);
-uint grad_f16(uint x, uint dy);
+uint grad_bits(uint x, uint dy);
 
-// The bit-level forms of a float32 formula `float grad(float x, float dy)`.
+// The bit-level form of a float32 formula `float grad(float x, float dy)`.
 #define GRAD_IN_FLOAT32                                                                 \
-    uint grad_f32(uint x, uint dy) {                                                    \
-        return floatBitsToUint(grad(uintBitsToFloat(x), uintBitsToFloat(dy)));          \
-    }                                                                                   \
-    uint grad_f16(uint x, uint dy) {                                                    \
-        return HALF_FROM_FLOAT(grad(unpackHalf2x16(x).x, unpackHalf2x16(dy).x));        \
+    uint grad_bits(uint x, uint dy) {                                                   \
+        return DATA_TYPE == TYPE_FLOAT16                                                \
+            ? HALF_FROM_FLOAT(grad(unpackHalf2x16(x).x, unpackHalf2x16(dy).x))          \
+            : floatBitsToUint(grad(uintBitsToFloat(x), uintBitsToFloat(dy)));           \
     }
 
 #ifdef ELEMENTWISE_PACKED
@@ -64,13 +80,15 @@ layout(set = 0, binding = 2) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
 layout(set = 0, binding = 2) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
 layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
-// Four words: four float32 elements, or eight float16 elements (low half first).
+// Four words of 2^LANES_LOG2 elements each (the lowest bits first).
 uvec4 grad_vector(uvec4 xv, uvec4 dyv) {
-    uvec4 v;
+    uvec4 v = uvec4(0u);
     for (uint k = 0u; k < 4u; ++k) {
-        v[k] = IS_F16 ? grad_f16(xv[k] & 0xFFFFu, dyv[k] & 0xFFFFu)
-                            | (grad_f16(xv[k] >> 16u, dyv[k] >> 16u) << 16u)
-                      : grad_f32(xv[k], dyv[k]);
+        for (uint lane = 0u; lane < (1u << LANES_LOG2); ++lane) {
+            const uint s = lane * ELEMENT_BITS;
+            v[k] |= grad_bits((xv[k] >> s) & SUB_MASK(LANES_LOG2),
+                              (dyv[k] >> s) & SUB_MASK(LANES_LOG2)) << s;
+        }
     }
     return v;
 }
@@ -78,7 +96,7 @@ uvec4 grad_vector(uvec4 xv, uvec4 dyv) {
 void main() {
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         const uvec4 v = grad_vector(x[i], dy[i]);
-        STORE_VECTOR(dx, dx_uint, i, v, elements)
+        STORE_VECTOR_SUB(dx, dx_uint, i, v, elements, LANES_LOG2)
     }
 }
 
@@ -95,10 +113,11 @@ layout(push_constant) uniform Push { uint count; uint first; };
 
 // One element at offsets o in X, dY and dX.
 void element(uvec3 o) {
-    if (IS_F16) {
-        STORE_HALF_BITS(dx, o.z, grad_f16(HALF_BITS(x, o.x), HALF_BITS(dy, o.y)));
+    if (LANES_LOG2 == 0u) {
+        dx[o.z] = grad_bits(x[o.x], dy[o.y]);
     } else {
-        dx[o.z] = grad_f32(x[o.x], dy[o.y]);
+        STORE_SUB_BITS(dx, o.z, grad_bits(SUB_BITS(x, o.x, LANES_LOG2),
+                                          SUB_BITS(dy, o.y, LANES_LOG2)), LANES_LOG2);
     }
 }
 
