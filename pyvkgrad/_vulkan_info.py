@@ -63,7 +63,6 @@ else:
     _LOADER_INSTALL = ("install the Vulkan loader (Debian/Ubuntu: apt-get install libvulkan1; "
                        "Fedora: dnf install vulkan-loader) and a Vulkan driver (your GPU's, or "
                        "Mesa's CPU driver lavapipe: apt-get install mesa-vulkan-drivers)")
-NO_LOADER = f"no Vulkan loader ({', '.join(LOADER_NAMES)}): {_LOADER_INSTALL}"
 NO_DRIVER_HINT = f"no Vulkan driver (ICD) is installed or usable: {LAVAPIPE_HINT}"
 
 
@@ -153,6 +152,10 @@ _MAX_INSTANCE_VERSION = _V1_2
 _lib = None  # the only module-level cache: the loaded libvulkan handle
 
 
+def _no_loader() -> str:
+    return f"no Vulkan loader ({', '.join(LOADER_NAMES)}): {_LOADER_INSTALL}"
+
+
 def loader() -> ctypes.CDLL:
     """The Vulkan loader library, opened once; NoLoader, naming what to install, without one."""
     global _lib
@@ -165,7 +168,7 @@ def loader() -> ctypes.CDLL:
             except OSError as e:
                 errors.append(str(e))
         else:
-            raise NoLoader(f"{NO_LOADER} ({'; '.join(errors)})")
+            raise NoLoader(f"{_no_loader()} ({'; '.join(errors)})")
         lib.vkGetInstanceProcAddr.restype = c_void_p
         lib.vkGetInstanceProcAddr.argtypes = [c_void_p, c_char_p]
         _lib = lib
@@ -228,7 +231,7 @@ def _with_instance(fn):
     create_instance = _proc(lib, None, "vkCreateInstance", _VkResult,
                             POINTER(VkInstanceCreateInfo), c_void_p, POINTER(c_void_p))
     if create_instance is None:
-        raise NoLoader(f"{NO_LOADER} (the library found has no vkCreateInstance)")
+        raise NoLoader(f"{_no_loader()} (the library found has no vkCreateInstance)")
     instance = c_void_p()
     res = create_instance(byref(create_info), None, byref(instance))
     if res != VK_SUCCESS or not instance.value:
