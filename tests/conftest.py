@@ -19,6 +19,8 @@ def device():
     import pyvkgrad
     try:
         return pyvkgrad.default_device()
+    except ImportError:  # a missing or broken runtime is never "no device": it fails
+        raise
     except Exception as e:  # no loader, no device
         if IN_CI:
             pytest.fail(f"CI=true but no Vulkan device: {e}")
