@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prepare kp 0.9.0's sources with tools/kp-0.9.0.patch for pyvkgrad's wheel build.
 
-    python tools/kp_source.py DEST     # prints the patched source tree's path (under DEST)
+    python tools/kp_source.py DEST           # prints the patched source tree's path (under DEST)
+    python tools/kp_source.py --fetch FILE   # only fetches the sdist to FILE (tools/_env.sh)
 
 CMakeLists.txt runs this at configure time. The sdist is $PYVKGRAD_KP_SDIST when set, else it is
 looked for where pip's configuration says packages come from: its find-links (directories or
@@ -261,11 +262,14 @@ def prepare(dest: Path) -> Path:
 
 
 def main(argv) -> int:
-    if len(argv) != 2:
+    if len(argv) not in (2, 3) or (len(argv) == 3 and argv[1] != "--fetch"):
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        print(prepare(Path(argv[1]).resolve()))
+        if len(argv) == 3:
+            download_sdist(Path(argv[2]))
+        else:
+            print(prepare(Path(argv[1]).resolve()))
     except (SourceError, OSError, tarfile.TarError) as e:
         print(f"pyvkgrad: cannot prepare kp {KP_VERSION}'s sources: {e}", file=sys.stderr)
         return 1
