@@ -38,7 +38,8 @@ def versions() -> int:
 
 def info() -> int:
     """Print the versions, then every Vulkan device pyvkgrad sees and which one is the default,
-    and the operators."""
+    and the operators; without a usable Vulkan, one line saying what is missing (the loader, a
+    driver or a device), and 1."""
     if versions():
         return 1
     from . import operators
