@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IN_CI
+from conftest import IN_CI, SUBPROCESS_CWD
 from pyvkgrad import operators
 
 ROOT = Path(__file__).resolve().parent.parent
-# Where the Python subprocesses start. From the repository root, `python -m` and `-c` put the
-# checkout first on sys.path; testing an installed wheel (tools/test_wheel) they start
-# elsewhere, since Python 3.9 and 3.10 have no PYTHONSAFEPATH to keep the checkout off it.
-SUBPROCESS_CWD = ("/" if os.environ.get("PYVKGRAD_EXPECT_INSTALLED") == "1" else str(ROOT))
 
 # The build tool's tests need glslangValidator; a machine that only runs the shipped SPIR-V
 # (a lent GPU box) may lack it. CI has it (tools/test installs it), so CI never skips these.
