@@ -6,6 +6,27 @@ tensors, record and execute; or call the one-call function with numpy arrays.
 
 from typing import TYPE_CHECKING, Any
 
+def _require_runtime() -> None:
+    """A pyvkgrad without its compiled runtime (a source checkout nobody built, or one that
+    shadows an installed pyvkgrad because Python started in its root) is refused at import,
+    saying what to do, rather than failing at the first device use or letting tests skip. A
+    file-existence check: importing pyvkgrad loads no Vulkan runtime (descriptors and plans
+    work without a Vulkan loader)."""
+    import os
+    from importlib.machinery import EXTENSION_SUFFIXES
+    here = os.path.dirname(os.path.abspath(__file__))
+    if any(os.path.isfile(os.path.join(here, "_kompute" + s)) for s in EXTENSION_SUFFIXES):
+        return
+    raise ImportError(
+        f"pyvkgrad at {here} has no compiled runtime (pyvkgrad/_kompute{EXTENSION_SUFFIXES[0]}):"
+        " it is a source checkout that was not built for this Python. In the checkout, run "
+        "./tools/test or ./tools/demo, which build it; or install pyvkgrad (pip install "
+        "pyvkgrad, or pip install <checkout>) and run Python outside the checkout's root, "
+        "where the checkout's pyvkgrad/ would shadow the installed one")
+
+
+_require_runtime()
+
 from .tensor import DataType, TensorDesc
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
 from .ops.resample_grad import AxisDirection, InterpolationMode, ResampleGradDesc, resample_grad

@@ -39,16 +39,19 @@ def versions() -> int:
 
 def info() -> int:
     """Print the versions, then every Vulkan device pyvkgrad sees and which one is the default,
-    and the operators."""
+    and the operators; without a usable Vulkan, one line saying what is missing (the loader, a
+    driver or a device), and 1."""
     if versions():
         return 1
     from . import operators
-    from .device import default_device, devices
+    from .device import DeviceError, default_device, devices
 
-    found = devices()
-    if not found:
-        default_device()  # raises with the lavapipe hint
-    default = default_device()
+    try:
+        found = devices()
+        default = default_device()  # with no device, raises with the lavapipe hint
+    except DeviceError as e:  # one line: what is missing (the loader, a driver or a device)
+        print(f"vulkan: {e}")
+        return 1
     for d in found:
         i = d.info
         mark = "  (default)" if d is default else ""

@@ -14,10 +14,12 @@ caller decides what to cache.
 from __future__ import annotations
 
 import ctypes
+import sys
 from ctypes import POINTER, byref, c_char_p, c_int32, c_uint32, c_void_p
 from dataclasses import dataclass
 from typing import Optional
 
+from ._environment import LAVAPIPE_HINT
 from ._vulkan_structs import (VkApplicationInfo, VkExtensionProperties, VkInstanceCreateInfo,
                               VkPhysicalDeviceDriverProperties, VkPhysicalDeviceFeatures2,
                               VkPhysicalDeviceMemoryBudgetPropertiesEXT,
@@ -26,12 +28,42 @@ from ._vulkan_structs import (VkApplicationInfo, VkExtensionProperties, VkInstan
                               VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,
                               VkPhysicalDeviceSubgroupProperties)
 
-__all__ = ["PhysicalDeviceInfo", "VulkanUnavailable", "device_memory_in_use", "physical_devices",
+__all__ = ["LOADER_NAMES", "NoDevice", "NoDriver", "NoLoader", "PhysicalDeviceInfo",
+           "VulkanUnavailable", "device_memory_in_use", "physical_devices",
            "subgroup_feature_names"]
 
 
 class VulkanUnavailable(RuntimeError):
-    """The Vulkan loader is missing or vkCreateInstance failed."""
+    """No usable Vulkan: one of the three below, whose message says what to install."""
+
+
+class NoLoader(VulkanUnavailable):
+    """The Vulkan loader library (LOADER_NAMES) cannot be opened."""
+
+
+class NoDriver(VulkanUnavailable):
+    """The loader opened, but vkCreateInstance failed: no usable driver (ICD)."""
+
+
+class NoDevice(VulkanUnavailable):
+    """A driver answered, but reports no physical device."""
+
+
+# The Vulkan loader's file names on this platform, tried in order: what the runtime opens too
+# (tools/kp-0.9.0.patch, part 14), so neither links it and both say the same when it is missing.
+if sys.platform == "win32":
+    LOADER_NAMES = ("vulkan-1.dll",)
+    _LOADER_INSTALL = "install your GPU's driver, which brings the Vulkan loader"
+elif sys.platform == "darwin":
+    LOADER_NAMES = ("libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib")
+    _LOADER_INSTALL = ("install the Vulkan SDK (LunarG), or with Homebrew: brew install "
+                       "vulkan-loader molten-vk")
+else:
+    LOADER_NAMES = ("libvulkan.so.1",)
+    _LOADER_INSTALL = ("install the Vulkan loader (Debian/Ubuntu: apt-get install libvulkan1; "
+                       "Fedora: dnf install vulkan-loader) and a Vulkan driver (your GPU's, or "
+                       "Mesa's CPU driver lavapipe: apt-get install mesa-vulkan-drivers)")
+NO_DRIVER_HINT = f"no Vulkan driver (ICD) is installed or usable: {LAVAPIPE_HINT}"
 
 
 @dataclass(frozen=True)
@@ -120,15 +152,23 @@ _MAX_INSTANCE_VERSION = _V1_2
 _lib = None  # the only module-level cache: the loaded libvulkan handle
 
 
-def _loader() -> ctypes.CDLL:
+def _no_loader() -> str:
+    return f"no Vulkan loader ({', '.join(LOADER_NAMES)}): {_LOADER_INSTALL}"
+
+
+def loader() -> ctypes.CDLL:
+    """The Vulkan loader library, opened once; NoLoader, naming what to install, without one."""
     global _lib
     if _lib is None:
-        try:
-            lib = ctypes.CDLL("libvulkan.so.1")
-        except OSError as e:
-            raise VulkanUnavailable(
-                f"cannot load the Vulkan loader libvulkan.so.1 ({e}); "
-                "on Debian/Ubuntu install the package libvulkan1") from e
+        errors = []
+        for name in LOADER_NAMES:
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError as e:
+                errors.append(str(e))
+        else:
+            raise NoLoader(f"{_no_loader()} ({'; '.join(errors)})")
         lib.vkGetInstanceProcAddr.restype = c_void_p
         lib.vkGetInstanceProcAddr.argtypes = [c_void_p, c_char_p]
         _lib = lib
@@ -157,8 +197,8 @@ def _cstr(raw: bytes) -> str:
 def physical_devices() -> list[PhysicalDeviceInfo]:
     """Describe every Vulkan physical device, in vkEnumeratePhysicalDevices order.
 
-    Returns [] when the loader works but reports no device.  Raises
-    VulkanUnavailable when the loader is missing or vkCreateInstance fails.
+    Returns [] when the loader works but reports no device.  Raises NoLoader when the
+    loader is missing, NoDriver when vkCreateInstance fails (no usable driver).
     """
     return _with_instance(_probe)
 
@@ -173,7 +213,7 @@ def device_memory_in_use(index: int) -> Optional[int]:
 
 def _with_instance(fn):
     """fn(lib, instance, instance_version) with a short-lived VkInstance."""
-    lib = _loader()
+    lib = loader()
 
     # vkEnumerateInstanceVersion only exists in 1.1+ loaders; absent => 1.0.
     loader_version = _make_version(1, 0)
@@ -191,13 +231,12 @@ def _with_instance(fn):
     create_instance = _proc(lib, None, "vkCreateInstance", _VkResult,
                             POINTER(VkInstanceCreateInfo), c_void_p, POINTER(c_void_p))
     if create_instance is None:
-        raise VulkanUnavailable("libvulkan.so.1 does not provide vkCreateInstance")
+        raise NoLoader(f"{_no_loader()} (the library found has no vkCreateInstance)")
     instance = c_void_p()
     res = create_instance(byref(create_info), None, byref(instance))
     if res != VK_SUCCESS or not instance.value:
-        raise VulkanUnavailable(
-            f"vkCreateInstance failed with {_RESULT_NAMES.get(res, res)} "
-            "(no usable Vulkan driver/ICD?)")
+        raise NoDriver(f"vkCreateInstance failed with {_RESULT_NAMES.get(res, res)}: "
+                       f"{NO_DRIVER_HINT}")
 
     destroy_instance = _proc(lib, instance, "vkDestroyInstance", None, c_void_p, c_void_p)
     try:

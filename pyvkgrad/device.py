@@ -41,7 +41,7 @@ import numpy as np
 
 from . import _vulkan_info
 from ._context import DeviceContext
-from ._environment import DEVICE_VARIABLE, LAVAPIPE_HINT
+from ._environment import DEVICE_VARIABLE
 from ._state import ClosedError
 from .compiled_operator import CompiledOperator, compile_operator
 from .device_tensor import DeviceTensor, make_tensor
@@ -196,8 +196,8 @@ def devices() -> List[Device]:
         if _devices is None:
             try:
                 infos = _vulkan_info.physical_devices()
-            except _vulkan_info.VulkanUnavailable as e:
-                raise DeviceError(f"no Vulkan loader: {e}; {LAVAPIPE_HINT}") from e
+            except _vulkan_info.VulkanUnavailable as e:  # its message names what to install
+                raise DeviceError(str(e)) from e
             _devices = [Device(info) for info in infos]
         return list(_devices)
 
@@ -213,7 +213,7 @@ def default_device() -> Device:
         return _default[1]  # every one-call function asks: answer from the last lookup
     found = devices()
     if not found:
-        raise DeviceError(f"no Vulkan device found; {LAVAPIPE_HINT}")
+        raise DeviceError(f"no Vulkan device found: {_vulkan_info.NO_DRIVER_HINT}")
     choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
     if choice:
         device = get_device(int(choice) if choice.isdigit() else choice)

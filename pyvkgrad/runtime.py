@@ -41,6 +41,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 
 import numpy as np
 
+from . import _vulkan_info
 from ._state import ClosedError
 
 
@@ -127,6 +128,12 @@ class Runtime:
         self._mapped_device_local: Optional[bool] = None
         self._forked = False
         self._objects: "weakref.WeakSet[_Owned]" = weakref.WeakSet()  # made here, for _abandon
+        try:
+            # kp opens the same loader when the Manager is made (patch part 14); without one,
+            # say what to install rather than kp's bare message.
+            _vulkan_info.loader()
+        except _vulkan_info.NoLoader as e:
+            raise DeviceError(str(e)) from e
         try:
             self._mgr: Any = kp.Manager(index, [], list(extensions))
         except Exception as e:

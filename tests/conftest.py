@@ -6,11 +6,18 @@ canary in test_environment.py also fails when CI is not running on lavapipe.
 
 import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+ROOT = Path(__file__).resolve().parent.parent
+# Where the tests' Python subprocesses start. From the repository root, `python -m` and `-c`
+# put the checkout first on sys.path; testing an installed wheel (tools/test_wheel) they start
+# elsewhere, since Python 3.9 and 3.10 have no PYTHONSAFEPATH to keep the checkout off it (they
+# would test the checkout, which has no runtime for them, not the wheel).
+SUBPROCESS_CWD = ("/" if os.environ.get("PYVKGRAD_EXPECT_INSTALLED") == "1" else str(ROOT))
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +26,8 @@ def device():
     import pyvkgrad
     try:
         return pyvkgrad.default_device()
+    except ImportError:  # a missing or broken runtime is never "no device": it fails
+        raise
     except Exception as e:  # no loader, no device
         if IN_CI:
             pytest.fail(f"CI=true but no Vulkan device: {e}")

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from conftest import SUBPROCESS_CWD
 from pyvkgrad import _copy
 
 
@@ -172,5 +173,5 @@ def test_one_call_at_interpreter_exit():
             "atexit.register(late)\n"
             "_copy.copy_of(np.arange(3 << 20, dtype=np.float32))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, cwd=SUBPROCESS_CWD)
     assert out.returncode == 0 and "late copy ok" in out.stdout, out.stderr

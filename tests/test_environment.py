@@ -10,14 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IN_CI
+from conftest import IN_CI, SUBPROCESS_CWD
 from pyvkgrad import operators
 
 ROOT = Path(__file__).resolve().parent.parent
-# Where the Python subprocesses start. From the repository root, `python -m` and `-c` put the
-# checkout first on sys.path; testing an installed wheel (tools/test_wheel) they start
-# elsewhere, since Python 3.9 and 3.10 have no PYTHONSAFEPATH to keep the checkout off it.
-SUBPROCESS_CWD = ("/" if os.environ.get("PYVKGRAD_EXPECT_INSTALLED") == "1" else str(ROOT))
 
 # The build tool's tests need glslangValidator; a machine that only runs the shipped SPIR-V
 # (a lent GPU box) may lack it. CI has it (tools/test installs it), so CI never skips these.
@@ -198,6 +194,60 @@ def test_missing_vulkan_device_error_names_lavapipe_package():
     res = subprocess.run([sys.executable, "-c", code], env=env, cwd=SUBPROCESS_CWD,
                          capture_output=True, text=True)
     assert "DeviceError" in res.stdout and "mesa-vulkan-drivers" in res.stdout, res.stdout + res.stderr
+
+
+# A machine without the Vulkan loader, as pyvkgrad sees it: the loader's name is one no library
+# has (the runtime opens the same library, and is asked only after this check).
+_HIDE_LOADER = ("from pyvkgrad import _vulkan_info\n"
+                "_vulkan_info.LOADER_NAMES = ('libvulkan-hidden-by-the-test.so.1',)\n")
+
+
+def test_missing_vulkan_loader_is_one_clear_error():
+    """Without a loader pyvkgrad and its runtime still import; the first device use raises
+    DeviceError naming the loader's library and what to install, on every path to a device."""
+    code = _HIDE_LOADER + (
+        "import pyvkgrad, pyvkgrad.runtime\n"
+        "from pyvkgrad.runtime import Runtime\n"
+        "for call in (pyvkgrad.devices, pyvkgrad.default_device, lambda: Runtime(0)):\n"
+        "    try:\n        call()\n"
+        "    except Exception as e:\n        print(type(e).__name__, e)\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=SUBPROCESS_CWD,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == 3, res.stdout
+    for line in lines:
+        assert line.startswith("DeviceError no Vulkan loader (libvulkan-hidden-by-the-test.so.1):"
+                               " install the Vulkan loader"), line
+        if sys.platform.startswith("linux"):
+            assert "apt-get install libvulkan1" in line, line
+
+
+def _cli_info_last_line(code: str, **env) -> "subprocess.CompletedProcess":
+    code += "import sys\nfrom pyvkgrad.__main__ import main\nsys.exit(main(['info']))\n"
+    environ = dict(os.environ, **env)
+    environ.pop("VK_INSTANCE_LAYERS", None)
+    return subprocess.run([sys.executable, "-c", code], env=environ, cwd=SUBPROCESS_CWD,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_info_without_a_loader_says_so_in_one_line():
+    res = _cli_info_last_line(_HIDE_LOADER)
+    assert res.returncode == 1 and not res.stderr, res.stdout + res.stderr
+    assert "runtime: kp 0.9.0 with pyvkgrad's patch" in res.stdout  # the runtime imports
+    last = res.stdout.splitlines()[-1]
+    assert last.startswith("vulkan: no Vulkan loader (libvulkan-hidden-by-the-test.so.1): "
+                           "install the Vulkan loader"), res.stdout
+
+
+def test_cli_info_without_a_driver_says_so_in_one_line(tmp_path):
+    bogus = str(tmp_path / "nonexistent.json")
+    res = _cli_info_last_line("", VK_ICD_FILENAMES=bogus, VK_DRIVER_FILES=bogus)
+    assert res.returncode == 1 and not res.stderr, res.stdout + res.stderr
+    last = res.stdout.splitlines()[-1]
+    assert last.startswith("vulkan: vkCreateInstance failed with VK_ERROR_INCOMPATIBLE_DRIVER: "
+                           "no Vulkan driver (ICD) is installed or usable: install Mesa's"), \
+        res.stdout
 
 
 @pytest.mark.skipif("VK_LAYER_KHRONOS_validation" not in os.environ.get("VK_INSTANCE_LAYERS", ""),

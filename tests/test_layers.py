@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import SUBPROCESS_CWD
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "pyvkgrad"
 PAGE = ROOT / "docs" / "architecture.md"
@@ -126,5 +128,5 @@ maps = open("/proc/self/maps").read() if sys.platform.startswith("linux") else "
 print(loaded, "libvulkan" in maps)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=ROOT)
+                         check=True, cwd=SUBPROCESS_CWD)
     assert out.stdout.strip() == "[] False", out.stdout + out.stderr

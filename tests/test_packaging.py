@@ -9,6 +9,7 @@ PYVKGRAD_EXPECT_INSTALLED=1; the tests marked for it check that this is what was
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,55 @@ def test_runtime_is_pyvkgrads_own_build():
     assert kp.pyvkgrad_patch == PATCH_LEVEL
     assert hasattr(kp, "OpMemoryBarrier") and hasattr(kp.Sequence, "set_wait_spin")
     assert "kp" not in sys.modules, "a stock kp was imported"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux's /proc")
+def test_runtime_opens_the_vulkan_loader_only_for_a_device(device):
+    """The runtime links no libvulkan (patch part 14: the wheel installs and imports without a
+    Vulkan loader); the loader is opened when a device is."""
+    code = ("import pyvkgrad._kompute, pyvkgrad.runtime\n"
+            "loaded = lambda: 'libvulkan' in open('/proc/self/maps').read()\n"
+            "print(loaded())\n"
+            "pyvkgrad.runtime.Runtime(0).close()\n"
+            "print(loaded())\n")
+    res = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, "
+                          f"{str(PACKAGE.parent)!r})\n" + code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["False", "True"], res.stdout
+
+
+def _tree_without_runtime(tmp_path: Path) -> Path:
+    """A copy of the package with no compiled runtime: a checkout nobody built."""
+    shutil.copytree(PACKAGE, tmp_path / "pyvkgrad",
+                    ignore=shutil.ignore_patterns("_kompute*", ".kompute-key", "__pycache__"))
+    return tmp_path
+
+
+def test_checkout_without_its_runtime_refuses_to_import(tmp_path):
+    tree = _tree_without_runtime(tmp_path)
+    res = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tree)!r})"
+                          "\nimport pyvkgrad"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    assert f"ImportError: pyvkgrad at {tree / 'pyvkgrad'} has no compiled runtime" in res.stderr
+    for advice in ("./tools/test or ./tools/demo", "pip install"):
+        assert advice in res.stderr, res.stderr
+
+
+def test_tests_fail_rather_than_skip_without_the_runtime(tmp_path):
+    """pytest in a checkout without its runtime fails: nothing skips as if no device were
+    there."""
+    tree = _tree_without_runtime(tmp_path)
+    (tree / "tests").mkdir()
+    for name in ("conftest.py", "test_device.py"):
+        shutil.copy(ROOT / "tests" / name, tree / "tests" / name)
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("CI", None)  # outside CI, where a missing device skips
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-p", "no:xdist", "tests"], cwd=tree, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0, res.stdout
+    assert "has no compiled runtime" in res.stdout and "skipped" not in res.stdout, res.stdout
 
 
 def test_round_trip_is_exact_under_this_numpy():

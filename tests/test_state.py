@@ -8,6 +8,8 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
+from conftest import SUBPROCESS_CWD
+
 from pyvkgrad._state import (ClosedError, Current, Hazards, Lifetime, OneCopy, Submission,
                              TensorState)
 
@@ -263,5 +265,5 @@ def test_state_imports_no_runtime():
     code = ("import sys, pyvkgrad._state; print(sorted(m for m in ('pyvkgrad._kompute', "
             "'pyvkgrad.device', 'pyvkgrad.runtime') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=SUBPROCESS_CWD)
     assert out.stdout.strip() == "[]"

@@ -15,7 +15,8 @@
 #      the runtime is copied into pyvkgrad/ (gitignored).
 #   4. The checkout on the venv's sys.path (a .pth file), so edited .py files are used as they
 #      are: nothing is installed in editable mode, nothing rebuilt for a .py change.
-# Set PYVKGRAD_QUIET=1 to hide progress lines.
+# Set PYVKGRAD_QUIET=1 to hide progress lines. tools/build_wheel sources it with
+# PYVKGRAD_ENV_FUNCTIONS_ONLY=1: the functions only, none of the steps.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${PYVKGRAD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pyvkgrad}"
@@ -119,13 +120,13 @@ _wheel_key() {  # everything that goes into the wheel
     tools/kp_source.py $files
 }
 
-_ensure_sdist() {  # kp's sdist, downloaded once into the cache; the build checks its sha256
+_ensure_sdist() {  # kp's sdist, fetched once into the cache; the build checks its sha256
   KP_SDIST="$CACHE/sdist/kp-$KP_VERSION.tar.gz"
   [ -f "$KP_SDIST" ] && return 0
-  _say "downloading the kp $KP_VERSION sdist (pyvkgrad's runtime is built from it)"
+  _say "fetching the kp $KP_VERSION sdist (pyvkgrad's runtime is built from it)"
   mkdir -p "$CACHE/sdist"
-  _pip download -q --no-deps --no-binary :all: -d "$CACHE/sdist" "kp==$KP_VERSION" || true
-  [ -f "$KP_SDIST" ] || { echo "could not download the kp $KP_VERSION sdist" >&2; exit 1; }
+  # Where pip's configuration says (tools/kp_source.py), without building its metadata.
+  python3 "$ROOT/tools/kp_source.py" --fetch "$KP_SDIST.part" && mv "$KP_SDIST.part" "$KP_SDIST"
 }
 
 _progress() {  # $1: pid of a build, $2: its log; shows its steps until it ends, returns its status
@@ -251,6 +252,9 @@ for d in ("torch", "scikit-learn", "matplotlib"):
          "scikit-learn matplotlib)"
   fi
 }
+
+# tools/build_wheel uses the functions above and sets up nothing.
+[ "${PYVKGRAD_ENV_FUNCTIONS_ONLY:-0}" = 1 ] && return 0
 
 _ensure_debs
 _ensure_venv
