@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import ctypes
 import os
+import time
 import weakref
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -328,15 +329,24 @@ class Commands(_Owned):
         """How many commands were recorded (barriers and upload barriers included)."""
         return self._count
 
-    def submit(self, what: str = "") -> None:
-        """Submit and wait for completion (nothing recorded: nothing to submit)."""
+    def submit(self, what: str = "", timings: Optional[List[Tuple[int, int]]] = None) -> None:
+        """Submit and wait for completion (nothing recorded: nothing to submit). With
+        `timings` (diagnostics: benchmarks/investigations/host_overhead.py), append the
+        nanoseconds of the two halves, (vkQueueSubmit, the fence wait)."""
         self._check()
         for h in self._held:
             h._check()
         if not self._count:  # an empty command buffer is never begun: not submittable
             return
         try:
-            self._kp.eval()
+            if timings is None:
+                self._kp.eval()
+            else:
+                t0 = time.perf_counter_ns()
+                self._kp.eval_async()
+                t1 = time.perf_counter_ns()
+                self._kp.eval_await()
+                timings.append((t1 - t0, time.perf_counter_ns() - t1))
         except Exception as e:
             raise DeviceError(f"submission of {what or 'commands'} failed on "
                               f"{self.runtime.what}: {e}") from e

@@ -68,6 +68,10 @@ class DataType(enum.IntEnum):
                         f"got {dtype}")
 
 
+# DirectML's numbers of the data types above (checks of a DataType given as a number).
+DATA_TYPE_VALUES = frozenset(int(d) for d in DataType)
+
+
 _NUMPY_TYPES = {DataType.FLOAT32: np.float32, DataType.FLOAT16: np.float16,
                 DataType.UINT32: np.uint32, DataType.UINT16: np.uint16, DataType.UINT8: np.uint8,
                 DataType.INT32: np.int32, DataType.INT16: np.int16, DataType.INT8: np.int8}
@@ -166,7 +170,7 @@ class TensorDesc:
             # DataType's numbers are DirectML's; a bool or a float is not a data type.
             value = self.data_type
             if (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
-                    and int(value) in DataType._value2member_map_):
+                    and int(value) in DATA_TYPE_VALUES):
                 object.__setattr__(self, "data_type", DataType(int(value)))
             else:
                 fail(operator, f"{field}.DataType", "is not supported",

@@ -43,15 +43,11 @@ class Split:
         split = self
 
         def submit(commands, what=""):
-            commands._check()
-            if not commands._count:
-                return
-            t0 = time.perf_counter_ns()
-            commands._kp.eval_async()
-            t1 = time.perf_counter_ns()
-            commands._kp.eval_await()
-            split.submit_ns.append(t1 - t0)
-            split.wait_ns.append(time.perf_counter_ns() - t1)
+            timings = []
+            split.original(commands, what, timings)
+            for submit_ns, wait_ns in timings:
+                split.submit_ns.append(submit_ns)
+                split.wait_ns.append(wait_ns)
         runtime.Commands.submit = submit
 
     def close(self):

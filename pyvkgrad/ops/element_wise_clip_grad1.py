@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from ..tensor import DataType, dml_name, fail
+from ..tensor import DATA_TYPE_VALUES, DataType, dml_name, fail
 from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _elementwise
 from .element_wise_clip_grad import DATA_TYPES, pass_range
@@ -75,7 +75,7 @@ class ElementWiseClipGrad1Desc(_elementwise.ElementwiseGradDesc):
         given = self.min_max_data_type
         if isinstance(given, (bool, np.bool_)) or not (
                 isinstance(given, DataType) or (isinstance(given, (int, np.integer))
-                                                and int(given) in DataType._value2member_map_)):
+                                                and int(given) in DATA_TYPE_VALUES)):
             fail(op, "MinMaxDataType", "must be a DataType", data_type.name, repr(given),
                  TypeError)
         if DataType(int(given)) is not data_type:
