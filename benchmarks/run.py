@@ -30,6 +30,7 @@ bench_cases.py, the timing helpers (also used by investigations/) in bench_timin
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -40,8 +41,10 @@ from pathlib import Path
 import numpy as np
 
 # `python -m pyvkgrad bench` runs this file with runpy, which puts neither its folder nor the
-# project root on sys.path.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# project root on sys.path. The project root only where no pyvkgrad is importable otherwise:
+# an installed pyvkgrad (the installed-wheel passes) is the one to measure.
+if importlib.util.find_spec("pyvkgrad") is None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import operators  # noqa: E402

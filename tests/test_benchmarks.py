@@ -8,14 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import SUBPROCESS_CWD
+
 ROOT = Path(__file__).resolve().parent.parent
 
-# Runs the benchmark's main() in this child and says afterwards whether torch was imported.
+# Runs the benchmark's main() (its path: argv[1]) in this child and says afterwards whether
+# torch was imported.
 _CHILD = """
 import runpy, sys
-sys.argv = ["run.py", *sys.argv[1:]]
+path = sys.argv[1]
+sys.argv = ["run.py", *sys.argv[2:]]
 try:
-    runpy.run_path("benchmarks/run.py", run_name="__main__")
+    runpy.run_path(path, run_name="__main__")
 except SystemExit as e:
     assert not e.code, e.code
 print("TORCH_IMPORTED", "torch" in sys.modules)
@@ -23,9 +27,11 @@ print("TORCH_IMPORTED", "torch" in sys.modules)
 
 
 def _bench(tmp_path, *args):
-    res = subprocess.run([sys.executable, "-c", _CHILD, "--quick", "--repeat", "2",
-                          "--out", str(tmp_path), *args],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    # Outside the checkout in the installed-wheel passes (conftest.SUBPROCESS_CWD), so that the
+    # installed pyvkgrad is the one measured.
+    res = subprocess.run([sys.executable, "-c", _CHILD, str(ROOT / "benchmarks" / "run.py"),
+                          "--quick", "--repeat", "2", "--out", str(tmp_path), *args],
+                         cwd=SUBPROCESS_CWD, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     return res, json.loads((tmp_path / "results.json").read_text())
 
