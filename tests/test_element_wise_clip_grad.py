@@ -10,10 +10,10 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SUBPROCESS_CWD
 
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, operators, reference
@@ -315,12 +315,12 @@ def test_same_bits_under_other_workgroup_and_subgroup_widths(device):
     default run's bits."""
     if device.info.device_type != "cpu":
         pytest.skip("LP_NATIVE_VECTOR_WIDTH is lavapipe's")
-    root = Path(__file__).resolve().parents[1]
     runs = []
     for env in ({}, {"PYVKGRAD_LOCAL_SIZE": "32"}, {"LP_NATIVE_VECTOR_WIDTH": "128"},
                 {"LP_NATIVE_VECTOR_WIDTH": "512"}):
-        done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=root, capture_output=True,
-                              text=True, env={**os.environ, **env}, check=True)
+        done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=SUBPROCESS_CWD,
+                              capture_output=True, text=True, env={**os.environ, **env},
+                              check=True)
         runs.append(json.loads(done.stdout))
     assert runs[1]["local"] == 32
     assert {r["subgroup"] for r in runs[2:]} == {4, 16}
