@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -75,6 +76,14 @@ def median_wall_ns(fn, repeat):
         fn()
         walls.append(time.perf_counter_ns() - t0)
     return statistics.median(walls)
+
+
+def child_row(argv, fallback, env=None):
+    """Run `argv` (an investigation script's --child) and return the dict it printed on its
+    "ROW " line, or `fallback` with the child's error."""
+    res = subprocess.run(argv, env=env, capture_output=True, text=True)
+    rows = [json.loads(ln[4:]) for ln in res.stdout.splitlines() if ln.startswith("ROW ")]
+    return rows[0] if rows else dict(fallback, error=(res.stderr or res.stdout)[-500:])
 
 
 def wait_strategy(device):
@@ -203,23 +212,18 @@ class Torch:
 
     def time_ns(self, fn, repeat):
         torch = self.torch
+        if not self.cuda:
+            return median_wall_ns(fn, repeat)
         fn()
-        if self.cuda:
-            torch.cuda.synchronize()
-            times = []
-            for _ in range(repeat):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                fn()
-                b.record()
-                b.synchronize()
-                times.append(a.elapsed_time(b) * 1e6)
-            return statistics.median(times)
+        torch.cuda.synchronize()
         times = []
         for _ in range(repeat):
-            t0 = time.perf_counter_ns()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
             fn()
-            times.append(time.perf_counter_ns() - t0)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e6)
         return statistics.median(times)
 
     def copy_roofline(self, nbytes, repeat):

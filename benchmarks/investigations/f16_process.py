@@ -99,7 +99,7 @@ def child(variant, sizes, repeat):
 
 
 def main():
-    from bench_timing import diagnostic_args
+    from bench_timing import child_row, diagnostic_args
     if sys.argv[1:2] == ["--child"]:
         return child(sys.argv[2], [int(s) for s in sys.argv[3].split(",")], int(sys.argv[4]))
     args = diagnostic_args(repeat=20)
@@ -111,11 +111,8 @@ def main():
     for variant in VARIANTS:
         before = clocks()
         t0 = time.time()
-        res = subprocess.run([sys.executable, __file__, "--child", variant,
-                              ",".join(map(str, sizes)), str(repeat)],
-                             capture_output=True, text=True)
-        rows = [json.loads(ln[4:]) for ln in res.stdout.splitlines() if ln.startswith("ROW ")]
-        row = rows[0] if rows else {"variant": variant, "error": (res.stderr or res.stdout)[-500:]}
+        row = child_row([sys.executable, __file__, "--child", variant,
+                         ",".join(map(str, sizes)), str(repeat)], {"variant": variant})
         row.update(clocks_before=before, clocks_after=clocks(), seconds=round(time.time() - t0, 1))
         print(json.dumps(row), flush=True)
         result["rows"].append(row)

@@ -138,7 +138,7 @@ def machine():
 
 
 def main():
-    from bench_timing import diagnostic_args
+    from bench_timing import child_row, diagnostic_args
     if sys.argv[1:2] == ["--child"]:
         return child(int(sys.argv[2]), sys.argv[3] == "1", int(sys.argv[4]))
     args = diagnostic_args(repeat=500)
@@ -151,12 +151,9 @@ def main():
     for with_torch in torch_variants:
         for spin in SPINS_US:
             env = dict(os.environ, PYVKGRAD_WAIT_SPIN_US=str(spin))
-            res = subprocess.run([sys.executable, __file__, "--child", str(spin),
-                                  "1" if with_torch else "0", str(repeat)],
-                                 env=env, capture_output=True, text=True)
-            rows = [json.loads(ln[4:]) for ln in res.stdout.splitlines() if ln.startswith("ROW ")]
-            row = rows[0] if rows else {"PYVKGRAD_WAIT_SPIN_US": spin, "torch": with_torch,
-                                        "error": (res.stderr or res.stdout)[-500:]}
+            row = child_row([sys.executable, __file__, "--child", str(spin),
+                             "1" if with_torch else "0", str(repeat)],
+                            {"PYVKGRAD_WAIT_SPIN_US": spin, "torch": with_torch}, env)
             print(json.dumps(row), flush=True)
             result["rows"].append(row)
     with open(os.path.join(args.out, "host_overhead.json"), "w") as f:
