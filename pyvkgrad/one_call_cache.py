@@ -88,7 +88,7 @@ class OneCallEntry:
     dispatches, downloads), and what its inputs and outputs look like."""
 
     __slots__ = ("op", "tensors", "recording", "nbytes", "inputs", "outputs", "shapes",
-                 "_writes", "_reads")
+                 "_writes", "_reads", "_submitted")
 
     def __init__(self, op: CompiledOperator, tensors: Dict[str, DeviceTensor],
                  recording: Recording, inputs: Tuple[Tuple[str, TensorDesc], ...],
@@ -96,6 +96,7 @@ class OneCallEntry:
         self.op: CompiledOperator = op
         self.tensors: Dict[str, DeviceTensor] = tensors
         self.recording: Recording = recording
+        self._submitted = False  # the first run submits the recording, later ones replay it
         # ((field, TensorDesc), ...) in the caller's order
         self.inputs: Tuple[Tuple[str, TensorDesc], ...] = inputs
         self.outputs: Tuple[str, ...] = outputs
@@ -115,10 +116,11 @@ class OneCallEntry:
         recording.check_open("one-call function")  # its tensors and operator too
         for (storage, desc), array in zip(self._writes, arrays):
             storage.write_elements(elements_of(array, desc))
-        if recording.stats.runs:
+        if self._submitted:
             recording.replay()
         else:
             recording.submit()
+            self._submitted = True
         return [words_to_array(storage.host_words("one-call function"), storage.desc
                                ).reshape(shape) for storage, shape in self._reads]
 
