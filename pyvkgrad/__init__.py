@@ -37,6 +37,7 @@ from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGr
 from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_clip_grad
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
+from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
 
 from .kernels import KernelError
 
@@ -73,6 +74,7 @@ __all__ = ["DataType", "TensorDesc",
            "RandomGeneratorDesc", "random_generator", "RandomGeneratorType",
            "ElementWiseClipGradDesc", "element_wise_clip_grad",
            "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
+           "AdamOptimizerDesc", "adam_optimizer",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from . import defaults, reference
+from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
 from .ops.batch_normalization_grad import BatchNormalizationGradDesc, batch_normalization_grad
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
@@ -336,6 +337,50 @@ _CLIP_DTYPES = tuple(t.numpy_dtype.type for t in CLIP_DATA_TYPES)
 _CLIP_TOLERANCES = {np.dtype(dtype).name: EXACT for dtype in _CLIP_DTYPES}
 
 
+# ---- ADAM_OPTIMIZER ------------------------------------------------------------------------------
+
+def _adam_case(rng, shape, dtype) -> Case:
+    """Parameters N(0, 1), moments of a few earlier steps, gradients N(0, 1) with a few zeros;
+    a step T from 1 to 1000 and hyperparameters around the usual ones."""
+    x, g = rng.standard_normal(shape), rng.standard_normal(shape) * (rng.random(shape) > 0.1)
+    m, v = 0.1 * rng.standard_normal(shape), 0.01 * rng.standard_normal(shape) ** 2
+    scalars = (10.0 ** rng.uniform(-4, -1), rng.uniform(0.8, 0.95), rng.uniform(0.99, 0.9999),
+               float(rng.choice([1e-8, 1e-6, 1e-3])))
+    t = int(rng.choice([1, 2, 3, 7, 100, 1000]))
+    step = np.full((1,) * len(shape), t, np.uint32)  # TrainingStepTensor
+    return Case(tuple(a.astype(dtype) for a in (x, m, v, g)) + (step,) + scalars,
+                label=f"{np.dtype(dtype).name} {list(shape)}, T {t}")
+
+
+def _adam_magnitude(args, kwargs):
+    """|each term| of m', v' and x'; x' also carries alpha's error, from float32 Beta^T: about
+    T 2^-23 / (1 - Beta^T) of it for each Beta, in units of the float32 tolerance."""
+    x, m, v, g = (np.abs(np.asarray(a, np.float64)) for a in args[:4])
+    t, b1, b2 = int(np.asarray(args[4]).reshape(-1)[0]), args[6], args[7]
+    new_x, new_m, new_v = reference.adam_optimizer(*args)
+    alpha = t * 2.0**-23 * (1 / (1 - b1**t) + 1 / (1 - b2**t))
+    step = np.abs(np.asarray(args[0], np.float64) - new_x)
+    return (x + step * (1 + alpha / _SUMS_F32.magnitude), b1 * m + (1 - b1) * g,
+            b2 * v + (1 - b2) * g * g)
+
+
+def _adam_describe(case):
+    x = _packed(case.args[0])
+    return AdamOptimizerDesc(*(_packed(a) for a in case.args[:5]), x, x, x, *case.args[5:])
+
+
+def _adam_call(desc, values):
+    return (tuple(values[f] for f in ("input_parameters_tensor", "input_first_moment_tensor",
+                                      "input_second_moment_tensor", "gradient_tensor",
+                                      "training_step_tensor"))
+            + (desc.learning_rate, desc.beta1, desc.beta2, desc.epsilon)), {}
+
+
+def _adam_parameters(rank):
+    bad = [float("nan"), float("inf"), 1e39, "0.1", True]
+    return {name: ([0.5, 1e-3], bad) for name in ("learning_rate", "beta1", "beta2", "epsilon")}
+
+
 # ---- tolerances ----------------------------------------------------------------------------------
 # One per operator and data type; the operator suites and the hardening properties use these.
 #
@@ -387,6 +432,12 @@ OPERATORS: Tuple[Operator, ...] = (
              _random_generator_describe, _random_generator_call,
              parameter_examples=_random_generator_parameters, demo_shape=(16, 256, 1024),
              dtypes=(np.uint32,)),
+    # Every operation correctly rounded, in one order (the same bits everywhere); against
+    # float64, float32 Beta^T's error in alpha (_adam_magnitude).
+    Operator("adam_optimizer", AdamOptimizerDesc, adam_optimizer, reference.adam_optimizer,
+             _adam_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16}, _adam_describe,
+             _adam_call, magnitude=_adam_magnitude, parameter_examples=_adam_parameters,
+             demo_shape=(16, 256, 1024)),
     Operator("element_wise_clip_grad", ElementWiseClipGradDesc, element_wise_clip_grad,
              reference.element_wise_clip_grad, _clip_case(False), _CLIP_TOLERANCES,
              elementwise_describe(ElementWiseClipGradDesc), _clip_call,

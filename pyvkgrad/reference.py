@@ -393,3 +393,26 @@ def random_generator(input_state, output_sizes, type="philox_4x32_10"):
     after = (counter + blocks) % 2**128
     state = [(after >> (32 * i)) & _WORD for i in range(4)] + s[4:]
     return output, np.array(state, np.uint32).reshape(np.shape(input_state))
+
+
+# --------------------------------------------------------------------------------------------
+# ADAM_OPTIMIZER (docs/semantics.md §10)
+# --------------------------------------------------------------------------------------------
+
+
+def adam_optimizer(input_parameters, input_first_moment, input_second_moment, gradient,
+                   training_step, learning_rate, beta1, beta2, epsilon):
+    """(x', m', v') of DML_ADAM_OPTIMIZER in float64, the scalars taken as the float32 values
+    DirectML's FLOAT fields hold:
+        m' = b1 m + (1 - b1) g,  v' = b2 v + (1 - b2) g^2,
+        x' = x - lr alpha m' / (sqrt(v') + eps),  alpha = sqrt(1 - b2^T) / (1 - b1^T)."""
+    lr, b1, b2, eps = (float(np.float32(s)) for s in (learning_rate, beta1, beta2, epsilon))
+    t = int(np.asarray(training_step).reshape(-1)[0])
+    x, m, v, g = (_f64(a) for a in (input_parameters, input_first_moment, input_second_moment,
+                                    gradient))
+    new_m = b1 * m + (1 - b1) * g
+    new_v = b2 * v + (1 - b2) * g * g
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        alpha = np.sqrt(np.float64(1 - b2**t)) / np.float64(1 - b1**t)
+        new_x = x - lr * alpha * new_m / (np.sqrt(new_v) + eps)
+    return new_x, new_m, new_v

@@ -41,7 +41,8 @@ def run(operator: str, device, params: tuple, arrays: Mapping[str, np.ndarray],
     """One call of `operator` on `arrays` (argument name -> array, in the descriptor's field
     order); `rerun(device, **pieces)` is the one-call function on a piece of the problem (None
     for an operator that cuts along no axis). `data_types`: those the arrays may have
-    (default: FLOAT32 and FLOAT16). Returns the outputs, new packed arrays, in the order
+    (default: FLOAT32 and FLOAT16), or a mapping from argument name to them (default for a
+    name it lacks). Returns the outputs, new packed arrays, in the order
     `describe` gives them."""
     from ..device import get_device, one_call_cache
     from ..one_call_cache import layout_key
@@ -54,7 +55,9 @@ def run(operator: str, device, params: tuple, arrays: Mapping[str, np.ndarray],
     if again is not None:
         return tuple(again)
     limit = dev.max_buffer_bytes
-    descs = {name: array_desc(a, operator, name, limit, data_types)[0]
+    if not isinstance(data_types, Mapping):
+        data_types = {name: data_types for name in arrays}
+    descs = {name: array_desc(a, operator, name, limit, data_types.get(name))[0]
              for name, a in arrays.items()}
     desc, outputs = describe(descs, dev)
     fields = dict(desc.tensor_fields())

@@ -1,0 +1,170 @@
+"""DML_OPERATOR_ADAM_OPTIMIZER: one step of Adam (Kingma and Ba) per element (docs/semantics.md
+§10).
+
+    m' = Beta1 m + (1 - Beta1) g
+    v' = Beta2 v + (1 - Beta2) g^2
+    x' = x - LearningRate alpha m' / (sqrt(v') + Epsilon),  alpha = sqrt(1 - Beta2^T) / (1 - Beta1^T)
+
+T is the TrainingStepTensor's value, used as given: the first step is T = 1, and T = 0 gives
+alpha = 0/0, so every x' NaN (m' and v' are still right). Epsilon is added outside the square
+root and is not bias-corrected. The kernel (shaders/adam_optimizer.comp) evaluates these in
+float32 in one fixed order with every operation correctly rounded, so the results are the same
+bits on every device; float16 tensors widen exactly and each result rounds once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Dict, Tuple, Union
+
+import numpy as np
+
+from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
+from ..tensor import (DataType, TensorDesc, check_desc, check_float,
+                      check_float_type, check_output, check_rank, check_same, coalesce, dml_name,
+                      fail)
+from . import _one_call
+
+if TYPE_CHECKING:
+    from ..device import DeviceLike
+
+OPERATOR = "ADAM_OPTIMIZER"
+MAX_RANK = 8
+INPUTS = ("input_parameters_tensor", "input_first_moment_tensor", "input_second_moment_tensor",
+          "gradient_tensor")
+OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
+           "output_second_moment_tensor")
+SCALARS = ("learning_rate", "beta1", "beta2", "epsilon")
+# The tensors' names in the kernel.
+BINDINGS = dict(x="input_parameters_tensor", m="input_first_moment_tensor",
+                v="input_second_moment_tensor", g="gradient_tensor",
+                step="training_step_tensor", new_x="output_parameters_tensor",
+                new_m="output_first_moment_tensor", new_v="output_second_moment_tensor")
+
+
+@dataclass(frozen=True)
+class AdamOptimizerDesc(OperatorDesc):
+    """`DML_ADAM_OPTIMIZER_OPERATOR_DESC`. The seven parameter, moment and gradient tensors: one
+    data type (FLOAT32 or FLOAT16) and one set of sizes, 1 to 8 dimensions, any strides (the
+    outputs' may not overlap). training_step_tensor: UINT32, every size 1. learning_rate,
+    beta1, beta2, epsilon: finite in float32 (beta1 = 1 gives Inf or NaN, as the formula
+    does). Each output may be bound over any of the four inputs with the identical descriptor
+    (in place)."""
+
+    input_parameters_tensor: TensorDesc
+    input_first_moment_tensor: TensorDesc
+    input_second_moment_tensor: TensorDesc
+    gradient_tensor: TensorDesc
+    training_step_tensor: TensorDesc
+    output_parameters_tensor: TensorDesc
+    output_first_moment_tensor: TensorDesc
+    output_second_moment_tensor: TensorDesc
+    learning_rate: float
+    beta1: float
+    beta2: float
+    epsilon: float
+    OPERATOR: ClassVar[str] = OPERATOR
+    IN_PLACE: ClassVar[Dict[str, Tuple[str, ...]]] = {out: INPUTS for out in OUTPUTS}
+    INDEPENDENT_AXES: ClassVar[str] = "every axis (element-wise)"
+
+    def __post_init__(self) -> None:
+        named = [(dml_name(f), check_desc(OPERATOR, dml_name(f), getattr(self, f)))
+                 for f in INPUTS + OUTPUTS]
+        check_rank(OPERATOR, named[0][0], named[0][1], 1, MAX_RANK)
+        check_float_type(OPERATOR, named[0][0], named[0][1])
+        for attr in ("data_type", "sizes"):
+            check_same(OPERATOR, attr, named[0], *named[1:])
+        for name, desc in named[len(INPUTS):]:
+            check_output(OPERATOR, name, desc)
+        step = check_desc(OPERATOR, "TrainingStepTensor", self.training_step_tensor)
+        if step.data_type != DataType.UINT32:
+            fail(OPERATOR, "TrainingStepTensor.DataType", "must be UINT32", "UINT32",
+                 step.data_type.name, TypeError)
+        if step.element_count != 1:
+            fail(OPERATOR, "TrainingStepTensor.Sizes", "must all be 1", "(1, ..., 1)",
+                 step.sizes)
+        for name in SCALARS:
+            object.__setattr__(self, name, check_float(OPERATOR, dml_name(name),
+                                                       getattr(self, name)))
+
+    def tensor_fields(self):
+        return tuple((f, (getattr(self, f), READ)) for f in INPUTS + ("training_step_tensor",)) \
+            + tuple((f, (getattr(self, f), WRITE)) for f in OUTPUTS)
+
+    def independent_axes(self) -> Tuple[int, ...]:
+        """Element-wise: every axis (the step tensor, size 1 everywhere, goes whole to each
+        piece)."""
+        return tuple(range(self.input_parameters_tensor.rank))
+
+    def plan(self, limits: Limits) -> Plan:
+        x = self.input_parameters_tensor
+        wg, size = limits.local_size, x.data_type.element_size
+        tensors = INPUTS + OUTPUTS
+        f32 = np.float32
+        constants = dict(WG=wg, IS_F16=size == 2, LEARNING_RATE=self.learning_rate,
+                         BETA1=self.beta1, BETA2=self.beta2, EPSILON=self.epsilon,
+                         ONE_MINUS_BETA1=float(f32(1) - f32(self.beta1)),
+                         ONE_MINUS_BETA2=float(f32(1) - f32(self.beta2)))
+        sizes, strides = coalesce(x.sizes, *(getattr(self, f).element_strides for f in tensors))
+        packed = len(sizes) == 1 and all(s == (1,) for s in strides)
+        names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")
+        constants.update(SIZES=right_align(sizes, 8, 1), **{
+            f"{n}_STRIDES": right_align(s, 8, 0) for n, s in zip(names, strides)})
+        if packed:  # one 16-byte vector of each tensor per item
+            count, loops = -(-sizes[0] * size // 16), 1 + 8 + 3 * (4 + 1)
+        else:
+            count, loops = x.element_count, 1
+        # Beta^T's square-and-multiply loop (up to 32 iterations) runs once per invocation.
+        return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
+                                   constants=dict(constants, PACKED=packed),
+                                   push=dict(count=end, elements=x.element_count, first=first))
+                          for first, end, workgroups in grid_slices(count, wg, limits,
+                                                                    loops + 33)),
+                    tensors=tuple(n for n, _ in self.tensor_fields()))
+
+
+def adam_optimizer(input_parameters: np.ndarray, input_first_moment: np.ndarray,
+                   input_second_moment: np.ndarray, gradient: np.ndarray,
+                   training_step: Union[int, np.ndarray], learning_rate: float, beta1: float,
+                   beta2: float, epsilon: float, *, device: DeviceLike = None
+                   ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(parameters, first_moment, second_moment) after one Adam step on the device, new packed
+    arrays of input_parameters' dtype and shape. training_step: T, an int or a one-element
+    uint32 array (the first step is 1)."""
+    rank = np.ndim(input_parameters)
+    if isinstance(training_step, (bool, np.bool_)) or not isinstance(
+            training_step, (int, np.integer, np.ndarray)):
+        fail(OPERATOR, "TrainingStepTensor", "must be an int or a uint32 array", "int",
+             type(training_step).__name__, TypeError)
+    if isinstance(training_step, np.ndarray):
+        step = training_step
+        if step.size != 1:
+            fail(OPERATOR, "TrainingStepTensor.Sizes", "must all be 1", "(1, ..., 1)",
+                 step.shape)
+    else:
+        if not 0 <= int(training_step) < 2**32:
+            fail(OPERATOR, "TrainingStepTensor", "must be a uint32", "0 <= T < 2^32",
+                 training_step)
+        step = np.array(int(training_step), np.uint32)
+    step = step.reshape((1,) * max(rank, 1))
+    params = (learning_rate, beta1, beta2, epsilon)
+
+    def describe(d, dev):
+        x = d["input_parameters"]
+        outs = [x.with_sizes(x.sizes) for _ in OUTPUTS]
+        desc = AdamOptimizerDesc(d["input_parameters"], d["input_first_moment"],
+                                 d["input_second_moment"], d["gradient"], d["training_step"],
+                                 *outs, *params)
+        return desc, {name: (np.shape(input_parameters), x.data_type.element_size)
+                      for name in ("output_parameters", "output_first_moment",
+                                   "output_second_moment")}
+
+    def rerun(dev, **p):
+        return adam_optimizer(*p.values(), *params, device=dev)
+
+    arrays = dict(input_parameters=input_parameters, input_first_moment=input_first_moment,
+                  input_second_moment=input_second_moment, gradient=gradient,
+                  training_step=step)
+    x, m, v = _one_call.run(OPERATOR, device, params, arrays, describe, rerun,
+                            data_types={"training_step": (DataType.UINT32,)})
+    return x, m, v

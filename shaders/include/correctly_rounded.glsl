@@ -1,0 +1,135 @@
+// Float32 arithmetic that every conforming Vulkan device rounds the same way.
+//
+// Vulkan rounds +, - and * correctly (to nearest, ties to even), but allows 2.5 ulp for
+// division and about 3 ulp for sqrt, leaves float16 conversion's rounding to the
+// implementation, and lets compilers contract a * b + c into an fma (GLSL's fma() itself need
+// not be fused). A kernel that must give the same bits everywhere computes:
+//   cr_div(a, b)      a / b, correctly rounded (round to nearest even), IEEE special cases
+//   cr_sqrt(a)        sqrt(a), correctly rounded; NaN for a < 0, -0 for -0
+//   cr_half(v)        the float16 bits of v, rounded to nearest even (overflow: +-Inf; NaN
+//                     stays NaN), subnormal halves included
+//   pow_uint(b, t)    b^t as square-and-multiply: one fixed sequence of correctly rounded
+//                     products (least significant bit of t first), so the same bits everywhere
+// and marks its own products and sums `precise`, so that none is contracted.
+//
+// Division and square root work on the operands' integer significands: a float32 estimate
+// (whatever its few-ulp error) gives the quotient or root within a few units, the exact
+// remainder in 32-bit integer arithmetic corrects it, and the remainder decides the rounding.
+// Subnormal operands are normalised as integers, and subnormal results rounded as integers, so
+// a device that flushes subnormals in its float arithmetic still gives these functions' bits.
+
+// |x| (bits u: finite, nonzero) = m * 2^e, m in [2^23, 2^24) (subnormals normalised).
+void cr_unpack(uint u, out uint m, out int e) {
+    const uint biased = (u >> 23) & 0xFFu, fraction = u & 0x7FFFFFu;
+    if (biased == 0u) {
+        const int shift = 23 - findMSB(fraction);
+        m = fraction << uint(shift);
+        e = -149 - shift;
+    } else {
+        m = fraction | 0x800000u;
+        e = int(biased) - 150;
+    }
+}
+
+// The float32 bits of (q + f) * 2^e for q in [2^24, 2^25) and some f in [0, 1), f > 0 exactly
+// when `sticky`: rounded to nearest even, to a subnormal or 0 below 2^-126, to Inf above the
+// largest float. Positive; the caller ORs in the sign.
+uint cr_round(uint q, int e, bool sticky) {
+    if (e > 127 - 24) return 0x7F800000u;  // (q + f) * 2^e >= 2^128
+    const uint d = uint(clamp(-149 - e, 1, 26));  // the bits below float32's last place
+    uint kept = q >> d;
+    const uint rest = q & ((1u << d) - 1u), half_place = 1u << (d - 1u);
+    if (rest > half_place || (rest == half_place && (sticky || (kept & 1u) != 0u))) kept += 1u;
+    // Normal: the exponent field plus the significand with its leading 1 (a carry out of the
+    // significand moves into the exponent, and past the largest float gives Inf's bits).
+    // Subnormal: the significand alone (rounding up to 2^23 gives the smallest normal).
+    return d == 1u ? (uint(e + 24 + 126) << 23) + kept : kept;
+}
+
+float cr_div(float a, float b) {
+    const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+    const uint sign = (ua ^ ub) & 0x80000000u;
+    const uint aa = ua & 0x7FFFFFFFu, ab = ub & 0x7FFFFFFFu;
+    const uint inf = 0x7F800000u, nan = 0x7FC00000u;
+    if (aa > inf || ab > inf) return uintBitsToFloat(nan);
+    if (aa == inf) return uintBitsToFloat(ab == inf ? nan : sign | inf);
+    if (ab == inf) return uintBitsToFloat(sign);
+    if (ab == 0u) return uintBitsToFloat(aa == 0u ? nan : sign | inf);
+    if (aa == 0u) return uintBitsToFloat(sign);
+    uint ma, mb;
+    int ea, eb;
+    cr_unpack(aa, ma, ea);
+    cr_unpack(ab, mb, eb);
+    // q = floor(ma 2^s / mb) in [2^24, 2^25), the remainder r = ma 2^s - q mb in [0, mb).
+    const uint s = ma >= mb ? 24u : 25u;
+    uint q = uint(float(ma) / float(mb) * float(1u << s));
+    uint high, low;
+    umulExtended(q, mb, high, low);
+    // The estimate is within a few units, so |r| < 2^31: wrapping 32-bit arithmetic is exact.
+    int r = int((ma << s) - low);
+    for (int i = 0; i < 16 && r < 0; ++i) {
+        q -= 1u;
+        r += int(mb);
+    }
+    for (int i = 0; i < 16 && r >= int(mb); ++i) {
+        q += 1u;
+        r -= int(mb);
+    }
+    return uintBitsToFloat(sign | cr_round(q, ea - eb - int(s), r != 0));
+}
+
+float cr_sqrt(float a) {
+    const uint u = floatBitsToUint(a);
+    if ((u & 0x7FFFFFFFu) == 0u || u == 0x7F800000u) return a;  // +-0, +Inf
+    if (u > 0x7F800000u) return uintBitsToFloat(0x7FC00000u);  // NaN, or below 0
+    uint m;
+    int e;
+    cr_unpack(u, m, e);
+    // a = mk 2^(e - k) with e - k even and mk in [2^24, 2^26); n = mk 2^22 in [2^46, 2^48) has
+    // the root s = floor(sqrt(n)) in [2^23, 2^24) and the remainder r = n - s^2 in [0, 2s].
+    const uint k = (e & 1) != 0 ? 1u : 2u;
+    const uint mk = m << k;
+    uint s = uint(sqrt(float(mk)) * 2048.0);
+    uint high, low;
+    umulExtended(s, s, high, low);
+    int r = int((mk << 22) - low);  // |r| < 2^31, as in cr_div
+    for (int i = 0; i < 16 && r < 0; ++i) {
+        s -= 1u;
+        r += int(2u * s + 1u);
+    }
+    for (int i = 0; i < 16 && r > int(2u * s); ++i) {
+        r -= int(2u * s + 1u);
+        s += 1u;
+    }
+    // sqrt(n) = s + f: the half bit is f >= 1/2, i.e. r > s (never a tie: n is an integer).
+    const uint q = 2u * s + (r > int(s) ? 1u : 0u);
+    return uintBitsToFloat(cr_round(q, (e - int(k) - 22) / 2 - 1, r != 0));
+}
+
+uint cr_half(float v) {
+    const uint u = floatBitsToUint(v);
+    const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
+    if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
+    if (magnitude >= 0x47800000u) return sign | 0x7C00u;  // >= 65536 (or Inf): Inf
+    const uint biased = magnitude >> 23;
+    if (biased < 102u) return sign;  // below 2^-25, half the smallest subnormal half: 0
+    // The significand with its leading 1, and the bits below the half's last place: 13 for a
+    // normal half (biased >= 113, 2^-14), more for a subnormal one.
+    const uint m = (magnitude & 0x7FFFFFu) | 0x800000u;
+    const uint d = biased >= 113u ? 13u : 126u - biased;
+    uint kept = m >> d;
+    const uint rest = m & ((1u << d) - 1u), half_place = 1u << (d - 1u);
+    if (rest > half_place || (rest == half_place && (kept & 1u) != 0u)) kept += 1u;
+    // As in cr_round: a carry moves into the exponent; 65520 and above round to Inf's bits.
+    return sign | (biased >= 113u ? ((biased - 113u) << 10) + kept : kept);
+}
+
+float pow_uint(float b, uint t) {
+    precise float result = 1.0;
+    precise float power = b;
+    for (uint bits = t; bits != 0u; bits >>= 1u) {
+        if ((bits & 1u) != 0u) result = result * power;
+        if (bits > 1u) power = power * power;
+    }
+    return result;
+}

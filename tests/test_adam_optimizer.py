@@ -1,0 +1,168 @@
+"""ADAM_OPTIMIZER: the spec's worked examples, PyTorch's Adam, and the same bits as a float32
+model of the kernel's arithmetic (every operation correctly rounded, in one order); the
+operator table's generic tests cover validation, layouts, in place and the buffer limit."""
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import reference
+
+F32 = np.float32
+# AD-1..3: lr 0.1, Beta1 0.9, Beta2 0.999, Epsilon 1e-8.
+X = np.array([1, -2, 3, 0.5], F32)
+M = np.array([0.1, 0, -0.2, 0], F32)
+V = np.array([0.01, 0, 0.04, 0], F32)
+G = np.array([0.5, -1, 0, 2], F32)
+NEW_M = [0.14, -0.1, -0.18, 0.2]
+NEW_V = [0.01024, 0.001, 0.03996, 0.004]
+
+
+def model(x, m, v, g, t, lr, b1, b2, eps):
+    """The kernel's arithmetic in numpy float32 (IEEE: each operation correctly rounded):
+    Beta^T by square-and-multiply, least significant bit first; results rounded once to the
+    tensors' type."""
+    def power(b, t):
+        result, p = F32(1), F32(b)
+        while t:
+            if t & 1:
+                result = F32(result * p)
+            t >>= 1
+            if t:
+                p = F32(p * p)
+        return result
+
+    lr, b1, b2, eps = (F32(s) for s in (lr, b1, b2, eps))
+    with np.errstate(all="ignore"):
+        alpha = np.sqrt(F32(1) - power(b2, t)) / (F32(1) - power(b1, t))
+        lr_alpha = F32(lr * F32(alpha))
+        x, m, v, g = (np.asarray(a).astype(F32) for a in (x, m, v, g))
+        new_m = b1 * m + (F32(1) - b1) * g
+        new_v = b2 * v + (F32(1) - b2) * (g * g)
+        new_x = x - (lr_alpha * new_m) / (np.sqrt(new_v) + eps)
+    return new_x, new_m, new_v
+
+
+def same_bits(got, want, dtype):
+    for a, b in zip(got, want):
+        b = np.asarray(b).astype(dtype)
+        a, b = np.asarray(a), b.reshape(np.shape(a))
+        nan = np.isnan(a) & np.isnan(b)
+        differ = (a.view(np.uint16 if dtype == np.float16 else np.uint32)
+                  != b.view(np.uint16 if dtype == np.float16 else np.uint32)) & ~nan
+        assert not differ.any(), (np.flatnonzero(differ)[:5], a[differ][:5], b[differ][:5])
+
+
+@pytest.mark.parametrize("t, alpha", [(1, 0.316227766), (3, 0.202010597), (0, float("nan"))])
+def test_worked_examples(device, t, alpha):
+    """AD-1, AD-2 (x' within float32 rounding of the float64 formula) and AD-3 (T = 0: x' NaN,
+    the moments still right)."""
+    x, m, v = pyvkgrad.adam_optimizer(X, M, V, G, t, 0.1, 0.9, 0.999, 1e-8, device=device)
+    np.testing.assert_allclose(m, NEW_M, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(v, NEW_V, rtol=2e-5)  # 1 - 0.999 in float32
+    want = reference.adam_optimizer(X, M, V, G, t, 0.1, 0.9, 0.999, 1e-8)[0]
+    if np.isnan(alpha):
+        assert np.isnan(x).all()
+    else:
+        np.testing.assert_allclose(x, want, rtol=1e-6)
+    same_bits((x, m, v), model(X, M, V, G, t, 0.1, 0.9, 0.999, 1e-8), np.float32)
+
+
+def _wide(rng, n):
+    """Values spread over float32's range (magnitudes 1e-30 to 1e30), with zeros and both
+    signs: the quotients and roots of the kernel cover the whole exponent range."""
+    return (rng.choice([-1, 1], n) * 10.0 ** rng.uniform(-30, 30, n)
+            * (rng.random(n) > 0.05)).astype(F32)
+
+
+@pytest.mark.parametrize("n", [1, 7, 255, 256, 257, 4099])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_same_bits_as_the_float32_model(device, rng, n, dtype):
+    """Random data, normal and over the whole range, at sizes around the vector and workgroup
+    widths: bitwise the model (division and square root correctly rounded, Beta^T one fixed
+    sequence of products, float16 rounded once to nearest even)."""
+    for wide in (False, True):
+        if wide and dtype == np.float16:
+            x, m, g = (rng.standard_normal(n).astype(dtype) * 100 for _ in range(3))
+            v = np.abs(rng.standard_normal(n) * 1000).astype(dtype)
+        elif wide:
+            x, m, v, g = _wide(rng, n), _wide(rng, n), np.abs(_wide(rng, n)), _wide(rng, n)
+        else:
+            x, m, g = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+            v = (0.01 * rng.standard_normal(n) ** 2).astype(dtype)
+        t = int(rng.integers(1, 2000))
+        scalars = (10.0 ** rng.uniform(-5, 0), rng.uniform(0.5, 0.99), rng.uniform(0.9, 0.9999),
+                   float(rng.choice([0.0, 1e-8, 1e-3])))
+        got = pyvkgrad.adam_optimizer(x, m, v, g, t, *scalars, device=device)
+        same_bits(got, model(x, m, v, g, t, *scalars), dtype)
+
+
+def test_strided_inputs_and_non_finite_gradients(device, rng):
+    """Strided views (the strided kernel) give the packed kernel's bits; Inf and NaN in g reach
+    all three outputs of their element, as the formula says."""
+    base = [rng.standard_normal((6, 10)).astype(F32) for _ in range(4)]
+    base[2] = np.abs(base[2])
+    base[3][0, 0], base[3][1, 2] = np.inf, np.nan
+    views = [a[:, ::2] for a in base]
+    got = pyvkgrad.adam_optimizer(*views, 5, 0.01, 0.9, 0.999, 1e-8, device=device)
+    packed = pyvkgrad.adam_optimizer(*(np.ascontiguousarray(a) for a in views), 5, 0.01, 0.9,
+                                     0.999, 1e-8, device=device)
+    same_bits(got, packed, np.float32)
+    same_bits(got, model(*views, 5, 0.01, 0.9, 0.999, 1e-8), np.float32)
+    assert np.isnan(got[0][0, 0]) and np.isinf(got[1][0, 0]) and np.isinf(got[2][0, 0])
+    assert all(np.isnan(out[1, 1]) for out in got)
+
+
+def test_the_step_tensor_and_scalars_are_checked_first(device):
+    with pytest.raises(TypeError, match="ADAM_OPTIMIZER: TrainingStepTensor"):
+        pyvkgrad.adam_optimizer(X, M, V, G, 1.5, 0.1, 0.9, 0.999, 1e-8, device=device)
+    with pytest.raises(ValueError, match="ADAM_OPTIMIZER: TrainingStepTensor"):
+        pyvkgrad.adam_optimizer(X, M, V, G, -1, 0.1, 0.9, 0.999, 1e-8, device=device)
+    with pytest.raises(ValueError, match="ADAM_OPTIMIZER: TrainingStepTensor.Sizes"):
+        pyvkgrad.adam_optimizer(X, M, V, G, np.array([1, 2], np.uint32), 0.1, 0.9, 0.999,
+                                1e-8, device=device)
+    with pytest.raises(TypeError, match="ADAM_OPTIMIZER: training_step"):
+        pyvkgrad.adam_optimizer(X, M, V, G, np.array([1.0], F32), 0.1, 0.9, 0.999, 1e-8,
+                                device=device)
+    with pytest.raises(ValueError, match="ADAM_OPTIMIZER: Beta2"):
+        pyvkgrad.adam_optimizer(X, M, V, G, 1, 0.1, 0.9, float("inf"), 1e-8, device=device)
+
+
+def test_in_place(device, rng):
+    """Outputs bound over their inputs (DirectML allows it): the same bits as separate ones."""
+    x, m, g = (rng.standard_normal(1000).astype(F32) for _ in range(3))
+    v = np.abs(rng.standard_normal(1000)).astype(F32)
+    want = pyvkgrad.adam_optimizer(x, m, v, g, 2, 0.01, 0.9, 0.999, 1e-8, device=device)
+    tensors = [device.upload(a) for a in (x, m, v, g, np.array([2], np.uint32))]
+    desc = pyvkgrad.AdamOptimizerDesc(*(t.desc for t in tensors), tensors[0].desc,
+                                      tensors[1].desc, tensors[2].desc, 0.01, 0.9, 0.999, 1e-8)
+    op = device.compile(desc)
+    op(input_parameters_tensor=tensors[0], input_first_moment_tensor=tensors[1],
+       input_second_moment_tensor=tensors[2], gradient_tensor=tensors[3],
+       training_step_tensor=tensors[4], output_parameters_tensor=tensors[0],
+       output_first_moment_tensor=tensors[1], output_second_moment_tensor=tensors[2])
+    same_bits([t.numpy() for t in tensors[:3]], want, np.float32)
+
+
+def test_matches_torch_adam(device, rng):
+    """PyTorch's Adam with eps = Epsilon / sqrt(1 - Beta2^T), after T - 1 earlier steps' state,
+    one step: within float32 rounding (float32 Beta^T: a few ulp of alpha)."""
+    torch = pytest.importorskip("torch")
+    x, m, g = (rng.standard_normal(300).astype(F32) for _ in range(3))
+    v = (0.01 * rng.standard_normal(300) ** 2).astype(F32)
+    # The hyperparameters as the float32 values DirectML's FLOAT fields hold.
+    t, lr, b1, b2, eps = 7, *(float(F32(s)) for s in (1e-3, 0.9, 0.999, 1e-8))
+    p = torch.nn.Parameter(torch.tensor(x))
+    opt = torch.optim.Adam([p], lr=lr, betas=(b1, b2), eps=eps / np.sqrt(1 - b2**t),
+                           foreach=False)
+    opt.state[p] = dict(step=torch.tensor(float(t - 1)), exp_avg=torch.tensor(m),
+                        exp_avg_sq=torch.tensor(v))
+    p.grad = torch.tensor(g)
+    opt.step()
+    got = pyvkgrad.adam_optimizer(x, m, v, g, t, lr, b1, b2, eps, device=device)
+    # PyTorch updates m as m + (g - m)(1 - Beta1) (lerp): a few roundings of |m| + |g| apart.
+    assert np.all(np.abs(got[1] - opt.state[p]["exp_avg"].numpy())
+                  <= 2.0**-21 * (np.abs(m) + np.abs(g)))
+    np.testing.assert_allclose(got[2], opt.state[p]["exp_avg_sq"].numpy(), rtol=1e-5)
+    want = p.detach().numpy()
+    assert np.all(np.abs(got[0] - want) <= 2.0**-22 * np.abs(x) + 1e-4 * np.abs(want - x))
