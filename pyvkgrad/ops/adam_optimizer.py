@@ -1,5 +1,5 @@
 """DML_OPERATOR_ADAM_OPTIMIZER: one step of Adam (Kingma and Ba) per element (docs/semantics.md
-§10).
+§11).
 
     m' = Beta1 m + (1 - Beta1) g
     v' = Beta2 v + (1 - Beta2) g^2
