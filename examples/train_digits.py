@@ -56,16 +56,18 @@ def load_data(seed: int = 0):
 
 
 def train(model: nn.Module, data, steps: int, batch_size: int = 64, lr: float = 0.05,
-          seed: int = 0, channels_last: bool = False, log=None):
-    """SGD with momentum for `steps` minibatches (the same minibatches for a given seed).
-    Returns (per-step losses, test accuracy, seconds spent in backward)."""
+          seed: int = 0, channels_last: bool = False, log=None, optimizer=None):
+    """SGD with momentum (or `optimizer(parameters)`) for `steps` minibatches (the same
+    minibatches for a given seed). Returns (per-step losses, test accuracy, seconds spent in
+    backward)."""
     (x_train, y_train), (x_test, y_test) = data
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
         x_train = x_train.contiguous(memory_format=torch.channels_last)
         x_test = x_test.contiguous(memory_format=torch.channels_last)
     batches = torch.Generator().manual_seed(seed)
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    opt = (optimizer(model.parameters()) if optimizer is not None
+           else torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9))
     losses, backward_s = [], 0.0
     model.train()
     for step in range(steps):

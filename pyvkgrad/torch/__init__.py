@@ -4,7 +4,8 @@ Autograd functions whose forward runs in PyTorch and whose backward runs DirectM
 operators on a Vulkan device (`relu`, `threshold`, `hardtanh`, `relu6`, `batch_norm`,
 `interpolate`), drop-in modules (`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, and
 `Sequential`, which chains their backward into one submission) and `convert(model)`, which swaps
-them into an existing model. docs/torch.md.
+them into an existing model; `optim.Adam`, a drop-in for `torch.optim.Adam` whose step runs
+ADAM_OPTIMIZER on the device. docs/torch.md.
 
 Needs PyTorch (`pip install 'pyvkgrad[torch]'`); the core package does not.
 """
@@ -19,6 +20,7 @@ except ImportError as _missing:  # pragma: no cover - exercised only without tor
 from ._resample_map import InexactResample
 from ._runtime import (cache_clear, cache_info, clear_programs, get_device, set_device,
                        set_options)
+from . import optim
 from .functional import batch_norm, hardtanh, interpolate, relu, relu6, threshold
 from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Hardtanh, ReLU, ReLU6, Sequential,
                       Upsample, convert)
@@ -27,4 +29,4 @@ __all__ = ["relu", "threshold", "hardtanh", "relu6", "batch_norm", "interpolate"
            "ReLU", "Hardtanh", "ReLU6", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Upsample",
            "Sequential",
            "convert", "set_device", "get_device", "set_options", "cache_clear", "cache_info",
-           "clear_programs", "InexactResample"]
+           "clear_programs", "InexactResample", "optim"]
