@@ -173,10 +173,47 @@ def _random_generator(dev, rng, n):
     return op, tensors, 4 * n, torch_fn, "write"
 
 
+def adam_cases(quick):
+    """ADAM_OPTIMIZER in place (parameters and moments over themselves), 16 and 256 MiB per
+    tensor: 4 tensors read and 3 written, against PyTorch's fused CUDA Adam on the same bytes."""
+    sizes = [16 * MiB] if quick else [16 * MiB, 256 * MiB]
+    for nbytes in sizes:
+        for dt in ("float32", "float16"):
+            n = nbytes // np.dtype(_np(dt)).itemsize
+            yield ("ADAM_OPTIMIZER", f"{nbytes // MiB} MiB per tensor, in place", dt,
+                   lambda dev, rng, n=n, dt=dt: _adam(dev, rng, n, dt))
+
+
+def _adam(dev, rng, n, dt):
+    x, m, g = (rng.standard_normal(n, dtype=np.float32).astype(_np(dt)) for _ in range(3))
+    v = np.abs(g).astype(_np(dt))
+
+    def torch_fn(T):  # torch.optim.Adam(fused=True)'s kernel, one step
+        p, mt, vt, gt = (T.tensor(a) for a in (x, m, v, g))
+        step = T.torch.tensor(1.0, device=T.device)
+        return lambda: T.torch._fused_adam_([p], [gt], [mt], [vt], [], [step], lr=1e-3,
+                                            beta1=0.9, beta2=0.999, weight_decay=0.0,
+                                            eps=1e-8, amsgrad=False, maximize=False)
+    if dev is None:
+        return None, None, 7 * x.nbytes, torch_fn
+    desc = TensorDesc(_dt(dt), (n,))
+    t = dev.upload(np.array([1], np.uint32))
+    tensors = dict(input_parameters_tensor=dev.upload(x), input_first_moment_tensor=dev.upload(m),
+                   input_second_moment_tensor=dev.upload(v), gradient_tensor=dev.upload(g),
+                   training_step_tensor=t)
+    tensors.update(output_parameters_tensor=tensors["input_parameters_tensor"],
+                   output_first_moment_tensor=tensors["input_first_moment_tensor"],
+                   output_second_moment_tensor=tensors["input_second_moment_tensor"])
+    op = dev.compile(pyvkgrad.AdamOptimizerDesc(desc, desc, desc, desc, t.desc, desc, desc, desc,
+                                                1e-3, 0.9, 0.999, 1e-8))
+    return op, tensors, 7 * x.nbytes, torch_fn
+
+
 def benchmark_cases(record):
     """The benchmark's cases of an operator of the table: shapes from its issue; any
     element-wise operator gets the element-wise cases."""
     special = {"resample_grad": resample_cases, "random_generator": random_generator_cases,
+               "adam_optimizer": adam_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True)}
     if record.name in special:
