@@ -30,6 +30,7 @@ _require_runtime()
 from .tensor import DataType, TensorDesc
 from .ops.activation_relu_grad import ActivationReluGradDesc, activation_relu_grad
 from .ops.resample_grad import AxisDirection, InterpolationMode, ResampleGradDesc, resample_grad
+from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
 from .ops.batch_normalization_grad import (BatchNormalizationGradDesc, BatchNormalizationGradResult,
                                           batch_normalization_grad)
 from .ops.batch_normalization_training_grad import (BatchNormalizationTrainingGradDesc,
@@ -68,6 +69,7 @@ def __getattr__(name: str) -> Any:
 __all__ = ["DataType", "TensorDesc",
            "ActivationReluGradDesc", "activation_relu_grad",
            "ResampleGradDesc", "resample_grad", "InterpolationMode", "AxisDirection",
+           "ResampleGrad1Desc", "resample_grad1",
            "BatchNormalizationGradDesc", "batch_normalization_grad",
            "BatchNormalizationTrainingGradDesc", "batch_normalization_training_grad",
            "BatchNormalizationGradResult",

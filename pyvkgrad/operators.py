@@ -45,6 +45,7 @@ from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_cl
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
+from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
 from .ops._elementwise import ElementwiseGradDesc
 from .tensor import DataType, TensorDesc
 
@@ -87,32 +88,41 @@ def elementwise_call(desc: ElementwiseGradDesc, values: Dict[str, np.ndarray]
     return (values["input_tensor"], values["input_gradient_tensor"]), desc.parameters()
 
 
-# ---- RESAMPLE_GRAD ---------------------------------------------------------------------------------
+# ---- RESAMPLE_GRAD and RESAMPLE_GRAD1 -------------------------------------------------------------
 
 _MODES = ("nearest_neighbor", "linear")
+_ROUNDINGS = (None, "decreasing", "increasing")
 
 
-def _resample_case(rng, shape, dtype) -> Case:
-    """dY of `shape` (its first 4 dimensions); dX sizes from 1 to 2 more than dY's (up- and
-    downsampling, same sizes); nearest or linear; half the time the default parameters, else
-    random scales, offsets and rounding direction (every choice the descriptor allows);
-    either algorithm."""
-    shape = tuple(shape[:4])
-    dy = rng.standard_normal(shape).astype(dtype)
-    sizes = tuple(int(rng.integers(1, s + 3)) for s in shape)
-    kwargs = dict(interpolation_mode=_MODES[int(rng.integers(2))])
-    random_parameters = rng.random() < 0.5
-    if random_parameters:
-        rank = len(shape)
-        kwargs.update(scales=tuple(float(s) for s in rng.uniform(0.25, 4.0, rank)),
-                      input_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, rank)),
-                      output_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, rank)),
-                      rounding_direction=(None, "decreasing", "increasing")[int(rng.integers(3))])
-    algorithm = ("gather", "atomic")[int(rng.integers(2))]
-    return Case((dy, sizes), kwargs, dict(algorithm=algorithm),
-                f"{kwargs['interpolation_mode']} {algorithm} {np.dtype(dtype).name} "
-                f"{list(shape)} -> {list(sizes)}"
-                + (", random scales and offsets" if random_parameters else ""))
+def _resample_case(rounding_required: bool
+                   ) -> Callable[[np.random.Generator, Tuple[int, ...], type], Case]:
+    """The case generator of RESAMPLE_GRAD or, `rounding_required`, RESAMPLE_GRAD1: dY of
+    `shape` (its first 4 dimensions); dX sizes from 1 to 2 more than dY's (up- and
+    downsampling, same sizes); nearest or linear; half the time the default scales and
+    offsets, else random ones; a random rounding direction (every choice the descriptor
+    allows) with random parameters, and always for RESAMPLE_GRAD1; either algorithm."""
+    roundings = _ROUNDINGS[1:] if rounding_required else _ROUNDINGS
+
+    def make_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type) -> Case:
+        shape = tuple(shape[:4])
+        dy = rng.standard_normal(shape).astype(dtype)
+        sizes = tuple(int(rng.integers(1, s + 3)) for s in shape)
+        kwargs = dict(interpolation_mode=_MODES[int(rng.integers(2))])
+        random_parameters = rng.random() < 0.5
+        if random_parameters:
+            rank = len(shape)
+            kwargs.update(scales=tuple(float(s) for s in rng.uniform(0.25, 4.0, rank)),
+                          input_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, rank)),
+                          output_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, rank)))
+        if random_parameters or rounding_required:
+            kwargs["rounding_direction"] = roundings[int(rng.integers(len(roundings)))]
+        algorithm = ("gather", "atomic")[int(rng.integers(2))]
+        return Case((dy, sizes), kwargs, dict(algorithm=algorithm),
+                    f"{kwargs['interpolation_mode']} {algorithm} {np.dtype(dtype).name} "
+                    f"{list(shape)} -> {list(sizes)}"
+                    + (f" {kwargs['rounding_direction']}" if rounding_required else "")
+                    + (", random scales and offsets" if random_parameters else ""))
+    return make_case
 
 
 def _resample_magnitude(args, kwargs):
@@ -121,15 +131,22 @@ def _resample_magnitude(args, kwargs):
     return (reference.resample_grad(np.abs(np.asarray(dy, np.float64)), sizes, **kwargs),)
 
 
-def _resample_describe(case):
-    (dy, sizes), kw = case.args, case.kwargs
-    dx = TensorDesc(_packed(dy).data_type, sizes)
-    scales, input_offsets, output_offsets = defaults.resample_grad(
-        dy.shape, sizes, kw.get("scales"), kw.get("input_pixel_offsets"),
-        kw.get("output_pixel_offsets"))
-    return ResampleGradDesc(_packed(dy), dx, kw.get("interpolation_mode", "nearest_neighbor"),
-                            scales, input_offsets, output_offsets,
-                            kw.get("rounding_direction"), case.options.get("algorithm", "auto"))
+def _resample_describe(descriptor: Type[Union[ResampleGradDesc, ResampleGrad1Desc]]
+                       ) -> Callable[[Case], Union[ResampleGradDesc, ResampleGrad1Desc]]:
+    """The `describe` of RESAMPLE_GRAD or RESAMPLE_GRAD1 (`descriptor`)."""
+    def describe(case: Case) -> Union[ResampleGradDesc, ResampleGrad1Desc]:
+        (dy, sizes), kw = case.args, case.kwargs
+        scales, input_offsets, output_offsets = defaults.resample_grad(
+            dy.shape, sizes, kw.get("scales"), kw.get("input_pixel_offsets"),
+            kw.get("output_pixel_offsets"))
+        return descriptor(
+            input_gradient_tensor=_packed(dy),
+            output_gradient_tensor=TensorDesc(_packed(dy).data_type, sizes),
+            interpolation_mode=kw.get("interpolation_mode", "nearest_neighbor"),
+            rounding_direction=kw.get("rounding_direction"), scales=scales,
+            input_pixel_offsets=input_offsets, output_pixel_offsets=output_offsets,
+            algorithm=case.options.get("algorithm", "auto"))
+    return describe
 
 
 def _resample_call(desc, values):
@@ -149,6 +166,12 @@ def _resample_parameters(rank):
             "output_pixel_offsets": ([(-0.5,) * rank, (0.25,) * rank], [(math.nan,) * rank]),
             "rounding_direction": ([None, "decreasing", "increasing"], ["up", 1.5]),
             "algorithm": (["gather", "atomic", "auto"], ["fast", 1])}
+
+
+def _resample1_parameters(rank):
+    """RESAMPLE_GRAD's, but RoundingDirection is required."""
+    return dict(_resample_parameters(rank),
+                rounding_direction=(["decreasing", "increasing", 0, 1], [None, "up", 2, 1.5]))
 
 
 # ---- BATCH_NORMALIZATION_GRAD and _TRAINING_GRAD -----------------------------------------------
@@ -409,9 +432,15 @@ OPERATORS: Tuple[Operator, ...] = (
              {"float32": EXACT, "float16": EXACT}, elementwise_describe(ActivationReluGradDesc),
              elementwise_call),
     Operator("resample_grad", ResampleGradDesc, resample_grad, reference.resample_grad,
-             _resample_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
-             _resample_describe, _resample_call,
+             _resample_case(False), {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
+             _resample_describe(ResampleGradDesc), _resample_call,
              max_rank=4, magnitude=_resample_magnitude, parameter_examples=_resample_parameters,
+             demo_shape=(4, 16, 64, 64)),
+    # RESAMPLE_GRAD's sums (the same tables and kernels), so its tolerances.
+    Operator("resample_grad1", ResampleGrad1Desc, resample_grad1, reference.resample_grad1,
+             _resample_case(True), {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
+             _resample_describe(ResampleGrad1Desc), _resample_call,
+             max_rank=4, magnitude=_resample_magnitude, parameter_examples=_resample1_parameters,
              demo_shape=(4, 16, 64, 64)),
     Operator("batch_normalization_grad", BatchNormalizationGradDesc, batch_normalization_grad,
              reference.batch_normalization_grad, _batch_normalization_case,

@@ -33,6 +33,7 @@ __all__ = [
     "element_wise_clip_grad1",
     "resample1",
     "resample_grad",
+    "resample_grad1",
     "batch_normalization",
     "batch_normalization_training",
     "batch_normalization_grad",
@@ -247,6 +248,26 @@ def resample_grad(input_gradient: ArrayLike, output_gradient_sizes: Sequence[int
     mats = [axis_weights(sizes[d], dy.shape[d], mode, scales[d], in_offs[d], out_offs[d], rd).T
             for d in range(dy.ndim)]
     return _apply_along(mats, dy)
+
+
+def resample_grad1(input_gradient: ArrayLike, output_gradient_sizes: Sequence[int], *,
+                   interpolation_mode: Named = "nearest_neighbor",
+                   rounding_direction: Named,
+                   scales: Optional[Sequence[float]] = None,
+                   input_pixel_offsets: Optional[Sequence[float]] = None,
+                   output_pixel_offsets: Optional[Sequence[float]] = None) -> np.ndarray:
+    """DML_RESAMPLE_GRAD1: dX = W^T dY for the forward RESAMPLE2, whose nearest neighbour rounds
+    x by the mandatory rounding direction ("decreasing": floor, "increasing": ceil; linear
+    ignores it).  resample_grad with that direction (docs/semantics.md §11); the signature and
+    defaults are pyvkgrad.resample_grad1's, less its execution options."""
+    if _name(rounding_direction) not in _ROUNDING[1:]:
+        raise ValueError(f"resample_grad1: rounding_direction must be one of {_ROUNDING[1:]}, "
+                         f"got {rounding_direction!r}")
+    return resample_grad(input_gradient, output_gradient_sizes,
+                         interpolation_mode=interpolation_mode, scales=scales,
+                         input_pixel_offsets=input_pixel_offsets,
+                         output_pixel_offsets=output_pixel_offsets,
+                         rounding_direction=rounding_direction)
 
 
 # --------------------------------------------------------------------------------------------

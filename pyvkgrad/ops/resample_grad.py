@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 
@@ -86,93 +86,75 @@ ALGORITHMS = ("gather", "atomic")
 
 # ---- parameter normalisation -------------------------------------------------------------------
 
-def _enum_value(enum_cls, value, field: str, allowed: str):
-    return enum_value(OPERATOR, enum_cls, value, field, allowed)
-
-
-def _float32_array(values, field: str, rank: int):
+def _float32_array(operator: str, values, field: str, rank: int):
     """DirectML's FLOAT[DimensionCount] array: one real number per dimension, as float32."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        fail(OPERATOR, field, "must be a sequence of numbers", "a sequence",
+        fail(operator, field, "must be a sequence of numbers", "a sequence",
              type(values).__name__, TypeError)
     values = tuple(values)
     for d, v in enumerate(values):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
                                                                    np.floating)):
-            fail(OPERATOR, f"{field}[{d}]", "must be a real number", "int or float",
+            fail(operator, f"{field}[{d}]", "must be a real number", "int or float",
                  type(v).__name__, TypeError)
     if len(values) != rank:
-        fail(OPERATOR, field, "must have one entry per dimension", rank, len(values))
+        fail(operator, field, "must have one entry per dimension", rank, len(values))
     with np.errstate(over="ignore"):
         return tuple(np.float32(v) for v in values), values
 
 
-@dataclass(frozen=True)
-class ResampleGradDesc(OperatorDesc):
-    """`DML_RESAMPLE_GRAD_OPERATOR_DESC` (plus DML_RESAMPLE_GRAD1's RoundingDirection).
+class ResampleGradRules(OperatorDesc):
+    """What `ResampleGradDesc` and `ResampleGrad1Desc` (resample_grad1.py) share: the checks,
+    tensor fields, independent axes, per-axis maps and plan. Each declares its own dataclass
+    fields, in its DirectML struct's order (RESAMPLE_GRAD1 has RoundingDirection after
+    InterpolationMode), and its OPERATOR, which every error message names."""
 
-    input_gradient_tensor: dY, the forward output's sizes; output_gradient_tensor: dX, the
-    forward input's sizes. One data type (FLOAT32 or FLOAT16), 1 to 4 dimensions, any strides
-    (dX's may not overlap). interpolation_mode: InterpolationMode or "nearest_neighbor" /
-    "linear". scales, input_pixel_offsets, output_pixel_offsets: one float per dimension, the
-    forward's; stored as float32 values (Python floats). rounding_direction: None (RESAMPLE1,
-    round half up), AxisDirection or "decreasing" (floor) / "increasing" (ceil); nearest only.
-    algorithm: "gather" (deterministic; "auto" means it) or "atomic".
-    """
-
-    input_gradient_tensor: TensorDesc
-    output_gradient_tensor: TensorDesc
-    interpolation_mode: Union[InterpolationMode, str]
-    scales: Tuple[float, ...]
-    input_pixel_offsets: Tuple[float, ...]
-    output_pixel_offsets: Tuple[float, ...]
-    rounding_direction: Union[None, AxisDirection, str] = None
-    algorithm: str = "gather"
-    OPERATOR: ClassVar[str] = OPERATOR
     # Along which axes the one-call function may cut a problem too large for one buffer.
     INDEPENDENT_AXES: ClassVar[str] = "only the axes that are not resampled"
+    # RESAMPLE_GRAD1's RoundingDirection is mandatory; RESAMPLE_GRAD takes None (RESAMPLE1).
+    ROUNDING_REQUIRED: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        dy = check_desc(OPERATOR, "InputGradientTensor", self.input_gradient_tensor)
-        dx = check_desc(OPERATOR, "OutputGradientTensor", self.output_gradient_tensor)
-        check_rank(OPERATOR, "InputGradientTensor", dy, 1, MAX_RANK)
+        op = self.OPERATOR
+        dy = check_desc(op, "InputGradientTensor", self.input_gradient_tensor)
+        dx = check_desc(op, "OutputGradientTensor", self.output_gradient_tensor)
+        check_rank(op, "InputGradientTensor", dy, 1, MAX_RANK)
         if dx.rank != dy.rank:
-            fail(OPERATOR, "OutputGradientTensor.DimensionCount",
+            fail(op, "OutputGradientTensor.DimensionCount",
                  "must equal InputGradientTensor.DimensionCount", dy.rank, dx.rank)
-        check_same(OPERATOR, "data_type", ("InputGradientTensor", dy),
-                   ("OutputGradientTensor", dx))
-        check_float_type(OPERATOR, "InputGradientTensor", dy)
-        check_output(OPERATOR, "OutputGradientTensor", dx)
-        mode = _enum_value(InterpolationMode, self.interpolation_mode, "InterpolationMode",
-                           "'nearest_neighbor' or 'linear' (InterpolationMode)")
+        check_same(op, "data_type", ("InputGradientTensor", dy), ("OutputGradientTensor", dx))
+        check_float_type(op, "InputGradientTensor", dy)
+        check_output(op, "OutputGradientTensor", dx)
+        mode = enum_value(op, InterpolationMode, self.interpolation_mode, "InterpolationMode",
+                          "'nearest_neighbor' or 'linear' (InterpolationMode)")
         rounding = self.rounding_direction
-        if rounding is not None:
-            rounding = _enum_value(AxisDirection, rounding, "RoundingDirection",
-                                   "None, 'decreasing' or 'increasing' (AxisDirection)")
+        if rounding is not None or self.ROUNDING_REQUIRED:
+            rounding = enum_value(op, AxisDirection, rounding, "RoundingDirection",
+                                  ("" if self.ROUNDING_REQUIRED else "None, ")
+                                  + "'decreasing' or 'increasing' (AxisDirection)")
         algorithm = self.algorithm
         if not isinstance(algorithm, str):
-            fail(OPERATOR, "algorithm", "must be a string", "'auto', 'gather' or 'atomic'",
+            fail(op, "algorithm", "must be a string", "'auto', 'gather' or 'atomic'",
                  type(algorithm).__name__, TypeError)
         if algorithm == "auto":
             algorithm = "gather"  # deterministic by default
         if algorithm not in ALGORITHMS:
-            fail(OPERATOR, "algorithm", "is not supported", "'auto', 'gather' or 'atomic'",
+            fail(op, "algorithm", "is not supported", "'auto', 'gather' or 'atomic'",
                  repr(algorithm))
-        scales, given = _float32_array(self.scales, "Scales", dy.rank)
+        scales, given = _float32_array(op, self.scales, "Scales", dy.rank)
         for d, (s32, s) in enumerate(zip(scales, given)):
             if not (s > 0 and math.isfinite(s)):
-                fail(OPERATOR, f"Scales[{d}]", "must be positive and finite", "> 0", float(s))
+                fail(op, f"Scales[{d}]", "must be positive and finite", "> 0", float(s))
             if not (s32 > 0 and np.isfinite(s32)):
-                fail(OPERATOR, f"Scales[{d}]", "must be positive and finite in float32",
+                fail(op, f"Scales[{d}]", "must be positive and finite in float32",
                      f"> 0 and <= {float(np.finfo(np.float32).max)}", float(s))
         offsets = {}
         for field, name in (("input_pixel_offsets", "InputPixelOffsets"),
                             ("output_pixel_offsets", "OutputPixelOffsets")):
-            values, given = _float32_array(getattr(self, field), name, dy.rank)
+            values, given = _float32_array(op, getattr(self, field), name, dy.rank)
             for d, (v32, v) in enumerate(zip(values, given)):
                 if not np.isfinite(v32):
-                    fail(OPERATOR, f"{name}[{d}]", "must be finite", "a finite float32",
-                         float(v))
+                    fail(op, f"{name}[{d}]", "must be finite", "a finite float32", float(v))
             offsets[field] = tuple(float(v) for v in values)
         object.__setattr__(self, "interpolation_mode", mode)
         object.__setattr__(self, "rounding_direction", rounding)
@@ -224,13 +206,38 @@ class ResampleGradDesc(OperatorDesc):
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         for field, t in (("InputGradientTensor", dy), ("OutputGradientTensor", dx)):
             if t.element_count > MAX_COUNT:
-                fail(OPERATOR, f"{field}.Sizes", "hold too many elements for pyvkgrad's kernels",
+                fail(self.OPERATOR, f"{field}.Sizes",
+                     "hold too many elements for pyvkgrad's kernels",
                      f"<= {MAX_COUNT}", t.element_count)
         maps = self.axis_maps()
         return _resample_grad_plan.plan(self, maps, limits, gather)
 
 
-# ---- one-call function ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ResampleGradDesc(ResampleGradRules):
+    """`DML_RESAMPLE_GRAD_OPERATOR_DESC` (plus DML_RESAMPLE_GRAD1's RoundingDirection).
+
+    input_gradient_tensor: dY, the forward output's sizes; output_gradient_tensor: dX, the
+    forward input's sizes. One data type (FLOAT32 or FLOAT16), 1 to 4 dimensions, any strides
+    (dX's may not overlap). interpolation_mode: InterpolationMode or "nearest_neighbor" /
+    "linear". scales, input_pixel_offsets, output_pixel_offsets: one float per dimension, the
+    forward's; stored as float32 values (Python floats). rounding_direction: None (RESAMPLE1,
+    round half up), AxisDirection or "decreasing" (floor) / "increasing" (ceil); nearest only.
+    algorithm: "gather" (deterministic; "auto" means it) or "atomic".
+    """
+
+    input_gradient_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
+    interpolation_mode: Union[InterpolationMode, str]
+    scales: Tuple[float, ...]
+    input_pixel_offsets: Tuple[float, ...]
+    output_pixel_offsets: Tuple[float, ...]
+    rounding_direction: Union[None, AxisDirection, str] = None
+    algorithm: str = "gather"
+    OPERATOR: ClassVar[str] = OPERATOR
+
+
+# ---- one-call functions --------------------------------------------------------------------------
 
 def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[int], *,
                   interpolation_mode: Union[str, InterpolationMode] = "nearest_neighbor",
@@ -247,25 +254,43 @@ def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[in
     output offsets -0.5 (half-pixel).
     algorithm: "auto" (= "gather", deterministic), "gather" or "atomic".
     """
-    params = (output_gradient_sizes, interpolation_mode, scales, input_pixel_offsets,
-              output_pixel_offsets, rounding_direction, algorithm)
+    return run(ResampleGradDesc, input_gradient, output_gradient_sizes,
+               dict(interpolation_mode=interpolation_mode, rounding_direction=rounding_direction,
+                    scales=scales, input_pixel_offsets=input_pixel_offsets,
+                    output_pixel_offsets=output_pixel_offsets), algorithm, device)
+
+
+def run(descriptor: Type[ResampleGradRules], input_gradient: np.ndarray,
+        output_gradient_sizes: Sequence[int], parameters: Dict[str, object], algorithm: str,
+        device: DeviceLike) -> np.ndarray:
+    """The body of the one-call functions `resample_grad` and `resample_grad1`: dX of a
+    `descriptor` (ResampleGradDesc or ResampleGrad1Desc) with `parameters`, its fields
+    interpolation_mode, rounding_direction, scales, input_pixel_offsets and
+    output_pixel_offsets (offsets and scales None: DirectMLX's defaults)."""
+    op = descriptor.OPERATOR
+    params = (output_gradient_sizes, *parameters.values(), algorithm)
 
     whole = []  # the whole problem's descriptor, for its pieces
 
     def describe(d, dev):
         dy_desc = d["input_gradient"]
-        check_rank(OPERATOR, "InputGradientTensor", dy_desc, 1, MAX_RANK)
-        sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
+        check_rank(op, "InputGradientTensor", dy_desc, 1, MAX_RANK)
+        sizes = as_uint_tuple(output_gradient_sizes, op, "output_gradient_sizes")
         if len(sizes) != dy_desc.rank:
-            fail(OPERATOR, "OutputGradientTensor.DimensionCount",
+            fail(op, "OutputGradientTensor.DimensionCount",
                  "must equal InputGradientTensor.DimensionCount", dy_desc.rank, len(sizes))
         if min(sizes) == 0:
-            fail(OPERATOR, "OutputGradientTensor.Sizes", "must all be at least 1", ">= 1",
-                 sizes)
-        desc = ResampleGradDesc(dy_desc, TensorDesc(dy_desc.data_type, sizes),
-                                interpolation_mode, *defaults.resample_grad(
-                                    dy_desc.sizes, sizes, scales, input_pixel_offsets,
-                                    output_pixel_offsets), rounding_direction, algorithm)
+            fail(op, "OutputGradientTensor.Sizes", "must all be at least 1", ">= 1", sizes)
+        scales, input_offsets, output_offsets = defaults.resample_grad(
+            dy_desc.sizes, sizes, parameters["scales"], parameters["input_pixel_offsets"],
+            parameters["output_pixel_offsets"])
+        desc = descriptor(  # type: ignore[call-arg]
+            input_gradient_tensor=dy_desc,
+            output_gradient_tensor=TensorDesc(dy_desc.data_type, sizes),
+            interpolation_mode=parameters["interpolation_mode"],
+            rounding_direction=parameters["rounding_direction"], scales=scales,
+            input_pixel_offsets=input_offsets, output_pixel_offsets=output_offsets,
+            algorithm=algorithm)
         whole[:] = [desc]
         # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count,
         # and so does the gather where it sums windows of contributors (a driver's loop limit):
@@ -282,14 +307,13 @@ def resample_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[in
         # dY's same slice, with the whole problem's parameters.
         desc = whole[0]
         identity, sizes = desc.independent_axes(), desc.output_gradient_tensor.sizes
-        return (resample_grad(
-            input_gradient, tuple(n if a in identity else sizes[a]
-                                  for a, n in enumerate(input_gradient.shape)),
-            interpolation_mode=interpolation_mode, scales=desc.scales,
-            input_pixel_offsets=desc.input_pixel_offsets,
-            output_pixel_offsets=desc.output_pixel_offsets,
-            rounding_direction=rounding_direction, algorithm=algorithm, device=dev),)
+        return (run(descriptor, input_gradient,
+                    tuple(n if a in identity else sizes[a]
+                          for a, n in enumerate(input_gradient.shape)),
+                    dict(parameters, scales=desc.scales,
+                         input_pixel_offsets=desc.input_pixel_offsets,
+                         output_pixel_offsets=desc.output_pixel_offsets), algorithm, dev),)
 
-    (dx,) = _one_call.run(OPERATOR, device, params, {"input_gradient": input_gradient},
+    (dx,) = _one_call.run(op, device, params, {"input_gradient": input_gradient},
                           describe, rerun)
     return dx
