@@ -258,7 +258,7 @@ def resample_grad1(input_gradient: ArrayLike, output_gradient_sizes: Sequence[in
                    output_pixel_offsets: Optional[Sequence[float]] = None) -> np.ndarray:
     """DML_RESAMPLE_GRAD1: dX = W^T dY for the forward RESAMPLE2, whose nearest neighbour rounds
     x by the mandatory rounding direction ("decreasing": floor, "increasing": ceil; linear
-    ignores it).  resample_grad with that direction (docs/semantics.md §11); the signature and
+    ignores it).  resample_grad with that direction (docs/semantics.md §12); the signature and
     defaults are pyvkgrad.resample_grad1's, less its execution options."""
     if _name(rounding_direction) not in _ROUNDING[1:]:
         raise ValueError(f"resample_grad1: rounding_direction must be one of {_ROUNDING[1:]}, "

@@ -1,4 +1,4 @@
-"""RESAMPLE_GRAD1: its worked examples (docs/semantics.md §11) in both rounding directions,
+"""RESAMPLE_GRAD1: its worked examples (docs/semantics.md §12) in both rounding directions,
 PyTorch's nearest and nearest-exact backward, its equivalence with RESAMPLE_GRAD, linear's
 indifference to the direction, float16, and its error rules. The operator table's tests
 (tests/test_operators.py, tests/test_hardening.py) cover every rank, layout and algorithm.
@@ -42,7 +42,7 @@ def assert_same_bits(got, want, what=""):
     assert not bad.any(), f"{what}: {bad.sum()} elements differ: got {got}, expected {want}"
 
 
-# ---- the worked examples (docs/semantics.md §11) -------------------------------------------------
+# ---- the worked examples (docs/semantics.md §12) -------------------------------------------------
 
 # (dY, dX sizes, parameters, dX for DECREASING, dX for INCREASING)
 EXAMPLES = {
@@ -90,7 +90,7 @@ def test_directions_by_enum_and_directml_value(device):
         assert_same_bits(grad1(device, dy, sizes, rounding, **kwargs), want, repr(rounding))
 
 
-# ---- PyTorch's nearest backward (docs/semantics.md §11) ------------------------------------------
+# ---- PyTorch's nearest backward (docs/semantics.md §12) ------------------------------------------
 
 # F.interpolate's mode -> RESAMPLE_GRAD1(DECREASING)'s (InputPixelOffset, OutputPixelOffset),
 # with Scale = out / in.

@@ -1,5 +1,5 @@
 """DML_OPERATOR_RESAMPLE_GRAD1: dX = W^T dY, the exact transpose of DML_RESAMPLE2
-(docs/semantics.md §11).
+(docs/semantics.md §12).
 
 RESAMPLE_GRAD with a mandatory RoundingDirection (DML_AXIS_DIRECTION), placed after
 InterpolationMode. Per dimension the forward reads the coordinate
@@ -64,10 +64,10 @@ def resample_grad1(input_gradient: np.ndarray, output_gradient_sizes: Sequence[i
     `input_gradient`; a packed array of input_gradient's dtype.
 
     rounding_direction has no default: DirectML requires it (and DirectMLX, whose
-    `dml::Resample` defaults RESAMPLE2's to INCREASING, has no RESAMPLE_GRAD1 helper). Where
-    DirectML is silent the defaults are `resample_grad`'s, DirectMLX's `dml::ResampleGrad`
-    (pyvkgrad/defaults.py): interpolation_mode nearest neighbour, scales = input_gradient size
-    / output_gradient size per dimension (in float32), input offsets 0.5, output offsets -0.5.
+    `dml::Resample` defaults RESAMPLE2's to INCREASING, has no RESAMPLE_GRAD1 helper). The
+    other defaults are `resample_grad`'s: interpolation_mode nearest neighbour and, as
+    DirectMLX's `dml::ResampleGrad` (pyvkgrad/defaults.py), scales = input_gradient size /
+    output_gradient size per dimension (in float32), input offsets 0.5, output offsets -0.5.
     algorithm: "auto" (= "gather", deterministic), "gather" or "atomic".
     """
     return run(ResampleGrad1Desc, input_gradient, output_gradient_sizes,
