@@ -83,20 +83,25 @@ def resample_shapes(quick):
             (n, c, 64, 64, 1.5, False), (n, c, 32, 32, 3.0, False), (n, c, 64, 64, 2.0, True)]
 
 
-def resample_cases(quick):
-    """The ResampleGrad cases on resample_shapes: both modes, gather and atomic, both types."""
+def resample_cases(quick, rounding=None):
+    """The ResampleGrad cases on resample_shapes: both modes, gather and atomic, both types.
+    With a `rounding` direction, RESAMPLE_GRAD1's: nearest with offsets 0 / 0 (PyTorch's
+    nearest), the gather only (its tables and kernels are RESAMPLE_GRAD's)."""
+    modes, algorithms = ((("nearest_neighbor",), ("gather",)) if rounding else
+                         (("nearest_neighbor", "linear"), ("gather", "atomic")))
     for n, c, h, w, ratio, nhwc in resample_shapes(quick):
-        for mode in ("nearest_neighbor", "linear"):
-            for algorithm in ("gather", "atomic"):
+        for mode in modes:
+            for algorithm in algorithms:
                 if algorithm == "atomic" and (nhwc or ratio not in (2.0, 80 / 48)):
                     continue  # the atomic path is measured on the NCHW 2x and 80 -> 48 cases
                 for dt in ("float32", "float16"):
                     oh, ow = round(h * ratio), round(w * ratio)
                     layout = " NHWC" if nhwc else ""
-                    yield ("RESAMPLE_GRAD",
-                           f"{mode} {algorithm} [{n},{c},{oh},{ow}] -> [{n},{c},{h},{w}]{layout}",
-                           dt, lambda dev, rng, a=(n, c, h, w, oh, ow, mode, algorithm, dt, nhwc):
-                           _resample(dev, rng, *a))
+                    yield ("RESAMPLE_GRAD1" if rounding else "RESAMPLE_GRAD",
+                           f"{'nearest ' + rounding if rounding else mode} {algorithm} "
+                           f"[{n},{c},{oh},{ow}] -> [{n},{c},{h},{w}]{layout}",
+                           dt, lambda dev, rng, a=(n, c, h, w, oh, ow, mode, algorithm, dt, nhwc,
+                                                   rounding): _resample(dev, rng, *a))
 
 
 def _nhwc(sizes):
@@ -105,12 +110,16 @@ def _nhwc(sizes):
     return (h * w * c, 1, w * c, c)
 
 
-def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
+def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False, rounding=None):
     dy_desc = TensorDesc(_dt(dt), (n, c, oh, ow), _nhwc((n, c, oh, ow)) if nhwc else None)
     dx_desc = TensorDesc(_dt(dt), (n, c, h, w), _nhwc((n, c, h, w)) if nhwc else None)
     scales = (1.0, 1.0, oh / h, ow / w)
-    desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4, (-0.5,) * 4,
-                                     algorithm=algorithm)
+    if rounding:  # RESAMPLE_GRAD1 with offsets 0 / 0
+        desc = pyvkgrad.ResampleGrad1Desc(dy_desc, dx_desc, mode, rounding, scales, (0.0,) * 4,
+                                          (0.0,) * 4, algorithm=algorithm)
+    else:
+        desc = pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, mode, scales, (0.5,) * 4,
+                                         (-0.5,) * 4, algorithm=algorithm)
     dy = rng.standard_normal(dy_desc.sizes, dtype=np.float32).astype(_np(dt))
     if nhwc:  # the same logical values, channels innermost in memory
         dy = np.ascontiguousarray(dy.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
@@ -128,6 +137,8 @@ def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False):
         aten = T.torch.ops.aten
         if mode == "linear":  # half-pixel bilinear == align_corners=False
             return lambda: aten.upsample_bilinear2d_backward(tdy, [oh, ow], [n, c, h, w], False)
+        if rounding:  # DECREASING with offsets 0 / 0 is PyTorch's nearest.
+            return lambda: aten.upsample_nearest2d_backward(tdy, [oh, ow], [n, c, h, w])
         # DirectML's round-half-up nearest with half-pixel offsets is PyTorch's nearest-exact.
         return lambda: aten._upsample_nearest_exact2d_backward(tdy, [oh, ow], [n, c, h, w])
     return op, tensors, dy.nbytes + n * c * h * w * dy.itemsize, torch_fn
@@ -212,8 +223,9 @@ def _adam(dev, rng, n, dt):
 def benchmark_cases(record):
     """The benchmark's cases of an operator of the table: shapes from its issue; any
     element-wise operator gets the element-wise cases."""
-    special = {"resample_grad": resample_cases, "random_generator": random_generator_cases,
-               "adam_optimizer": adam_cases,
+    special = {"resample_grad": resample_cases,
+               "resample_grad1": lambda quick: resample_cases(quick, "decreasing"),
+               "random_generator": random_generator_cases, "adam_optimizer": adam_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True)}
     if record.name in special:

@@ -117,10 +117,10 @@ def _resample_case(rounding_required: bool
         if random_parameters or rounding_required:
             kwargs["rounding_direction"] = roundings[int(rng.integers(len(roundings)))]
         algorithm = ("gather", "atomic")[int(rng.integers(2))]
+        direction = f" {kwargs['rounding_direction']}" if rounding_required else ""
         return Case((dy, sizes), kwargs, dict(algorithm=algorithm),
-                    f"{kwargs['interpolation_mode']} {algorithm} {np.dtype(dtype).name} "
-                    f"{list(shape)} -> {list(sizes)}"
-                    + (f" {kwargs['rounding_direction']}" if rounding_required else "")
+                    f"{kwargs['interpolation_mode']}{direction} {algorithm} "
+                    f"{np.dtype(dtype).name} {list(shape)} -> {list(sizes)}"
                     + (", random scales and offsets" if random_parameters else ""))
     return make_case
 
