@@ -88,7 +88,7 @@ def elementwise_call(desc: ElementwiseGradDesc, values: Dict[str, np.ndarray]
     return (values["input_tensor"], values["input_gradient_tensor"]), desc.parameters()
 
 
-# ---- RESAMPLE_GRAD and RESAMPLE_GRAD1 -------------------------------------------------------------
+# ---- RESAMPLE_GRAD and RESAMPLE_GRAD1 ------------------------------------------------------------
 
 _MODES = ("nearest_neighbor", "linear")
 _ROUNDINGS = (None, "decreasing", "increasing")

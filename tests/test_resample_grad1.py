@@ -132,7 +132,7 @@ def test_pytorch_nearest_backward_2d(device, rng, mode, in_sizes, out_sizes):
                      f"{mode} {in_sizes} -> {out_sizes}")
 
 
-# ---- RESAMPLE_GRAD == RESAMPLE_GRAD1(DECREASING, InputPixelOffsets - 0.5) -------------------------
+# ---- RESAMPLE_GRAD == RESAMPLE_GRAD1(DECREASING, InputPixelOffsets - 0.5) ------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
@@ -168,15 +168,15 @@ def test_linear_ignores_the_direction(device, rng, dtype):
     """Both directions and RESAMPLE_GRAD give the same bits (the same tables and kernels)."""
     for dy_sizes, dx_sizes in (((7,), (3,)), ((2, 5, 9), (3, 4, 4)), ((1, 3, 8, 6), (1, 3, 3, 5))):
         dy = rng.standard_normal(dy_sizes).astype(dtype)
-        kwargs = dict(interpolation_mode=LIN,
-                      input_pixel_offsets=tuple(float(v) for v in rng.uniform(-1, 1, len(dy_sizes))))
+        offsets = tuple(float(v) for v in rng.uniform(-1, 1, len(dy_sizes)))
+        kwargs = dict(interpolation_mode=LIN, input_pixel_offsets=offsets)
         want = pyvkgrad.resample_grad(dy, dx_sizes, device=device, **kwargs)
         for rounding in DIRECTIONS:
             assert_same_bits(grad1(device, dy, dx_sizes, rounding, **kwargs), want,
                              f"{dy_sizes} -> {dx_sizes} {rounding}")
 
 
-# ---- against the oracle: sizes around workgroup widths, float16 ------------------------------------
+# ---- against the oracle: sizes around workgroup widths, float16 ----------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("mode", [NN, LIN])
