@@ -1,5 +1,6 @@
-// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), atomic scatter: one invocation per dY element,
-// each adds its weighted value into every input element its forward taps read.
+// DML_OPERATOR_RESAMPLE_GRAD (resample_grad) and RESAMPLE_GRAD1 (resample_grad1), atomic scatter:
+// one invocation per dY element, each adds its weighted value into every input element its forward
+// taps read.
 //
 //   accumulator[i0,i1,i2,i3] += dY[o0,o1,o2,o3] * w0*w1*w2*w3     for each tap (i_d, w_d) of o_d
 //

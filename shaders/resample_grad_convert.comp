@@ -1,6 +1,7 @@
-// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), last step of the atomic path when dX cannot
-// accumulate in place (float16, or a float32 dX with gaps between its elements): store the
-// packed float32 accumulator in dX's data type and layout, rounding float16 once.
+// DML_OPERATOR_RESAMPLE_GRAD (resample_grad) and RESAMPLE_GRAD1 (resample_grad1), last step of the
+// atomic path when dX cannot accumulate in place (float16, or a float32 dX with gaps between its
+// elements): store the packed float32 accumulator in dX's data type and layout, rounding float16
+// once.
 //
 //   dX[i] = accumulator[i]        (accumulator packed row-major, dX any non-overlapping
 //                                  strides; only dX's elements are written)

@@ -1,5 +1,6 @@
-// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), first step of the atomic path: fill the float32
-// accumulator (float32 dX itself, or a scratch for float16 dX) with one 32-bit pattern.
+// DML_OPERATOR_RESAMPLE_GRAD (resample_grad) and RESAMPLE_GRAD1 (resample_grad1), first step of
+// the atomic path: fill the float32 accumulator (float32 dX itself, or a scratch for float16 dX)
+// with one 32-bit pattern.
 //
 //   accumulator[i] = value        for i in [0, count)
 //

@@ -1,5 +1,6 @@
-// DML_OPERATOR_RESAMPLE_GRAD (resample_grad), deterministic gather: one invocation per dX
-// element (or per float16 word of a packed dX), no atomics, a fixed summation order.
+// DML_OPERATOR_RESAMPLE_GRAD (resample_grad) and RESAMPLE_GRAD1 (resample_grad1), deterministic
+// gather: one invocation per dX element (or per float16 word of a packed dX), no atomics, a fixed
+// summation order.
 //
 //   dX[i0,i1,i2,i3] = sum over o_d in C_d(i_d) of dY[o0,o1,o2,o3] * w0(o0,i0)*w1(o1,i1)*w2(o2,i2)*w3(o3,i3)
 //
