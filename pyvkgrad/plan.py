@@ -187,7 +187,8 @@ def grid(count: int, per_workgroup: int, limits: Limits) -> int:
     return max(1, min(math.ceil(count / per_workgroup), limits.max_workgroups))
 
 
-def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: int = 1
+def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: int = 1,
+                loops_per_invocation: int = 0, items_per_invocation: int = 1
                 ) -> Tuple[Tuple[int, int, int], ...]:
     """The dispatches of a grid-stride loop over `count` items, as (first, end, workgroups): the
     items [first, end) in `workgroups` of `per_workgroup` items a pass. One, over all items in
@@ -196,15 +197,19 @@ def grid_slices(count: int, per_workgroup: int, limits: Limits, loops_per_item: 
     (the grid loop's one, and for each loop the item runs, its iterations plus one: lavapipe
     counts the test that ends a loop too; at most, where they vary), and then every dispatch
     takes as many items as keep each invocation below the limit, the next starting where it
-    ends (a kernel takes `first` as a push constant: GRID_STRIDE_LOOP_FROM)."""
-    workgroups = grid(count, per_workgroup, limits)
+    ends (a kernel takes `first` as a push constant: GRID_STRIDE_LOOP_FROM).
+    `loops_per_invocation`: iterations an invocation runs once, before its items; with
+    `items_per_invocation` > 1 the grid has that many times fewer invocations (where the items
+    fill it), for a kernel with such work to share among its items."""
+    per_pass = per_workgroup * items_per_invocation
+    workgroups = grid(count, per_pass, limits)
     lanes = workgroups * per_workgroup
-    budget = limits.max_loop_iterations - LOOP_MARGIN
+    budget = limits.max_loop_iterations - LOOP_MARGIN - loops_per_invocation
     if not limits.max_loop_iterations or -(-count // lanes) * loops_per_item <= budget:
         return ((0, count, workgroups),)
     span = lanes * max(1, budget // loops_per_item)  # items of one dispatch
     return tuple((first, min(first + span, count),
-                  grid(min(span, count - first), per_workgroup, limits))
+                  grid(min(span, count - first), per_pass, limits))
                  for first in range(0, count, span))
 
 

@@ -13,12 +13,13 @@
 // so outputs may be bound over inputs (in place).
 //
 // Constants: IS_F16; PACKED (the seven tensors coalesce to one packed run: an item is one
-//   16-byte vector of each, 4 float32 or 8 float16 elements, the tail vector writing only the
-//   descriptor's elements); otherwise SIZES and the element strides of the seven tensors
+//   32-bit word of each, one float32 or two float16 elements; a word the descriptor's elements
+//   end in keeps its other half); otherwise SIZES and the element strides of the seven tensors
 //   (8 dimensions, right-aligned); the scalars.
-// Push constants: count (the items this dispatch ends at: vectors or elements), elements,
+// Push constants: count (the items this dispatch ends at: words or elements), elements,
 //   first (the item it starts at).
-// Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, count).
+// Dispatch: up to 65535 workgroups, a few items per invocation (alpha is computed once per
+//   invocation); a grid-stride loop over the items [first, count).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -37,8 +38,8 @@ DIMS8_4(uint, X_STRIDES, M_STRIDES, V_STRIDES, G_STRIDES, 17, 0u)
 DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
-// TrainingStepTensor, then the three outputs, each also viewed as uvec4 (PACKED). Outputs are
-// read-write: float16 elements are stored through integer atomics on their word.
+// TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that
+// shares its word with another's is stored through integer atomics.
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };
 layout(set = 0, binding = 1) readonly buffer M { uint m[]; };
 layout(set = 0, binding = 2) readonly buffer V { uint v[]; };
@@ -47,13 +48,6 @@ layout(set = 0, binding = 4) readonly buffer STEP { uint step[]; };
 layout(set = 0, binding = 5) buffer NEW_X { uint new_x[]; };
 layout(set = 0, binding = 6) buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 7) buffer NEW_V { uint new_v[]; };
-layout(set = 0, binding = 0) readonly buffer X_UVEC4 { uvec4 x_uvec4[]; };
-layout(set = 0, binding = 1) readonly buffer M_UVEC4 { uvec4 m_uvec4[]; };
-layout(set = 0, binding = 2) readonly buffer V_UVEC4 { uvec4 v_uvec4[]; };
-layout(set = 0, binding = 3) readonly buffer G_UVEC4 { uvec4 g_uvec4[]; };
-layout(set = 0, binding = 5) buffer NEW_X_UVEC4 { uvec4 new_x_uvec4[]; };
-layout(set = 0, binding = 6) buffer NEW_M_UVEC4 { uvec4 new_m_uvec4[]; };
-layout(set = 0, binding = 7) buffer NEW_V_UVEC4 { uvec4 new_v_uvec4[]; };
 layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
 // One element's step: (x', m', v') from (x, m, v, g) and lr_alpha = LearningRate alpha.
@@ -65,13 +59,30 @@ vec3 adam(float xe, float me, float ve, float ge, float lr_alpha) {
     return vec3(new_x, new_m, new_v);
 }
 
-// A result's bits in its tensor's type (float16: in the low 16 bits).
-uint bits(float value) { return IS_F16 ? cr_half(value) : floatBitsToUint(value); }
-
-// Element e of a vector of words (float16: two per word).
-float element(uvec4 words, uint e) {
-    return IS_F16 ? unpackHalf2x16(words[e / 2u] >> (16u * (e % 2u))).x
-                  : uintBitsToFloat(words[e]);
+// PACKED: item i, one word of each tensor (xw, mw, vw, gw: its inputs, loaded before any
+// output is stored).
+void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha) {
+    if (!IS_F16) {
+        const vec3 r = adam(uintBitsToFloat(xw), uintBitsToFloat(mw), uintBitsToFloat(vw),
+                            uintBitsToFloat(gw), lr_alpha);
+        new_x[i] = floatBitsToUint(r.x);
+        new_m[i] = floatBitsToUint(r.y);
+        new_v[i] = floatBitsToUint(r.z);
+        return;
+    }
+    const vec2 xs = unpackHalf2x16(xw), ms = unpackHalf2x16(mw);
+    const vec2 vs = unpackHalf2x16(vw), gs = unpackHalf2x16(gw);
+    const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha);
+    const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha);
+    if (2u * i + 1u < elements) {
+        new_x[i] = cr_half(lo.x) | (cr_half(hi.x) << 16);
+        new_m[i] = cr_half(lo.y) | (cr_half(hi.y) << 16);
+        new_v[i] = cr_half(lo.z) | (cr_half(hi.z) << 16);
+    } else {  // the last element: the word's upper half is not the tensor's
+        STORE_HALF_BITS(new_x, 2u * i, cr_half(lo.x))
+        STORE_HALF_BITS(new_m, 2u * i, cr_half(lo.y))
+        STORE_HALF_BITS(new_v, 2u * i, cr_half(lo.z))
+    }
 }
 
 #define ADD_OFFSETS(D, c)                                                              \
@@ -87,20 +98,7 @@ void main() {
                                                     one_minus_beta1_t);
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         if (PACKED) {
-            const uvec4 xw = x_uvec4[i], mw = m_uvec4[i], vw = v_uvec4[i], gw = g_uvec4[i];
-            uvec4 nx = uvec4(0u), nm = uvec4(0u), nv = uvec4(0u);
-            const uint lanes = IS_F16 ? 8u : 4u;
-            for (uint e = 0u; e < lanes; ++e) {
-                const vec3 r = adam(element(xw, e), element(mw, e), element(vw, e),
-                                    element(gw, e), lr_alpha);
-                const uint shift = IS_F16 ? 16u * (e % 2u) : 0u, w = IS_F16 ? e / 2u : e;
-                nx[w] |= bits(r.x) << shift;
-                nm[w] |= bits(r.y) << shift;
-                nv[w] |= bits(r.z) << shift;
-            }
-            STORE_VECTOR(new_x_uvec4, new_x, i, nx, elements)
-            STORE_VECTOR(new_m_uvec4, new_m, i, nm, elements)
-            STORE_VECTOR(new_v_uvec4, new_v, i, nv, elements)
+            packed_item(i, x[i], m[i], v[i], g[i], lr_alpha);
         } else {
             uvec4 a = uvec4(0u);
             uvec3 b = uvec3(0u);

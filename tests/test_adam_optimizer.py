@@ -166,3 +166,20 @@ def test_matches_torch_adam(device, rng):
     np.testing.assert_allclose(got[2], opt.state[p]["exp_avg_sq"].numpy(), rtol=1e-5)
     want = p.detach().numpy()
     assert np.all(np.abs(got[0] - want) <= 2.0**-22 * np.abs(x) + 1e-4 * np.abs(want - x))
+
+
+def test_float16_rounding_of_every_half_squared(device):
+    """Beta1 = Beta2 = 0 makes m' = g and v' = g g: over every finite float16 g, v' is the
+    float32 square rounded once to nearest even into float16 (subnormal halves, ties, overflow
+    to Inf), and m' is g itself (as a value: 0 m + 1 g is +0 for g = -0 in IEEE arithmetic,
+    but Vulkan need not keep signed zeros without float controls, and lavapipe folds the
+    constants to g)."""
+    g = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    g = g[np.isfinite(g)]
+    zeros = np.zeros_like(g)
+    _, m, v = pyvkgrad.adam_optimizer(zeros, zeros, zeros, g, 1, 0.1, 0.0, 0.0, 1e-8,
+                                      device=device)
+    assert np.array_equal(m, g)
+    with np.errstate(over="ignore"):
+        want = (g.astype(F32) * g.astype(F32)).astype(np.float16)
+    assert np.array_equal(v.view(np.uint16), want.view(np.uint16))

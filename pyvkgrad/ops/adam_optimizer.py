@@ -35,6 +35,9 @@ INPUTS = ("input_parameters_tensor", "input_first_moment_tensor", "input_second_
 OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
            "output_second_moment_tensor")
 SCALARS = ("learning_rate", "beta1", "beta2", "epsilon")
+# Items (words or elements) an invocation takes where there are enough: it computes alpha
+# (Beta^T, a square root and a division) once for all of them.
+ITEMS_PER_INVOCATION = 4
 # The tensors' names in the kernel.
 BINDINGS = dict(x="input_parameters_tensor", m="input_first_moment_tensor",
                 v="input_second_moment_tensor", g="gradient_tensor",
@@ -110,16 +113,18 @@ class AdamOptimizerDesc(OperatorDesc):
         names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")
         constants.update(SIZES=right_align(sizes, 8, 1), **{
             f"{n}_STRIDES": right_align(s, 8, 0) for n, s in zip(names, strides)})
-        if packed:  # one 16-byte vector of each tensor per item
-            count, loops = -(-sizes[0] * size // 16), 1 + 8 + 3 * (4 + 1)
-        else:
-            count, loops = x.element_count, 1
-        # Beta^T's square-and-multiply loop (up to 32 iterations) runs once per invocation.
+        # Packed: one 32-bit word of each tensor per item (one float32 or two float16).
+        count = -(-sizes[0] * size // 4) if packed else x.element_count
+        # An item's loops: the grid loop's iteration, and per element the division's and the
+        # square root's correction loops (2 iterations each, 3 counted); Beta^T's
+        # square-and-multiply (up to 32) and alpha's division and square root run once per
+        # invocation, which takes ITEMS_PER_INVOCATION items where there are that many.
+        loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
                                    constants=dict(constants, PACKED=packed),
                                    push=dict(count=end, elements=x.element_count, first=first))
-                          for first, end, workgroups in grid_slices(count, wg, limits,
-                                                                    loops + 33)),
+                          for first, end, workgroups in grid_slices(
+                              count, wg, limits, loops, 2 * 33 + 2 * 3, ITEMS_PER_INVOCATION)),
                     tensors=tuple(n for n, _ in self.tensor_fields()))
 
 

@@ -13,8 +13,9 @@
 // and marks its own products and sums `precise`, so that none is contracted.
 //
 // Division and square root work on the operands' integer significands: a float32 estimate
-// (whatever its few-ulp error) gives the quotient or root within a few units, the exact
-// remainder in 32-bit integer arithmetic corrects it, and the remainder decides the rounding.
+// (within Vulkan's few ulp) gives the quotient or root within a few units, the exact
+// remainder in 32-bit integer arithmetic corrects it (one float step, then at most two exact
+// unit steps), and the remainder decides the rounding.
 // Subnormal operands are normalised as integers, and subnormal results rounded as integers, so
 // a device that flushes subnormals in its float arithmetic still gives these functions' bits.
 
@@ -67,13 +68,19 @@ float cr_div(float a, float b) {
     umulExtended(q, mb, high, low);
     // The estimate is within a few units, so |r| < 2^31: wrapping 32-bit arithmetic is exact.
     int r = int((ma << s) - low);
-    for (int i = 0; i < 16 && r < 0; ++i) {
-        q -= 1u;
-        r += int(mb);
-    }
-    for (int i = 0; i < 16 && r >= int(mb); ++i) {
-        q += 1u;
-        r -= int(mb);
+    // One step moves q to within one unit (the float quotient of the small remainder), exact
+    // steps finish: no loops, so no unrolled iterations that almost never run.
+    const int step = int(floor(float(r) / float(mb)));
+    q += uint(step);
+    r -= step * int(mb);
+    for (int i = 0; i < 2; ++i) {
+        if (r < 0) {
+            q -= 1u;
+            r += int(mb);
+        } else if (r >= int(mb)) {
+            q += 1u;
+            r -= int(mb);
+        }
     }
     return uintBitsToFloat(sign | cr_round(q, ea - eb - int(s), r != 0));
 }
@@ -93,13 +100,19 @@ float cr_sqrt(float a) {
     uint high, low;
     umulExtended(s, s, high, low);
     int r = int((mk << 22) - low);  // |r| < 2^31, as in cr_div
-    for (int i = 0; i < 16 && r < 0; ++i) {
-        s -= 1u;
-        r += int(2u * s + 1u);
-    }
-    for (int i = 0; i < 16 && r > int(2u * s); ++i) {
-        r -= int(2u * s + 1u);
-        s += 1u;
+    // One Newton step (r / 2s) brings s within a unit of the root; the remainder again exactly,
+    // then exact steps finish, as in cr_div.
+    s = uint(int(s) + int(floor(float(r) / float(2u * s))));
+    umulExtended(s, s, high, low);
+    r = int((mk << 22) - low);
+    for (int i = 0; i < 2; ++i) {
+        if (r < 0) {
+            s -= 1u;
+            r += int(2u * s + 1u);
+        } else if (r > int(2u * s)) {
+            r -= int(2u * s + 1u);
+            s += 1u;
+        }
     }
     // sqrt(n) = s + f: the half bit is f >= 1/2, i.e. r > s (never a tie: n is an integer).
     const uint q = 2u * s + (r > int(s) ? 1u : 0u);
@@ -110,18 +123,17 @@ uint cr_half(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
     if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
-    if (magnitude >= 0x47800000u) return sign | 0x7C00u;  // >= 65536 (or Inf): Inf
-    const uint biased = magnitude >> 23;
-    if (biased < 102u) return sign;  // below 2^-25, half the smallest subnormal half: 0
-    // The significand with its leading 1, and the bits below the half's last place: 13 for a
-    // normal half (biased >= 113, 2^-14), more for a subnormal one.
-    const uint m = (magnitude & 0x7FFFFFu) | 0x800000u;
-    const uint d = biased >= 113u ? 13u : 126u - biased;
-    uint kept = m >> d;
-    const uint rest = m & ((1u << d) - 1u), half_place = 1u << (d - 1u);
-    if (rest > half_place || (rest == half_place && (kept & 1u) != 0u)) kept += 1u;
-    // As in cr_round: a carry moves into the exponent; 65520 and above round to Inf's bits.
-    return sign | (biased >= 113u ? ((biased - 113u) << 10) + kept : kept);
+    if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
+    if (magnitude < 0x38800000u) {
+        // A subnormal half (below 2^-14): adding 0.5, whose float32 last place is 2^-24, the
+        // subnormal half's, rounds to it (correctly rounded, ties to even); the sum's low bits
+        // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
+        precise float sum = uintBitsToFloat(magnitude) + 0.5;
+        return sign | (floatBitsToUint(sum) - 0x3F000000u);
+    }
+    // A normal half: rebias the exponent (127 -> 15) and round away the low 13 bits to nearest
+    // even; a carry moves into the exponent (65504 is the largest half: checked above).
+    return sign | ((magnitude - 0x38000000u + 0x0FFFu + ((magnitude >> 13) & 1u)) >> 13);
 }
 
 float pow_uint(float b, uint t) {
