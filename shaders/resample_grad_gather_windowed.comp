@@ -40,15 +40,16 @@ layout(push_constant) uniform Push { uint count; uint window_begin; uint window_
 // ((w0 * w1) * w2) as in resample_grad_gather; the step to the next row, innermost first.
 #define ROW_COORDINATE(D) if (uint(D) < INNER) { c[D] = row % n[D]; row /= n[D]; }
 #define ROW_OFFSET(D) if (uint(D) < INNER) { y += (ob[D] + c[D]) * DY_STRIDES##D; }
-#define OUTER_WEIGHT(D)                                                            \
-    if (uint(D) < INNER) {                                                            \
-        w_outer = D == 0 ? WEIGHT(D, wb[D] + c[D]) : w_outer * WEIGHT(D, wb[D] + c[D]); \
+#define OUTER_WEIGHT(D)                                                                 \
+    if (uint(D) < INNER) {                                                              \
+        const float w_ = WEIGHT(D, wb[D] + c[D]);                                       \
+        w_outer = D == 0 ? w_ : w_outer * w_;                                           \
     }
-#define NEXT_ROW(D)                                                                \
-    if (uint(D) < INNER && carry) {                                                   \
-        c[D] += 1u;                                                                \
-        carry = c[D] == n[D];                                                      \
-        c[D] = carry ? 0u : c[D];                                                  \
+#define NEXT_ROW(D)                                                                     \
+    if (uint(D) < INNER && carry) {                                                     \
+        c[D] += 1u;                                                                     \
+        carry = c[D] == n[D];                                                           \
+        c[D] = carry ? 0u : c[D];                                                       \
     }
 // The axes after INNER are identities: their one contributor is o = i.
 #define AFTER_OFFSET(D) if (uint(D) > INNER) { y0 += i[D] * DY_STRIDES##D; }

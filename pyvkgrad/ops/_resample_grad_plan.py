@@ -1,7 +1,7 @@
 """ResampleGrad's plans (the kernels: resample_grad.py's docstring): the gather, in windows of
-contributors where the driver ends long loops; the walk kernels where at most two axes are
-resampled; the atomic scatter; and the count of loop iterations that keeps every invocation
-within the driver's limit.
+each element's terms where the driver ends long loops; the walk kernels where at most two axes
+are resampled; the atomic scatter; and the count of loop iterations that keeps every invocation
+within the driver's limit. Every gather plan gives the same bits (the canonical order).
 """
 
 from __future__ import annotations
