@@ -1015,7 +1015,8 @@ def test_walk_plan_choices():
     limited = Limits(max_loop_iterations=65535)
     assert plan((1, 1, 256, 256), (1, 1, 1, 1), limits=limited)[0] == \
         "resample_grad_gather_windowed"
-    assert plan((1, 1, 8192, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_gather"
+    assert plan((1, 1, 8192, 24), (1, 1, 1, 4), limits=limited)[0] == \
+        "resample_grad_gather_windowed"
     assert plan((1, 1, 8192, 24), (1, 1, 1, 4))[0] == "resample_grad_walk"
     assert plan((1, 1, 256, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_walk"
 
