@@ -3,8 +3,8 @@
 // per invocation): one dispatch per window, and each sums, per dX element, the terms
 // [window_begin, window_end) of the element's canonical order, continuing the running sums the
 // previous window left. So whatever the window, the element adds the same terms in the same
-// order with the same arithmetic as
-// resample_grad_gather: the same bits (include/resample_grad.glsl).
+// order with the same arithmetic as resample_grad_gather: the same bits
+// (include/resample_grad.glsl).
 //
 // An element's terms, in the canonical order, are numbered t = 0, 1, ...: row r (a combination
 // of the contributors along the axes before INNER, in ascending logical order, the axes after
@@ -20,8 +20,10 @@
 // Constants: those of include/resample_grad_gather.glsl.
 // Push constants: count (dX elements), window_begin, window_end (term numbers).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the `count` dX elements. An element
-//   runs at most 3 (window_end - window_begin) + 2 loop iterations (rows, their terms, and
-//   each loop's final test), which the plan keeps within the driver's limit.
+//   runs one loop of at most window_end - window_begin iterations, one per term (plus its final
+//   test), which the plan keeps within the driver's limit. One loop, not one over rows and one
+//   over a row's terms: lavapipe runs lanes in lockstep and counts a loop's iterations while
+//   any lane runs it, so lanes whose rows differ in length would add up the longest of each.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -35,7 +37,7 @@ layout(push_constant) uniform Push { uint count; uint window_begin; uint window_
 #define COORDINATE(D, c) i[D] = (c);
 #define RANGE(D) AXIS_RANGE(D, i[D], ob[D], wb[D], n[D])
 // Per axis D before INNER (every macro below unrolls to straight code once INNER is known, so
-// no loop but the two that the plan counts): the row's contributor c[D] from the row number,
+// no loop but the one that the plan counts): the row's contributor c[D] from the row number,
 // innermost first (mixed radix n[D]); its part of the dY offset; its part of w_outer,
 // ((w0 * w1) * w2) as in resample_grad_gather; the step to the next row, innermost first.
 #define ROW_COORDINATE(D) if (uint(D) < INNER) { c[D] = row % n[D]; row /= n[D]; }
@@ -51,6 +53,11 @@ layout(push_constant) uniform Push { uint count; uint window_begin; uint window_
         carry = c[D] == n[D];                                                           \
         c[D] = carry ? 0u : c[D];                                                       \
     }
+// dY offset of term k of the row at c[] (y0: the parts of INNER's first output and of the axes
+// after INNER).
+#define ROW_START(k)                                                                    \
+    y = y0 + (k) * INNER_STRIDE;                                                        \
+    ROW_OFFSET(0) ROW_OFFSET(1) ROW_OFFSET(2)
 // The axes after INNER are identities: their one contributor is o = i.
 #define AFTER_OFFSET(D) if (uint(D) > INNER) { y0 += i[D] * DY_STRIDES##D; }
 
@@ -82,21 +89,18 @@ void main() {
             uint row = t / len;
             uint c[4] = uint[4](0u, 0u, 0u, 0u);
             ROW_COORDINATE(2) ROW_COORDINATE(1) ROW_COORDINATE(0)
-            uint y0 = ob[INNER] * INNER_STRIDE;
+            uint y0 = ob[INNER] * INNER_STRIDE, y;
             AFTER_OFFSET(1) AFTER_OFFSET(2) AFTER_OFFSET(3)
-            while (t < t1) {  // one row, or the part of it inside the window
-                uint y = y0 + k * INNER_STRIDE;
-                ROW_OFFSET(0) ROW_OFFSET(1) ROW_OFFSET(2)
-                const uint end = min(len, k + (t1 - t));
-                t += end - k;
-                for (; k < end; ++k, y += INNER_STRIDE) {
-                    float v = LOAD(dy, y);
-                    if (IS_LINEAR) {
-                        ACCUMULATE(h, v, inner_weight(wb[INNER] + k))
-                    } else {
-                        ACCUMULATE(acc, v, 1.0)
-                    }
+            ROW_START(k)
+            for (; t < t1; ++t) {
+                float v = LOAD(dy, y);
+                if (IS_LINEAR) {
+                    ACCUMULATE(h, v, inner_weight(wb[INNER] + k))
+                } else {
+                    ACCUMULATE(acc, v, 1.0)
                 }
+                ++k;
+                y += INNER_STRIDE;
                 if (k == len) {  // the row is complete: add it, and step to the next
                     if (IS_LINEAR) {
                         float w_outer = 1.0;
@@ -107,6 +111,7 @@ void main() {
                     k = 0u;
                     bool carry = true;
                     NEXT_ROW(2) NEXT_ROW(1) NEXT_ROW(0)
+                    ROW_START(0u)
                 }
             }
         }

@@ -47,6 +47,9 @@ CASES = [
     ("many terms", (1, 2, 64, 48), (1, 2, 2, 3), "random", "packed"),
     # More terms per element than lavapipe's loop limit (65535): windowed on the device itself.
     ("beyond 65535 terms", (1, 2, 512, 512), (1, 2, 2, 2), "half", "packed"),
+    # Neighbouring elements of unequal rows (1 or 2 terms along the inner axis), beyond the limit:
+    # lavapipe runs them in lockstep and counts the loops of the slowest.
+    ("unequal rows, beyond 65535 terms", (70000, 3, 3), (1, 2, 2), "half", "packed"),
 ]
 # Walk options (_WALK_DEFAULTS in pyvkgrad/ops/_resample_grad_plan.py) that change how the
 # walk kernels cover dX and skip terms, never the order.
@@ -146,7 +149,7 @@ def most_terms(desc):
 def window_sizes(terms, limits):
     """Windows of several lengths, one term up to nearly all, MAX_WINDOWS at most per plan,
     and none longer than the device's own loop limit allows (one element per invocation)."""
-    longest = ((limits.max_loop_iterations - LOOP_MARGIN - 8) // 3
+    longest = (limits.max_loop_iterations - LOOP_MARGIN - 8
                if limits.max_loop_iterations else terms)
     sizes = {1, 2, 3, 7, terms // 3 + 1, terms - 1, longest}
     return sorted(w for w in sizes if 1 <= w <= min(terms, longest)
@@ -155,9 +158,9 @@ def window_sizes(terms, limits):
 
 def loop_limit(window):
     """A loop limit whose windowed gather takes windows of `window` terms, with one element per
-    invocation (shaders/resample_grad_gather_windowed.comp: 3 L + 2 iterations an element;
-    _windows counts 3 L + 8, and the grid loop)."""
-    return LOOP_MARGIN + 3 * window + 8
+    invocation (shaders/resample_grad_gather_windowed.comp: L + 1 iterations an element and the
+    grid loop's; _windows counts L + 8)."""
+    return LOOP_MARGIN + window + 8
 
 
 def plans(device, desc):
@@ -175,6 +178,11 @@ def plans(device, desc):
         narrow = dataclasses.replace(base, local_size=wg, max_local_size=wg)
         choices += [(f"workgroups of {wg}", None, narrow),
                     (f"general gather, workgroups of {wg}", {"kernel": "gather"}, narrow)]
+    # One invocation for every element: each window as long as the device's limit allows
+    # with several elements per invocation.
+    one = dataclasses.replace(base, local_size=1, max_local_size=1, max_workgroups=1)
+    choices += [("one invocation", None, one),
+                ("general gather, one invocation", {"kernel": "gather"}, one)]
     few = dataclasses.replace(base, local_size=32, max_local_size=32, max_workgroups=3)
     few_window = max(5, -(-terms // MAX_WINDOWS))
     choices += [("3 workgroups of 32", None, few),

@@ -174,10 +174,12 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
 
     An invocation of the gather runs ceil(items / invocations) items of `per_item` dX elements,
     and an element with n_d contributors per axis runs n0 + n0 n1 + n0 n1 n2 + n0 n1 n2 n3 loop
-    iterations (plus each loop's final test, which `_nested(n) + 4` covers). The windowed one
-    runs ceil(count / invocations) elements, each at most 3 L + 2 iterations for a window of L
-    terms (shaders/resample_grad_gather_windowed.comp) and a few more for the grid loop. Where
-    even windows of one term do not fit, RuntimeError naming dX's `sizes`.
+    iterations (plus each loop's final test, which `_nested(n) + 4` covers; counting the most
+    contributors along each axis also bounds lanes that run in lockstep, as lavapipe's do, and
+    loop while any lane does). The windowed one runs ceil(count / invocations) elements, each
+    one loop of at most L + 1 iterations for a window of L terms, whatever the lane
+    (shaders/resample_grad_gather_windowed.comp), and the grid loop's; 8 per element cover
+    those. Where even windows of one term do not fit, RuntimeError naming dX's `sizes`.
     """
     limit = limits.max_loop_iterations
     most = [1] * AXES
@@ -190,7 +192,7 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
                          <= limit - LOOP_MARGIN):
             return None
     per_element = _per_invocation(count, wg, limits)
-    longest = ((limit - LOOP_MARGIN) // per_element - 8) // 3 if limit else terms
+    longest = (limit - LOOP_MARGIN) // per_element - 8 if limit else terms
     if longest < 1:  # too many elements per invocation: windows cannot help
         _beyond_loop_limit("OutputGradientTensor", sizes, limits)
     if window is None:
