@@ -28,7 +28,7 @@ layout(set = 0, binding = 3) buffer ACCUMULATOR { uint accumulator[]; };
 
 #include "pooling_grad.glsl"
 
-DIMS5(uint, X_STRIDES, 35, 0u)
+DIMS5(X_STRIDES, 35)  // DEFAULT_ is 0 here
 
 uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
 

@@ -28,27 +28,20 @@
 // Dispatch: up to 65535 workgroups, a grid-stride loop over the elements.
 
 layout(constant_id = 1) const bool IS_F16 = false;
-layout(constant_id = 2) const uint SIZES0 = 1u;
-layout(constant_id = 3) const uint SIZES1 = 1u;
-layout(constant_id = 4) const uint SIZES2 = 1u;
-layout(constant_id = 5) const uint SIZES3 = 1u;
-layout(constant_id = 6) const uint SIZES4 = 1u;
-#define DIMS3(TYPE, NAME, ID, DEF)                                                      \
-    layout(constant_id = ID + 0) const TYPE NAME##0 = DEF;                              \
-    layout(constant_id = ID + 1) const TYPE NAME##1 = DEF;                              \
-    layout(constant_id = ID + 2) const TYPE NAME##2 = DEF;
-#define DIMS5(TYPE, NAME, ID, DEF)                                                      \
-    DIMS3(TYPE, NAME, ID, DEF)                                                          \
-    layout(constant_id = ID + 3) const TYPE NAME##3 = DEF;                              \
-    layout(constant_id = ID + 4) const TYPE NAME##4 = DEF;
-DIMS3(uint, OUT, 7, 1u)
-DIMS3(uint, WINDOW, 10, 1u)
-DIMS3(uint, STRIDES, 13, 1u)
-DIMS3(uint, START_PADDING, 16, 0u)
-DIMS3(uint, END_PADDING, 19, 0u)
-DIMS3(uint, DILATIONS, 22, 1u)
-DIMS5(uint, DY_STRIDES, 25, 0u)
-DIMS5(uint, DX_STRIDES, 30, 0u)
+// Per-axis groups of 3 (spatial) and 5 (N, C, spatial) constants, NAME0 the outermost.
+#define POOLING_CONSTANT(NAME, ID) layout(constant_id = ID) const uint NAME = DEFAULT_;
+#define DIMS3(NAME, ID) POOLING_CONSTANT(NAME##0, ID) POOLING_CONSTANT(NAME##1, ID + 1) \
+    POOLING_CONSTANT(NAME##2, ID + 2)
+#define DIMS5(NAME, ID) DIMS3(NAME, ID) POOLING_CONSTANT(NAME##3, ID + 3) \
+    POOLING_CONSTANT(NAME##4, ID + 4)
+#define DEFAULT_ 1u
+DIMS5(SIZES, 2)
+DIMS3(OUT, 7) DIMS3(WINDOW, 10) DIMS3(STRIDES, 13)
+DIMS3(DILATIONS, 16)
+#undef DEFAULT_
+#define DEFAULT_ 0u
+DIMS3(START_PADDING, 19) DIMS3(END_PADDING, 22)
+DIMS5(DY_STRIDES, 25) DIMS5(DX_STRIDES, 30)
 
 layout(push_constant) uniform Push {
     uint count;
