@@ -46,8 +46,11 @@ from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
+from .ops.roi_align_grad import RoiAlignGradDesc, roi_align_grad
 from .ops._elementwise import ElementwiseGradDesc
 from .tensor import DataType, TensorDesc
+from ._cases_roi_align import (roi_align_call, roi_align_case, roi_align_describe,
+                               roi_align_magnitude, roi_align_parameters)
 
 # The record, its parts and the comparison with the oracle (operator_record.py), re-exported.
 from .operator_record import (DTYPES, EXACT, EXECUTION_OPTIONS, Case, Operator,  # noqa: F401
@@ -477,5 +480,11 @@ OPERATORS: Tuple[Operator, ...] = (
              _resample_describe(ResampleGrad1Desc), _resample_call,
              max_rank=4, magnitude=_resample_magnitude, parameter_examples=_resample1_parameters,
              demo_shape=(4, 16, 64, 64)),
+    # A gather summing float32 terms (dY / (Sy Sx), or dY, times a weight product) in a fixed
+    # order: sums' tolerances, relative to the sum of the terms' absolute values.
+    Operator("roi_align_grad", RoiAlignGradDesc, roi_align_grad, reference.roi_align_grad,
+             roi_align_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
+             roi_align_describe, roi_align_call, max_rank=4, magnitude=roi_align_magnitude,
+             parameter_examples=roi_align_parameters, demo_shape=(2, 64, 50, 50)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}
