@@ -93,15 +93,16 @@ class RoiAlignGradDesc(OperatorDesc):
     batch_indices_tensor: TensorDesc
     output_gradient_tensor: Optional[TensorDesc]
     output_roi_gradient_tensor: Optional[TensorDesc]
-    reduction_function: Union[ReduceFunction, str, int]
-    interpolation_mode: Union[InterpolationMode, str, int]
-    spatial_scale_x: float
-    spatial_scale_y: float
-    input_pixel_offset: float
-    output_pixel_offset: float
-    minimum_samples_per_output: int
-    maximum_samples_per_output: int
-    align_regions_to_corners: bool
+    # The scalars' defaults are the one-call function's.
+    reduction_function: Union[ReduceFunction, str, int] = "average"
+    interpolation_mode: Union[InterpolationMode, str, int] = "linear"
+    spatial_scale_x: float = 1.0
+    spatial_scale_y: float = 1.0
+    input_pixel_offset: float = 0.5
+    output_pixel_offset: float = -0.5
+    minimum_samples_per_output: int = 1
+    maximum_samples_per_output: int = UINT32_MAX
+    align_regions_to_corners: bool = False
     OPERATOR: ClassVar[str] = OPERATOR
     INDEPENDENT_AXES: ClassVar[str] = "no axis"
 
