@@ -266,6 +266,47 @@ def _pooling(dev, rng, kind, shape, window, padding, dt):
         op = dev.compile(pyvkgrad.MaxPoolingGradDesc(xd, dyd, xd, *geometry, (1, 1)))
         tensors["input_tensor"] = dev.upload(x)
     return op, tensors, nbytes, torch_fn
+def roi_align_cases(quick):
+    """ROI_ALIGN_GRAD (the issue's shape): 512 regions over [2, 256, 50, 50] to 7x7 outputs,
+    bilinear averaging with ROI_ALIGN's sampling (about 2 samples a side), both data types;
+    against torchvision's CUDA roi_align backward where torchvision is installed."""
+    shapes = [(1, 16, 50, 50, 64)] if quick else [(2, 256, 50, 50, 512)]
+    for b, c, h, w, regions in shapes:
+        for dt in ("float32", "float16"):
+            yield ("ROI_ALIGN_GRAD", f"{regions} regions over {[b, c, h, w]} -> 7x7", dt,
+                   lambda dev, rng, s=(b, c, h, w), r=regions, dt=dt: _roi_align(dev, rng, s,
+                                                                                 r, dt))
+
+
+def _roi_align(dev, rng, sizes, regions, dt):
+    b, c, h, w = sizes
+    x1y1 = rng.uniform(0, 0.8, (regions, 2)) * (w, h)
+    roi = np.concatenate([x1y1, x1y1 + rng.uniform(4, 16, (regions, 2))], 1).astype(_np(dt))
+    batch = rng.integers(0, b, regions).astype(np.uint32)
+    dy = rng.standard_normal((regions, c, 7, 7), dtype=np.float32).astype(_np(dt))
+    # dY and dX once each, the regions and indices: the least a gather moves.
+    nbytes = dy.nbytes + b * c * h * w * dy.itemsize + roi.nbytes + batch.nbytes
+    torch_fn = None
+    try:
+        import torchvision  # noqa: F401  (registers torch.ops.torchvision)
+
+        def torch_fn(T):  # torchvision's roi_align backward (aligned=False, sampling_ratio 0)
+            boxes = T.tensor(np.concatenate([batch[:, None], roi], 1).astype(_np(dt)))
+            grad = T.tensor(dy)
+            return lambda: T.torch.ops.torchvision._roi_align_backward(
+                grad, boxes, 1.0, 7, 7, b, c, h, w, 0, False)
+    except ImportError:
+        pass
+    if dev is None:
+        return None, None, nbytes, torch_fn
+    desc = pyvkgrad.RoiAlignGradDesc(
+        None, TensorDesc(_dt(dt), dy.shape), TensorDesc(_dt(dt), roi.shape),
+        TensorDesc(DataType.UINT32, batch.shape), TensorDesc(_dt(dt), sizes), None,
+        input_pixel_offset=0.0)
+    tensors = dict(input_gradient_tensor=dev.upload(dy), roi_tensor=dev.upload(roi),
+                   batch_indices_tensor=dev.upload(batch),
+                   output_gradient_tensor=dev.empty(TensorDesc(_dt(dt), sizes)))
+    return dev.compile(desc), tensors, nbytes, torch_fn
 
 
 def benchmark_cases(record):
@@ -277,7 +318,8 @@ def benchmark_cases(record):
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True),
                "average_pooling_grad": pooling_cases("avg"),
-               "max_pooling_grad": pooling_cases("max")}
+               "max_pooling_grad": pooling_cases("max"),
+               "roi_align_grad": roi_align_cases}
     if record.name in special:
         return special[record.name]
     if issubclass(record.descriptor, ElementwiseGradDesc):

@@ -41,6 +41,7 @@ from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, rand
 from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
 from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
 from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
+from .ops.roi_align_grad import ReduceFunction, RoiAlignGradDesc, roi_align_grad
 
 from .kernels import KernelError
 
@@ -81,6 +82,7 @@ __all__ = ["DataType", "TensorDesc",
            "AdamOptimizerDesc", "adam_optimizer",
            "AveragePoolingGradDesc", "average_pooling_grad",
            "MaxPoolingGradDesc", "max_pooling_grad",
+           "RoiAlignGradDesc", "roi_align_grad", "ReduceFunction",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

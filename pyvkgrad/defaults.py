@@ -29,3 +29,11 @@ def resample_grad(input_gradient_sizes: Sequence[int], output_gradient_sizes: Se
     if output_pixel_offsets is None:
         output_pixel_offsets = (-0.5,) * rank
     return scales, input_pixel_offsets, output_pixel_offsets
+
+
+
+# ROI_ALIGN_GRAD (docs/semantics.md §16): pyvkgrad keeps every sample index of an axis exact in
+# float32, N = O * S <= 2^24 samples, so S is capped at 2^24 // O (a region over ~2^24 pixels
+# long, where float32 cannot place samples apart anyway) and MinimumSamplesPerOutput * O above
+# 2^24 is refused. The oracle and the descriptor share it.
+ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES = 2**24

@@ -46,11 +46,14 @@ from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
+from .ops.roi_align_grad import RoiAlignGradDesc, roi_align_grad
 from .ops._elementwise import ElementwiseGradDesc
 from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
 from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
 from . import _cases_pooling as pool
 from .tensor import DataType, TensorDesc
+from ._cases_roi_align import (roi_align_call, roi_align_case, roi_align_describe,
+                               roi_align_magnitude, roi_align_parameters)
 
 # The record, its parts and the comparison with the oracle (operator_record.py), re-exported.
 from .operator_record import (DTYPES, EXACT, EXECUTION_OPTIONS, Case, Operator,  # noqa: F401
@@ -492,5 +495,11 @@ OPERATORS: Tuple[Operator, ...] = (
              {"float32": _SUMS_F32, "float16": _RESAMPLE_F16}, pool.max_pooling_describe,
              pool.max_pooling_call, max_rank=5, magnitude=pool.max_pooling_magnitude,
              parameter_examples=pool.pooling_parameters(True), demo_shape=(8, 64, 56, 56)),
+    # A gather summing float32 terms (dY / (Sy Sx), or dY, times a weight product) in a fixed
+    # order: sums' tolerances, relative to the sum of the terms' absolute values.
+    Operator("roi_align_grad", RoiAlignGradDesc, roi_align_grad, reference.roi_align_grad,
+             roi_align_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
+             roi_align_describe, roi_align_call, max_rank=4, magnitude=roi_align_magnitude,
+             parameter_examples=roi_align_parameters, demo_shape=(2, 64, 50, 50)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

@@ -48,7 +48,10 @@ def tensor_fields(descriptor):
 
 def fuzzed_tensor(data, desc: TensorDesc, tensors: int):
     """`desc` as it is, or with other strides, sizes, rank or data type: about one change per
-    descriptor of `tensors` tensors, so that valid and invalid descriptors are both common."""
+    descriptor of `tensors` tensors, so that valid and invalid descriptors are both common.
+    An optional tensor left out (None, as ROI_ALIGN_GRAD's OutputROIGradientTensor) stays out."""
+    if desc is None:
+        return None
     change = data.draw(st.sampled_from(["none"] * (2 * tensors) + ["strides"] * 3
                                        + ["sizes", "type"]))
     rank = desc.rank

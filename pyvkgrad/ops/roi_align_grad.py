@@ -1,0 +1,349 @@
+"""DML_OPERATOR_ROI_ALIGN_GRAD: the gradient of ROI_ALIGN1 with respect to its input image
+(docs/semantics.md §16).
+
+Each region r (ROI[r] = [x1, y1, x2, y2], image b = BatchIndices[r]) has, per axis, N = O * S
+samples, S = clamp(ceil(|L| / O), MinimumSamplesPerOutput, MaximumSamplesPerOutput), at float32
+coordinates
+
+    c(k) = ((k - OutputPixelOffset) * d + a) - InputPixelOffset,   d = L / N  (aligned: L / (N-1))
+
+(a = x1 * SpatialScaleX, L = x2 * SpatialScaleX - a; y alike). Output (oy, ox) owns samples
+[oy Sy, oy Sy + Sy) x [ox Sx, ox Sx + Sx). AVERAGE splits dY[r, c, oy, ox] equally over them, MAX
+gives it to the first largest (MAX_POOLING_GRAD's rule); each sample that reads the image passes
+its share to its bilinear (or nearest, half to even) taps. dX is a deterministic gather: one
+invocation per dX element sums, in region, row-sample, column-sample order, every term that
+reaches it (shaders/roi_align_grad.comp), with coordinates computed on the device in one fixed
+float32 order with correctly rounded division, so the bits are the same on every device. MAX
+first selects each output's sample (shaders/roi_align_grad_select.comp).
+
+pyvkgrad computes OutputGradientTensor only: OutputROIGradientTensor is refused
+(NotImplementedError) until it is implemented.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ..defaults import ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES
+from ..plan import (LOOP_MARGIN, READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch,
+                    grid_slices)
+from ..tensor import (DataType, TensorDesc, as_uint_tuple, check_desc, check_float,
+                      check_float_type, check_output, check_rank, check_same, enum_value, fail)
+from . import _one_call
+from ._resample_grad_tables import InterpolationMode
+
+if TYPE_CHECKING:
+    from ..device import DeviceLike
+
+OPERATOR = "ROI_ALIGN_GRAD"
+UINT32_MAX = 2**32 - 1
+# Element counts the kernels index with 32-bit words (a MAX selection is 3 words per dY element).
+MAX_COUNT = 2**31 - 1
+# Window bounds that mean "no bound" (the kernels take min(bound, count)).
+UNBOUNDED = UINT32_MAX
+# Loop iterations a region costs before its samples: 4 bisections of at most 25 steps (N <= 2^24)
+# and the tests that end them.
+SEARCH_LOOPS = 4 * 26
+# Dispatches a plan may take under a driver's loop limit before it refuses the problem.
+MAX_DISPATCHES = 100_000
+
+
+class ReduceFunction(enum.IntEnum):
+    """The `DML_REDUCE_FUNCTION` values ROI_ALIGN_GRAD takes (DirectML's numbers)."""
+
+    AVERAGE = 2
+    MAX = 7
+
+
+def _region_shape(operator: str, field: str, desc: TensorDesc, inner: Tuple[int, ...]) -> int:
+    """R of a tensor shaped {R, *inner} with leading 1s (ROI: {R,4}, {1,R,4}, {1,1,R,4};
+    BatchIndices: {R}, {1,R}, {1,1,R}, {1,1,1,R})."""
+    sizes = desc.sizes
+    lead = sizes[:len(sizes) - len(inner) - 1]
+    if len(sizes) <= len(inner) or tuple(sizes[len(sizes) - len(inner):]) != inner or \
+            any(s != 1 for s in lead):
+        shapes = " or ".join(str((1,) * n + ("R",) + inner).replace("'", "")
+                             for n in range(4 - len(inner)))
+        fail(operator, f"{field}.Sizes", "must have the shape", shapes, sizes)
+    return sizes[len(sizes) - len(inner) - 1]
+
+
+@dataclass(frozen=True)
+class RoiAlignGradDesc(OperatorDesc):
+    """`DML_ROI_ALIGN_GRAD_OPERATOR_DESC`.
+
+    input_tensor: X {B, C, H, W}, or None (AVERAGE only); input_gradient_tensor: dY {R, C, OH,
+    OW}; roi_tensor: {R, 4}, {1, R, 4} or {1, 1, R, 4}, rows [x1, y1, x2, y2]; batch_indices_tensor:
+    UINT32 {R} (or with leading 1s up to 4-D); output_gradient_tensor: dX {B, C, H, W};
+    output_roi_gradient_tensor: must be None (pyvkgrad does not compute dROI yet). X, dY, ROI
+    and dX: one data type, FLOAT32 or FLOAT16, any strides (dX's may not overlap).
+    reduction_function: "average" / "max" (ReduceFunction); interpolation_mode:
+    "nearest_neighbor" / "linear"; spatial_scale_x/_y, input/output_pixel_offset: finite
+    float32; minimum/maximum_samples_per_output: 1 <= Minimum <= Maximum <= 2^32 - 1, Minimum
+    times OH and OW at most 2^24; align_regions_to_corners: bool.
+    """
+
+    input_tensor: Optional[TensorDesc]
+    input_gradient_tensor: TensorDesc
+    roi_tensor: TensorDesc
+    batch_indices_tensor: TensorDesc
+    output_gradient_tensor: Optional[TensorDesc]
+    output_roi_gradient_tensor: Optional[TensorDesc]
+    # The scalars' defaults are the one-call function's.
+    reduction_function: Union[ReduceFunction, str, int] = "average"
+    interpolation_mode: Union[InterpolationMode, str, int] = "linear"
+    spatial_scale_x: float = 1.0
+    spatial_scale_y: float = 1.0
+    input_pixel_offset: float = 0.5
+    output_pixel_offset: float = -0.5
+    minimum_samples_per_output: int = 1
+    maximum_samples_per_output: int = UINT32_MAX
+    align_regions_to_corners: bool = False
+    OPERATOR: ClassVar[str] = OPERATOR
+    INDEPENDENT_AXES: ClassVar[str] = "no axis"
+
+    def __post_init__(self) -> None:
+        op = OPERATOR
+        dy = check_desc(op, "InputGradientTensor", self.input_gradient_tensor)
+        check_float_type(op, "InputGradientTensor", dy)
+        check_rank(op, "InputGradientTensor", dy, 4, 4)
+        roi = check_desc(op, "ROITensor", self.roi_tensor)
+        check_same(op, "data_type", ("InputGradientTensor", dy), ("ROITensor", roi))
+        check_rank(op, "ROITensor", roi, 2, 4)
+        regions = _region_shape(op, "ROITensor", roi, (4,))
+        batch = check_desc(op, "BatchIndicesTensor", self.batch_indices_tensor)
+        if batch.data_type != DataType.UINT32:
+            fail(op, "BatchIndicesTensor.DataType", "must be UINT32", "UINT32",
+                 batch.data_type.name, TypeError)
+        check_rank(op, "BatchIndicesTensor", batch, 1, 4)
+        if _region_shape(op, "BatchIndicesTensor", batch, ()) != regions:
+            fail(op, "BatchIndicesTensor.Sizes", "must hold one index per region (ROITensor's R)",
+                 regions, batch.sizes)
+        if dy.sizes[0] != regions:
+            fail(op, "InputGradientTensor.Sizes[0]", "must equal the number of regions (R)",
+                 regions, dy.sizes[0])
+        if self.output_roi_gradient_tensor is not None:
+            raise NotImplementedError(
+                f"{op}: OutputROIGradientTensor (the gradient with respect to the regions) is "
+                f"not implemented by pyvkgrad yet; pass None")
+        if self.output_gradient_tensor is None:
+            fail(op, "OutputGradientTensor", "must be given (at least one output)", "a TensorDesc",
+                 None, TypeError)
+        dx = check_desc(op, "OutputGradientTensor", self.output_gradient_tensor)
+        check_same(op, "data_type", ("InputGradientTensor", dy), ("OutputGradientTensor", dx))
+        check_rank(op, "OutputGradientTensor", dx, 4, 4)
+        check_output(op, "OutputGradientTensor", dx)
+        if dx.sizes[1] != dy.sizes[1]:
+            fail(op, "InputGradientTensor.Sizes[1]", "must equal OutputGradientTensor.Sizes[1] "
+                 "(C)", dx.sizes[1], dy.sizes[1])
+        reduction = enum_value(op, ReduceFunction, self.reduction_function, "ReductionFunction",
+                               "'average' or 'max' (ReduceFunction)")
+        mode = enum_value(op, InterpolationMode, self.interpolation_mode, "InterpolationMode",
+                          "'nearest_neighbor' or 'linear' (InterpolationMode)")
+        if self.input_tensor is None:
+            if reduction == ReduceFunction.MAX:
+                fail(op, "InputTensor", "is required with ReductionFunction MAX", "a TensorDesc",
+                     None, TypeError)
+        else:
+            x = check_desc(op, "InputTensor", self.input_tensor)
+            check_same(op, "data_type", ("InputGradientTensor", dy), ("InputTensor", x))
+            check_same(op, "sizes", ("OutputGradientTensor", dx), ("InputTensor", x))
+        for name in ("spatial_scale_x", "spatial_scale_y", "input_pixel_offset",
+                     "output_pixel_offset"):
+            field = "".join(p.capitalize() for p in name.split("_"))
+            object.__setattr__(self, name, check_float(op, field, getattr(self, name)))
+        counts = []
+        for name, field in (("minimum_samples_per_output", "MinimumSamplesPerOutput"),
+                            ("maximum_samples_per_output", "MaximumSamplesPerOutput")):
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                fail(op, field, "must be an integer", "int", type(value).__name__, TypeError)
+            if not 1 <= int(value) <= UINT32_MAX:
+                fail(op, field, "is out of range", f"1 to {UINT32_MAX}", int(value))
+            counts.append(int(value))
+        if counts[0] > counts[1]:
+            fail(op, "MinimumSamplesPerOutput", "must not exceed MaximumSamplesPerOutput",
+                 f"<= {counts[1]}", counts[0])
+        if counts[0] * max(dy.sizes[2], dy.sizes[3]) > ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES:
+            fail(op, "MinimumSamplesPerOutput", "times the output's height and width must not "
+                 "exceed pyvkgrad's 2^24 samples per axis", f"<= {ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES}",
+                 counts[0] * max(dy.sizes[2], dy.sizes[3]))
+        if not isinstance(self.align_regions_to_corners, (bool, np.bool_)):
+            fail(op, "AlignRegionsToCorners", "must be a bool", "bool",
+                 type(self.align_regions_to_corners).__name__, TypeError)
+        for field, t, most in (("OutputGradientTensor", dx, MAX_COUNT),
+                               ("InputGradientTensor", dy, MAX_COUNT // 3)):
+            if t.element_count > most:
+                fail(op, f"{field}.Sizes", "hold too many elements for pyvkgrad's kernels",
+                     f"<= {most}", t.element_count)
+        object.__setattr__(self, "reduction_function", reduction)
+        object.__setattr__(self, "interpolation_mode", mode)
+        object.__setattr__(self, "minimum_samples_per_output", counts[0])
+        object.__setattr__(self, "maximum_samples_per_output", counts[1])
+        object.__setattr__(self, "align_regions_to_corners", bool(self.align_regions_to_corners))
+
+    def tensor_fields(self):
+        fields = [("input_tensor", (self.input_tensor, READ)),
+                  ("input_gradient_tensor", (self.input_gradient_tensor, READ)),
+                  ("roi_tensor", (self.roi_tensor, READ)),
+                  ("batch_indices_tensor", (self.batch_indices_tensor, READ)),
+                  ("output_gradient_tensor", (self.output_gradient_tensor, WRITE))]
+        return tuple((name, f) for name, f in fields if f[0] is not None)
+
+    @property
+    def is_max(self) -> bool:
+        return self.reduction_function == ReduceFunction.MAX
+
+    def _samples_bound(self, out_size: int, size: int, in_cell: bool) -> int:
+        """At most how many samples of one region along one axis a kernel visits per item:
+        those reading one pixel (the gather) or those of one output inside the image (MAX's
+        selection). Where S = Minimum, all N = O * Minimum (or S) of them may; where S exceeds
+        Minimum the spacing is over 1/2 pixel, so at most 5 fall within the 2 pixels a tap
+        reaches (8 with rounding to spare), and at most 2 (size + 1) + 1 inside the image."""
+        cap = max(1, ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES // out_size)
+        low = min(self.minimum_samples_per_output, cap)
+        if in_cell:
+            return min(cap, self.maximum_samples_per_output, max(low, 2 * size + 6))
+        return min(cap * out_size, max(low * out_size, 8))
+
+    def plan(self, limits: Limits) -> Plan:
+        dy, dx, x = self.input_gradient_tensor, self.output_gradient_tensor, self.input_tensor
+        roi, batch = self.roi_tensor, self.batch_indices_tensor
+        _, _, out_h, out_w = dy.sizes
+        _, _, height, width = dx.sizes
+        wg = limits.local_size
+        constants = dict(
+            WG=wg, IS_F16=dy.data_type == DataType.FLOAT16,
+            IS_LINEAR=self.interpolation_mode == InterpolationMode.LINEAR, IS_MAX=self.is_max,
+            ALIGNED=self.align_regions_to_corners, SPATIAL_SCALE_X=self.spatial_scale_x,
+            SPATIAL_SCALE_Y=self.spatial_scale_y, INPUT_PIXEL_OFFSET=self.input_pixel_offset,
+            OUTPUT_PIXEL_OFFSET=self.output_pixel_offset,
+            MINIMUM=self.minimum_samples_per_output, MAXIMUM=self.maximum_samples_per_output,
+            CAP_Y=max(1, ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES // out_h),
+            CAP_X=max(1, ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES // out_w),
+            ROI_REGION_STRIDE=roi.element_strides[-2],
+            ROI_COORDINATE_STRIDE=roi.element_strides[-1],
+            BATCH_STRIDE=batch.element_strides[-1], X_SIZES=dx.sizes, DY_SIZES=dy.sizes,
+            X_STRIDES=x.element_strides if x is not None else (0, 0, 0, 0),
+            DY_STRIDES=dy.element_strides)
+        inputs = dict(roi="roi_tensor", batch_indices="batch_indices_tensor",
+                      dy="input_gradient_tensor", x="input_tensor" if x is not None else "no_input")
+        scratch = [] if x is not None else [Scratch("no_input", 16)]
+        dispatches: List[Dispatch] = []
+        budget = limits.max_loop_iterations - LOOP_MARGIN if limits.max_loop_iterations else 0
+        if self.is_max:
+            scratch.append(Scratch("selected", 12 * dy.element_count))
+            rows = self._samples_bound(out_h, height, True)
+            cols = self._samples_bound(out_w, width, True)
+            windows = _windows(1, rows, cols, budget, 3 + SEARCH_LOOPS)
+            for k, (_, _, (rb, re), (cb, ce), cost) in enumerate(windows):
+                for first, end, groups in grid_slices(dy.element_count, wg, limits, cost + 1):
+                    dispatches.append(Dispatch(
+                        "roi_align_grad_select", dict(inputs, selected="selected"), groups,
+                        constants=constants,
+                        push=dict(count=end, first=first, row_begin=rb, row_end=re,
+                                  col_begin=cb, col_end=ce,
+                                  row_limit=rows if budget else UNBOUNDED,
+                                  col_limit=cols if budget else UNBOUNDED,
+                                  first_window=int(k == 0))))
+        else:
+            scratch.append(Scratch("no_selection", 16))
+        regions = dy.sizes[0]
+        rows = self._samples_bound(out_h, height, False)
+        cols = self._samples_bound(out_w, width, False)
+        windows = _windows(regions, rows, cols, budget, 2 + SEARCH_LOOPS)
+        if len(windows) > 1:
+            scratch.append(Scratch("accumulator", 4 * dx.element_count))
+        else:
+            scratch.append(Scratch("accumulator", 16))
+        for k, (r0, r1, (rb, re), (cb, ce), cost) in enumerate(windows):
+            for first, end, groups in grid_slices(dx.element_count, wg, limits, cost + 1):
+                dispatches.append(Dispatch(
+                    "roi_align_grad",
+                    dict(inputs, selected="selected" if self.is_max else "no_selection",
+                         accumulator="accumulator", dx="output_gradient_tensor"), groups,
+                    constants=dict(constants, DX_STRIDES=dx.element_strides),
+                    push=dict(count=end, first=first, roi_begin=r0, roi_end=r1, row_begin=rb,
+                              row_end=re, col_begin=cb, col_end=ce,
+                              row_limit=rows if budget else UNBOUNDED,
+                              col_limit=cols if budget else UNBOUNDED,
+                              first_window=int(k == 0), last_window=int(k == len(windows) - 1))))
+        if len(dispatches) > MAX_DISPATCHES:
+            fail(OPERATOR, "MinimumSamplesPerOutput", "asks for more samples per output than "
+                 "this device's loop limit lets pyvkgrad visit", f"at most {MAX_DISPATCHES} "
+                 f"dispatches", len(dispatches))
+        return Plan(tuple(dispatches), tuple(scratch),
+                    tensors=tuple(n for n, _ in self.tensor_fields()))
+
+
+def _windows(regions: int, rows: int, cols: int, budget: int, overhead: int):
+    """The windows one plan's kernel runs, in summation order, each as (first region, end
+    region, (row offsets), (column offsets), loop iterations per item): all at once without
+    a loop limit (`budget` 0); else chunks of regions, or of one region's rows, or of one row's
+    columns, each within the budget (`overhead`: a region's iterations before its samples)."""
+    whole = ((0, UNBOUNDED), (0, UNBOUNDED))
+    region = overhead + rows * (cols + 2)
+    if not budget or regions * region <= budget:
+        return [(0, regions, *whole, regions * region)]
+    if region <= budget:
+        step = budget // region
+        return [(r, min(r + step, regions), *whole, step * region)
+                for r in range(0, regions, step)]
+    if overhead + cols + 2 <= budget:
+        step = (budget - overhead) // (cols + 2)
+        return [(r, r + 1, (j, min(j + step, rows)), (0, UNBOUNDED), budget)
+                for r in range(regions) for j in range(0, rows, step)]
+    step = budget - overhead - 2
+    if step < 1:
+        # A device limit, not bad input: RuntimeError, as the other operators' plans raise.
+        fail(OPERATOR, "Limits.max_loop_iterations", "is too small for the kernels",
+             f"> {overhead + 2 + LOOP_MARGIN}", budget + LOOP_MARGIN, RuntimeError)
+    return [(r, r + 1, (j, j + 1), (i, min(i + step, cols)), budget)
+            for r in range(regions) for j in range(rows) for i in range(0, cols, step)]
+
+
+def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi: np.ndarray,
+                   batch_indices: np.ndarray, output_gradient_sizes: Sequence[int], *,
+                   reduction_function: Union[str, ReduceFunction] = "average",
+                   interpolation_mode: Union[str, InterpolationMode] = "linear",
+                   spatial_scale_x: float = 1.0, spatial_scale_y: float = 1.0,
+                   input_pixel_offset: float = 0.5, output_pixel_offset: float = -0.5,
+                   minimum_samples_per_output: int = 1,
+                   maximum_samples_per_output: int = 2**32 - 1,
+                   align_regions_to_corners: bool = False, roi_gradient: bool = False,
+                   device: DeviceLike = None) -> np.ndarray:
+    """dX of a ROI_ALIGN1 whose input had `output_gradient_sizes` {B, C, H, W}, on the device: a
+    new packed array of input_gradient's dtype. input: X (required for MAX; None is allowed
+    for AVERAGE); input_gradient: dY {R, C, OH, OW}; roi: {R, 4} (or {1, R, 4}, {1, 1, R, 4}),
+    rows [x1, y1, x2, y2] in input_gradient's dtype; batch_indices: uint32 {R}. Defaults:
+    DML_ROI_ALIGN's sampling (offsets 0.5 / -0.5), bilinear averaging, S as the region asks.
+    roi_gradient=True (dROI) raises NotImplementedError."""
+    if roi_gradient:
+        raise NotImplementedError(f"{OPERATOR}: roi_gradient=True (OutputROIGradientTensor) is "
+                                  f"not implemented by pyvkgrad yet")
+    params = (tuple(output_gradient_sizes) if hasattr(output_gradient_sizes, "__iter__")
+              else output_gradient_sizes, reduction_function, interpolation_mode,
+              spatial_scale_x, spatial_scale_y, input_pixel_offset, output_pixel_offset,
+              minimum_samples_per_output, maximum_samples_per_output, align_regions_to_corners)
+
+    def describe(d, dev):
+        sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
+        if len(sizes) != 4 or min(sizes) == 0:
+            fail(OPERATOR, "OutputGradientTensor.Sizes", "must be 4 sizes of at least 1",
+                 "{B, C, H, W}", sizes)
+        dy = d["input_gradient"]
+        desc = RoiAlignGradDesc(d.get("input"), dy, d["roi"], d["batch_indices"],
+                                TensorDesc(dy.data_type, sizes), None, *params[1:])
+        return desc, {"output_gradient": (sizes, dy.data_type.element_size)}
+
+    arrays = dict(input=input, input_gradient=input_gradient, roi=roi,
+                  batch_indices=batch_indices)
+    if input is None:
+        del arrays["input"]
+    (dx,) = _one_call.run(OPERATOR, device, params, arrays, describe, None,
+                          data_types={"batch_indices": (DataType.UINT32,)})
+    return dx
