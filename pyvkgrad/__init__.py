@@ -39,6 +39,7 @@ from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_cl
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
+from .ops.slice_grad import SliceGradDesc, slice_grad
 
 from .kernels import KernelError
 
@@ -77,6 +78,7 @@ __all__ = ["DataType", "TensorDesc",
            "ElementWiseClipGradDesc", "element_wise_clip_grad",
            "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "AdamOptimizerDesc", "adam_optimizer",
+           "SliceGradDesc", "slice_grad",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

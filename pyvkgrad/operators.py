@@ -46,12 +46,15 @@ from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
+from .ops.slice_grad import SliceGradDesc, slice_grad
 from .ops._elementwise import ElementwiseGradDesc
 from .tensor import DataType, TensorDesc
 
 # The record, its parts and the comparison with the oracle (operator_record.py), re-exported.
 from .operator_record import (DTYPES, EXACT, EXECUTION_OPTIONS, Case, Operator,  # noqa: F401
                               Outputs, Tolerance, assert_close, compare)
+from ._cases_slice import (SLICE_GRAD_DTYPES, SLICE_GRAD_TOLERANCES, slice_grad_call,
+                           slice_grad_case, slice_grad_describe, slice_grad_parameters)
 
 # ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
 
@@ -477,5 +480,9 @@ OPERATORS: Tuple[Operator, ...] = (
              _resample_describe(ResampleGrad1Desc), _resample_call,
              max_rank=4, magnitude=_resample_magnitude, parameter_examples=_resample1_parameters,
              demo_shape=(4, 16, 64, 64)),
+    # A copy of dY's bits into zeros: exact in every data type.
+    Operator("slice_grad", SliceGradDesc, slice_grad, reference.slice_grad, slice_grad_case,
+             SLICE_GRAD_TOLERANCES, slice_grad_describe, slice_grad_call,
+             parameter_examples=slice_grad_parameters, dtypes=SLICE_GRAD_DTYPES),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

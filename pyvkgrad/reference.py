@@ -40,6 +40,7 @@ __all__ = [
     "batch_normalization_training_grad",
     "philox_4x32_10",
     "random_generator",
+    "slice_grad",
 ]
 
 class BatchNormGradResult(NamedTuple):
@@ -437,3 +438,24 @@ def adam_optimizer(input_parameters, input_first_moment, input_second_moment, gr
         alpha = np.sqrt(np.float64(1 - b2**t)) / np.float64(1 - b1**t)
         new_x = x - lr * alpha * new_m / (np.sqrt(new_v) + eps)
     return new_x, new_m, new_v
+
+
+# --------------------------------------------------------------------------------------------
+# SLICE_GRAD (docs/semantics.md §14)
+# --------------------------------------------------------------------------------------------
+
+
+def slice_grad(input_gradient, output_gradient_sizes, input_window_offsets, input_window_sizes,
+               input_window_strides):
+    """dX of DML_SLICE_GRAD: zeros of output_gradient_sizes with dX[start + stride * o] =
+    dY[o] per dimension, start = offset (stride > 0) or offset + size - 1 (stride < 0). A
+    copy, so in dY's own data type (bit copies: NaN payloads and -0 kept), not float64."""
+    dy = np.asarray(input_gradient)
+    dx = np.zeros(tuple(output_gradient_sizes), dy.dtype)
+    index = []
+    for n, offset, size, stride in zip(dy.shape, input_window_offsets, input_window_sizes,
+                                       input_window_strides):
+        start = offset if stride > 0 else offset + size - 1
+        index.append(start + stride * np.arange(n))
+    dx[np.ix_(*index)] = dy
+    return dx
