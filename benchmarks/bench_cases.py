@@ -220,6 +220,35 @@ def _adam(dev, rng, n, dt):
     return op, tensors, 7 * x.nbytes, torch_fn
 
 
+def slice_grad_cases(quick):
+    """SLICE_GRAD: a [.., 112, 112] window at offset 8 of [.., 128, 128] (a crop), and every
+    other row and column of it (stride 2), float32 and float16, against PyTorch's autograd of
+    the same slicing (slice_backward along H, then W); bytes: dY read and dX written once."""
+    n = 8 if quick else 32
+    for name, step in (("crop", 1), ("stride 2", 2)):
+        for dt in ("float32", "float16"):
+            yield ("SLICE_GRAD", f"[{n}, 64, 128, 128] {name}: window offset 8, size 112", dt,
+                   lambda dev, rng, dt=dt, step=step: _slice_grad(dev, rng, n, step, dt))
+
+
+def _slice_grad(dev, rng, n, step, dt):
+    full, m = (n, 64, 128, 128), -(-112 // step)
+    dy = rng.standard_normal((n, 64, m, m), dtype=np.float32).astype(_np(dt))
+
+    def torch_fn(T):
+        aten, tdy = T.torch.ops.aten, T.tensor(dy)
+        return lambda: aten.slice_backward(aten.slice_backward(tdy, (n, 64, m, 128), 3, 8, 120,
+                                                                step), full, 2, 8, 120, step)
+    nbytes = dy.nbytes + int(np.prod(full)) * dy.itemsize
+    if dev is None:
+        return None, None, nbytes, torch_fn
+    dx = TensorDesc(_dt(dt), full)
+    op = dev.compile(pyvkgrad.SliceGradDesc(TensorDesc(_dt(dt), dy.shape), dx, (0, 0, 8, 8),
+                                            (n, 64, 112, 112), (1, 1, step, step)))
+    return op, dict(input_gradient_tensor=dev.upload(dy),
+                    output_gradient_tensor=dev.empty(dx)), nbytes, torch_fn
+
+
 def benchmark_cases(record):
     """The benchmark's cases of an operator of the table: shapes from its issue; any
     element-wise operator gets the element-wise cases."""
@@ -227,7 +256,8 @@ def benchmark_cases(record):
                "resample_grad1": lambda quick: resample_cases(quick, "decreasing"),
                "random_generator": random_generator_cases, "adam_optimizer": adam_cases,
                "batch_normalization_grad": bn_cases(False),
-               "batch_normalization_training_grad": bn_cases(True)}
+               "batch_normalization_training_grad": bn_cases(True),
+               "slice_grad": slice_grad_cases}
     if record.name in special:
         return special[record.name]
     if issubclass(record.descriptor, ElementwiseGradDesc):
