@@ -58,6 +58,13 @@ uvec4 contiguous(uint b) {
 
 #define OUTER_MAP(D, c) if (D != 7) SLICE_MAP(D, c)
 
+// Element e of a vector as word `word`'s lanes: loops of constant bounds, which compilers
+// unroll, so the vector is indexed by constants (a variable index can put it in memory).
+#define FOR_EACH_LANE(e)                                                                \
+    for (uint word = 0u; word < 4u; ++word)                                             \
+        for (uint lane_ = 0u, e = word << LANES_LOG2; lane_ < (1u << LANES_LOG2);       \
+             ++lane_, ++e)
+
 // Vector v of dX.
 uvec4 vector_at(uint v) {
     const uint e0 = v * VECTOR, c7 = e0 % SIZES7;
@@ -73,17 +80,18 @@ uvec4 vector_at(uint v) {
                 && c7 + VECTOR <= FIRSTS7 + DY_SIZES7) {
             return contiguous(source + (c7 - FIRSTS7));
         }
-        for (uint e = 0u; e < VECTOR; ++e) {
+        FOR_EACH_LANE(e) {
             const uint c = c7 + e, r = c - FIRSTS7, k = r / STEPS7;
             if (c >= FIRSTS7 && k * STEPS7 == r && k < DY_SIZES7) {
-                out_[e >> LANES_LOG2] |= dy_bits(source + k * DY_STRIDES7)
-                                         << SUB_SHIFT(e, LANES_LOG2);
+                out_[word] |= dy_bits(source + k * DY_STRIDES7) << SUB_SHIFT(e, LANES_LOG2);
             }
         }
         return out_;
     }
-    for (uint e = 0u; e < VECTOR && e0 + e < elements; ++e) {
-        out_[e >> LANES_LOG2] |= gathered(e0 + e) << SUB_SHIFT(e, LANES_LOG2);
+    FOR_EACH_LANE(e) {
+        if (e0 + e < elements) {
+            out_[word] |= gathered(e0 + e) << SUB_SHIFT(e, LANES_LOG2);
+        }
     }
     return out_;
 }

@@ -202,14 +202,15 @@ class SliceGradDesc(OperatorDesc):
                          DY_BASE=w.base)
         count = dx.element_count
         if w.dx_strides == packed_strides(w.sizes):
-            # One 16-byte vector of dX per item: the grid loop, the per-element loop (up to 16
-            # elements, 17 counted) and a tail vector's store loop.
-            vectors = -(-count * size // 16)
+            # One 16-byte vector of dX per item: the grid loop, the loops over its 4 words and
+            # each word's lanes, and a tail vector's store loop over its elements.
+            vectors, lanes = -(-count * size // 16), 4 // size
             return Plan(tuple(Dispatch("slice_grad_packed", BINDINGS, workgroups,
                                        constants=constants,
                                        push=dict(count=end, elements=count, first=first))
                               for first, end, workgroups in grid_slices(
-                                  vectors, wg, limits, 1 + 17 + 17)),
+                                  vectors, wg, limits,
+                                  1 + (4 + 1) + 4 * (lanes + 1) + (4 * lanes + 1))),
                         tensors=TENSOR_FIELDS)
         constants["DX_STRIDES"] = right_align(w.dx_strides, 8, 0)
         return Plan(tuple(Dispatch("slice_grad", BINDINGS, workgroups, constants=constants,
