@@ -40,6 +40,8 @@ from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
 from .ops.slice_grad import SliceGradDesc, slice_grad
+from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
+                                                    local_response_normalization_grad)
 
 from .kernels import KernelError
 
@@ -79,6 +81,7 @@ __all__ = ["DataType", "TensorDesc",
            "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "AdamOptimizerDesc", "adam_optimizer",
            "SliceGradDesc", "slice_grad",
+           "LocalResponseNormalizationGradDesc", "local_response_normalization_grad",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

@@ -47,6 +47,8 @@ from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, rand
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
 from .ops.slice_grad import SliceGradDesc, slice_grad
+from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
+                                                    local_response_normalization_grad)
 from .ops._elementwise import ElementwiseGradDesc
 from .tensor import DataType, TensorDesc
 
@@ -55,6 +57,8 @@ from .operator_record import (DTYPES, EXACT, EXECUTION_OPTIONS, Case, Operator, 
                               Outputs, Tolerance, assert_close, compare)
 from ._cases_slice import (SLICE_GRAD_DTYPES, SLICE_GRAD_TOLERANCES, slice_grad_call,
                            slice_grad_case, slice_grad_describe, slice_grad_parameters)
+from ._cases_lrn import (LRN_TOLERANCES, lrn_call, lrn_case, lrn_describe, lrn_magnitude,
+                         lrn_parameters)
 
 # ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
 
@@ -484,5 +488,12 @@ OPERATORS: Tuple[Operator, ...] = (
     Operator("slice_grad", SliceGradDesc, slice_grad, reference.slice_grad, slice_grad_case,
              SLICE_GRAD_TOLERANCES, slice_grad_describe, slice_grad_call,
              parameter_examples=slice_grad_parameters, dtypes=SLICE_GRAD_DTYPES),
+    # Fixed-order float32 sums and pow_fixed: the same bits everywhere; against float64,
+    # relative to the terms' sizes (_cases_lrn.py).
+    Operator("local_response_normalization_grad", LocalResponseNormalizationGradDesc,
+             local_response_normalization_grad, reference.local_response_normalization_grad,
+             lrn_case, LRN_TOLERANCES, lrn_describe, lrn_call, max_rank=4,
+             magnitude=lrn_magnitude, parameter_examples=lrn_parameters,
+             demo_shape=(8, 64, 56, 56)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}
