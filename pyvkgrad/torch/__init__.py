@@ -2,7 +2,8 @@
 
 Autograd functions whose forward runs in PyTorch and whose backward runs DirectML's gradient
 operators on a Vulkan device (`relu`, `threshold`, `hardtanh`, `relu6`, `batch_norm`,
-`interpolate`), drop-in modules (`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, and
+`interpolate`, `local_response_norm`), drop-in modules (`ReLU`, `Hardtanh`, `ReLU6`,
+`BatchNorm1d/2d/3d`, `Upsample`, `LocalResponseNorm`, and
 `Sequential`, which chains their backward into one submission) and `convert(model)`, which swaps
 them into an existing model; `optim.Adam`, a drop-in for `torch.optim.Adam` whose step runs
 ADAM_OPTIMIZER on the device. docs/torch.md.
@@ -21,12 +22,15 @@ from ._resample_map import InexactResample
 from ._runtime import (cache_clear, cache_info, clear_programs, get_device, set_device,
                        set_options)
 from . import optim
-from .functional import batch_norm, hardtanh, interpolate, relu, relu6, threshold
-from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Hardtanh, ReLU, ReLU6, Sequential,
-                      Upsample, convert)
+from .functional import (batch_norm, hardtanh, interpolate, local_response_norm, relu, relu6,
+                         threshold)
+from .modules import (BatchNorm1d, BatchNorm2d, BatchNorm3d, Hardtanh, LocalResponseNorm, ReLU,
+                      ReLU6, Sequential, Upsample, convert)
 
 __all__ = ["relu", "threshold", "hardtanh", "relu6", "batch_norm", "interpolate",
+           "local_response_norm",
            "ReLU", "Hardtanh", "ReLU6", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "Upsample",
+           "LocalResponseNorm",
            "Sequential",
            "convert", "set_device", "get_device", "set_options", "cache_clear", "cache_info",
            "clear_programs", "InexactResample", "optim"]
