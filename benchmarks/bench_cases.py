@@ -249,6 +249,34 @@ def _slice_grad(dev, rng, n, step, dt):
                     output_gradient_tensor=dev.empty(dx)), nbytes, torch_fn
 
 
+def lrn_cases(quick):
+    """LOCAL_RESPONSE_NORMALIZATION_GRAD across channels, size 5 (AlexNet's), on [32, 64, 56,
+    56] ([8, ...] quick), float32 and float16, against PyTorch's autograd of
+    F.local_response_norm; bytes: X and dY read and dX written once."""
+    n = 8 if quick else 32
+    for dt in ("float32", "float16"):
+        yield ("LOCAL_RESPONSE_NORMALIZATION_GRAD", f"[{n}, 64, 56, 56] across C, size 5", dt,
+               lambda dev, rng, dt=dt: _lrn(dev, rng, (n, 64, 56, 56), dt))
+
+
+def _lrn(dev, rng, shape, dt):
+    x = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    parameters = (True, 5, 1e-4, 0.75, 2.0)
+
+    def torch_fn(T):  # PyTorch's own backward graph of the forward, run again
+        tx = T.tensor(x).requires_grad_()
+        y = T.torch.nn.functional.local_response_norm(tx, 5, 1e-4, 0.75, 2.0)
+        tdy = T.tensor(dy)
+        return lambda: T.torch.autograd.grad(y, tx, tdy, retain_graph=True)
+    if dev is None:
+        return None, None, 3 * x.nbytes, torch_fn
+    desc = TensorDesc(_dt(dt), shape)
+    op = dev.compile(pyvkgrad.LocalResponseNormalizationGradDesc(desc, desc, desc, *parameters))
+    return op, dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                    output_gradient_tensor=dev.empty(desc)), 3 * x.nbytes, torch_fn
+
+
 def benchmark_cases(record):
     """The benchmark's cases of an operator of the table: shapes from its issue; any
     element-wise operator gets the element-wise cases."""
@@ -257,7 +285,8 @@ def benchmark_cases(record):
                "random_generator": random_generator_cases, "adam_optimizer": adam_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True),
-               "slice_grad": slice_grad_cases}
+               "slice_grad": slice_grad_cases,
+               "local_response_normalization_grad": lrn_cases}
     if record.name in special:
         return special[record.name]
     if issubclass(record.descriptor, ElementwiseGradDesc):
