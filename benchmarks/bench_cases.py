@@ -220,6 +220,52 @@ def _adam(dev, rng, n, dt):
     return op, tensors, 7 * x.nbytes, torch_fn
 
 
+def pooling_cases(kind):
+    """AVERAGE_POOLING_GRAD (kind "avg") or MAX_POOLING_GRAD ("max"): the common 2x2 stride-2
+    (no padding) and 3x3 stride-2 (padding 1, ResNet's stem) poolings on [32,64,112,112] and
+    [64,128,56,56], float32 and float16, beside PyTorch's avg_pool2d_backward /
+    max_pool2d_with_indices_backward. Minimum traffic: dY read and dX written (and X read, max)."""
+    operator = "AVERAGE_POOLING_GRAD" if kind == "avg" else "MAX_POOLING_GRAD"
+
+    def cases(quick):
+        shapes = [(8, 64, 56, 56)] if quick else [(32, 64, 112, 112), (64, 128, 56, 56)]
+        for shape in shapes:
+            for window, padding in ((2, 0), (3, 1)):
+                for dt in ("float32", "float16"):
+                    yield (operator, f"{list(shape)} {window}x{window} stride 2 padding "
+                           f"{padding}", dt,
+                           lambda dev, rng, shape=shape, w=window, p=padding, dt=dt:
+                           _pooling(dev, rng, kind, shape, w, p, dt))
+    return cases
+
+
+def _pooling(dev, rng, kind, shape, window, padding, dt):
+    n, c, h, w = shape
+    out = tuple((s + 2 * padding - window) // 2 + 1 for s in (h, w))
+    x = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal((n, c) + out, dtype=np.float32).astype(_np(dt))
+    geometry = ((2, 2), (window, window), (padding, padding), (padding, padding))
+    nbytes = x.nbytes + dy.nbytes + (x.nbytes if kind == "max" else 0)
+
+    def torch_fn(T):
+        torch = T.torch
+        tx, tdy = T.tensor(x), T.tensor(dy)
+        if kind == "avg":
+            return lambda: torch.ops.aten.avg_pool2d_backward(
+                tdy, tx, [window] * 2, [2, 2], [padding] * 2, False, True, None)
+        _, indices = torch.nn.functional.max_pool2d(tx, window, 2, padding, return_indices=True)
+        return lambda: torch.ops.aten.max_pool2d_with_indices_backward(
+            tdy, tx, [window] * 2, [2, 2], [padding] * 2, [1, 1], False, indices)
+    if dev is None:
+        return None, None, nbytes, torch_fn
+    xd, dyd = TensorDesc(_dt(dt), shape), TensorDesc(_dt(dt), dy.shape)
+    tensors = dict(input_gradient_tensor=dev.upload(dy), output_gradient_tensor=dev.empty(xd))
+    if kind == "avg":
+        op = dev.compile(pyvkgrad.AveragePoolingGradDesc(dyd, xd, *geometry, True))
+    else:
+        op = dev.compile(pyvkgrad.MaxPoolingGradDesc(xd, dyd, xd, *geometry, (1, 1)))
+        tensors["input_tensor"] = dev.upload(x)
+    return op, tensors, nbytes, torch_fn
 def slice_grad_cases(quick):
     """SLICE_GRAD: a [.., 112, 112] window at offset 8 of [.., 128, 128] (a crop), and every
     other row and column of it (stride 2), float32 and float16, against PyTorch's autograd of
@@ -285,6 +331,8 @@ def benchmark_cases(record):
                "random_generator": random_generator_cases, "adam_optimizer": adam_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True),
+               "average_pooling_grad": pooling_cases("avg"),
+               "max_pooling_grad": pooling_cases("max"),
                "slice_grad": slice_grad_cases,
                "local_response_normalization_grad": lrn_cases}
     if record.name in special:

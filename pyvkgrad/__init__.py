@@ -39,6 +39,8 @@ from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_cl
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
+from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
+from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
 from .ops.slice_grad import SliceGradDesc, slice_grad
 from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
                                                     local_response_normalization_grad)
@@ -80,6 +82,8 @@ __all__ = ["DataType", "TensorDesc",
            "ElementWiseClipGradDesc", "element_wise_clip_grad",
            "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "AdamOptimizerDesc", "adam_optimizer",
+           "AveragePoolingGradDesc", "average_pooling_grad",
+           "MaxPoolingGradDesc", "max_pooling_grad",
            "SliceGradDesc", "slice_grad",
            "LocalResponseNormalizationGradDesc", "local_response_normalization_grad",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",

@@ -1,4 +1,4 @@
-"""Command line: `python -m pyvkgrad [--version] info | demo | bench [args]`."""
+"""Command line: `python -m pyvkgrad [--version] info | demo | bench [args] | fingerprint [args]`."""
 
 from __future__ import annotations
 
@@ -74,6 +74,7 @@ def info() -> int:
             ("loop limit", f"{d.max_loop_iterations} iterations per invocation"
                            if d.max_loop_iterations else "none"),
             ("submission wait", _wait_policy(d)),
+            ("same bits", _same_bits(i)),
         ]
         for key, value in rows:
             print(f"  {key:<26}{value}")
@@ -87,6 +88,18 @@ def info() -> int:
               f"{record.max_rank} dimensions; a one-call problem beyond the buffer limit is "
               f"cut along {record.independent_axes}")
     return 0
+
+
+def _same_bits(info) -> str:
+    """What the same-bits contract (docs/semantics.md §17) needs of a device: nothing beyond
+    conforming Vulkan 1.1; where it may differ: subnormal intermediates and zero signs, which
+    float controls could pin (pyvkgrad's kernels do not request them yet)."""
+    def can(flag: bool) -> str:
+        return "available" if flag else "not available"
+    return (f"yes, for the operators of docs/semantics.md §17 (a conforming Vulkan 1.1 device "
+            f"is all they need); float controls, not yet requested: subnormal preservation "
+            f"{can(info.denorm_preserve_float32)}, signed zero/Inf/NaN preservation "
+            f"{can(info.signed_zero_inf_nan_preserve_float32)}")
 
 
 def _subgroup_operations(info) -> str:
@@ -133,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
                                 "and the operators")
     demo_p = sub.add_parser("demo", help="run every operator against the float64 oracle")
     demo_p.add_argument("--device", default=None, help="index or part of a device name")
+    sub.add_parser("fingerprint", add_help=False,
+                   help="sha256 of every operator's outputs on fixed cases: the same bits as "
+                        "another device? (fingerprint --help)")
     sub.add_parser("bench", add_help=False,
                    help="benchmarks (benchmarks/run.py of the repository; arguments pass "
                         "through: bench --help lists them)")
@@ -143,6 +159,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # everything after `bench` belongs to benchmarks/run.py
         return bench(argv[1:])
+    if argv[:1] == ["fingerprint"]:
+        from .fingerprint import main as fingerprint
+        return fingerprint(argv[1:])
     args = _parser().parse_args(argv)  # anything unknown is an error
     if args.command == "info":
         return info()

@@ -22,6 +22,7 @@ from typing import Optional
 from ._environment import LAVAPIPE_HINT
 from ._vulkan_structs import (VkApplicationInfo, VkExtensionProperties, VkInstanceCreateInfo,
                               VkPhysicalDeviceDriverProperties, VkPhysicalDeviceFeatures2,
+                              VkPhysicalDeviceFloatControlsProperties,
                               VkPhysicalDeviceMemoryBudgetPropertiesEXT,
                               VkPhysicalDeviceMemoryProperties2, VkPhysicalDeviceProperties,
                               VkPhysicalDeviceProperties2,
@@ -93,6 +94,10 @@ class PhysicalDeviceInfo:
     shader_buffer_float32_atomic_add: bool
     memory_budget: bool         # VK_EXT_memory_budget (device_memory_in_use), device and
                                 # instance >= 1.1
+    # Shader float controls (Vulkan 1.2): whether a kernel may ask the device to keep float32
+    # subnormals and the sign of zeros, Inf and NaN (False where unknown: device < 1.2).
+    denorm_preserve_float32: bool = False
+    signed_zero_inf_nan_preserve_float32: bool = False
 
 
 # --- constants -------------------------------------------------------------
@@ -106,6 +111,7 @@ _ST_PHYSICAL_DEVICE_FEATURES_2 = 1000059000
 _ST_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001
 _ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES = 1000094000
 _ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES = 1000196000
+_ST_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES = 1000197000
 _ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
 _ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2 = 1000059006
 _ST_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT = 1000237000
@@ -301,9 +307,12 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
 
         subgroup = VkPhysicalDeviceSubgroupProperties(sType=_ST_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
         driver = VkPhysicalDeviceDriverProperties(sType=_ST_PHYSICAL_DEVICE_DRIVER_PROPERTIES)
+        controls = VkPhysicalDeviceFloatControlsProperties(
+            sType=_ST_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES)
         if get_props2 is not None and usable >= _V1_1:
             if usable >= _V1_2:
                 subgroup.pNext = ctypes.addressof(driver)
+                driver.pNext = ctypes.addressof(controls)
             props2 = VkPhysicalDeviceProperties2(sType=_ST_PHYSICAL_DEVICE_PROPERTIES_2,
                                                  pNext=ctypes.addressof(subgroup))
             get_props2(phys, byref(props2))
@@ -347,6 +356,9 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             timestamp_period=float(lim.timestampPeriod),
             shader_buffer_float32_atomic_add=atomic_add,
             memory_budget=usable >= _V1_1 and "VK_EXT_memory_budget" in extensions,
+            denorm_preserve_float32=bool(controls.shaderDenormPreserveFloat32),
+            signed_zero_inf_nan_preserve_float32=bool(
+                controls.shaderSignedZeroInfNanPreserveFloat32),
         ))
     return infos
 

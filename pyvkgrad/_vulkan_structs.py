@@ -121,6 +121,17 @@ class VkPhysicalDeviceDriverProperties(Structure):
                 ("conformanceVersion", c_uint8 * 4)]
 
 
+class VkPhysicalDeviceFloatControlsProperties(Structure):  # Vulkan 1.2
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("denormBehaviorIndependence", c_uint32),
+                ("roundingModeIndependence", c_uint32)] + _fields(VkBool32, """
+        shaderSignedZeroInfNanPreserveFloat16 shaderSignedZeroInfNanPreserveFloat32
+        shaderSignedZeroInfNanPreserveFloat64 shaderDenormPreserveFloat16
+        shaderDenormPreserveFloat32 shaderDenormPreserveFloat64 shaderDenormFlushToZeroFloat16
+        shaderDenormFlushToZeroFloat32 shaderDenormFlushToZeroFloat64
+        shaderRoundingModeRTEFloat16 shaderRoundingModeRTEFloat32 shaderRoundingModeRTEFloat64
+        shaderRoundingModeRTZFloat16 shaderRoundingModeRTZFloat32 shaderRoundingModeRTZFloat64""")
+
+
 class VkPhysicalDeviceFeatures(Structure):
     _fields_ = _fields(VkBool32, """robustBufferAccess fullDrawIndexUint32 imageCubeArray
         independentBlend geometryShader tessellationShader sampleRateShading dualSrcBlend

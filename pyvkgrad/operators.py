@@ -50,6 +50,9 @@ from .ops.slice_grad import SliceGradDesc, slice_grad
 from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
                                                     local_response_normalization_grad)
 from .ops._elementwise import ElementwiseGradDesc
+from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
+from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
+from . import _cases_pooling as pool
 from .tensor import DataType, TensorDesc
 
 # The record, its parts and the comparison with the oracle (operator_record.py), re-exported.
@@ -484,6 +487,18 @@ OPERATORS: Tuple[Operator, ...] = (
              _resample_describe(ResampleGrad1Desc), _resample_call,
              max_rank=4, magnitude=_resample_magnitude, parameter_examples=_resample1_parameters,
              demo_shape=(4, 16, 64, 64)),
+    # Sums of dY / count (each correctly rounded) or of selected dY, in float32: the sums'
+    # tolerances (float16: one rounding on store).
+    Operator("average_pooling_grad", AveragePoolingGradDesc, average_pooling_grad,
+             reference.average_pooling_grad, pool.average_pooling_case,
+             {"float32": _SUMS_F32, "float16": _RESAMPLE_F16}, pool.average_pooling_describe,
+             pool.average_pooling_call, max_rank=5, magnitude=pool.average_pooling_magnitude,
+             parameter_examples=pool.pooling_parameters(False), demo_shape=(8, 64, 56, 56)),
+    Operator("max_pooling_grad", MaxPoolingGradDesc, max_pooling_grad,
+             reference.max_pooling_grad, pool.max_pooling_case,
+             {"float32": _SUMS_F32, "float16": _RESAMPLE_F16}, pool.max_pooling_describe,
+             pool.max_pooling_call, max_rank=5, magnitude=pool.max_pooling_magnitude,
+             parameter_examples=pool.pooling_parameters(True), demo_shape=(8, 64, 56, 56)),
     # A copy of dY's bits into zeros: exact in every data type.
     Operator("slice_grad", SliceGradDesc, slice_grad, reference.slice_grad, slice_grad_case,
              SLICE_GRAD_TOLERANCES, slice_grad_describe, slice_grad_call,

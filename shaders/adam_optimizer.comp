@@ -8,7 +8,7 @@
 // evaluated in float32 in exactly this order, each operation rounded once (`precise`: no
 // contraction; division, square root and Beta^T through include/correctly_rounded.glsl), so
 // the same bits on every device; float16 tensors widen exactly and each result rounds once
-// (cr_half). 1 - Beta1 and 1 - Beta2 are float32 constants (the host's correctly rounded
+// (half_from_float). 1 - Beta1 and 1 - Beta2 are float32 constants (the host's correctly rounded
 // differences). An invocation reads every input of its elements before it writes an output,
 // so outputs may be bound over inputs (in place).
 //
@@ -75,13 +75,13 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha) {
     const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha);
     const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha);
     if (2u * i + 1u < elements) {
-        new_x[i] = cr_half(lo.x) | (cr_half(hi.x) << 16);
-        new_m[i] = cr_half(lo.y) | (cr_half(hi.y) << 16);
-        new_v[i] = cr_half(lo.z) | (cr_half(hi.z) << 16);
+        new_x[i] = half_from_float(lo.x) | (half_from_float(hi.x) << 16);
+        new_m[i] = half_from_float(lo.y) | (half_from_float(hi.y) << 16);
+        new_v[i] = half_from_float(lo.z) | (half_from_float(hi.z) << 16);
     } else {  // the last element: the word's upper half is not the tensor's
-        STORE_HALF_BITS(new_x, 2u * i, cr_half(lo.x))
-        STORE_HALF_BITS(new_m, 2u * i, cr_half(lo.y))
-        STORE_HALF_BITS(new_v, 2u * i, cr_half(lo.z))
+        STORE_HALF_BITS(new_x, 2u * i, half_from_float(lo.x))
+        STORE_HALF_BITS(new_m, 2u * i, half_from_float(lo.y))
+        STORE_HALF_BITS(new_v, 2u * i, half_from_float(lo.z))
     }
 }
 
@@ -106,9 +106,9 @@ void main() {
             const vec3 r = adam(LOAD(x, a.x), LOAD(m, a.y), LOAD(v, a.z), LOAD(g, a.w),
                                 lr_alpha);
             if (IS_F16) {
-                STORE_HALF_BITS(new_x, b.x, cr_half(r.x))
-                STORE_HALF_BITS(new_m, b.y, cr_half(r.y))
-                STORE_HALF_BITS(new_v, b.z, cr_half(r.z))
+                STORE_HALF_BITS(new_x, b.x, half_from_float(r.x))
+                STORE_HALF_BITS(new_m, b.y, half_from_float(r.y))
+                STORE_HALF_BITS(new_v, b.z, half_from_float(r.z))
             } else {
                 new_x[b.x] = floatBitsToUint(r.x);
                 new_m[b.y] = floatBitsToUint(r.y);

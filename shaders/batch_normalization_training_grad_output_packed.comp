@@ -72,7 +72,7 @@ void main() {
                 for (uint w = 0u; w < 4u; ++w) {
                     const vec2 xs = unpackHalf2x16(xw[w]);
                     const vec2 gs = unpackHalf2x16(gw[w]);
-                    outw[w] = packHalf2x16(TRAINING_DX(xs, gs, a, mdy));
+                    outw[w] = pack_halves(TRAINING_DX(xs, gs, a, mdy));
                 }
             } else {
                 const vec4 xs = uintBitsToFloat(xw);
@@ -85,7 +85,7 @@ void main() {
                 const vec2 gs = unpackHalf2x16(gw[w]);
                 const uint k0 = channel(base + 2u * w);
                 const uint k1 = channel(base + 2u * w + 1u);
-                outw[w] = packHalf2x16(vec2(grad(xs.x, gs.x, k0), grad(xs.y, gs.y, k1)));
+                outw[w] = pack_halves(vec2(grad(xs.x, gs.x, k0), grad(xs.y, gs.y, k1)));
             }
         } else {
             const vec4 xs = uintBitsToFloat(xw);

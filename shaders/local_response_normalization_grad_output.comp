@@ -5,7 +5,7 @@
 //   dX_i = dY_i a[i] - (COEFFICIENT X_i) T_i             (COEFFICIENT = 2 Alpha Beta / L)
 //
 // in float32, each operation rounded once in this order (`precise`); float16 rounds once on
-// store (cr_half). Under a loop limit the sum is split over dispatches, the running T_i kept
+// store (half_from_float). Under a loop limit the sum is split over dispatches, the running T_i kept
 // in `running` until the last one.
 //
 // Constants: the shared ones (include/local_response_normalization_grad.glsl), then
@@ -54,7 +54,7 @@ void main() {
         uint target = 0u;
         FOR_EACH_COORDINATE4(SIZES, i, ADD_DX_OFFSET)
         if (IS_F16) {
-            STORE_HALF_BITS(dx, target, cr_half(result))
+            STORE_HALF_BITS(dx, target, half_from_float(result))
         } else {
             dx[target] = floatBitsToUint(result);
         }

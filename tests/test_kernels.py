@@ -15,7 +15,7 @@ import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, kernels, reference
 from pyvkgrad.kernels import InterfaceError
 from pyvkgrad.operators import OPERATORS
-from pyvkgrad.plan import WRITE, Dispatch, Limits, Plan
+from pyvkgrad.plan import LOOP_MARGIN, WRITE, Dispatch, Limits, Plan
 from cases import SHAPES_BY_RANK
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -352,7 +352,9 @@ def layouts(desc):
 def plans_by_operator(records=OPERATORS):
     """The kernels each operator's plans use, derived from the operator table: the descriptors
     of each record's cases at every rank and data type (`describe`), in other layouts
-    (`layouts`), with each value of an `algorithm` field, with and without float atomics."""
+    (`layouts`), with each value of an `algorithm` field, with and without float atomics, and
+    under a driver's loop limit too short for long loops (ResampleGrad's windowed gather; a
+    plan may refuse it)."""
     rng = np.random.default_rng(0)
     used = {}
     for record in records:
@@ -369,6 +371,11 @@ def plans_by_operator(records=OPERATORS):
                         for atomics in (False, True):
                             found.update(d.kernel for d in variant.plan(
                                 Limits(float_atomic_add=atomics)).dispatches)
+                        try:
+                            found.update(d.kernel for d in variant.plan(
+                                Limits(max_loop_iterations=LOOP_MARGIN + 11)).dispatches)
+                        except RuntimeError:  # no plan within so short a limit
+                            pass
     return used
 
 

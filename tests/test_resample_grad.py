@@ -812,48 +812,18 @@ def test_walk_kernels_on_the_benchmark_layouts(device, rng, dtype):
             assert_same_bits(got, want, what)
 
 
-def fma32(a, b, c):
-    """float32 fma(a, b, c), one rounding, emulated in float64: a * b is exact there and TwoSum
-    gives the sum's exact error, which settles the one case where rounding the float64 sum to
-    float32 again could differ, a sum that lands on a float32 tie."""
-    p = np.float64(a) * np.float64(b)
-    c = np.float64(c)
-    s = p + c
-    t = s - p
-    err = (p - (s - t)) + (c - t)
-    r = np.float32(s)
-    if err != 0 and s != np.float64(r):
-        other = np.nextafter(r, np.float32(np.inf if s > r else -np.inf))
-        if s - np.float64(r) == np.float64(other) - s:  # a tie: err says which side x is on
-            return other if (err > 0) == (other > r) else r
-    return r
-
-
-def test_fma32_rounds_once():
-    """The emulation itself, on a sum whose float64 rounding lands on a float32 tie."""
-    one = np.float32(1)
-    tiny = np.float32(2.0**-60)
-    half_ulp = np.float32(2.0**-24)  # 1 + 2^-24 is the tie between 1 and 1 + 2^-23
-    assert fma32(one, one, np.float32(0)) == one
-    # Exact 1 + 2^-24 + 2^-60: above the tie, so it rounds up; float64 gives the tie itself.
-    assert np.float32(np.float64(1) + 2.0**-24 + 2.0**-60) == one
-    assert fma32(np.float32(1 + 2.0**-23), half_ulp, one) == np.float32(1 + 2.0**-23)
-    assert fma32(half_ulp, one, one) == one  # an exact tie rounds to even
-    assert fma32(tiny, np.float32(-1), np.float32(1 + 2.0**-22)) == np.float32(1 + 2.0**-22)
-
-
 def mul_add32(a, b, c):
-    """fma(a, b, c) as a float32 multiply, then a float32 add: Vulkan lets a device's fma round
-    twice (its precision is that of OpFMul followed by OpFAdd), and lavapipe's does."""
-    return np.float32(np.float32(a * b) + c)
+    """c + a * b as the kernels compute it: a float32 multiply, then a float32 add, each
+    rounded (never an fma, which Vulkan lets a device round once or twice)."""
+    return np.float32(np.float32(np.float32(a) * np.float32(b)) + np.float32(c))
 
 
-def documented_linear_sum(dy, desc, fma):
-    """dX of a linear ResampleGrad with the arithmetic docs/semantics.md §6.15 gives, `fma`
-    (fma32 or mul_add32) for each fma: per dX element, for each combination of contributors
-    along the outer axes (ascending), h = fma(dY, w_inner, h) from 0 along the innermost
-    resampled axis, then acc = fma(h, w_outer, acc), w_outer the product of the outer weights
-    in axis order; a float16 dX rounds acc once."""
+def documented_linear_sum(dy, desc):
+    """dX of a linear ResampleGrad with the arithmetic docs/semantics.md §6.15 gives: per dX
+    element, for each combination of contributors along the outer axes (ascending),
+    h = h + dY * w_inner from 0 along the innermost resampled axis, then
+    acc = acc + h * w_outer, w_outer the product of the outer weights in axis order, each
+    multiply and add rounded to float32; a float16 dX rounds acc once."""
     maps = desc.axis_maps()
     resampled = [d for d, m in enumerate(maps) if not m.identity]
     inner = resampled[-1] if resampled else dy.ndim - 1
@@ -880,8 +850,8 @@ def documented_linear_sum(dy, desc, fma):
             for o, w in contributors(inner, index[inner]):
                 at = list(pos)
                 at.insert(inner, o)
-                h = fma(dy32[tuple(at)], w, h)
-            acc = fma(h, w_outer, acc)
+                h = mul_add32(dy32[tuple(at)], w, h)
+            acc = mul_add32(h, w_outer, acc)
         dx[index] = acc
     return dx.astype(dy.dtype)
 
@@ -896,10 +866,10 @@ def documented_linear_sum(dy, desc, fma):
 def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes, dx_sizes,
                                                    scales):
     """The linear gather's bits are the documented arithmetic (row sums along the innermost
-    resampled axis, then one fma per row), emulated here, for every gather kernel the plan may
-    pick: all with a single-rounding fma, or all with the device's two-rounding one (Vulkan
-    allows both; the H100 rounds once, lavapipe twice). Uneven weights (offsets drawn at
-    random), so that another order or a weight per term would change bits."""
+    resampled axis, then one multiply-add per row, each multiply and add rounded), emulated
+    here, for every gather kernel and window the plan may pick: the same bits on every
+    device. Uneven weights (offsets drawn at random), so that another order, a weight per term
+    or a fused multiply-add would change bits."""
     rank = len(dy_sizes)
     # Random offsets on the resampled axes; the identity's on the others (scale 1).
     ioff = tuple(0.5 if s == 1 else float(rng.uniform(-0.7, 0.7)) for s in scales)
@@ -909,10 +879,9 @@ def test_linear_sums_are_the_documented_arithmetic(device, rng, dtype, dy_sizes,
     desc = pyvkgrad.ResampleGradDesc(TensorDesc(dt, dy_sizes), TensorDesc(dt, dx_sizes), LIN,
                                      scales, ioff, ooff)
     assert [m.identity for m in desc.axis_maps()] == [s == 1 for s in scales]
-    fused, unfused = (documented_linear_sum(dy, desc, f) for f in (fma32, mul_add32))
-    got, _ = run_choice(device, desc, dy, {"kernel": "gather"})
-    want = fused if np.array_equal(got, fused) else unfused
-    for choice in ({"kernel": "gather"}, {}, {"kernel": "walk", "select": False},
+    want = documented_linear_sum(dy, desc)
+    for choice in ({"kernel": "gather"}, {}, {"kernel": "gather", "window": 1},
+                   {"kernel": "gather", "window": 4}, {"kernel": "walk", "select": False},
                    {"kernel": "walk", "rows": 1, "switch": False},
                    {"kernel": "walk", "cols": 2, "zero_weights": True},
                    {"kernel": "walk", "zero_weights": True, "align": True}):
@@ -1044,8 +1013,10 @@ def test_walk_plan_choices():
             assert options.get("cols") == 2 or options.get("lanes") == "b"
     # Within the loop limit where the driver has one: else the windowed gather.
     limited = Limits(max_loop_iterations=65535)
-    assert plan((1, 1, 256, 256), (1, 1, 1, 1), limits=limited)[0] == "resample_grad_gather"
-    assert plan((1, 1, 8192, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_gather"
+    assert plan((1, 1, 256, 256), (1, 1, 1, 1), limits=limited)[0] == \
+        "resample_grad_gather_windowed"
+    assert plan((1, 1, 8192, 24), (1, 1, 1, 4), limits=limited)[0] == \
+        "resample_grad_gather_windowed"
     assert plan((1, 1, 8192, 24), (1, 1, 1, 4))[0] == "resample_grad_walk"
     assert plan((1, 1, 256, 24), (1, 1, 1, 4), limits=limited)[0] == "resample_grad_walk"
 

@@ -1,18 +1,17 @@
 """ResampleGrad's plans (the kernels: resample_grad.py's docstring): the gather, in windows of
-contributors where the driver ends long loops; the walk kernels where at most two axes are
-resampled; the atomic scatter; and the count of loop iterations that keeps every invocation
-within the driver's limit.
+each element's terms where the driver ends long loops; the walk kernels where at most two axes
+are resampled; the atomic scatter; and the count of loop iterations that keeps every invocation
+within the driver's limit. Every gather plan gives the same bits (the canonical order).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from ..plan import Dispatch, Limits, Plan, Scratch, grid, right_align
+from ..plan import LOOP_MARGIN, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import TensorDesc, fail, packed_strides
 from ._resample_grad_tables import OPERATOR, InterpolationMode, TableBuilder, u32
 
@@ -42,7 +41,9 @@ def plan(desc: "ResampleGradDesc", maps, limits: Limits, gather: Optional[dict])
         options = dict(_WALK_DEFAULTS, **(gather or {}))
         if options["kernel"] not in ("auto", "walk", "gather"):
             raise ValueError(f"resample_grad: unknown gather kernel {options['kernel']!r}")
-        if options["kernel"] != "gather":
+        if options["window"] is not None and options["kernel"] == "walk":
+            raise ValueError("resample_grad: a window is the general gather's, not the walk's")
+        if options["kernel"] != "gather" and options["window"] is None:
             walk = _walk_plan(desc, maps, limits, options)
             if walk is not None:
                 return walk
@@ -61,28 +62,30 @@ def plan(desc: "ResampleGradDesc", maps, limits: Limits, gather: Optional[dict])
                       DY_STRIDES=right_align(dy.element_strides, AXES, 0),
                       BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt))
         windows = _windows(maps, pad, items, 2 if paired else 1, count_x, wg, limits,
-                           dx.sizes)
+                           dx.sizes, options["window"])
         if windows is None:
             return Plan((Dispatch(
                 "resample_grad_gather",
                 dict(tables="tables", dy="input_gradient_tensor", dx="output_gradient_tensor"),
                 grid(items, wg, limits),
-                constants=dict(gather, PAIRED=paired, WINDOWED=False,
+                constants=dict(gather, PAIRED=paired,
                                DX_STRIDES=right_align(dx.element_strides, AXES, 0)),
-                push=dict(_NO_WINDOW, count=count_x, first=1)),),
+                push=dict(count=count_x)),),
                 (tables.scratch(),), tensors=tensors)
-        # Too many contributors per element for the driver's loop limit: windows of the
-        # contributors, summed in a fixed order into a float32 accumulator.
+        # Too many terms per element for the driver's loop limit: windows of each element's
+        # terms in their canonical order, each dispatch continuing the running sums the last
+        # left in float32 scratch (linear: the unfinished row sum too; nearest binds a word).
         dispatches = [Dispatch(
-            "resample_grad_gather",
-            dict(tables="tables", dy="input_gradient_tensor", dx="accumulator"),
-            grid(count_x, wg, limits),
-            constants=dict(gather, PAIRED=False, WINDOWED=True,
-                           DX_STRIDES=right_align(packed_strides(dx.sizes), AXES, 0)),
-            push=dict(window, count=count_x, first=int(n == 0)))
-            for n, window in enumerate(windows)]
+            "resample_grad_gather_windowed",
+            dict(tables="tables", dy="input_gradient_tensor", accumulator="accumulator",
+                 row_sums="row_sums"),
+            grid(count_x, wg, limits), constants=gather,
+            push=dict(count=count_x, window_begin=begin, window_end=end))
+            for begin, end in windows]
         dispatches.append(_convert(dx, is_f16, paired, wg, limits))
-        return Plan(tuple(dispatches), (tables.scratch(), Scratch("accumulator", 4 * count_x)),
+        return Plan(tuple(dispatches),
+                    (tables.scratch(), Scratch("accumulator", 4 * count_x),
+                     Scratch("row_sums", 4 * count_x if is_linear else 4)),
                     tensors=tensors)
     forward = [0] * AXES
     for d, m in enumerate(maps):
@@ -134,10 +137,6 @@ def plan(desc: "ResampleGradDesc", maps, limits: Limits, gather: Optional[dict])
     return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)
 
 
-_NO_WINDOW = dict({f"window_begin{d}": 0 for d in range(AXES)},
-                  **{f"window_end{d}": 2**32 - 1 for d in range(AXES)})
-
-
 def _convert(dx: TensorDesc, is_f16: bool, paired: bool, wg: int, limits: Limits) -> Dispatch:
     """Store the packed float32 accumulator into dX's data type and layout."""
     count = dx.element_count
@@ -167,45 +166,41 @@ def _beyond_loop_limit(field: str, sizes, limits: Limits):
 
 
 def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, limits: Limits,
-             sizes):
-    """None when every invocation of the gather stays within the driver's loop limit
-    (`limits.max_loop_iterations`); else the windows of contributors, per axis, each
-    dispatch sums: push-constant dicts, in the order they run.
+             sizes, window: Optional[int]):
+    """None where resample_grad_gather sums every element within the driver's loop limit
+    (`limits.max_loop_iterations`) and no `window` is asked for; else the windows of
+    resample_grad_gather_windowed, in the order they run: (begin, end) ranges of term numbers
+    in each element's canonical order, `window` terms long or as long as the limit allows.
 
-    An invocation runs ceil(items / invocations) items of `per_item` dX elements (windowed:
-    ceil(count / invocations) elements, one per item), and an
-    element with n_d contributors per axis runs n0 + n0 n1 + n0 n1 n2 + n0 n1 n2 n3 loop
-    iterations. A window of L outputs along an axis leaves at most min(n_d, L) contributors
-    (they are consecutive outputs), so windows shrink, largest axis first, until the count fits;
-    where even windows of one contributor do not, RuntimeError naming dX's `sizes`.
+    An invocation of the gather runs ceil(items / invocations) items of `per_item` dX elements,
+    and an element with n_d contributors per axis runs n0 + n0 n1 + n0 n1 n2 + n0 n1 n2 n3 loop
+    iterations (plus each loop's final test, which `_nested(n) + 4` covers; counting the most
+    contributors along each axis also bounds lanes that run in lockstep, as lavapipe's do, and
+    loop while any lane does). The windowed one runs ceil(count / invocations) elements, each
+    one loop of at most L + 1 iterations for a window of L terms, whatever the lane
+    (shaders/resample_grad_gather_windowed.comp), and the grid loop's; 8 per element cover
+    those. Where even windows of one term do not fit, RuntimeError naming dX's `sizes`.
     """
     limit = limits.max_loop_iterations
-    if not limit:
-        return None
     most = [1] * AXES
-    outs = [1] * AXES
     for d, m in enumerate(maps):
         if not m.identity:
-            most[pad + d] = max(1, int(np.diff(m.counts.astype(np.int64)).max()))
-            outs[pad + d] = m.first.size
-
-    def iterations(n, items, per_item):
-        return _per_invocation(items, wg, limits) * (1 + per_item * (_nested(n) + 4))
-
-    length = list(outs)
-    effective = list(most)
-    if iterations(effective, items, per_item) <= limit - 64:
-        return None
-    while iterations(effective, count, 1) > limit - 64:
-        d = max(range(AXES), key=lambda a: (effective[a], a))
-        if effective[d] == 1:  # too many elements per invocation: windows cannot help
-            _beyond_loop_limit("OutputGradientTensor", sizes, limits)
-        length[d] = max(1, effective[d] // 2)
-        effective[d] = min(most[d], length[d])
-    starts = [range(0, outs[d], length[d]) for d in range(AXES)]
-    return [dict({f"window_begin{d}": b[d] for d in range(AXES)},
-                 **{f"window_end{d}": min(outs[d], b[d] + length[d]) for d in range(AXES)})
-            for b in itertools.product(*starts)]
+            most[pad + d] = int(np.diff(m.counts.astype(np.int64)).max())
+    terms = math.prod(most)  # the most terms of any element (the maps are separable)
+    if window is None:
+        if not limit or (_per_invocation(items, wg, limits) * (1 + per_item * (_nested(most) + 4))
+                         <= limit - LOOP_MARGIN):
+            return None
+    per_element = _per_invocation(count, wg, limits)
+    longest = (limit - LOOP_MARGIN) // per_element - 8 if limit else terms
+    if longest < 1:  # too many elements per invocation: windows cannot help
+        _beyond_loop_limit("OutputGradientTensor", sizes, limits)
+    if window is None:
+        window = max(1, min(longest, terms))
+    elif not isinstance(window, int) or not 1 <= window <= longest:
+        raise ValueError(f"resample_grad: a window of {window!r} terms: expected 1 to "
+                         f"{longest} on this device")
+    return [(begin, min(begin + window, terms)) for begin in range(0, max(terms, 1), window)]
 
 
 # ---- the walk kernels ----------------------------------------------------------------------------
@@ -218,9 +213,11 @@ _WALK_MAX_ROWS, _WALK_MAX_COLS, _WALK_MAX_U = 16, 2, 12  # include/resample_grad
 # per invocation (None: 2 where a float16 pair of columns is one word of dX, else 1); switch,
 # select, zero_weights, align: ROW_SWITCH, SELECT_VALUES, ZERO_WEIGHTS, DY_ALIGNED
 # (include/resample_grad_walk.glsl; zero_weights applies with several columns only, align to
-# float16 dY read by words along the columns).
+# float16 dY read by words along the columns). window (benchmarks and tests): run the general
+# gather in windows of this many terms per element (resample_grad_gather_windowed), as where the
+# driver's loop limit needs them (None: only there).
 _WALK_DEFAULTS = dict(kernel="auto", rows=None, pair=True, lanes="auto", pad=False, cols=None,
-                      switch=None, select=None, zero_weights=None, align=None)
+                      switch=None, select=None, zero_weights=None, align=None, window=None)
 # Rows per invocation, the row `switch` (False: a loop) and zeroed values (False: predicated
 # additions) where not asked for, per (linear, float16): the fastest settings on the H100 over
 # the benchmark's shapes (benchmarks/investigations/gather_variants.py,

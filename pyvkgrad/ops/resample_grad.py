@@ -19,13 +19,18 @@ Every coordinate, index and weight is computed on the host, in exact float32 num
 summed over axes, never multiplied; _resample_grad_tables.py); the kernels only look them up
 (the plans: _resample_grad_plan.py):
 
-* "gather" (default, deterministic): each dX element is summed by one invocation, in a fixed
-  order (no atomics), so results are bitwise identical from run to run. Per axis the
-  forward outputs that read input i form a contiguous range (the map is monotone), stored as
-  BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights, linear only).
-  Two kernel families compute the same sums in the same order with the same arithmetic
-  (nearest: acc += dY; linear: along the innermost resampled axis h = fma(dY, w, h), then
-  acc = fma(h, w_outer, acc) per combination of the outer contributors), so the same bits:
+* "gather" (default): each dX element is summed by one invocation, in one canonical order
+  fixed by the problem alone (no atomics), so results are the same bits from run to run, on
+  every device, with every plan, workgroup width and subgroup size (docs/semantics.md §6.15).
+  Per axis the forward outputs that read input i form a contiguous range (the map is
+  monotone), stored as BEG[i] (first o), CNT[i..i+1] (prefix counts) and WGT (the weights,
+  linear only). The canonical order (include/resample_grad.glsl): the element's terms in
+  ascending logical dY order (o0, o1, ... with the last axis innermost), float32 from +0;
+  nearest acc = acc + dY; linear, per row (one combination of the contributors along the axes
+  before the innermost resampled axis R) h = h + dY * w_R from +0, then acc = acc + h * w_outer,
+  w_outer = ((w0 * w1) * w2) over the axes before R. Each multiply and add is rounded on its
+  own (no fma: Vulkan lets a device fuse it or not) on `precise` values (no contraction).
+  Three kernel families compute exactly that:
   - `resample_grad_walk` (and `resample_grad_walk_pair`), used where at most two axes are
     resampled (`_walk_plan`): an invocation owns a block of dX, ROWS x COLS elements of the two
     resampled axes, walks the dY rows they read once each, ascending, adding every loaded value
@@ -36,8 +41,12 @@ summed over axes, never multiplied; _resample_grad_tables.py); the kernels only 
     invocation owns whole 32-bit words of dX (two columns, or two channels) where the layout
     allows, storing without atomics.
   - `resample_grad_gather`, the general one: one invocation per dX element (per float16 word
-    of a packed dX, PAIRED), any number of resampled axes, and windows of contributors
-    where a driver ends long loops (WINDOWED, `_windows`).
+    of a packed dX, PAIRED), any number of resampled axes.
+  - `resample_grad_gather_windowed`, where a driver ends long loops before an element's terms
+    are summed (`_windows`): one dispatch per window, a range of term numbers in every
+    element's canonical order, each going on from the running sums (acc, and linear's
+    unfinished row sum h) the last one left in float32 scratch, which resample_grad_convert
+    then stores in dX's type and layout. No window changes a rounding.
 * "atomic": one invocation per dY element scatters into its taps with float32 atomic adds
   (`resample_grad_atomic_native` where the device's float atomic add is enabled, else
   `resample_grad_atomic`, a compare-and-swap loop), after `resample_grad_fill` zeroes the
@@ -199,10 +208,11 @@ class ResampleGradRules(OperatorDesc):
 
     def plan(self, limits: Limits, gather: Optional[Dict[str, object]] = None) -> Plan:
         """The dispatches on a device with `limits`. `gather` (benchmarks and tests) chooses
-        among the gather kernels: {"kernel": "auto" | "walk" | "gather", and the walk's
-        settings, _WALK_DEFAULTS in _resample_grad_plan.py}; by default "auto": the walk
+        among the gather kernels: {"kernel": "auto" | "walk" | "gather", the walk's settings
+        and "window", _WALK_DEFAULTS in _resample_grad_plan.py}; by default "auto": the walk
         kernels where they apply, else resample_grad_gather ("walk" raises ValueError where
-        they do not). Every choice gives the same bits."""
+        they do not), in windows of terms where the loop limit needs them or "window" asks.
+        Every choice gives the same bits."""
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         for field, t in (("InputGradientTensor", dy), ("OutputGradientTensor", dx)):
             if t.element_count > MAX_COUNT:
@@ -293,7 +303,7 @@ def run(descriptor: Type[ResampleGradRules], input_gradient: np.ndarray,
             algorithm=algorithm)
         whole[:] = [desc]
         # The atomic kernel accumulates a float16 dX in a float32 scratch of dX's element count,
-        # and so does the gather where it sums windows of contributors (a driver's loop limit):
+        # and so does the gather where it sums windows of terms (a driver's loop limit):
         # only its plan knows, asked where the answer decides whether dX fits.
         item = 4 if desc.algorithm == "atomic" else dy_desc.data_type.element_size
         if item == 2 and largest_buffer([(2, dy_desc.sizes), (2, sizes)]) <= \

@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 
 from ..ops.local_response_normalization_grad import local_response_normalization_grad
 from . import _resample_map as rmap
+from ._pooling import PoolStep, Size, check_pool_options, pool_input
 from . import _runtime
 from ._chain import (BatchNormStep, ClipStep, InterpolateStep, ReluStep, apply_chain,
                      data_type_of, needs_grad)
@@ -107,6 +108,57 @@ def interpolate(input: torch.Tensor, size: Union[None, int, Sequence[int]] = Non
                                          recompute_scale_factor)], input, [])
 
 
+def _pool(kind: str, k: int, input: torch.Tensor, kernel_size, stride, padding, ceil_mode,
+          count_include_pad=True, dilation=1) -> torch.Tensor:
+    """The bridged avg_poolNd / max_poolNd: PyTorch's forward, DirectML's backward."""
+    what = f"{kind}_pool{k}d"
+    if not needs_grad(input):
+        if kind == "avg":
+            pool = F.avg_pool2d if k == 2 else F.avg_pool3d
+            return pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+        pool = F.max_pool2d if k == 2 else F.max_pool3d
+        return pool(input, kernel_size, stride, padding, dilation, ceil_mode)
+    data_type_of(input, what)
+    pool_input(input, k, what)
+    return apply_chain([PoolStep(kind, k, kernel_size, stride, padding, ceil_mode,
+                                 count_include_pad, dilation)], input, [])
+
+
+def avg_pool2d(input: torch.Tensor, kernel_size: Size, stride: Optional[Size] = None,
+               padding: Size = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> torch.Tensor:
+    """torch.nn.functional.avg_pool2d whose backward is DirectML's AVERAGE_POOLING_GRAD
+    (padding p -> StartPadding = EndPadding = p, count_include_pad -> IncludePadding);
+    divisor_override raises ValueError."""
+    check_pool_options("avg_pool2d", divisor_override)
+    return _pool("avg", 2, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+def avg_pool3d(input: torch.Tensor, kernel_size: Size, stride: Optional[Size] = None,
+               padding: Size = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: Optional[int] = None) -> torch.Tensor:
+    """torch.nn.functional.avg_pool3d whose backward is AVERAGE_POOLING_GRAD (as
+    avg_pool2d)."""
+    check_pool_options("avg_pool3d", divisor_override)
+    return _pool("avg", 3, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+def max_pool2d(input: torch.Tensor, kernel_size: Size, stride: Optional[Size] = None,
+               padding: Size = 0, dilation: Size = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> torch.Tensor:
+    """torch.nn.functional.max_pool2d whose backward is DirectML's MAX_POOLING_GRAD (the
+    argmax recomputed from the input, ties to the first; a NaN window's gradient goes to its
+    first NaN where PyTorch's goes to the last); return_indices=True raises ValueError."""
+    check_pool_options("max_pool2d", return_indices=return_indices)
+    return _pool("max", 2, input, kernel_size, stride, padding, ceil_mode, dilation=dilation)
+
+
+def max_pool3d(input: torch.Tensor, kernel_size: Size, stride: Optional[Size] = None,
+               padding: Size = 0, dilation: Size = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> torch.Tensor:
+    """torch.nn.functional.max_pool3d whose backward is MAX_POOLING_GRAD (as max_pool2d)."""
+    check_pool_options("max_pool3d", return_indices=return_indices)
+    return _pool("max", 3, input, kernel_size, stride, padding, ceil_mode, dilation=dilation)
 def local_response_norm(input: torch.Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
                         k: float = 1.0) -> torch.Tensor:
     """torch.nn.functional.local_response_norm (input (N, C, ...), a window along C) whose

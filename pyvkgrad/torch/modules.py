@@ -1,6 +1,7 @@
 """Drop-in modules and model conversion.
 
-`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d` and `Upsample` subclass their torch.nn
+`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, `AvgPool2d/3d` and `MaxPool2d/3d`
+subclass their torch.nn
 counterparts: the same constructor arguments, parameters, buffers, state dict keys and repr; only
 the backward runs on the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive
 bridged modules as one chain: one autograd node whose backward is one submission, intermediate
@@ -17,6 +18,7 @@ from torch import nn
 from . import functional as bf
 from ._chain import (DATA_TYPES, BatchNormStep, ClipStep, InterpolateStep, ReluStep,
                      apply_chain, data_type_of, needs_grad)
+from ._pooling import PoolStep, check_pool_options
 from ._resample_map import SUPPORTED_MODES
 
 
@@ -116,7 +118,68 @@ class Upsample(nn.Upsample):
                                self.recompute_scale_factor), []
 
 
-BRIDGED = (ReLU, Hardtanh, ReLU6, BatchNorm1d, BatchNorm2d, BatchNorm3d, Upsample)
+class _AvgPoolBridge:
+    """The forward of nn.AvgPool2d / nn.AvgPool3d with the bridged avg_pool (AVERAGE_POOLING_GRAD);
+    divisor_override raises ValueError at construction."""
+
+    K = 2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        check_pool_options(f"avg_pool{self.K}d", self.divisor_override)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        pool = bf.avg_pool2d if self.K == 2 else bf.avg_pool3d
+        return pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                    self.count_include_pad)
+
+    def _bridge_step(self):
+        return PoolStep("avg", self.K, self.kernel_size, self.stride, self.padding,
+                        self.ceil_mode, self.count_include_pad), []
+
+
+class _MaxPoolBridge:
+    """The forward of nn.MaxPool2d / nn.MaxPool3d with the bridged max_pool (MAX_POOLING_GRAD);
+    return_indices=True raises ValueError at construction."""
+
+    K = 2
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        check_pool_options(f"max_pool{self.K}d", return_indices=self.return_indices)
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        pool = bf.max_pool2d if self.K == 2 else bf.max_pool3d
+        return pool(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                    self.ceil_mode)
+
+    def _bridge_step(self):
+        return PoolStep("max", self.K, self.kernel_size, self.stride, self.padding,
+                        self.ceil_mode, dilation=self.dilation), []
+
+
+class AvgPool2d(_AvgPoolBridge, nn.AvgPool2d):
+    """torch.nn.AvgPool2d with its backward on the Vulkan device."""
+
+
+class AvgPool3d(_AvgPoolBridge, nn.AvgPool3d):
+    """torch.nn.AvgPool3d with its backward on the Vulkan device."""
+
+    K = 3
+
+
+class MaxPool2d(_MaxPoolBridge, nn.MaxPool2d):
+    """torch.nn.MaxPool2d with its backward on the Vulkan device."""
+
+
+class MaxPool3d(_MaxPoolBridge, nn.MaxPool3d):
+    """torch.nn.MaxPool3d with its backward on the Vulkan device."""
+
+    K = 3
+
+
+BRIDGED = (ReLU, Hardtanh, ReLU6, BatchNorm1d, BatchNorm2d, BatchNorm3d, Upsample,
+           AvgPool2d, AvgPool3d, MaxPool2d, MaxPool3d)
 
 
 def _has_hooks(module: nn.Module) -> bool:
@@ -180,6 +243,8 @@ def _run_at(modules, i, input) -> List[nn.Module]:
 _UPSAMPLES = (nn.Upsample, nn.UpsamplingNearest2d, nn.UpsamplingBilinear2d)
 _BATCH_NORMS = {nn.BatchNorm1d: BatchNorm1d, nn.BatchNorm2d: BatchNorm2d,
                 nn.BatchNorm3d: BatchNorm3d}
+_AVG_POOLS = {nn.AvgPool2d: AvgPool2d, nn.AvgPool3d: AvgPool3d}
+_MAX_POOLS = {nn.MaxPool2d: MaxPool2d, nn.MaxPool3d: MaxPool3d}
 
 
 # A swapped module is an instance of a subclass of the original's class, so `convert` returns
@@ -188,16 +253,18 @@ _Module = TypeVar("_Module", bound=nn.Module)
 
 
 def convert(module: _Module, sequential: bool = True) -> _Module:
-    """Swap torch.nn.ReLU, Hardtanh, ReLU6, BatchNorm1d/2d/3d, LocalResponseNorm and Upsample (and
-    UpsamplingNearest2d / UpsamplingBilinear2d) in `module`, recursively, for their pyvkgrad.torch counterparts; with
-    `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained backward).
+    """Swap torch.nn.ReLU, Hardtanh, ReLU6, BatchNorm1d/2d/3d, Upsample (and UpsamplingNearest2d
+    / UpsamplingBilinear2d), AvgPool2d/3d, MaxPool2d/3d and LocalResponseNorm in `module`,
+    recursively, for their pyvkgrad.torch counterparts; with `sequential`, also nn.Sequential
+    containers for pyvkgrad.torch.Sequential (chained backward).
     Returns the converted module (a new one where `module` itself is swapped), in the spirit of
     torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old ones' parameters and
     buffers (the same tensors, so an optimizer built before still holds them), training flag and
     forward and backward hooks; state dicts load both ways. A module used at several places (a
     Sequential repeating an activation or a weight-tied layer) becomes one new module used at the
     same places. Only these exact classes are swapped, never subclasses (which may change
-    behaviour); an Upsample in a mode DirectML cannot express (bicubic, area) is left as it is."""
+    behaviour); an Upsample in a mode DirectML cannot express (bicubic, area), an AvgPool with
+    divisor_override and a MaxPool with return_indices are left as they are."""
     return cast(_Module, _convert(module, sequential, {}))
 
 
@@ -226,6 +293,12 @@ def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
     elif cls in _UPSAMPLES and module.mode in SUPPORTED_MODES:
         out = Upsample(module.size, module.scale_factor, module.mode, module.align_corners,
                        module.recompute_scale_factor)
+    elif cls in _AVG_POOLS and module.divisor_override is None:
+        out = _AVG_POOLS[cls](module.kernel_size, module.stride, module.padding,
+                              module.ceil_mode, module.count_include_pad)
+    elif cls in _MAX_POOLS and not module.return_indices:
+        out = _MAX_POOLS[cls](module.kernel_size, module.stride, module.padding,
+                              module.dilation, module.return_indices, module.ceil_mode)
     elif sequential and cls is nn.Sequential:
         out = Sequential()
     if out is not module:

@@ -2,12 +2,10 @@
 //
 // Vulkan rounds +, - and * correctly (to nearest, ties to even), but allows 2.5 ulp for
 // division and about 3 ulp for sqrt, leaves float16 conversion's rounding to the
-// implementation, and lets compilers contract a * b + c into an fma (GLSL's fma() itself need
-// not be fused). A kernel that must give the same bits everywhere computes:
+// implementation (load_store.glsl's half_from_float rounds by integers), and lets compilers
+// contract a * b + c into an fma (GLSL's fma() itself need not be fused). A kernel that must give the same bits everywhere computes:
 //   cr_div(a, b)      a / b, correctly rounded (round to nearest even), IEEE special cases
 //   cr_sqrt(a)        sqrt(a), correctly rounded; NaN for a < 0, -0 for -0
-//   cr_half(v)        the float16 bits of v, rounded to nearest even (overflow: +-Inf; NaN
-//                     stays NaN), subnormal halves included
 //   pow_uint(b, t)    b^t as square-and-multiply: one fixed sequence of correctly rounded
 //                     products (least significant bit of t first), so the same bits everywhere
 // and marks its own products and sums `precise`, so that none is contracted.
@@ -117,23 +115,6 @@ float cr_sqrt(float a) {
     // sqrt(n) = s + f: the half bit is f >= 1/2, i.e. r > s (never a tie: n is an integer).
     const uint q = 2u * s + (r > int(s) ? 1u : 0u);
     return uintBitsToFloat(cr_round(q, (e - int(k) - 22) / 2 - 1, r != 0));
-}
-
-uint cr_half(float v) {
-    const uint u = floatBitsToUint(v);
-    const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
-    if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
-    if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
-    if (magnitude < 0x38800000u) {
-        // A subnormal half (below 2^-14): adding 0.5, whose float32 last place is 2^-24, the
-        // subnormal half's, rounds to it (correctly rounded, ties to even); the sum's low bits
-        // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
-        precise float sum = uintBitsToFloat(magnitude) + 0.5;
-        return sign | (floatBitsToUint(sum) - 0x3F000000u);
-    }
-    // A normal half: rebias the exponent (127 -> 15) and round away the low 13 bits to nearest
-    // even; a carry moves into the exponent (65504 is the largest half: checked above).
-    return sign | ((magnitude - 0x38000000u + 0x0FFFu + ((magnitude >> 13) & 1u)) >> 13);
 }
 
 float pow_uint(float b, uint t) {

@@ -12,7 +12,31 @@
 #define HALF_SHIFT(i) SUB_SHIFT(i, 1u)
 #define HALF_BITS(words, i) SUB_BITS(words, i, 1u)
 #define LOAD_HALF(words, i) unpackHalf2x16(HALF_BITS(words, i)).x
-#define HALF_FROM_FLOAT(v) (packHalf2x16(vec2((v), 0.0)) & 0xFFFFu)
+#define HALF_FROM_FLOAT(v) half_from_float(v)
+
+// The float16 bits of v, rounded to nearest even (subnormal halves included; 65520 and above
+// to Inf; NaN stays NaN). Integer arithmetic: Vulkan leaves the rounding of packHalf2x16 and of
+// float conversions to the implementation, and kernels must give the same bits everywhere.
+uint half_from_float(float v) {
+    const uint u = floatBitsToUint(v);
+    const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
+    if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
+    if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
+    if (magnitude < 0x38800000u) {
+        // A subnormal half (below 2^-14): adding 0.5, whose float32 last place is 2^-24, the
+        // subnormal half's, rounds to it (correctly rounded, ties to even); the sum's low bits
+        // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
+        precise float sum = uintBitsToFloat(magnitude) + 0.5;
+        return sign | (floatBitsToUint(sum) - 0x3F000000u);
+    }
+    // A normal half: rebias the exponent (127 -> 15) and round away the low 13 bits to nearest
+    // even; a carry moves into the exponent (65504 is the largest half: checked above).
+    return sign | ((magnitude - 0x38000000u + 0x0FFFu + ((magnitude >> 13) & 1u)) >> 13);
+}
+
+// Two floats as the word of two float16 (x in the low half), each rounded as half_from_float:
+// what packHalf2x16 does, with its rounding specified.
+uint pack_halves(vec2 v) { return half_from_float(v.x) | (half_from_float(v.y) << 16); }
 
 // Store the bits of element i (16 or 8 bits, L = 1 or 2). The rest of the word may belong to
 // another invocation, so only our bits change, through two integer atomics (core Vulkan, no

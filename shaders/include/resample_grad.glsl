@@ -10,18 +10,25 @@ DIMS4(bool, IDENTITY, 3, true)
 layout(set = 0, binding = 0) readonly buffer TABLES { uint tables[]; };  // scratch, constant
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
 
-// The gather kernels' arithmetic, the same in each so that every kernel gives the same bits on
-// a device (accumulators are `precise`, every linear step one fma, which no compiler may split
-// or fuse otherwise; Vulkan lets a device's fma round once, as the H100's does, or twice, as a
-// multiply then an add, as lavapipe's does, so two devices may differ in the last bits):
-//   nearest: acc += v per contributor (ACCUMULATE);
-//   linear: per combination of the outer contributors, the contributors along the innermost
-//   resampled axis first, h = fma(v, w_inner, h) from 0 (ACCUMULATE into h), then
-//   acc = fma(h, w_outer, acc) (ROW_SUM), w_outer the product of the other axes' weights in
-//   axis order. One multiply-add per term and one per row, where a weight per term (w_outer *
-//   w_inner) costs two per term.
-#define ACCUMULATE(acc, v, w) acc = IS_LINEAR ? fma((v), (w), (acc)) : (acc) + (v);
-#define ROW_SUM(acc, h, w_outer) if (IS_LINEAR) { acc = fma((h), (w_outer), (acc)); }
+// The canonical order and arithmetic of the gather kernels (resample_grad_gather, its windowed
+// form and the walk kernels), fixed by the problem alone, so that every kernel, plan, window,
+// workgroup width, subgroup size and device gives the same bits (docs/semantics.md §6.15).
+// Each dX element sums its contributors in ascending logical dY order (o0, then o1, o2, o3,
+// innermost o3), in float32, from +0:
+//   nearest: acc = acc + v per contributor (ACCUMULATE);
+//   linear: per row, that is per combination of the contributors along the axes before INNER
+//   (the innermost resampled axis; the axes after it are identities, one contributor each),
+//   h = +0, then h = h + v * w_INNER over the row's contributors (ACCUMULATE into h), then
+//   acc = acc + h * w_outer (ROW_SUM), w_outer the product of the weights of the axes before
+//   INNER in axis order, ((w0 * w1) * w2) (identity axes weigh 1, so it is exact where one
+//   axis is resampled). One multiply and one add per term and per row, where a weight per
+//   term (w_outer * w_INNER) costs two multiplies per term.
+// Every multiply and add is a separate operation on a `precise` value (NoContraction): Vulkan
+// rounds each correctly, and no compiler may fuse them into an fma or reorder them. GLSL's
+// fma() is no help here: Vulkan lets it round once (the H100's does) or twice (a multiply then
+// an add), so it differed between devices.
+#define ACCUMULATE(acc, v, w) acc = IS_LINEAR ? (acc) + (v) * (w) : (acc) + (v);
+#define ROW_SUM(acc, h, w_outer) if (IS_LINEAR) { acc = (acc) + (h) * (w_outer); }
 
 // A finished sum with -0 made +0. The sums above start from +0 and so are never -0, but nothing
 // asks the compiler to preserve signed zeros, and lavapipe's folded a first `+0 + v` to `v` in

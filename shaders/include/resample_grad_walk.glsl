@@ -22,11 +22,12 @@
 // in o_Q order, each column reading only its own contributors (a bit mask per column over the
 // union, and its weights aligned to the union, loaded once per item from the transposed
 // tables BEGIN / COUNTS / WEIGHTS of Q). So every element adds the same terms in the same
-// order, with the same arithmetic, as resample_grad_gather (include/resample_grad.glsl):
-// nearest acc += v; linear, per dY row and column, h = fma(v, wQ, h) over the column's
-// contributors, computed once per row and added to each row that reads it as
-// acc = fma(h, wP, acc) (weights of identity axes are 1.0); float32 accumulation from 0, one
-// rounding to float16.
+// order, with the same arithmetic, as resample_grad_gather: the canonical order of
+// include/resample_grad.glsl. Nearest acc = acc + v; linear, per dY row and column,
+// h = h + v * wQ over the column's contributors, computed once per row and added to each row
+// that reads it as acc = acc + h * wP (weights of identity axes are 1.0: where P is the only
+// resampled axis, h = v and acc = acc + v * wP, the canonical row sum along P); float32
+// accumulation from 0, one rounding to float16.
 //
 // Lanes: consecutive items differ in their column group (LANES_ON_B false: a warp covers
 // consecutive columns of the same rows) or in B (LANES_ON_B: B is memory-innermost, e.g. the
@@ -79,9 +80,9 @@ layout(constant_id = 36) const bool ROW_SWITCH = true;
 layout(constant_id = 37) const bool SELECT_VALUES = true;
 // With several columns, a third way (taking precedence over SELECT_VALUES): every column adds
 // every union position, multiplied by its weight there, or by 0 where it does not read it
-// (nearest: by 1 or 0), with no test; fma(v, 0, s) is s for finite v (up to the sign of a zero
-// s, which no later nonzero term keeps and plus_zero clears at the store), so a finite sum
-// gives the bits of the tested one. A column sum that comes out NaN or infinite (a dY value that is, in
+// (nearest: by 1 or 0), with no test; s + v * 0 is s for finite v (up to the sign of a zero
+// s, which no later nonzero term keeps and plus_zero clears at the store), and v * 1 is v, so
+// a finite sum gives the bits of the tested one. A column sum that comes out NaN or infinite (a dY value that is, in
 // or next to the column's range) is done again from its start value the tested way. This
 // saves a test per position, about half a float16 pair's per-row instructions.
 layout(constant_id = 38) const bool ZERO_WEIGHTS = false;
@@ -110,7 +111,7 @@ vec2 load_value(uint off) {
 }
 void store_value(uint off, vec2 v) {
     if (IS_F16) {  // the plan pairs float16 only where both halves are one word of dX
-        dx[off >> 1u] = packHalf2x16(v);
+        dx[off >> 1u] = pack_halves(v);
     } else {
         dx[off] = floatBitsToUint(v.x);
         dx[off + DX_STRIDES1] = floatBitsToUint(v.y);
@@ -169,7 +170,7 @@ void load_row(uint y, uint nu, out VALUE v[MAX_U]) {
     if (ZERO_WEIGHTS && COLS > 1u) {                                                      \
         VALUE start = sum;                                                                \
         [[unroll]] for (uint u = 0u; u < MAXU; ++u) {                                     \
-            sum = fma(v[u], VALUE(wq[(e) * MAX_U + u]), sum);                             \
+            sum = sum + v[u] * VALUE(wq[(e) * MAX_U + u]);                                \
         }                                                                                 \
         if (!finite(sum)) {                                                               \
             sum = start;                                                                  \
@@ -246,7 +247,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
         lo = tables[ROW_SPANS + 2u * rb];
         hi = tables[ROW_SPANS + 2u * rb + 1u];
     }
-    precise VALUE acc[MAX_ROWS * MAX_COLS];  // no contraction but ACCUMULATE's and ROW_SUM's fma
+    precise VALUE acc[MAX_ROWS * MAX_COLS];  // no compiler may contract or reorder its sums
     [[unroll]] for (uint k = 0u; k < MAX_ROWS * MAX_COLS; ++k) {
         acc[k] = VALUE(0.0);
     }
@@ -262,7 +263,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
                 }
             }
         }
-        precise VALUE h[MAX_COLS];  // linear: each column's sum of this row, h = fma(v, wQ, h)
+        precise VALUE h[MAX_COLS];  // linear: each column's sum of this row, h = h + v * wQ
         if (IS_LINEAR) {
             [[unroll]] for (uint e = 0u; e < COLS; ++e) {
                 h[e] = VALUE(0.0);
@@ -307,7 +308,7 @@ void walk(uint a, uint b, uint rb, uint cg) {
             uint x = xbase + (r0 + j) * DX_STRIDES2;
 #if PAIR_LANES == 1
             if (PAIR_Q) {  // float16, both columns in word x / 2
-                dx[x >> 1u] = packHalf2x16(plus_zero(vec2(acc[j * MAX_COLS],
+                dx[x >> 1u] = pack_halves(plus_zero(vec2(acc[j * MAX_COLS],
                                                           acc[j * MAX_COLS + 1u])));
                 continue;
             }

@@ -1,0 +1,104 @@
+"""DML_OPERATOR_MAX_POOLING_GRAD: dY routed to each window's maximum (docs/semantics.md §13).
+
+    a(o)  = the real position of window o whose X is largest, ties to the lowest logical index
+    dX[p] = sum over the windows o with a(o) = p of dY[o]
+
+A NaN in X beats every number and the first NaN in scan order wins (so the forward's maximum
+propagates NaN); padding positions never win; a window with no real element drops its dY.
+The kernel (shaders/max_pooling_grad.comp) recomputes a(o) from X, comparing integer order
+keys of X's bits (exact, NaN-safe, -0 equal to +0), for every window containing the dX element
+it sums (up to prod(WindowSize) loads of X per window), and adds the chosen dY in ascending
+output order: the same bits on every device. The geometry, checks and plan: _pooling_grad.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Dict, Sequence, Tuple
+
+import numpy as np
+
+from ..plan import READ, WRITE
+from ..tensor import TensorDesc, check_desc, check_same, fail
+from . import _pooling_grad
+from ._pooling_grad import PoolingGradRules
+
+if TYPE_CHECKING:
+    from ..device import DeviceLike
+
+OPERATOR = "MAX_POOLING_GRAD"
+# A window's positions are scanned by one 32-bit flat index.
+MAX_WINDOW_CELLS = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class MaxPoolingGradDesc(PoolingGradRules):
+    """`DML_MAX_POOLING_GRAD_OPERATOR_DESC` (DimensionCount is the tensors' rank - 2).
+
+    input_tensor: X, the forward input; input_gradient_tensor: dY, the forward output's sizes;
+    output_gradient_tensor: dX, X's sizes. FLOAT32 or FLOAT16, 4-D or 5-D {N, C, spatial...},
+    any strides (dX's may not overlap); dY's N and C are X's. strides, window_size, dilations
+    (each >= 1), start_padding, end_padding: one int per spatial axis; each dY spatial size
+    follows the floor or the ceil rule with the dilated window (WindowSize - 1) * Dilations + 1."""
+
+    input_tensor: TensorDesc
+    input_gradient_tensor: TensorDesc
+    output_gradient_tensor: TensorDesc
+    strides: Tuple[int, ...]
+    window_size: Tuple[int, ...]
+    start_padding: Tuple[int, ...]
+    end_padding: Tuple[int, ...]
+    dilations: Tuple[int, ...]
+    OPERATOR: ClassVar[str] = OPERATOR
+    KERNEL: ClassVar[str] = "max_pooling_grad"
+
+    def __post_init__(self) -> None:
+        x = check_desc(OPERATOR, "InputTensor", self.input_tensor)
+        object.__setattr__(self, "dilations", self.check_geometry(self.dilations))
+        dx = self.output_gradient_tensor
+        check_same(OPERATOR, "data_type", ("OutputGradientTensor", dx), ("InputTensor", x))
+        check_same(OPERATOR, "sizes", ("InputTensor", x), ("OutputGradientTensor", dx))
+        cells = math.prod(self.window_size)
+        if cells > MAX_WINDOW_CELLS:
+            fail(OPERATOR, "WindowSize", "must hold fewer than 2^31 positions",
+                 f"<= {MAX_WINDOW_CELLS}", cells)
+
+    def tensor_fields(self):
+        return (("input_tensor", (self.input_tensor, READ)),
+                ("input_gradient_tensor", (self.input_gradient_tensor, READ)),
+                ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)))
+
+    def dilation_values(self) -> Tuple[int, ...]:
+        return self.dilations
+
+    def loops_per_window(self) -> int:
+        # The windows loop's iteration, and the scan of the window's positions and its end.
+        return 1 + math.prod(self.window_size) + 1
+
+    def kernel_bindings(self) -> Dict[str, str]:
+        return dict(x="input_tensor", dy="input_gradient_tensor", dx="output_gradient_tensor")
+
+    def kernel_constants(self, pad: int) -> Dict[str, object]:
+        x = self.input_tensor.element_strides
+        return dict(X_STRIDES=tuple(x[:2]) + (0,) * pad + tuple(x[2:]))
+
+
+def max_pooling_grad(input: np.ndarray, input_gradient: np.ndarray, strides: Sequence[int],
+                     window_size: Sequence[int], start_padding: Sequence[int],
+                     end_padding: Sequence[int], dilations: Sequence[int], *,
+                     device: DeviceLike = None) -> np.ndarray:
+    """dX of a max pooling of `input` (4-D or 5-D) whose output gradient is `input_gradient`;
+    a packed array of input's dtype and shape."""
+    params = (strides, window_size, start_padding, end_padding, dilations)
+
+    def make(d, dx_sizes):
+        x = d["input"]
+        return MaxPoolingGradDesc(x, d["input_gradient"], x.with_sizes(x.sizes), *params)
+
+    def again(dev, dx_sizes, input, input_gradient):
+        return max_pooling_grad(input, input_gradient, *params, device=dev)
+
+    return _pooling_grad.run(OPERATOR, device, params,
+                             {"input": input, "input_gradient": input_gradient}, make,
+                             lambda d: d["input"].sizes, again)

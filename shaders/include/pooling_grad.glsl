@@ -1,0 +1,139 @@
+// What DML_OPERATOR_AVERAGE_POOLING_GRAD (average_pooling_grad) and MAX_POOLING_GRAD
+// (max_pooling_grad) share: the pooling geometry, the deterministic gather and main().
+//
+// Tensors are {N, C, S0, S1, S2}: a 4-D problem arrives with a leading spatial axis of size 1
+// (window 1, stride 1, no padding, dilation 1). Along spatial axis d the window of output o
+// covers the input positions
+//     p = o * STRIDES_d - START_PADDING_d + k * DILATION_d,   k in [0, WINDOW_d)
+// (average pooling: dilation 1), and a position is real when 0 <= p < In_d (padding else).
+//
+// Gather: one invocation per dX element p sums the terms of every output window that contains
+// it, in ascending row-major output order (o0, then o1, then o2), starting from +0, in
+// float32 (`precise`: no contraction). Along each axis the outputs whose window span
+// [o S - P0, o S - P0 + (W - 1) D] contains i form one contiguous range [lo, lo + n), computed
+// in integers (`axis_range`); the element's windows are the n0 n1 n2 combinations, walked as
+// one flat index t (row-major), so a plan may split them into consecutive runs of t
+// [window_first, window_end) over several dispatches (where a driver ends long loops) and
+// continue one running sum through the float32 `accumulator`: the same terms in the same order,
+// so the same bits as one dispatch. Each kernel defines `window_term` (whether window o adds to
+// the element, and what).
+//
+// Constants: IS_F16; SIZES (dX: N, C, In0, In1, In2); OUT (dY's spatial sizes); WINDOW,
+//   STRIDES, START_PADDING, END_PADDING, DILATIONS (per spatial axis); DY_STRIDES and
+//   DX_STRIDES (5 dimensions, in elements). Kernel constants follow from id 35.
+// Push constants: count and first (the dX elements [first, count) of this dispatch, row-major
+//   logical order: plan.grid_slices), window_first and window_end (the run of each element's
+//   windows it sums: 0 and 0xFFFFFFFF for all), stage (bit 0: continue the sum held in the
+//   accumulator; bit 1: store the finished sum into dX, else into the accumulator).
+// Dispatch: up to 65535 workgroups, a grid-stride loop over the elements.
+
+layout(constant_id = 1) const bool IS_F16 = false;
+// Per-axis groups of 3 (spatial) and 5 (N, C, spatial) constants, NAME0 the outermost.
+#define POOLING_CONSTANT(NAME, ID) layout(constant_id = ID) const uint NAME = DEFAULT_;
+#define DIMS3(NAME, ID) POOLING_CONSTANT(NAME##0, ID) POOLING_CONSTANT(NAME##1, ID + 1) \
+    POOLING_CONSTANT(NAME##2, ID + 2)
+#define DIMS5(NAME, ID) DIMS3(NAME, ID) POOLING_CONSTANT(NAME##3, ID + 3) \
+    POOLING_CONSTANT(NAME##4, ID + 4)
+#define DEFAULT_ 1u
+DIMS5(SIZES, 2)
+DIMS3(OUT, 7) DIMS3(WINDOW, 10) DIMS3(STRIDES, 13)
+DIMS3(DILATIONS, 16)
+#undef DEFAULT_
+#define DEFAULT_ 0u
+DIMS3(START_PADDING, 19) DIMS3(END_PADDING, 22)
+DIMS5(DY_STRIDES, 25) DIMS5(DX_STRIDES, 30)
+
+layout(push_constant) uniform Push {
+    uint count;
+    uint first;
+    uint window_first;
+    uint window_end;
+    uint stage;
+};
+
+// A dX element: its spatial coordinates, and the offsets of its (n, c) slice in dY and X.
+struct Element {
+    uvec3 i;
+    uint dy_base;
+    uint x_base;  // max pooling's X (its kernel's X_STRIDES); 0 for average pooling
+};
+
+uint x_slice_offset(uint n, uint c);  // each kernel's: X's offset of slice (n, c), or 0
+
+// Element e (row-major over SIZES); dx_offset gets its offset in dX.
+Element element_at(uint e, out uint dx_offset) {
+    Element el;
+    uint rest = e;
+    el.i.z = rest % SIZES4; rest /= SIZES4;
+    el.i.y = rest % SIZES3; rest /= SIZES3;
+    el.i.x = rest % SIZES2; rest /= SIZES2;
+    const uint c = rest % SIZES1, n = rest / SIZES1;
+    dx_offset = n * DX_STRIDES0 + c * DX_STRIDES1 + el.i.x * DX_STRIDES2 + el.i.y * DX_STRIDES3
+        + el.i.z * DX_STRIDES4;
+    el.dy_base = n * DY_STRIDES0 + c * DY_STRIDES1;
+    el.x_base = x_slice_offset(n, c);
+    return el;
+}
+
+// The outputs [lo, lo + n) of one axis whose window span contains input index i:
+// o S - P0 <= i <= o S - P0 + (W - 1) D, i.e. ceil((i + P0 - (W - 1) D) / S) <= o <=
+// floor((i + P0) / S), within [0, out).
+void axis_range(uint i, uint window, uint stride, uint start, uint dilation, uint out_size,
+                out uint lo, out uint n) {
+    const uint a = i + start, span = (window - 1u) * dilation;
+    lo = a >= span ? (a - span + stride - 1u) / stride : 0u;
+    const uint hi = min(a / stride + 1u, out_size);
+    n = hi > lo ? hi - lo : 0u;
+}
+
+// Whether window o adds to element el, and the term it adds (each kernel's).
+bool window_term(Element el, uvec3 o, out float term);
+
+// -0 made +0 (a sum from +0 is never -0, but a compiler may fold the first `+0 + v` to v).
+float plus_zero_sum(float v) {
+    const uint bits = floatBitsToUint(v);
+    return uintBitsToFloat(bits == 0x80000000u ? 0u : bits);
+}
+
+// The sum of element e's terms over its windows [window_first, window_end), after `start`.
+float gather(Element el, float start) {
+    uint lo0, n0, lo1, n1, lo2, n2;
+    axis_range(el.i.x, WINDOW0, STRIDES0, START_PADDING0, DILATIONS0, OUT0, lo0, n0);
+    axis_range(el.i.y, WINDOW1, STRIDES1, START_PADDING1, DILATIONS1, OUT1, lo1, n1);
+    axis_range(el.i.z, WINDOW2, STRIDES2, START_PADDING2, DILATIONS2, OUT2, lo2, n2);
+    const uint total = n0 * n1 * n2;
+    const uint t_end = min(window_end, total);
+    uint t = min(window_first, total);
+    precise float acc = start;
+    if (t >= t_end) return acc;
+    // The flat index t as (k0, k1, k2), then stepped row-major.
+    uint k2 = t % n2, k1 = (t / n2) % n1, k0 = t / (n2 * n1);
+    for (; t < t_end; ++t) {
+        float term;
+        if (window_term(el, uvec3(lo0 + k0, lo1 + k1, lo2 + k2), term)) acc = acc + term;
+        if (++k2 == n2) {
+            k2 = 0u;
+            if (++k1 == n1) {
+                k1 = 0u;
+                ++k0;
+            }
+        }
+    }
+    return acc;
+}
+
+void main() {
+    GRID_STRIDE_LOOP_FROM(e, first, count) {
+        uint off;
+        const Element el = element_at(e, off);
+        const float start = (stage & 1u) != 0u ? uintBitsToFloat(accumulator[e]) : 0.0;
+        const float sum = gather(el, start);
+        if ((stage & 2u) == 0u) {
+            accumulator[e] = floatBitsToUint(sum);
+        } else if (IS_F16) {
+            STORE_HALF_BITS(dx, off, half_from_float(plus_zero_sum(sum)));
+        } else {
+            dx[off] = floatBitsToUint(plus_zero_sum(sum));
+        }
+    }
+}

@@ -1,0 +1,87 @@
+// DML_OPERATOR_MAX_POOLING_GRAD (max_pooling_grad): dY routed to each window's maximum,
+// gathered (include/pooling_grad.glsl: the geometry, the summation order, the dispatches).
+//
+//   a(o)  = the real position of window o whose X is largest: ties to the first in the
+//           window's row-major scan order (the lowest logical index); a NaN beats every
+//           number and the first NaN wins; padding never wins
+//   dX[p] = sum over the windows o with a(o) = p (ascending) of dY[o]
+//
+// X is compared through integer order keys of its bits (`order_key`: -0 as +0, every NaN the
+// largest key), so the comparisons are exact and NaN-safe on every device; float16 X is keyed
+// from its 16 bits. The element's own key decides: p is a(o) when every real position before
+// it in window o has a smaller key and none after it a larger one. Each dX element rescans,
+// for every window containing it, that window's X (up to prod(WINDOW) loads per window): the
+// price of a gather without atomics or stored indices.
+//
+// Constants: X_STRIDES (5 dimensions, in elements), and include/pooling_grad.glsl's.
+// Bindings: x (InputTensor), dy (InputGradientTensor), dx (OutputGradientTensor; float16
+//   stores through word atomics), accumulator (scratch, as in average_pooling_grad.comp).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#include "correctly_rounded.glsl"
+
+layout(set = 0, binding = 0) readonly buffer X { uint x[]; };
+layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };
+layout(set = 0, binding = 2) buffer DX { uint dx[]; };
+layout(set = 0, binding = 3) buffer ACCUMULATOR { uint accumulator[]; };
+
+#include "pooling_grad.glsl"
+
+DIMS5(X_STRIDES, 35)  // DEFAULT_ is 0 here
+
+uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
+
+// An order key of X's element at offset i: keys compare as the values do, with -0 = +0 and
+// every NaN above every number (and equal to each other).
+uint order_key(uint i) {
+    uint bits, sign, nan_above;
+    if (IS_F16) {
+        bits = HALF_BITS(x, i);
+        sign = 0x8000u;
+        nan_above = 0x7C00u;
+    } else {
+        bits = x[i];
+        sign = 0x80000000u;
+        nan_above = 0x7F800000u;
+    }
+    if ((bits & ~sign) > nan_above) return 0xFFFFFFFFu;
+    if (bits == sign) bits = 0u;
+    return (bits & sign) != 0u ? (sign - 1u) - (bits & ~sign) : bits | sign;
+}
+
+bool window_term(Element el, uvec3 o, out float term) {
+    term = 0.0;
+    const uvec3 stride = uvec3(STRIDES0, STRIDES1, STRIDES2);
+    const uvec3 start = uvec3(START_PADDING0, START_PADDING1, START_PADDING2);
+    const uvec3 dilation = uvec3(DILATIONS0, DILATIONS1, DILATIONS2);
+    const uvec3 window = uvec3(WINDOW0, WINDOW1, WINDOW2);
+    const uvec3 size = uvec3(SIZES2, SIZES3, SIZES4);
+    // The element's place in the window: (i + P0 - o S) / D, on the window's grid or not.
+    const uvec3 reach = el.i + start - o * stride;
+    if (any(notEqual(reach % dilation, uvec3(0u)))) return false;
+    const uvec3 k = reach / dilation;
+    const uint own = (k.x * window.y + k.y) * window.z + k.z;
+    const uvec3 xs = uvec3(X_STRIDES2, X_STRIDES3, X_STRIDES4);
+    const uint key = order_key(el.x_base + el.i.x * xs.x + el.i.y * xs.y + el.i.z * xs.z);
+    const uint cells = window.x * window.y * window.z;
+    // The window's positions in row-major scan order, f = (f0, f1, f2) stepped with it.
+    uvec3 f = uvec3(0u);
+    for (uint t = 0u; t < cells; ++t) {
+        const ivec3 p = ivec3(o * stride + f * dilation) - ivec3(start);
+        if (t != own && all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, ivec3(size)))) {
+            const uint other = order_key(el.x_base + uint(p.x) * xs.x + uint(p.y) * xs.y
+                                         + uint(p.z) * xs.z);
+            if (t < own ? other >= key : other > key) return false;
+        }
+        if (++f.z == window.z) {
+            f.z = 0u;
+            if (++f.y == window.y) {
+                f.y = 0u;
+                ++f.x;
+            }
+        }
+    }
+    term = LOAD(dy, el.dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4);
+    return true;
+}
