@@ -307,6 +307,61 @@ def _roi_align(dev, rng, sizes, regions, dt):
                    batch_indices_tensor=dev.upload(batch),
                    output_gradient_tensor=dev.empty(TensorDesc(_dt(dt), sizes)))
     return dev.compile(desc), tensors, nbytes, torch_fn
+def slice_grad_cases(quick):
+    """SLICE_GRAD: a [.., 112, 112] window at offset 8 of [.., 128, 128] (a crop), and every
+    other row and column of it (stride 2), float32 and float16, against PyTorch's autograd of
+    the same slicing (slice_backward along H, then W); bytes: dY read and dX written once."""
+    n = 8 if quick else 32
+    for name, step in (("crop", 1), ("stride 2", 2)):
+        for dt in ("float32", "float16"):
+            yield ("SLICE_GRAD", f"[{n}, 64, 128, 128] {name}: window offset 8, size 112", dt,
+                   lambda dev, rng, dt=dt, step=step: _slice_grad(dev, rng, n, step, dt))
+
+
+def _slice_grad(dev, rng, n, step, dt):
+    full, m = (n, 64, 128, 128), -(-112 // step)
+    dy = rng.standard_normal((n, 64, m, m), dtype=np.float32).astype(_np(dt))
+
+    def torch_fn(T):
+        aten, tdy = T.torch.ops.aten, T.tensor(dy)
+        return lambda: aten.slice_backward(aten.slice_backward(tdy, (n, 64, m, 128), 3, 8, 120,
+                                                                step), full, 2, 8, 120, step)
+    nbytes = dy.nbytes + int(np.prod(full)) * dy.itemsize
+    if dev is None:
+        return None, None, nbytes, torch_fn
+    dx = TensorDesc(_dt(dt), full)
+    op = dev.compile(pyvkgrad.SliceGradDesc(TensorDesc(_dt(dt), dy.shape), dx, (0, 0, 8, 8),
+                                            (n, 64, 112, 112), (1, 1, step, step)))
+    return op, dict(input_gradient_tensor=dev.upload(dy),
+                    output_gradient_tensor=dev.empty(dx)), nbytes, torch_fn
+
+
+def lrn_cases(quick):
+    """LOCAL_RESPONSE_NORMALIZATION_GRAD across channels, size 5 (AlexNet's), on [32, 64, 56,
+    56] ([8, ...] quick), float32 and float16, against PyTorch's autograd of
+    F.local_response_norm; bytes: X and dY read and dX written once."""
+    n = 8 if quick else 32
+    for dt in ("float32", "float16"):
+        yield ("LOCAL_RESPONSE_NORMALIZATION_GRAD", f"[{n}, 64, 56, 56] across C, size 5", dt,
+               lambda dev, rng, dt=dt: _lrn(dev, rng, (n, 64, 56, 56), dt))
+
+
+def _lrn(dev, rng, shape, dt):
+    x = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    dy = rng.standard_normal(shape, dtype=np.float32).astype(_np(dt))
+    parameters = (True, 5, 1e-4, 0.75, 2.0)
+
+    def torch_fn(T):  # PyTorch's own backward graph of the forward, run again
+        tx = T.tensor(x).requires_grad_()
+        y = T.torch.nn.functional.local_response_norm(tx, 5, 1e-4, 0.75, 2.0)
+        tdy = T.tensor(dy)
+        return lambda: T.torch.autograd.grad(y, tx, tdy, retain_graph=True)
+    if dev is None:
+        return None, None, 3 * x.nbytes, torch_fn
+    desc = TensorDesc(_dt(dt), shape)
+    op = dev.compile(pyvkgrad.LocalResponseNormalizationGradDesc(desc, desc, desc, *parameters))
+    return op, dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                    output_gradient_tensor=dev.empty(desc)), 3 * x.nbytes, torch_fn
 
 
 def benchmark_cases(record):
@@ -319,7 +374,9 @@ def benchmark_cases(record):
                "batch_normalization_training_grad": bn_cases(True),
                "average_pooling_grad": pooling_cases("avg"),
                "max_pooling_grad": pooling_cases("max"),
-               "roi_align_grad": roi_align_cases}
+               "roi_align_grad": roi_align_cases,
+               "slice_grad": slice_grad_cases,
+               "local_response_normalization_grad": lrn_cases}
     if record.name in special:
         return special[record.name]
     if issubclass(record.descriptor, ElementwiseGradDesc):

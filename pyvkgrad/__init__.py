@@ -42,6 +42,9 @@ from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
 from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
 from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
 from .ops.roi_align_grad import ReduceFunction, RoiAlignGradDesc, roi_align_grad
+from .ops.slice_grad import SliceGradDesc, slice_grad
+from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
+                                                    local_response_normalization_grad)
 
 from .kernels import KernelError
 
@@ -83,6 +86,8 @@ __all__ = ["DataType", "TensorDesc",
            "AveragePoolingGradDesc", "average_pooling_grad",
            "MaxPoolingGradDesc", "max_pooling_grad",
            "RoiAlignGradDesc", "roi_align_grad", "ReduceFunction",
+           "SliceGradDesc", "slice_grad",
+           "LocalResponseNormalizationGradDesc", "local_response_normalization_grad",
            "Device", "DeviceTensor", "CompiledOperator", "Recording",
            "DeviceError", "ClosedError", "KernelError",
            "devices", "default_device", "get_device"]

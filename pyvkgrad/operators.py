@@ -47,6 +47,9 @@ from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, rand
 from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
 from .ops.roi_align_grad import RoiAlignGradDesc, roi_align_grad
+from .ops.slice_grad import SliceGradDesc, slice_grad
+from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
+                                                    local_response_normalization_grad)
 from .ops._elementwise import ElementwiseGradDesc
 from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
 from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
@@ -58,6 +61,10 @@ from ._cases_roi_align import (roi_align_call, roi_align_case, roi_align_describ
 # The record, its parts and the comparison with the oracle (operator_record.py), re-exported.
 from .operator_record import (DTYPES, EXACT, EXECUTION_OPTIONS, Case, Operator,  # noqa: F401
                               Outputs, Tolerance, assert_close, compare)
+from ._cases_slice import (SLICE_GRAD_DTYPES, SLICE_GRAD_TOLERANCES, slice_grad_call,
+                           slice_grad_case, slice_grad_describe, slice_grad_parameters)
+from ._cases_lrn import (LRN_TOLERANCES, lrn_call, lrn_case, lrn_describe, lrn_magnitude,
+                         lrn_parameters)
 
 # ---- ACTIVATION_RELU_GRAD ----------------------------------------------------------------------
 
@@ -501,5 +508,16 @@ OPERATORS: Tuple[Operator, ...] = (
              roi_align_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
              roi_align_describe, roi_align_call, max_rank=4, magnitude=roi_align_magnitude,
              parameter_examples=roi_align_parameters, demo_shape=(2, 64, 50, 50)),
+    # A copy of dY's bits into zeros: exact in every data type.
+    Operator("slice_grad", SliceGradDesc, slice_grad, reference.slice_grad, slice_grad_case,
+             SLICE_GRAD_TOLERANCES, slice_grad_describe, slice_grad_call,
+             parameter_examples=slice_grad_parameters, dtypes=SLICE_GRAD_DTYPES),
+    # Fixed-order float32 sums and pow_fixed: the same bits everywhere; against float64,
+    # relative to the terms' sizes (_cases_lrn.py).
+    Operator("local_response_normalization_grad", LocalResponseNormalizationGradDesc,
+             local_response_normalization_grad, reference.local_response_normalization_grad,
+             lrn_case, LRN_TOLERANCES, lrn_describe, lrn_call, max_rank=4,
+             magnitude=lrn_magnitude, parameter_examples=lrn_parameters,
+             demo_shape=(8, 64, 56, 56)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}

@@ -42,6 +42,8 @@ __all__ = [
     "random_generator",
     "average_pooling_grad",
     "max_pooling_grad",
+    "slice_grad",
+    "local_response_normalization_grad",
 ]
 
 class BatchNormGradResult(NamedTuple):
@@ -682,3 +684,78 @@ def _roi_corner_gradient(x, q, ay: _RoiAxis, ax: _RoiAxis, sx: float, sy: float)
         qy, qx = (q * gy).sum(axis=(0, 2)), (q * gx).sum(axis=(0, 1))  # per ky, per kx
     return np.array([np.sum(qx * (1 - ax.t)) * sx, np.sum(qy * (1 - ay.t)) * sy,
                      np.sum(qx * ax.t) * sx, np.sum(qy * ay.t) * sy])
+# SLICE_GRAD (docs/semantics.md §14)
+# --------------------------------------------------------------------------------------------
+
+
+def slice_grad(input_gradient, output_gradient_sizes, input_window_offsets, input_window_sizes,
+               input_window_strides):
+    """dX of DML_SLICE_GRAD: zeros of output_gradient_sizes with dX[start + stride * o] =
+    dY[o] per dimension, start = offset (stride > 0) or offset + size - 1 (stride < 0). A
+    copy, so in dY's own data type (bit copies: NaN payloads and -0 kept), not float64."""
+    dy = np.asarray(input_gradient)
+    dx = np.zeros(tuple(output_gradient_sizes), dy.dtype)
+    index = []
+    for n, offset, size, stride in zip(dy.shape, input_window_offsets, input_window_sizes,
+                                       input_window_strides):
+        start = offset if stride > 0 else offset + size - 1
+        index.append(start + stride * np.arange(n))
+    dx[np.ix_(*index)] = dy
+    return dx
+
+
+# --------------------------------------------------------------------------------------------
+# LOCAL_RESPONSE_NORMALIZATION_GRAD (docs/semantics.md §15)
+# --------------------------------------------------------------------------------------------
+
+
+def _window_sums(values, axes, before, after):
+    """Per element p, the sum of `values` over [p - before, p + after] along each of `axes`
+    (a box, clipped to the array): zero padding and L shifted slices per axis."""
+    for axis in axes:
+        n = values.shape[axis]
+        pad = [(0, 0)] * values.ndim
+        pad[axis] = (before, after)
+        padded = np.pad(values, pad)
+        values = sum(np.take(padded, np.arange(k, k + n), axis=axis)
+                     for k in range(before + after + 1))
+    return values
+
+
+def _power(base, exponent):
+    """base^exponent as docs/semantics.md §15 defines it: 1 for exponent 0, NaN for a negative
+    or NaN base, IEEE's pow otherwise (0^-b = Inf, Inf^-b = 0 for b > 0)."""
+    if exponent == 0:
+        return np.ones_like(base)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        return np.where((base < 0) | np.isnan(base), np.nan, np.power(base, exponent))
+
+
+def local_response_normalization_grad_terms(input, input_gradient, cross_channel, local_size,
+                                            alpha, beta, bias):
+    """The two terms of LOCAL_RESPONSE_NORMALIZATION_GRAD's dX = first - second (float64):
+    first = dY_i N_i^-Beta, second = (2 Alpha Beta / L) X_i sum_{p : i in W(p)} dY_p X_p
+    N_p^(-Beta-1). On |X| and |dY| their absolute values are the sizes of the terms each
+    element is made of (the tolerance's magnitude)."""
+    alpha, beta, bias = (float(np.float32(v)) for v in (alpha, beta, bias))
+    x, dy = _f64(input), _f64(input_gradient)
+    axes = (1,) if cross_channel else (2, 3)
+    before, after = (local_size - 1) // 2, local_size // 2
+    with np.errstate(invalid="ignore", over="ignore"):
+        norm = bias + alpha / local_size * _window_sums(x * x, axes, before, after)
+        terms = dy * x * _power(norm, -beta - 1)
+        total = _window_sums(terms, axes, after, before)  # the mirrored window
+        return dy * _power(norm, -beta), 2 * alpha * beta / local_size * x * total
+
+
+def local_response_normalization_grad(input, input_gradient, cross_channel, local_size, alpha,
+                                      beta, bias):
+    """dX of DML_LOCAL_RESPONSE_NORMALIZATION_GRAD on 4-D {N, C, H, W} X and dY, the scalars
+    taken as the float32 values DirectML's FLOAT fields hold:
+        N_p = Bias + (Alpha / L) sum_{j in W(p)} X_j^2,  W(p) = [p - floor((L-1)/2),
+        p + ceil((L-1)/2)] along C (cross_channel) or along H and W, clipped;
+        dX_i = dY_i N_i^-Beta - (2 Alpha Beta / L) X_i sum_{p : i in W(p)} dY_p X_p N_p^(-Beta-1)."""
+    first, second = local_response_normalization_grad_terms(
+        input, input_gradient, cross_channel, local_size, alpha, beta, bias)
+    with np.errstate(invalid="ignore"):
+        return first - second

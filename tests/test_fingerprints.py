@@ -32,7 +32,7 @@ def test_this_device_gives_the_stored_bits(device):
 
 @pytest.mark.parametrize("env", [
     dict(LP_NATIVE_VECTOR_WIDTH="128", PYVKGRAD_LOCAL_SIZE="64"),
-    dict(LP_NATIVE_VECTOR_WIDTH="512", PYVKGRAD_MAX_BUFFER_BYTES="1100000"),
+    dict(LP_NATIVE_VECTOR_WIDTH="512", PYVKGRAD_MAX_BUFFER_BYTES="2000000"),
 ], ids=["subgroup4-wg64", "subgroup16-cuts"])
 def test_other_subgroups_workgroups_and_cuts_give_the_stored_bits(env):
     result = subprocess.run(

@@ -4,13 +4,18 @@ each call is a chain of one step (`_chain.py`).
 
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence, Union
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
 
+from ..ops.local_response_normalization_grad import local_response_normalization_grad
 from . import _resample_map as rmap
 from ._pooling import PoolStep, Size, check_pool_options, pool_input
+from . import _runtime
 from ._chain import (BatchNormStep, ClipStep, InterpolateStep, ReluStep, apply_chain,
                      data_type_of, needs_grad)
 
@@ -154,3 +159,44 @@ def max_pool3d(input: torch.Tensor, kernel_size: Size, stride: Optional[Size] = 
     """torch.nn.functional.max_pool3d whose backward is MAX_POOLING_GRAD (as max_pool2d)."""
     check_pool_options("max_pool3d", return_indices=return_indices)
     return _pool("max", 3, input, kernel_size, stride, padding, ceil_mode, dilation=dilation)
+def local_response_norm(input: torch.Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75,
+                        k: float = 1.0) -> torch.Tensor:
+    """torch.nn.functional.local_response_norm (input (N, C, ...), a window along C) whose
+    backward is DirectML's LOCAL_RESPONSE_NORMALIZATION_GRAD with CrossChannel, LocalSize =
+    size, Alpha = alpha, Beta = beta, Bias = k (both divide alpha by size). For an even size
+    PyTorch's window is the mirror image of DirectML's ([c - size/2, c + size/2 - 1] against
+    [c - size/2 + 1, c + size/2]), so the backward runs on the channels reversed, which makes
+    them the same. Not chained: each call is a submission of its own."""
+    if not needs_grad(input):
+        return F.local_response_norm(input, size, alpha, beta, k)
+    data_type_of(input, "local_response_norm")
+    return _LocalResponseNorm.apply(input, size, alpha, beta, k)
+
+
+class _LocalResponseNorm(torch.autograd.Function):
+    """PyTorch's forward; the backward on the device, the input folded to 4-D {N, C, rest, 1}
+    (the window runs along C only)."""
+
+    @staticmethod
+    def forward(ctx, input, size, alpha, beta, k):
+        ctx.save_for_backward(input)
+        ctx.parameters = (size, alpha, beta, k)
+        return F.local_response_norm(input, size, alpha, beta, k)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        size, alpha, beta, k = ctx.parameters
+        folded = (x.shape[0], x.shape[1], math.prod(x.shape[2:]), 1)
+        # An even size: DirectML's window on the reversed channels is PyTorch's.
+        channels = slice(None, None, -1) if size % 2 == 0 else slice(None)
+
+        def host(t):
+            return t.detach().to(x.dtype).cpu().reshape(folded).numpy()[:, channels]
+
+        dx = local_response_normalization_grad(host(x), host(grad_output), True, size, alpha,
+                                               beta, k, device=_runtime.get_device())
+        grad_input = torch.empty_like(x)  # the input's layout, dtype and device
+        grad_input.copy_(torch.from_numpy(np.ascontiguousarray(dx[:, channels])).reshape(x.shape))
+        return grad_input, None, None, None, None

@@ -53,6 +53,15 @@ class ReLU6(nn.ReLU6):
         return ClipStep(0.0, 6.0, self.inplace, "relu6"), []
 
 
+class LocalResponseNorm(nn.LocalResponseNorm):
+    """torch.nn.LocalResponseNorm with its backward on the Vulkan device
+    (LOCAL_RESPONSE_NORMALIZATION_GRAD). Not chained: in `Sequential` it runs on its own, its
+    backward a submission of its own."""
+
+    def forward(self, input: torch.Tensor) -> torch.Tensor:
+        return bf.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+
 class _BatchNormBridge:
     """The forward of torch.nn.modules.batchnorm._BatchNorm, with bridged batch_norm."""
 
@@ -245,8 +254,9 @@ _Module = TypeVar("_Module", bound=nn.Module)
 
 def convert(module: _Module, sequential: bool = True) -> _Module:
     """Swap torch.nn.ReLU, Hardtanh, ReLU6, BatchNorm1d/2d/3d, Upsample (and UpsamplingNearest2d
-    / UpsamplingBilinear2d), AvgPool2d/3d and MaxPool2d/3d in `module`, recursively, for their
-    pyvkgrad.torch counterparts; with `sequential`, also nn.Sequential containers for pyvkgrad.torch.Sequential (chained backward).
+    / UpsamplingBilinear2d), AvgPool2d/3d, MaxPool2d/3d and LocalResponseNorm in `module`,
+    recursively, for their pyvkgrad.torch counterparts; with `sequential`, also nn.Sequential
+    containers for pyvkgrad.torch.Sequential (chained backward).
     Returns the converted module (a new one where `module` itself is swapped), in the spirit of
     torch.nn.SyncBatchNorm.convert_sync_batchnorm: the new modules take the old ones' parameters and
     buffers (the same tensors, so an optimizer built before still holds them), training flag and
@@ -278,6 +288,8 @@ def _convert(module: nn.Module, sequential: bool, done: dict) -> nn.Module:
             out.weight, out.bias = module.weight, module.bias
         for name in ("running_mean", "running_var", "num_batches_tracked"):
             setattr(out, name, getattr(module, name))
+    elif cls is nn.LocalResponseNorm:
+        out = LocalResponseNorm(module.size, module.alpha, module.beta, module.k)
     elif cls in _UPSAMPLES and module.mode in SUPPORTED_MODES:
         out = Upsample(module.size, module.scale_factor, module.mode, module.align_corners,
                        module.recompute_scale_factor)
