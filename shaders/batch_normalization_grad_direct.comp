@@ -78,8 +78,8 @@ void main() {
         const float ve = LOAD(variance, s.y) + EPSILON;
         const float shift = TRAINING ? training_shift(m, ve, LOAD(x, t.x)) : m;
         const float sc = LOAD(scale, s.z);
-        const float coef = grad_factor(sc, LOAD(variance, s.y), EPSILON);
-        precise vec3 sums = vec3(0.0);  // no product fused into the sums
+        const float coef = sc / sqrt(ve);
+        vec3 sums = vec3(0.0);
         for (uint r = 0u; r < reduced; ++r) {
             const uvec3 o = t + r_offsets(r);
             const float gy = LOAD(dy, o.y);

@@ -26,12 +26,9 @@ layout(set = 0, binding = 2) readonly buffer VARIANCE { uint variance[]; };  // 
 layout(set = 0, binding = 3) buffer DX { uint dx[]; };
 layout(push_constant) uniform Push { uint count; uint first; };
 
-#define BATCH_NORMALIZATION_TRAINING_DX_ONLY
-#include "batch_normalization_grad.glsl"
-
 // One element at offsets o in dY, dX, Scale and Variance.
 void element(uvec4 o) {
-    const float v = LOAD(dy, o.x) * grad_factor(LOAD(scale, o.z), LOAD(variance, o.w), EPSILON);
+    const float v = LOAD(dy, o.x) * (LOAD(scale, o.z) / sqrt(LOAD(variance, o.w) + EPSILON));
     STORE(dx, o.y, v)
 }
 

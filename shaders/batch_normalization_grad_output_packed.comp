@@ -31,9 +31,6 @@ layout(set = 0, binding = 3) buffer DX { uvec4 dx[]; };  // OutputGradientTensor
 layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, for a tail vector
 layout(push_constant) uniform Push { uint vectors; uint count; uint first; };
 
-#define BATCH_NORMALIZATION_TRAINING_DX_ONLY
-#include "batch_normalization_grad.glsl"
-
 const uint WIDTH = IS_F16 ? 8u : 4u;
 
 #define ADD_OFFSETS(D, c) o += (c) * uvec2(SCALE_STRIDES##D, VARIANCE_STRIDES##D);
@@ -42,7 +39,7 @@ const uint WIDTH = IS_F16 ? 8u : 4u;
 float coefficient(uint i) {
     uvec2 o = uvec2(0u);
     FOR_EACH_COORDINATE8(SIZES, min(i, count - 1u), ADD_OFFSETS)
-    return grad_factor(LOAD(scale, o.x), LOAD(variance, o.y), EPSILON);
+    return LOAD(scale, o.x) / sqrt(LOAD(variance, o.y) + EPSILON);
 }
 
 void main() {
@@ -53,14 +50,14 @@ void main() {
         if (SAME) {
             const float s = coefficient(base);
             if (IS_F16) {
-                for (uint w = 0u; w < 4u; ++w) outw[w] = pack_halves(unpackHalf2x16(gw[w]) * s);
+                for (uint w = 0u; w < 4u; ++w) outw[w] = packHalf2x16(unpackHalf2x16(gw[w]) * s);
             } else {
                 outw = floatBitsToUint(uintBitsToFloat(gw) * s);
             }
         } else if (IS_F16) {
             for (uint w = 0u; w < 4u; ++w) {
                 const vec2 s = vec2(coefficient(base + 2u * w), coefficient(base + 2u * w + 1u));
-                outw[w] = pack_halves(unpackHalf2x16(gw[w]) * s);
+                outw[w] = packHalf2x16(unpackHalf2x16(gw[w]) * s);
             }
         } else {
             const vec4 s = vec4(coefficient(base), coefficient(base + 1u),

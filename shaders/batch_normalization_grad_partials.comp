@@ -171,15 +171,11 @@ float shift(uvec4 ko) {
 
 // (sum g, sum a, sum g * a, 0) of four or two elements, pairwise.
 vec4 sums4(vec4 g, vec4 a) {
-    precise vec4 ga = g * a;
-    precise vec4 sums = vec4((g.x + g.y) + (g.z + g.w), (a.x + a.y) + (a.z + a.w),
-                             (ga.x + ga.y) + (ga.z + ga.w), 0.0);
-    return sums;
+    const vec4 ga = g * a;
+    return vec4((g.x + g.y) + (g.z + g.w), (a.x + a.y) + (a.z + a.w),
+                (ga.x + ga.y) + (ga.z + ga.w), 0.0);
 }
-vec4 sums2(vec2 g, vec2 a) {
-    precise vec4 sums = vec4(g.x + g.y, a.x + a.y, g.x * a.x + g.y * a.y, 0.0);
-    return sums;
-}
+vec4 sums2(vec2 g, vec2 a) { return vec4(g.x + g.y, a.x + a.y, g.x * a.x + g.y * a.y, 0.0); }
 
 // v with the elements whose bit in `mask` is 0 replaced by 0 (a select: NaN or Inf outside the
 // run stays out of the sums).
@@ -196,7 +192,7 @@ vec4 half_sums(uvec2 gw, uvec2 xw, float m, uint mask) {
 // dY words times the coefficient, as words (float16: two halves per word, rounded once).
 // With a factor per element (float16: one per half; float32: coef.x), as SPAN needs.
 uint scaled(uint gw, vec2 coef) {
-    return IS_F16 ? pack_halves(unpackHalf2x16(gw) * coef)
+    return IS_F16 ? packHalf2x16(unpackHalf2x16(gw) * coef)
                   : floatBitsToUint(uintBitsToFloat(gw) * coef.x);
 }
 uint scaled(uint gw, float coef) { return scaled(gw, vec2(coef)); }
@@ -231,8 +227,7 @@ vec4 vector_sums(uvec4 xw, uvec4 gw, float m, uint mask) {
     if (VEC == 1u) {
         const float gy = uintBitsToFloat(gw.x);
         const float a = uintBitsToFloat(xw.x) - m;
-        precise vec4 sums = vec4(gy, a, gy * a, 0.0);
-        return sums;
+        return vec4(gy, a, gy * a, 0.0);
     }
     if (LOAD_BYTES == 16u) {
         if (IS_F16) return half_sums(gw.xy, xw.xy, m, mask) + half_sums(gw.zw, xw.zw, m, mask >> 4);
@@ -295,7 +290,7 @@ uint run_mask(uint r, uint o) {
 // WRITE_DX's factor of channel k (X offsets ko, output offsets kd), as
 // batch_normalization_grad_output computes it: dX = dY * Scale / sqrt(Variance + Epsilon).
 float dx_factor(uvec4 ko, uvec4 kd) {
-    return grad_factor(LOAD(scale, kd.y), LOAD(variance, ko.w), EPSILON);
+    return LOAD(scale, kd.y) / sqrt(LOAD(variance, ko.w) + EPSILON);
 }
 
 // Element i of a vector's words (as load_vectors gives them, VEC > 1).
@@ -355,7 +350,7 @@ void span_item(uint grp, uint j, uint t) {
             fhi = dx_factor(khi, k_out_offsets(k0 + hi));
         }
         float m[VEC], f[VEC];  // per slot: its channel's shift and dX factor
-        precise vec4 acc[VEC];  // per slot: (sum dY, sum a, sum dY * a, 0); no fused products
+        vec4 acc[VEC];  // per slot: (sum dY, sum a, sum dY * a, 0)
         for (uint e = 0u; e < VEC; ++e) {
             m[e] = e < split ? mlo : mhi;
             f[e] = e < split ? flo : fhi;
@@ -410,7 +405,7 @@ void main() {
         const uint grp = CHUNK_MAJOR ? w % groups : w / chunks;
         const uint j = CHUNK_MAJOR ? w / groups : w - grp * chunks;
         const uint k = grp * LK + kl;
-        precise vec4 acc = vec4(0.0);
+        vec4 acc = vec4(0.0);
         if (SPAN > 0u) {
             span_item(grp, j, t);  // res[0 .. SPAN) ready
         } else if (k < channels && kl < LK && rl < LR) {

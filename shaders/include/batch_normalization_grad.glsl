@@ -5,7 +5,7 @@
 // and gets finish_channel, which stores a channel's results (the kernels that end a reduction:
 // batch_normalization_grad_finalize, and _partials where one work item is a whole channel).
 // A kernel that only applies the training grad's dX formula (the output kernels) defines
-// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX and grad_factor alone.
+// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone.
 //
 // The sums are taken around a shift: s = (sum dY, sum a, sum dY * a) with a = X - shift.
 // BATCH_NORMALIZATION_GRAD shifts by the supplied Mean, so that s.z is its scale gradient's
@@ -28,36 +28,14 @@
 // formula's Inf - Inf would give a mix of NaN and +-Inf that depends on the order of the
 // sums); OutputScaleGradient and OutputBiasGradient follow their sums.
 
-// Every division and square root below is correctly rounded and every result `precise` (no
-// contraction: include/correctly_rounded.glsl), so a channel's results follow from its sums
-// alone, on any device.
-#include "correctly_rounded.glsl"
-
 // The training grad's dX of X value(s) xv and dY value(s) gy (float, vec2 or vec4) from the
 // channel's coefficients a = (alpha, q, shift, ma) and mean_R(dY) mdy; every kernel that
 // stores a training dX uses this one expression, so that they agree in their bits.
-float TRAINING_DX(float xv, float gy, vec4 a, float mdy) {
-    precise float dx = a.x * ((gy - mdy) - ((xv - a.z) - a.w) * a.y);
-    return dx;
-}
-vec2 TRAINING_DX(vec2 xv, vec2 gy, vec4 a, float mdy) {
-    return vec2(TRAINING_DX(xv.x, gy.x, a, mdy), TRAINING_DX(xv.y, gy.y, a, mdy));
-}
-vec4 TRAINING_DX(vec4 xv, vec4 gy, vec4 a, float mdy) {
-    return vec4(TRAINING_DX(xv.xy, gy.xy, a, mdy), TRAINING_DX(xv.zw, gy.zw, a, mdy));
-}
-
-// BATCH_NORMALIZATION_GRAD's dX factor of a channel: Scale / sqrt(Variance + Epsilon).
-float grad_factor(float scale_value, float variance_value, float epsilon) {
-    precise float ve = variance_value + epsilon;
-    return cr_div(scale_value, cr_sqrt(ve));
-}
+#define TRAINING_DX(xv, gy, a, mdy) ((a).x * (((gy) - (mdy)) - (((xv) - (a).z) - (a).w) * (a).y))
 
 #ifndef BATCH_NORMALIZATION_TRAINING_DX_ONLY
 float training_shift(float mean_value, float ve, float first_x) {
-    precise float distance = abs(mean_value - first_x);
-    precise float bound = 8.0 * cr_sqrt(ve);
-    return distance <= bound ? mean_value : first_x;
+    return abs(mean_value - first_x) <= 8.0 * sqrt(ve) ? mean_value : first_x;
 }
 
 struct ChannelGrad {
@@ -71,17 +49,13 @@ struct ChannelGrad {
 
 ChannelGrad channel_grad(vec3 s, float shift, float mean_value, float ve, float scale_value) {
     ChannelGrad g;
-    const float c0 = cr_div(1.0, cr_sqrt(ve));
-    precise float covariance = TRAINING ? s.z + (shift - mean_value) * s.x : s.z;
-    precise float dscale = covariance * c0;
+    const float c0 = 1.0 / sqrt(ve);
     g.dbias = s.x;
-    g.dscale = dscale;
-    g.mean_dy = cr_div(s.x, N_R);
-    g.ma = cr_div(s.y, N_R);
-    precise float centred = cr_div(s.z, N_R) - g.mean_dy * g.ma;
-    g.q = cr_div(centred, ve);
-    precise float alpha = scale_value * c0;
-    g.alpha = alpha;
+    g.dscale = (TRAINING ? s.z + (shift - mean_value) * s.x : s.z) * c0;
+    g.mean_dy = s.x / N_R;
+    g.ma = s.y / N_R;
+    g.q = (s.z / N_R - g.mean_dy * g.ma) / ve;
+    g.alpha = scale_value * c0;
     if (TRAINING && (any(isnan(s)) || any(isinf(s)))) g.q = uintBitsToFloat(0x7FC00000u);
     return g;
 }

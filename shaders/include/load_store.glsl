@@ -12,11 +12,20 @@
 #define HALF_SHIFT(i) SUB_SHIFT(i, 1u)
 #define HALF_BITS(words, i) SUB_BITS(words, i, 1u)
 #define LOAD_HALF(words, i) unpackHalf2x16(HALF_BITS(words, i)).x
-#define HALF_FROM_FLOAT(v) half_from_float(v)
+// The float16 bits of v by the device's own conversion (packHalf2x16). Vulkan leaves its
+// rounding to the implementation; every device measured rounds to nearest even (NVIDIA H100
+// and H200, lavapipe: the fingerprints, docs/semantics.md §17). The seed operators' kernels
+// (ResampleGrad, the BatchNorm grads, the element-wise ones) store through it: half_from_float
+// cost ResampleGrad's float16 rows 15-24% on an H200.
+#define HALF_FROM_FLOAT(v) (packHalf2x16(vec2((v), 0.0)) & 0xFFFFu)
 
-// The float16 bits of v, rounded to nearest even (subnormal halves included; 65520 and above
-// to Inf; NaN stays NaN). Integer arithmetic: Vulkan leaves the rounding of packHalf2x16 and of
-// float conversions to the implementation, and kernels must give the same bits everywhere.
+// Two floats as the word of two float16 (x in the low half), by the device's conversion as
+// HALF_FROM_FLOAT.
+uint pack_halves(vec2 v) { return packHalf2x16(v); }
+
+// The float16 bits of v, rounded to nearest even by integer arithmetic, on any device
+// (subnormal halves included; 65520 and above to Inf; NaN stays NaN): the kernels of the
+// operators added with the same-bits contract store through it.
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
@@ -34,9 +43,6 @@ uint half_from_float(float v) {
     return sign | ((magnitude - 0x38000000u + 0x0FFFu + ((magnitude >> 13) & 1u)) >> 13);
 }
 
-// Two floats as the word of two float16 (x in the low half), each rounded as half_from_float:
-// what packHalf2x16 does, with its rounding specified.
-uint pack_halves(vec2 v) { return half_from_float(v.x) | (half_from_float(v.y) << 16); }
 
 // Store the bits of element i (16 or 8 bits, L = 1 or 2). The rest of the word may belong to
 // another invocation, so only our bits change, through two integer atomics (core Vulkan, no
