@@ -42,10 +42,28 @@ Element element_at(uint i) {
 }
 
 // How far a step of one row or one column moves in X, dY and the scratch.
-uvec3 row_step() { return CROSS_CHANNEL ? uvec3(0u) : uvec3(X_STRIDES2, DY_STRIDES2, SIZES3); }
+// Built component by component at run time, not as vectors of specialization constants: the
+// Khronos validation layer 1.3.239 specializes such composites through spirv-opt passes that
+// can drop a constant still in use (seen with equal values, e.g. a stride equal to a product of
+// sizes), and then reports the pipeline's SPIR-V invalid.
+uvec3 row_step() {
+    uvec3 step = uvec3(0u);
+    if (!CROSS_CHANNEL) {
+        step.x = X_STRIDES2;
+        step.y = DY_STRIDES2;
+        step.z = SIZES3;
+    }
+    return step;
+}
 uvec3 column_step() {
-    return CROSS_CHANNEL ? uvec3(X_STRIDES1, DY_STRIDES1, SIZES2 * SIZES3)
-                         : uvec3(X_STRIDES3, DY_STRIDES3, 1u);
+    uvec3 step = uvec3(1u);
+    step.x = CROSS_CHANNEL ? X_STRIDES1 : X_STRIDES3;
+    step.y = CROSS_CHANNEL ? DY_STRIDES1 : DY_STRIDES3;
+    if (CROSS_CHANNEL) {
+        step.z = SIZES2;
+        step.z *= SIZES3;
+    }
+    return step;
 }
 
 // Element e's window with (before, after): the walk's state, from position window_first.
