@@ -147,7 +147,8 @@ def test_in_place(device, rng):
 def test_matches_torch_adam(device, rng):
     """PyTorch's Adam with eps = Epsilon / sqrt(1 - Beta2^T), after T - 1 earlier steps' state,
     one step: within float32 rounding (float32 Beta^T: a few ulp of alpha)."""
-    torch = pytest.importorskip("torch")
+    from torch_support import require
+    torch = require("torch")
     x, m, g = (rng.standard_normal(300).astype(F32) for _ in range(3))
     v = (0.01 * rng.standard_normal(300) ** 2).astype(F32)
     # The hyperparameters as the float32 values DirectML's FLOAT fields hold.
