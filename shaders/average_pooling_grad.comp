@@ -6,8 +6,8 @@
 //     INCLUDE_PADDING: min(s + W, In + P1) - s   (positions inside the padded extent)
 //     otherwise:       min(s + W, In) - max(s, 0) (real positions)
 //
-// The division is correctly rounded (cr_div, include/correctly_rounded.glsl), the count an
-// exact integer (the plan keeps the window's size below 2^24), the sum float32 in ascending
+// The division is correctly rounded (`div_count`: cr_div's bits, include/correctly_rounded.glsl),
+// the count an exact integer (the plan keeps the window's size below 2^24), the sum float32 in ascending
 // output order, so the same bits on every device; float16 dY widens exactly and each dX
 // rounds once (half_from_float). A window with no real element contains no dX element: it adds nothing.
 //
@@ -17,6 +17,7 @@
 //   element; a word where the plan runs one dispatch per element).
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
 
@@ -26,9 +27,11 @@ layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 
 #include "pooling_grad.glsl"
 
-layout(constant_id = 35) const bool INCLUDE_PADDING = false;
+layout(constant_id = 48) const bool INCLUDE_PADDING = false;
 
 uint x_slice_offset(uint n, uint c) { return 0u; }
+
+const uint WINDOW_CELLS = WINDOW0 * WINDOW1 * WINDOW2;
 
 // The divisor's factor along one axis for a window starting at s (an int: it may lie in
 // the start padding). Only windows with a real element come here, so it is >= 1.
@@ -38,14 +41,44 @@ uint axis_count(int s, uint window, uint size, uint end_padding) {
                            : uint(min(end, int(size)) - max(s, 0));
 }
 
-bool window_term(Element el, uvec3 o, out float term) {
+// v / count correctly rounded: cr_div(v, float(count))'s bits. A normal v and a count up to
+// 128 take a shorter road, the quotient of v's significand in 32-bit integers (a division by
+// a specialization constant where count is a whole window's, which the compiler makes a
+// multiplication): v = m 2^e with m in [2^23, 2^24), so n = m 2^8 is below 2^32 and
+// q = floor(n / count) at least 2^24 bits long; q's bits past the 25th and the remainder are
+// the sticky bit of cr_round's rounding, as in cr_div.
+float div_count(float v, uint count) {
+    const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
+    if (biased == 0u || biased == 0xFFu || count > 128u) return cr_div(v, float(count));
+    const uint n = ((u & 0x7FFFFFu) | 0x800000u) << 8u;
+    const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : n / count;
+    const uint extra = uint(findMSB(q)) - 24u;  // q in [2^24, 2^32)
+    const bool sticky = n != q * count || (q & ((1u << extra) - 1u)) != 0u;
+    // |v| / count = (q + f) 2^(e - 8), e = biased - 150.
+    return uintBitsToFloat((u & 0x80000000u)
+                           | cr_round(q >> extra, int(biased) - 158 + int(extra), sticky));
+}
+
+// Window o's term: dY[o] / count(o).
+float average_term(uint dy_base, uvec3 o) {
     const ivec3 s = ivec3(o * uvec3(STRIDES0, STRIDES1, STRIDES2))
         - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
     const uint count = axis_count(s.x, WINDOW0, SIZES2, END_PADDING0)
         * axis_count(s.y, WINDOW1, SIZES3, END_PADDING1)
         * axis_count(s.z, WINDOW2, SIZES4, END_PADDING2);
-    const float v = LOAD(dy, el.dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3
-                                 + o.z * DY_STRIDES4);
-    term = cr_div(v, float(count));
+    const float v = LOAD(dy, dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4);
+    return div_count(v, count);
+}
+
+bool window_term(Element el, uvec3 o, out float term) {
+    term = average_term(el.dy_base, o);
+    return true;
+}
+
+void tile_prepare(ivec3 origin, uint x_base) {}
+
+bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
+    term = average_term(dy_base, uvec3(o));
+    winner = EVERY_CELL;
     return true;
 }

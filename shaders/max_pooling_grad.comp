@@ -18,6 +18,7 @@
 //   stores through word atomics), accumulator (scratch, as in average_pooling_grad.comp).
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
 
@@ -28,12 +29,13 @@ layout(set = 0, binding = 3) buffer ACCUMULATOR { uint accumulator[]; };
 
 #include "pooling_grad.glsl"
 
-DIMS5(X_STRIDES, 35)  // DEFAULT_ is 0 here
+DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here
 
 uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
 
 // An order key of X's element at offset i: keys compare as the values do, with -0 = +0 and
-// every NaN above every number (and equal to each other).
+// every NaN above every number (and equal to each other). Every key is above 0 (-Inf's is
+// 0x7FFFFF, float16's 0x3FF), the tiles' key of padding.
 uint order_key(uint i) {
     uint bits, sign, nan_above;
     if (IS_F16) {
@@ -83,5 +85,48 @@ bool window_term(Element el, uvec3 o, out float term) {
         }
     }
     term = LOAD(dy, el.dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4);
+    return true;
+}
+
+// Tiles: X's footprint, the positions the tile's windows cover, FOOT_d = (WINDOWS_d - 1) S_d
+// + (W_d - 1) D_d + 1 per axis from the first window's start; its keys are loaded once, 0 for
+// padding (below every real key: padding never wins), and each window's argmax found once.
+#define TILE_MAX_FOOTPRINT 64
+const uvec3 FOOT = (uvec3(WINDOWS0, WINDOWS1, WINDOWS2) - 1u) * uvec3(STRIDES0, STRIDES1, STRIDES2)
+    + SPAN + 1u;
+uint tile_keys[TILE_MAX_FOOTPRINT];
+
+void tile_prepare(ivec3 origin, uint x_base) {
+    const ivec3 start = origin + FIRST_WINDOW
+        * ivec3(STRIDES0, STRIDES1, STRIDES2) - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
+    const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
+    [[unroll]] for (uint f = 0u; f < FOOT.x * FOOT.y * FOOT.z; ++f) {
+        const ivec3 p = start + ivec3(unflatten(f, FOOT.y, FOOT.z));
+        tile_keys[f] = all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, size))
+            ? order_key(x_base + uint(p.x) * X_STRIDES2 + uint(p.y) * X_STRIDES3
+                        + uint(p.z) * X_STRIDES4)
+            : 0u;
+    }
+}
+
+bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
+    // The window's cells in row-major scan order; a strictly larger key takes over, so the
+    // first largest wins (a NaN's key is the largest: the first NaN).
+    const uvec3 from = unflatten(w, WINDOWS1, WINDOWS2) * uvec3(STRIDES0, STRIDES1, STRIDES2);
+    const uvec3 dilation = uvec3(DILATIONS0, DILATIONS1, DILATIONS2);
+    uint best = 0u;
+    winner = EVERY_CELL;
+    [[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {
+        const uvec3 q = from + unflatten(f, WINDOW1, WINDOW2) * dilation;
+        const uint key = tile_keys[(q.x * FOOT.y + q.y) * FOOT.z + q.z];
+        if (key > best) {
+            best = key;
+            winner = f;
+        }
+    }
+    term = 0.0;
+    if (best == 0u) return false;  // every cell padding
+    term = LOAD(dy, dy_base + uint(o.x) * DY_STRIDES2 + uint(o.y) * DY_STRIDES3
+                        + uint(o.z) * DY_STRIDES4);
     return true;
 }

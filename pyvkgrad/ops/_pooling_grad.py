@@ -19,12 +19,18 @@ plan, the workgroup width or the device. Where a driver ends long loops
 (`Limits.max_loop_iterations`), the plan splits each element's windows into consecutive runs
 over several dispatches that continue one float32 running sum (a scratch accumulator): the same
 terms in the same order, the same bits.
+
+Where a tile's work is small (`tile_geometry`: the common 2x2 and 3x3 poolings) and one dispatch
+sums every window, the plan runs the kernels' tiles instead: an invocation computes a tile of
+dX (stride-sized, TILE_WIDTH positions along the last axis), each of the tile's windows' terms
+(the division, the argmax) once, and every position's sum in the same ascending window order:
+the same bits, without per-element divisions or loops of unknown length.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, ClassVar, Dict, Sequence, Tuple
+from typing import Callable, ClassVar, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -41,6 +47,13 @@ SPATIAL = 3  # the kernels' spatial axes: a 4-D problem gets a leading one of si
 ALL_WINDOWS = 0xFFFFFFFF  # push constant window_end: every window of an element
 # push constant stage: bit 0 continues the accumulator's sum, bit 1 stores dX.
 CONTINUE, STORE = 1, 2
+# Tiles: the positions a tile aims for along the last axis (a multiple of the stride; 0 turns
+# tiles off), and the kernels' bounds on a tile's positions, windows (pooling_grad.glsl) and
+# X footprint (max_pooling_grad.comp), which keep their arrays in registers.
+TILE_WIDTH = 4
+TILE_MAX_CELLS = 16
+TILE_MAX_WINDOWS = 16
+TILE_MAX_FOOTPRINT = 64
 
 
 def spacing(operator: str, values: object, field: str, count: int, least: int) -> Tuple[int, ...]:
@@ -141,10 +154,54 @@ class PoolingGradRules(OperatorDesc):
                          for d, (w, s, dil) in enumerate(zip(self.window_size, self.strides,
                                                              self.dilation_values())))
 
+    def tile_geometry(self) -> Optional[Dict[str, Tuple[int, ...]]]:
+        """The tiles' constants (TILE, TILES, WINDOWS, WINDOWS_BEHIND per kernel axis, the
+        leading one padded), or None where tiles do not fit the kernels' bounds. Along each
+        axis a tile covers TILE = V S positions (V = 1 but along the last axis, where
+        TILE_WIDTH // S), so tile t's windows are t V + w for w from ceil((P0 - (W - 1) D) / S)
+        (at most 0: P0 <= (W - 1) D) to floor((TILE - 1 + P0) / S)."""
+        if TILE_WIDTH < 1:
+            return None
+        dx = self.output_gradient_tensor
+        pad = SPATIAL - (dx.rank - 2)
+        axes = [(1, 1, 0, 1, 1)] * pad + list(zip(
+            dx.sizes[2:], self.strides, self.start_padding, self.window_size,
+            self.dilation_values()))
+        geometry: Dict[str, list] = dict(TILE=[], TILES=[], WINDOWS=[], WINDOWS_BEHIND=[])
+        footprint = 1
+        for d, (size, stride, start, window, dilation) in enumerate(axes):
+            span = (window - 1) * dilation
+            if start > span:
+                return None
+            tile = stride * max(1, TILE_WIDTH // stride) if d == SPATIAL - 1 else stride
+            behind = (span - start) // stride  # -ceil((P0 - span) / S)
+            windows = (tile - 1 + start) // stride + behind + 1
+            footprint *= (windows - 1) * stride + span + 1
+            for name, value in (("TILE", tile), ("TILES", -(-size // tile)),
+                                ("WINDOWS", windows), ("WINDOWS_BEHIND", behind)):
+                geometry[name].append(value)
+        if (math.prod(geometry["TILE"]) > TILE_MAX_CELLS or footprint > TILE_MAX_FOOTPRINT
+                or math.prod(geometry["WINDOWS"]) > TILE_MAX_WINDOWS):
+            return None
+        return {name: tuple(values) for name, values in geometry.items()}
+
+    def tile_loops(self, geometry: Dict[str, Tuple[int, ...]]) -> int:
+        """Loop iterations one tile costs an invocation at most, counted as grid_slices counts
+        them (where the driver does not unroll the kernel's constant loops): the grid loop's
+        one; the footprint's keys (max); per window its own loops; per position, its windows,
+        and the stores."""
+        cells, windows = math.prod(geometry["TILE"]), math.prod(geometry["WINDOWS"])
+        return (1 + TILE_MAX_FOOTPRINT + 1 + windows * self.loops_per_window() + 1
+                + cells * (windows + 1) + 1 + cells + 1)
+
     def plan(self, limits: Limits) -> Plan:
         dx, dy = self.output_gradient_tensor, self.input_gradient_tensor
         wg, count = limits.local_size, dx.element_count
         pad = SPATIAL - (dx.rank - 2)
+        geometry = self.tile_geometry()
+        budget = limits.max_loop_iterations - LOOP_MARGIN
+        if geometry and limits.max_loop_iterations and self.tile_loops(geometry) > budget:
+            geometry = None  # the tile's loops alone pass the driver's limit
 
         def spatial(values, fill):
             return (fill,) * pad + tuple(values)
@@ -158,11 +215,24 @@ class PoolingGradRules(OperatorDesc):
             STRIDES=spatial(self.strides, 1), START_PADDING=spatial(self.start_padding, 0),
             END_PADDING=spatial(self.end_padding, 0), DILATIONS=spatial(self.dilation_values(), 1),
             DY_STRIDES=five(dy.element_strides, 0), DX_STRIDES=five(dx.element_strides, 0),
+            TILED=geometry is not None,
+            **(geometry or dict(TILE=(1,) * SPATIAL, TILES=(1,) * SPATIAL,
+                                WINDOWS=(1,) * SPATIAL, WINDOWS_BEHIND=(0,) * SPATIAL)),
             **self.kernel_constants(pad))
+        bindings = dict(self.kernel_bindings(), accumulator="accumulator")
+        tensors = tuple(n for n, _ in self.tensor_fields())
+        if geometry:
+            tiles = dx.sizes[0] * dx.sizes[1] * math.prod(geometry["TILES"])
+            dispatches = tuple(
+                Dispatch(self.KERNEL, bindings, workgroups, constants=constants,
+                         push=dict(count=end, first=first, window_first=0,
+                                   window_end=ALL_WINDOWS, stage=STORE))
+                for first, end, workgroups in grid_slices(tiles, wg, limits,
+                                                          self.tile_loops(geometry)))
+            return Plan(dispatches, (Scratch("accumulator", 16),), tensors=tensors)
         # Each element: the grid loop's iteration, the windows loop's end, and per window its
         # loops; runs of at most `run` windows per dispatch where the driver ends long loops.
         per_window, windows = self.loops_per_window(), self.windows_per_element()
-        budget = limits.max_loop_iterations - LOOP_MARGIN
         runs = [(0, ALL_WINDOWS, STORE)]
         run = windows
         if limits.max_loop_iterations and 2 + windows * per_window > budget:
@@ -177,14 +247,13 @@ class PoolingGradRules(OperatorDesc):
                      (CONTINUE if t else 0) | (STORE if t + run >= windows else 0))
                     for t in starts]
         scratch = Scratch("accumulator", 4 * count if len(runs) > 1 else 16)
-        bindings = dict(self.kernel_bindings(), accumulator="accumulator")
         dispatches = tuple(
             Dispatch(self.KERNEL, bindings, workgroups, constants=constants,
                      push=dict(count=end, first=first, window_first=window_first,
                                window_end=window_end, stage=stage))
             for window_first, window_end, stage in runs
             for first, end, workgroups in grid_slices(count, wg, limits, 2 + run * per_window))
-        return Plan(dispatches, (scratch,), tensors=tuple(n for n, _ in self.tensor_fields()))
+        return Plan(dispatches, (scratch,), tensors=tensors)
 
 
 def element_bytes(desc: PoolingGradRules, device) -> int:

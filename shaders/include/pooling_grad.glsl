@@ -18,14 +18,30 @@
 // so the same bits as one dispatch. Each kernel defines `window_term` (whether window o adds to
 // the element, and what).
 //
+// Tiles (TILED, the plan's choice where a tile's work is small and one dispatch sums every
+// window): one invocation computes a tile of dX, TILE_d = V_d S_d positions per axis
+// (V_d = 1 but along the last axis), the same sums in the same order. Tile t along an axis
+// covers i = t TILE + k, k in [0, TILE); since floor((t V S + x) / S) = t V + floor(x / S),
+// the windows that may contain any of its positions are o = t V + FIRST_WINDOW + w
+// (FIRST_WINDOW = ceil((P0 - (W - 1) D) / S) = -WINDOWS_BEHIND),
+// w in [0, WINDOWS), and whether window w contains position k, and where in the window,
+// depends on k and w alone (reach = k + P0 - (FIRST_WINDOW + w) S): constants once the
+// loops unroll. Each window's term is computed once per tile (the division, max pooling's
+// argmax: `tile_window`), then every position adds the terms of its windows in ascending w,
+// which is ascending o: the gather's order, so the gather's bits. No divisions by anything
+// but specialization constants (the compiler makes them multiplications), no per-element
+// loops of unknown length, and float16 pairs of a word stored whole.
+//
 // Constants: IS_F16; SIZES (dX: N, C, In0, In1, In2); OUT (dY's spatial sizes); WINDOW,
 //   STRIDES, START_PADDING, END_PADDING, DILATIONS (per spatial axis); DY_STRIDES and
-//   DX_STRIDES (5 dimensions, in elements). Kernel constants follow from id 35.
+//   DX_STRIDES (5 dimensions, in elements); tiles: TILED, TILE, TILES (tiles per axis),
+//   WINDOWS, WINDOWS_BEHIND. Kernel constants follow from id 48.
 // Push constants: count and first (the dX elements [first, count) of this dispatch, row-major
-//   logical order: plan.grid_slices), window_first and window_end (the run of each element's
-//   windows it sums: 0 and 0xFFFFFFFF for all), stage (bit 0: continue the sum held in the
-//   accumulator; bit 1: store the finished sum into dX, else into the accumulator).
-// Dispatch: up to 65535 workgroups, a grid-stride loop over the elements.
+//   logical order: plan.grid_slices; tiles where TILED), window_first and window_end (the run
+//   of each element's windows it sums: 0 and 0xFFFFFFFF for all), stage (bit 0: continue the
+//   sum held in the accumulator; bit 1: store the finished sum into dX, else into the
+//   accumulator; TILED: always 2).
+// Dispatch: up to 65535 workgroups, a grid-stride loop over the elements (or tiles).
 
 layout(constant_id = 1) const bool IS_F16 = false;
 // Per-axis groups of 3 (spatial) and 5 (N, C, spatial) constants, NAME0 the outermost.
@@ -42,6 +58,16 @@ DIMS3(DILATIONS, 16)
 #define DEFAULT_ 0u
 DIMS3(START_PADDING, 19) DIMS3(END_PADDING, 22)
 DIMS5(DY_STRIDES, 25) DIMS5(DX_STRIDES, 30)
+layout(constant_id = 35) const bool TILED = false;
+#undef DEFAULT_
+#define DEFAULT_ 1u
+DIMS3(TILE, 36) DIMS3(TILES, 39) DIMS3(WINDOWS, 42)
+#undef DEFAULT_
+#define DEFAULT_ 0u
+DIMS3(WINDOWS_BEHIND, 45)
+// The tile's first window relative to t V (ceil((P0 - (W - 1) D) / S) <= 0: the plan tiles
+// only where P0 <= (W - 1) D).
+const ivec3 FIRST_WINDOW = -ivec3(WINDOWS_BEHIND0, WINDOWS_BEHIND1, WINDOWS_BEHIND2);
 
 layout(push_constant) uniform Push {
     uint count;
@@ -122,7 +148,8 @@ float gather(Element el, float start) {
     return acc;
 }
 
-void main() {
+// The gather, one dX element per invocation.
+void element_main() {
     GRID_STRIDE_LOOP_FROM(e, first, count) {
         uint off;
         const Element el = element_at(e, off);
@@ -135,5 +162,116 @@ void main() {
         } else {
             dx[off] = floatBitsToUint(plus_zero_sum(sum));
         }
+    }
+}
+
+// -- Tiles --
+
+// Bounds the plan keeps (_pooling_grad.py: TILE_MAX_CELLS, TILE_MAX_WINDOWS): arrays indexed
+// by unrolled loops stay in registers.
+#define TILE_MAX_CELLS 16
+#define TILE_MAX_WINDOWS 16
+const uint TILE_CELLS = TILE0 * TILE1 * TILE2;
+const uint TILE_WINDOWS = WINDOWS0 * WINDOWS1 * WINDOWS2;
+const uvec3 SPAN = (uvec3(WINDOW0, WINDOW1, WINDOW2) - 1u)
+    * uvec3(DILATIONS0, DILATIONS1, DILATIONS2);
+// `tile_window`'s winner where every position its window contains takes the term (average).
+const uint EVERY_CELL = 0xFFFFFFFFu;
+
+// Flat index f of a row-major box of sizes (n0, n1, n2) as (f0, f1, f2).
+uvec3 unflatten(uint f, uint n1, uint n2) { return uvec3(f / (n1 * n2), (f / n2) % n1, f % n2); }
+
+// Each kernel's: before the windows, what they share (max: the keys of X's footprint);
+// origin is the tile's first position, x_base X's offset of its (n, c) slice.
+void tile_prepare(ivec3 origin, uint x_base);
+// Window o (the tile's window w): its term and the window cell (row-major index) whose
+// position takes it (EVERY_CELL: all it contains); false where it adds to no position.
+bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner);
+
+// The tile's positions' sums (float32, from +0, terms in ascending window order).
+void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TILE_MAX_CELLS]) {
+    float terms[TILE_MAX_WINDOWS];
+    uint winners[TILE_MAX_WINDOWS];
+    bool adds[TILE_MAX_WINDOWS];
+    const ivec3 out_size = ivec3(OUT0, OUT1, OUT2);
+    [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
+        const ivec3 o = first_window + ivec3(unflatten(w, WINDOWS1, WINDOWS2));
+        terms[w] = 0.0;
+        winners[w] = EVERY_CELL;
+        adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
+            && tile_window(w, o, dy_base, terms[w], winners[w]);
+    }
+    const ivec3 stride = ivec3(STRIDES0, STRIDES1, STRIDES2);
+    const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
+    const ivec3 window = ivec3(WINDOW0, WINDOW1, WINDOW2);
+    const ivec3 reach0 = ivec3(START_PADDING0, START_PADDING1, START_PADDING2)
+        - FIRST_WINDOW * stride;
+    [[unroll]] for (uint k = 0u; k < TILE_CELLS; ++k) {
+        const ivec3 kk = ivec3(unflatten(k, TILE1, TILE2));
+        precise float acc = 0.0;
+        [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
+            // Position k in window w: reach = k + P0 - (FIRST_WINDOW + w) S, on the window's
+            // grid and within its span (constants once unrolled).
+            const ivec3 reach = kk + reach0 - ivec3(unflatten(w, WINDOWS1, WINDOWS2)) * stride;
+            if (any(lessThan(reach, ivec3(0))) || any(greaterThan(reach, ivec3(SPAN)))
+                || any(notEqual(reach % dilation, ivec3(0)))) continue;
+            const ivec3 cell = reach / dilation;
+            const uint own = uint((cell.x * window.y + cell.y) * window.z + cell.z);
+            if (adds[w] && (winners[w] == EVERY_CELL || winners[w] == own)) acc = acc + terms[w];
+        }
+        sums[k] = acc;
+    }
+}
+
+void tile_main() {
+    const ivec3 tile = ivec3(TILE0, TILE1, TILE2);
+    const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
+    // V per axis: windows step by TILE / S from one tile to the next.
+    const ivec3 windows_step = tile / ivec3(STRIDES0, STRIDES1, STRIDES2);
+    GRID_STRIDE_LOOP_FROM(e, first, count) {
+        uint rest = e;
+        ivec3 t;
+        t.z = int(rest % TILES2); rest /= TILES2;
+        t.y = int(rest % TILES1); rest /= TILES1;
+        t.x = int(rest % TILES0); rest /= TILES0;
+        const uint c = rest % SIZES1, n = rest / SIZES1;
+        const ivec3 origin = t * tile;
+        tile_prepare(origin, x_slice_offset(n, c));
+        float sums[TILE_MAX_CELLS];
+        tile_sums(origin, t * windows_step + FIRST_WINDOW,
+                  n * DY_STRIDES0 + c * DY_STRIDES1, sums);
+        const uint base = n * DX_STRIDES0 + c * DX_STRIDES1 + uint(origin.x) * DX_STRIDES2
+            + uint(origin.y) * DX_STRIDES3 + uint(origin.z) * DX_STRIDES4;
+        [[unroll]] for (uint k = 0u; k < TILE_CELLS; ++k) {
+            const ivec3 kk = ivec3(unflatten(k, TILE1, TILE2));
+            if (any(greaterThanEqual(origin + kk, size))) continue;
+            const uint off = base + uint(kk.x) * DX_STRIDES2 + uint(kk.y) * DX_STRIDES3
+                + uint(kk.z) * DX_STRIDES4;
+            if (!IS_F16) {
+                dx[off] = floatBitsToUint(plus_zero_sum(sums[k]));
+            } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
+                // Positions k and k + 1 share a word when off is even and both are dX's:
+                // one plain store, else each half through STORE_HALF_BITS's atomics.
+                if ((kk.z & 1) != 0) continue;  // the pair's second, stored with the first
+                const uint low = half_from_float(plus_zero_sum(sums[k]));
+                const uint high = half_from_float(plus_zero_sum(sums[k + 1u]));
+                if ((off & 1u) == 0u && origin.z + kk.z + 1 < size.z) {
+                    dx[off >> 1u] = low | (high << 16u);
+                } else {
+                    STORE_HALF_BITS(dx, off, low);
+                    if (origin.z + kk.z + 1 < size.z) STORE_HALF_BITS(dx, off + 1u, high);
+                }
+            } else {
+                STORE_HALF_BITS(dx, off, half_from_float(plus_zero_sum(sums[k])));
+            }
+        }
+    }
+}
+
+void main() {
+    if (TILED) {
+        tile_main();
+    } else {
+        element_main();
     }
 }
