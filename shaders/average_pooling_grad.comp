@@ -23,6 +23,7 @@
 
 layout(set = 0, binding = 0) readonly buffer DY { uint dy[]; };
 layout(set = 0, binding = 1) buffer DX { uint dx[]; };
+layout(set = 0, binding = 1) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
 layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 
 #include "pooling_grad.glsl"

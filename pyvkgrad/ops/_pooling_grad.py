@@ -22,7 +22,7 @@ terms in the same order, the same bits.
 
 Where a tile's work is small (`tile_geometry`: the common 2x2 and 3x3 poolings) and one dispatch
 sums every window, the plan runs the kernels' tiles instead: an invocation computes a tile of
-dX (stride-sized, TILE_WIDTH positions along the last axis), each of the tile's windows' terms
+dX (stride-sized, 16 bytes along the last axis), each of the tile's windows' terms
 (the division, the argmax) once, and every position's sum in the same ascending window order:
 the same bits, without per-element divisions or loops of unknown length.
 """
@@ -47,10 +47,11 @@ SPATIAL = 3  # the kernels' spatial axes: a 4-D problem gets a leading one of si
 ALL_WINDOWS = 0xFFFFFFFF  # push constant window_end: every window of an element
 # push constant stage: bit 0 continues the accumulator's sum, bit 1 stores dX.
 CONTINUE, STORE = 1, 2
-# Tiles: the positions a tile aims for along the last axis (a multiple of the stride; 0 turns
-# tiles off), and the kernels' bounds on a tile's positions, windows (pooling_grad.glsl) and
-# X footprint (max_pooling_grad.comp), which keep their arrays in registers.
-TILE_WIDTH = 4
+# Tiles: the positions a tile aims for along the last axis (rounded down to a multiple of the
+# stride; None: 16 bytes of dX, one vector store per row; 0 turns tiles off), and the kernels'
+# bounds on a tile's positions, windows (pooling_grad.glsl) and X footprint
+# (max_pooling_grad.comp), which keep their arrays in registers.
+TILE_WIDTH: Optional[int] = None
 TILE_MAX_CELLS = 16
 TILE_MAX_WINDOWS = 16
 TILE_MAX_FOOTPRINT = 64
@@ -157,12 +158,14 @@ class PoolingGradRules(OperatorDesc):
     def tile_geometry(self) -> Optional[Dict[str, Tuple[int, ...]]]:
         """The tiles' constants (TILE, TILES, WINDOWS, WINDOWS_BEHIND per kernel axis, the
         leading one padded), or None where tiles do not fit the kernels' bounds. Along each
-        axis a tile covers TILE = V S positions (V = 1 but along the last axis, where
-        TILE_WIDTH // S), so tile t's windows are t V + w for w from ceil((P0 - (W - 1) D) / S)
-        (at most 0: P0 <= (W - 1) D) to floor((TILE - 1 + P0) / S)."""
-        if TILE_WIDTH < 1:
-            return None
+        axis a tile covers TILE = V S positions (V = 1 but along the last axis, where it is
+        TILE_WIDTH // S: 16 bytes of dX where S divides them), so tile t's windows are t V + w
+        for w from ceil((P0 - (W - 1) D) / S) (at most 0: P0 <= (W - 1) D) to
+        floor((TILE - 1 + P0) / S)."""
         dx = self.output_gradient_tensor
+        width = 16 // dx.data_type.element_size if TILE_WIDTH is None else TILE_WIDTH
+        if width < 1:
+            return None
         pad = SPATIAL - (dx.rank - 2)
         axes = [(1, 1, 0, 1, 1)] * pad + list(zip(
             dx.sizes[2:], self.strides, self.start_padding, self.window_size,
@@ -173,7 +176,7 @@ class PoolingGradRules(OperatorDesc):
             span = (window - 1) * dilation
             if start > span:
                 return None
-            tile = stride * max(1, TILE_WIDTH // stride) if d == SPATIAL - 1 else stride
+            tile = stride * max(1, width // stride) if d == SPATIAL - 1 else stride
             behind = (span - start) // stride  # -ceil((P0 - span) / S)
             windows = (tile - 1 + start) // stride + behind + 1
             footprint *= (windows - 1) * stride + span + 1
@@ -188,11 +191,12 @@ class PoolingGradRules(OperatorDesc):
     def tile_loops(self, geometry: Dict[str, Tuple[int, ...]]) -> int:
         """Loop iterations one tile costs an invocation at most, counted as grid_slices counts
         them (where the driver does not unroll the kernel's constant loops): the grid loop's
-        one; the footprint's keys (max); per window its own loops; per position, its windows,
-        and the stores."""
+        one; the footprint's keys (max); per window its own loops; per position, its windows;
+        per row, its stores (a vector's 4 words or each position)."""
         cells, windows = math.prod(geometry["TILE"]), math.prod(geometry["WINDOWS"])
+        rows = cells // geometry["TILE"][-1]
         return (1 + TILE_MAX_FOOTPRINT + 1 + windows * self.loops_per_window() + 1
-                + cells * (windows + 1) + 1 + cells + 1)
+                + cells * (windows + 1) + 1 + rows * (geometry["TILE"][-1] + 1 + 5) + 1)
 
     def plan(self, limits: Limits) -> Plan:
         dx, dy = self.output_gradient_tensor, self.input_gradient_tensor

@@ -223,6 +223,45 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
     }
 }
 
+// One row of the tile into dX: its positions k0 .. k0 + TILE2 - 1 of `sums` from offset off,
+// the first `left` of them dX's. A whole row of 16 bytes (4 float32 or 8 float16) at an
+// aligned offset is one vector store (dx_uvec4, each kernel's view of dx); float16 pairs of
+// one word are one store; halves alone go through STORE_HALF_BITS's atomics.
+const bool ROW_VECTOR = TILE2 == (IS_F16 ? 8u : 4u) && DX_STRIDES4 == 1u;
+
+void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
+    if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
+        uvec4 v;
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            v[j] = IS_F16 ? half_from_float(plus_zero_sum(sums[k0 + 2u * j]))
+                                | (half_from_float(plus_zero_sum(sums[k0 + 2u * j + 1u])) << 16u)
+                          : floatBitsToUint(plus_zero_sum(sums[k0 + j]));
+        }
+        dx_uvec4[off / TILE2] = v;
+        return;
+    }
+    [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
+        if (int(z) >= left) break;
+        const uint at = off + z * DX_STRIDES4;
+        if (!IS_F16) {
+            dx[at] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
+        } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
+            // Positions z and z + 1 share a word when `at` is even and both are dX's.
+            if ((z & 1u) != 0u) continue;  // the pair's second, stored with the first
+            const uint low = half_from_float(plus_zero_sum(sums[k0 + z]));
+            const uint high = half_from_float(plus_zero_sum(sums[k0 + z + 1u]));
+            if ((at & 1u) == 0u && int(z) + 1 < left) {
+                dx[at >> 1u] = low | (high << 16u);
+            } else {
+                STORE_HALF_BITS(dx, at, low);
+                if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, high);
+            }
+        } else {
+            STORE_HALF_BITS(dx, at, half_from_float(plus_zero_sum(sums[k0 + z])));
+        }
+    }
+}
+
 void tile_main() {
     const ivec3 tile = ivec3(TILE0, TILE1, TILE2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
@@ -242,28 +281,11 @@ void tile_main() {
                   n * DY_STRIDES0 + c * DY_STRIDES1, sums);
         const uint base = n * DX_STRIDES0 + c * DX_STRIDES1 + uint(origin.x) * DX_STRIDES2
             + uint(origin.y) * DX_STRIDES3 + uint(origin.z) * DX_STRIDES4;
-        [[unroll]] for (uint k = 0u; k < TILE_CELLS; ++k) {
-            const ivec3 kk = ivec3(unflatten(k, TILE1, TILE2));
-            if (any(greaterThanEqual(origin + kk, size))) continue;
-            const uint off = base + uint(kk.x) * DX_STRIDES2 + uint(kk.y) * DX_STRIDES3
-                + uint(kk.z) * DX_STRIDES4;
-            if (!IS_F16) {
-                dx[off] = floatBitsToUint(plus_zero_sum(sums[k]));
-            } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
-                // Positions k and k + 1 share a word when off is even and both are dX's:
-                // one plain store, else each half through STORE_HALF_BITS's atomics.
-                if ((kk.z & 1) != 0) continue;  // the pair's second, stored with the first
-                const uint low = half_from_float(plus_zero_sum(sums[k]));
-                const uint high = half_from_float(plus_zero_sum(sums[k + 1u]));
-                if ((off & 1u) == 0u && origin.z + kk.z + 1 < size.z) {
-                    dx[off >> 1u] = low | (high << 16u);
-                } else {
-                    STORE_HALF_BITS(dx, off, low);
-                    if (origin.z + kk.z + 1 < size.z) STORE_HALF_BITS(dx, off + 1u, high);
-                }
-            } else {
-                STORE_HALF_BITS(dx, off, half_from_float(plus_zero_sum(sums[k])));
-            }
+        [[unroll]] for (uint r = 0u; r < TILE0 * TILE1; ++r) {
+            const ivec2 rr = ivec2(r / TILE1, r % TILE1);
+            if (any(greaterThanEqual(origin.xy + rr, size.xy))) continue;
+            store_tile_row(base + uint(rr.x) * DX_STRIDES2 + uint(rr.y) * DX_STRIDES3,
+                           size.z - origin.z, sums, r * TILE2);
         }
     }
 }
