@@ -42,17 +42,29 @@ uint axis_count(int s, uint window, uint size, uint end_padding) {
                            : uint(min(end, int(size)) - max(s, 0));
 }
 
+// floor(n / d) for d in [1, 128] without an integer division by a variable (a long sequence
+// on a GPU, a scalar loop on a CPU's vector lanes): a float estimate within 2^11 of it, a float
+// step on the exact remainder to within 1, and one exact step.
+uint quotient(uint n, uint d) {
+    uint q = uint(min(float(n) / float(d), 4294967040.0));  // below 2^32 (d = 1)
+    int r = int(n - q * d);  // |r| < 2^11 d: exact in wrapping 32-bit arithmetic
+    const int step = int(floor(float(r) / float(d)));
+    q += uint(step);
+    r -= step * int(d);
+    return r < 0 ? q - 1u : (r >= int(d) ? q + 1u : q);
+}
+
 // v / count correctly rounded: cr_div(v, float(count))'s bits. A normal v and a count up to
 // 128 take a shorter road, the quotient of v's significand in 32-bit integers (a division by
 // a specialization constant where count is a whole window's, which the compiler makes a
 // multiplication): v = m 2^e with m in [2^23, 2^24), so n = m 2^8 is below 2^32 and
-// q = floor(n / count) at least 2^24 bits long; q's bits past the 25th and the remainder are
-// the sticky bit of cr_round's rounding, as in cr_div.
+// q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are the sticky
+// bit of cr_round's rounding, as in cr_div.
 float div_count(float v, uint count) {
     const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
     if (biased == 0u || biased == 0xFFu || count > 128u) return cr_div(v, float(count));
     const uint n = ((u & 0x7FFFFFu) | 0x800000u) << 8u;
-    const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : n / count;
+    const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : quotient(n, count);
     const uint extra = uint(findMSB(q)) - 24u;  // q in [2^24, 2^32)
     const bool sticky = n != q * count || (q & ((1u << extra) - 1u)) != 0u;
     // |v| / count = (q + f) 2^(e - 8), e = biased - 150.

@@ -1,0 +1,241 @@
+"""The pooling grads' tiles (pyvkgrad/ops/_pooling_grad.py's tile plan, include/pooling_grad.glsl):
+an invocation computing a tile of dX gives the per-element gather's bits (TILE_WIDTH = 0 plans
+the gather) for every tile width, geometry, data type and layout; the average's division by
+the count is correctly rounded for every count; the plan tiles the common poolings and falls
+back to the gather where a tile would be too large or the loop limit too small."""
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad.ops import _pooling_grad
+from pyvkgrad.plan import Limits
+from pyvkgrad.tensor import DataType, TensorDesc
+
+F32, F16 = DataType.FLOAT32, DataType.FLOAT16
+WIDTHS = (1, 2, 4, 8, None)  # None: the plan's default (16 bytes of dX)
+
+
+def bits(a):
+    return np.asarray(a).view(f"u{np.asarray(a).dtype.itemsize}")
+
+
+def assert_same_bits(got, want, what=""):
+    assert got.shape == want.shape and got.dtype == want.dtype, what
+    bad = bits(got) != bits(want)
+    assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} differ, first at "
+                           f"{tuple(np.argwhere(bad)[0])}: {got[bad][0]!r} vs {want[bad][0]!r}")
+
+
+def dtype_of(data_type):
+    return np.float32 if data_type == F32 else np.float16
+
+
+def out_sizes(sizes, window, strides, start, end, dilations, ceil):
+    out = []
+    for n, w, s, p0, p1, d in zip(sizes, window, strides, start, end, dilations):
+        room = n + p0 + p1 - (w - 1) * d - 1
+        out.append((-(-room // s) if ceil else room // s) + 1)
+    return tuple(out)
+
+
+def strided(a, layout):
+    """`a` as a strided view: "packed", "nhwc" (channels last) or "padded" (every row and
+    plane padded: gaps between the elements' rows), with its element strides."""
+    if layout == "nhwc":
+        order = (0,) + tuple(range(2, a.ndim)) + (1,)
+        view = np.ascontiguousarray(a.transpose(order)).transpose(np.argsort(order))
+    elif layout == "padded":
+        big = np.zeros(a.shape[:-1] + (a.shape[-1] + 3,), a.dtype)
+        big[..., :a.shape[-1]] = a
+        view = big[..., :a.shape[-1]]
+    else:
+        view = a
+    return view, tuple(s // a.itemsize for s in view.strides)
+
+
+def run(device, desc, inputs, width, limits=None, monkeypatch=None):
+    """dX of `desc` on `inputs` (arrays by tensor field) planned with TILE_WIDTH = width.
+    Returns (dX, whether the plan tiled); fails where a store left dX's elements (its
+    buffer's gaps, zeros from Device.empty, must stay zero)."""
+    monkeypatch.setattr(_pooling_grad, "TILE_WIDTH", width)
+    limits = limits or device.limits
+    op = device.compile(desc, limits)
+    tensors = {name: device.upload(inputs[name]) if name in inputs else device.empty(d)
+               for name, (d, _) in desc.tensor_fields()}
+    op(**tensors)
+    dx, out = desc.output_gradient_tensor, tensors["output_gradient_tensor"]
+    got = out.numpy()
+    words = out.storage.host_words("the test's read of dX's gaps")
+    flat = words.view(dtype_of(dx.data_type))
+    offsets = np.indices(dx.sizes).reshape(len(dx.sizes), -1).T @ np.array(dx.element_strides)
+    gaps = np.ones(flat.size, bool)
+    gaps[offsets] = False
+    assert not bits(flat[gaps]).any(), "a store outside dX's elements"
+    return got, desc.plan(limits).dispatches[0].constant("TILED")
+
+
+def problem(rng, kind, data_type, sizes, window, strides, start, end, dilations, ceil,
+            include, layouts):
+    """A descriptor and its inputs: dY of random magnitudes (and X of small integers: ties),
+    laid out per `layouts` (dY/X, dX)."""
+    dt = dtype_of(data_type)
+    k = len(sizes) - 2
+    out = sizes[:2] + out_sizes(sizes[2:], window, strides, start, end, dilations, ceil)
+    scale = (-20, 20) if data_type == F32 else (-14, 10)  # float16: some subnormal, none Inf
+    dy = (rng.standard_normal(out) * 2.0 ** rng.integers(*scale, out)).astype(dt)
+    x = rng.integers(-3, 4, sizes).astype(dt)
+    dy, dy_strides = strided(dy, layouts[0])
+    x, x_strides = strided(x, layouts[0])
+    dx_strides = strided(np.zeros(sizes, dt), layouts[1])[1]
+    dyd = TensorDesc(data_type, out, dy_strides)
+    dxd = TensorDesc(data_type, sizes, dx_strides)
+    if kind == "avg":
+        desc = pyvkgrad.AveragePoolingGradDesc(dyd, dxd, strides, window, start, end, include)
+        return desc, {"input_gradient_tensor": dy}
+    xd = TensorDesc(data_type, sizes, x_strides)
+    desc = pyvkgrad.MaxPoolingGradDesc(xd, dyd, dxd, strides, window, start, end, dilations)
+    return desc, {"input_tensor": x, "input_gradient_tensor": dy}
+
+
+# (sizes, window, strides, padding, dilations, ceil): the benchmark's poolings, overlapping and
+# gapped windows, asymmetric geometry, dilation, ceil-rule overhangs, 3-D, sizes 1, primes and
+# 255 to 257 along the last axis (vector rows and their tails).
+GEOMETRIES = [
+    ((2, 3, 8, 16), (2, 2), (2, 2), (0, 0), (1, 1), False),
+    ((2, 3, 9, 17), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((1, 2, 7, 13), (3, 3), (2, 2), (1, 1), (1, 1), True),
+    ((1, 2, 5, 11), (3, 3), (1, 1), (1, 1), (1, 1), False),
+    ((1, 2, 6, 19), (2, 3), (3, 2), (1, 0), (1, 1), True),
+    ((1, 1, 7, 23), (1, 2), (2, 3), (0, 1), (1, 1), False),
+    ((1, 2, 9, 10), (2, 2), (1, 2), (1, 1), (2, 2), False),
+    ((1, 1, 1, 1), (1, 1), (1, 1), (0, 0), (1, 1), False),
+    ((1, 1, 2, 255), (2, 3), (2, 2), (0, 1), (1, 1), True),
+    ((1, 1, 3, 256), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((1, 1, 2, 257), (2, 2), (2, 2), (0, 0), (1, 1), True),
+    ((1, 2, 5, 6, 9), (2, 3, 3), (2, 2, 2), (0, 1, 1), (1, 1, 1), False),
+    ((1, 1, 3, 4, 7), (1, 2, 2), (1, 2, 1), (0, 0, 1), (1, 1, 2), True),
+]
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+@pytest.mark.parametrize("data_type", [F32, F16], ids=["float32", "float16"])
+def test_tiles_give_the_gathers_bits(device, rng, monkeypatch, kind, data_type):
+    """Every tile width, against the gather, packed, channels-last and padded layouts of dY,
+    X and dX (a store outside dX's elements fails too)."""
+    tiled = 0
+    layouts = itertools.cycle([("packed", "packed"), ("nhwc", "padded"), ("padded", "nhwc"),
+                               ("packed", "padded")])
+    for (sizes, window, strides, pad, dilations, ceil), layout in zip(GEOMETRIES, layouts):
+        if kind == "avg":
+            dilations = (1,) * len(window)
+        k = len(sizes) - 2
+        end = tuple(p + (i % 2) for i, p in enumerate(pad))
+        for include in ((False, True) if kind == "avg" else (False,)):
+            desc, inputs = problem(rng, kind, data_type, sizes, window, strides, pad, end,
+                                   dilations, ceil, include, layout)
+            want, was_tiled = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
+            assert not was_tiled
+            for width in WIDTHS:
+                got, was_tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
+                tiled += was_tiled
+                assert_same_bits(got, want, f"{sizes} {window} {strides} {pad} {dilations} "
+                                            f"include={include} {layout} width={width}")
+        assert k in (2, 3)
+    assert tiled >= 40  # most of the geometries and widths fit a tile
+
+
+@pytest.mark.parametrize("data_type", [F32, F16], ids=["float32", "float16"])
+def test_tiles_under_every_plan(device, rng, monkeypatch, data_type):
+    """Workgroup widths 1 to 256, few workgroups (grid-stride loops over tiles) and a loop
+    limit that splits the tiles into several dispatches: the gather's bits."""
+    base = device.limits
+    variants = [dataclasses.replace(base, local_size=wg, max_local_size=wg)
+                for wg in (1, 32, 64, 256)]
+    variants += [dataclasses.replace(base, local_size=8, max_local_size=8, max_workgroups=3,
+                                     max_loop_iterations=loops) for loops in (600, 1200)]
+    split = 0
+    for kind, (sizes, window, strides, pad) in itertools.product(
+            ("avg", "max"), [((2, 3, 9, 20), (3, 3), (2, 2), (1, 1)),
+                             ((2, 2, 10, 33), (2, 2), (2, 2), (0, 0))]):
+        desc, inputs = problem(rng, kind, data_type, sizes, window, strides, pad, pad,
+                               (1, 1), False, False, ("nhwc", "packed"))
+        want, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
+        for limits in variants:
+            got, tiled = run(device, desc, inputs, None, limits, monkeypatch)
+            assert tiled, limits
+            split += len(desc.plan(limits).dispatches) > 1
+            assert_same_bits(got, want, f"{kind} {sizes} {limits}")
+    assert split >= 4
+
+
+def test_the_division_by_every_count(device, rng, monkeypatch):
+    """dY / count correctly rounded for counts 1 to 144 (past the integer road's 128: cr_div)
+    and every kind of float32 (normal, subnormal, zero, infinite, NaN; results subnormal too):
+    windows that do not overlap (stride = window), the last one cut short by the ceil rule
+    without padding in the divisor, so each dX element is one term."""
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 1.17549435e-38,
+                         3.4028235e38, -2.0**-126, 1.0, 3.0], np.float32)
+    for wh, ww in [(1, 1), (1, 7), (2, 3), (3, 5), (5, 5), (7, 9), (8, 16), (11, 12), (12, 12)]:
+        sizes = (1, 2, 2 * wh + 1, 3 * ww - 1)
+        out = (1, 2) + out_sizes(sizes[2:], (wh, ww), (wh, ww), (0, 0), (0, 0), (1, 1), True)
+        mantissa = rng.integers(0x800000, 0x1000000, out).astype(np.uint32)
+        exponent = rng.integers(0, 256, out).astype(np.uint32)  # subnormal, normal, Inf/NaN
+        sign = rng.integers(0, 2, out).astype(np.uint32) << 31
+        dy = (sign | (exponent << 23) | (mantissa & 0x7FFFFF)).view(np.float32)
+        dy.ravel()[:specials.size] = specials[:dy.size]
+        desc = pyvkgrad.AveragePoolingGradDesc(TensorDesc(F32, out), TensorDesc(F32, sizes),
+                                               (wh, ww), (wh, ww), (0, 0), (0, 0), False)
+        # Each dX element's window and that window's real positions.
+        i = np.arange(sizes[2]) // wh
+        j = np.arange(sizes[3]) // ww
+        rows = np.minimum(wh, sizes[2] - i * wh)
+        cols = np.minimum(ww, sizes[3] - j * ww)
+        count = rows[:, None] * cols[None, :]
+        term = dy[:, :, i][:, :, :, j].astype(np.float64) / count
+        want = (np.float32(0) + term.astype(np.float32)).astype(np.float32)  # +0 + term
+        for width in (0, None):
+            got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
+                         monkeypatch=monkeypatch)
+            nan = np.isnan(want)
+            assert (np.isnan(got) == nan).all()
+            assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want),
+                             f"window {wh}x{ww} width {width}")
+
+
+def tile_constants(desc, limits=Limits()):
+    d = desc.plan(limits).dispatches[0]
+    return {name: d.constant(name) for name in ("TILED", "TILE", "TILES", "WINDOWS",
+                                                  "WINDOWS_BEHIND")}, d
+
+
+def test_the_plans_tiles():
+    """Pure: the benchmark's poolings tile 16 bytes of dX wide, one dispatch over the tiles;
+    a window too large, padding past the window's span or a loop limit below a tile's loops
+    plan the gather."""
+    x32, x16 = TensorDesc(F32, (32, 64, 112, 112)), TensorDesc(F16, (32, 64, 112, 112))
+    for x, width in ((x32, 4), (x16, 8)):
+        dy = TensorDesc(x.data_type, (32, 64, 56, 56))
+        avg = pyvkgrad.AveragePoolingGradDesc(dy, x, (2, 2), (3, 3), (1, 1), (1, 1), True)
+        got, d = tile_constants(avg)
+        assert got == dict(TILED=True, TILE=(1, 2, width), TILES=(1, 56, 112 // width),
+                           WINDOWS=(1, 2, width // 2 + 1), WINDOWS_BEHIND=(0, 0, 0))
+        assert dict(d.push)["count"] == 32 * 64 * 56 * 112 // width
+        mx = pyvkgrad.MaxPoolingGradDesc(x, dy, x, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1))
+        got, _ = tile_constants(mx)
+        assert got == dict(TILED=True, TILE=(1, 2, width), TILES=(1, 56, 112 // width),
+                           WINDOWS=(1, 1, width // 2), WINDOWS_BEHIND=(0, 0, 0))
+        assert len(mx.plan(Limits()).dispatches) == 1
+    x = TensorDesc(F32, (1, 1, 20, 20))
+    for desc in (pyvkgrad.AveragePoolingGradDesc(x, x, (1, 1), (5, 5), (2, 2), (2, 2), False),
+                 pyvkgrad.MaxPoolingGradDesc(x, TensorDesc(F32, (1, 1, 22, 22)), x, (1, 1),
+                                             (1, 1), (1, 1), (1, 1), (1, 1))):
+        assert not tile_constants(desc)[0]["TILED"]  # 40 windows a tile; padding past 0
+    dy = TensorDesc(F32, (1, 1, 10, 10))
+    mx = pyvkgrad.MaxPoolingGradDesc(x, dy, x, (2, 2), (3, 3), (1, 1), (1, 1), (1, 1))
+    loops = mx.tile_loops(mx.tile_geometry())
+    assert tile_constants(mx, Limits(max_loop_iterations=64 + loops))[0]["TILED"]
+    assert not tile_constants(mx, Limits(max_loop_iterations=64 + loops - 1))[0]["TILED"]
