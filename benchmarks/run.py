@@ -238,10 +238,13 @@ def main(argv=None):
                           args.quick, repeat)
     if args.cuda_first:
         global CUDA_FIRST
-        CUDA_FIRST = True
+        CUDA_FIRST = True  # torch is in this process on purpose
         import torch
-        torch.zeros(1, device="cuda")
-        progress("CUDA started in the timing process (--cuda-first)")
+        if torch.cuda.is_available():
+            torch.zeros(1, device="cuda")
+            progress("CUDA started in the timing process (--cuda-first)")
+        else:  # a check of the command on lavapipe, say: nothing to start
+            progress("--cuda-first: this PyTorch has no CUDA device; timing without it")
     dev = pyvkgrad.get_device(args.device)
     quick = args.quick or dev.info.device_type == "cpu"
     repeat = args.repeat if not quick else min(args.repeat, 5)
