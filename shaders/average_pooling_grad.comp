@@ -6,10 +6,11 @@
 //     INCLUDE_PADDING: min(s + W, In + P1) - s   (positions inside the padded extent)
 //     otherwise:       min(s + W, In) - max(s, 0) (real positions)
 //
-// The division is correctly rounded (`div_count`: cr_div's bits, include/correctly_rounded.glsl),
-// the count an exact integer (the plan keeps the window's size below 2^24), the sum float32 in ascending
-// output order, so the same bits on every device; float16 dY widens exactly and each dX
-// rounds once (half_from_float). A window with no real element contains no dX element: it adds nothing.
+// The division is correctly rounded (`div_count`: cr_div's bits,
+// include/correctly_rounded.glsl), the count an exact integer (the plan keeps the window's
+// size below 2^24), the sum float32 in ascending output order, so the same bits on every
+// device; float16 dY widens exactly and each dX rounds once (half_from_float). A window with
+// no real element contains no dX element: it adds nothing.
 //
 // Constants: INCLUDE_PADDING, and include/pooling_grad.glsl's.
 // Bindings: dy (InputGradientTensor), dx (OutputGradientTensor; float16 stores through word

@@ -98,8 +98,8 @@ const uvec3 FOOT = (uvec3(WINDOWS0, WINDOWS1, WINDOWS2) - 1u) * uvec3(STRIDES0, 
 uint tile_keys[TILE_MAX_FOOTPRINT];
 
 void tile_prepare(ivec3 origin, uint x_base) {
-    const ivec3 start = origin + FIRST_WINDOW
-        * ivec3(STRIDES0, STRIDES1, STRIDES2) - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
+    const ivec3 start = origin + FIRST_WINDOW * ivec3(STRIDES0, STRIDES1, STRIDES2)
+        - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
     [[unroll]] for (uint f = 0u; f < FOOT.x * FOOT.y * FOOT.z; ++f) {
         const ivec3 p = start + ivec3(unflatten(f, FOOT.y, FOOT.z));

@@ -1,6 +1,6 @@
 """The pooling grads' tiles against the per-element gather (pyvkgrad/ops/_pooling_grad.py's
-TILE_WIDTH; 0 is the gather, None the plan's default): the benchmark's pooling cases timed per variant, outputs checked
-bit for bit against the gather's, and the SPIR-V each plan runs counted after specialization
+TILE_WIDTH; 0 is the gather, None the plan's default): the benchmark's pooling cases timed
+per variant, outputs checked bit for bit against the gather's, and the SPIR-V each plan runs counted after specialization
 (spirv-opt folds the plan's constants, inlines and unrolls: instructions per dX element, a
 device-independent proxy for the ALU work; needs spirv-opt on PATH, else skipped).
 
