@@ -55,7 +55,8 @@ uint quotient(uint n, uint d) {
     return r < 0 ? q - 1u : (r >= int(d) ? q + 1u : q);
 }
 
-// v / count correctly rounded: cr_div(v, float(count))'s bits. A normal v and a count up to
+// v / count correctly rounded: cr_div(v, float(count))'s bits. A normal v over a power of two
+// with a normal quotient is the exponent less k (exact); a normal v and a count up to
 // 128 take a shorter road, the quotient of v's significand in 32-bit integers (a division by
 // a specialization constant where count is a whole window's, which the compiler makes a
 // multiplication): v = m 2^e with m in [2^23, 2^24), so n = m 2^8 is below 2^32 and
@@ -64,6 +65,9 @@ uint quotient(uint n, uint d) {
 float div_count(float v, uint count) {
     const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
     if (biased == 0u || biased == 0xFFu || count > 128u) return cr_div(v, float(count));
+    if ((count & (count - 1u)) == 0u && biased > uint(findLSB(count))) {
+        return uintBitsToFloat(u - (uint(findLSB(count)) << 23u));  // 2^k: exact, normal
+    }
     const uint n = ((u & 0x7FFFFFu) | 0x800000u) << 8u;
     const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : quotient(n, count);
     const uint extra = uint(findMSB(q)) - 24u;  // q in [2^24, 2^32)

@@ -1,6 +1,6 @@
 """The pooling grads' tiles (pyvkgrad/ops/_pooling_grad.py's tile plan, include/pooling_grad.glsl):
 an invocation computing a tile of dX gives the per-element gather's bits (TILE_WIDTH = 0 plans
-the gather) for every tile width, geometry, data type and layout; the average's division by
+the gather) for every tile shape, geometry, data type and layout; the average's division by
 the count is correctly rounded for every count; the plan tiles the common poolings and falls
 back to the gather where a tile would be too large or the loop limit too small."""
 
@@ -16,7 +16,9 @@ from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
-WIDTHS = (1, 2, 4, 8, None)  # None: the plan's default (16 bytes of dX)
+# (TILE_WIDTH, TILE_HEIGHT); None: the plan's default (16 bytes of dX wide, twice the stride
+# high where windows overlap along the axis before the last and the tile fits)
+TILE_SHAPES = ((1, None), (2, 1), (4, None), (4, 4), (8, 2), (None, None))
 
 
 def bits(a):
@@ -57,11 +59,13 @@ def strided(a, layout):
     return view, tuple(s // a.itemsize for s in view.strides)
 
 
-def run(device, desc, inputs, width, limits=None, monkeypatch=None):
-    """dX of `desc` on `inputs` (arrays by tensor field) planned with TILE_WIDTH = width.
+def run(device, desc, inputs, width, limits=None, monkeypatch=None, height=None):
+    """dX of `desc` on `inputs` (arrays by tensor field) planned with TILE_WIDTH = width and
+    TILE_HEIGHT = height.
     Returns (dX, whether the plan tiled); fails where a store left dX's elements (its
     buffer's gaps, zeros from Device.empty, must stay zero)."""
     monkeypatch.setattr(_pooling_grad, "TILE_WIDTH", width)
+    monkeypatch.setattr(_pooling_grad, "TILE_HEIGHT", height)
     limits = limits or device.limits
     op = device.compile(desc, limits)
     tensors = {name: device.upload(inputs[name]) if name in inputs else device.empty(d)
@@ -124,7 +128,7 @@ GEOMETRIES = [
 @pytest.mark.parametrize("kind", ["avg", "max"])
 @pytest.mark.parametrize("data_type", [F32, F16], ids=["float32", "float16"])
 def test_tiles_give_the_gathers_bits(device, rng, monkeypatch, kind, data_type):
-    """Every tile width, against the gather, packed, channels-last and padded layouts of dY,
+    """Every tile shape, against the gather, packed, channels-last and padded layouts of dY,
     X and dX (a store outside dX's elements fails too)."""
     tiled = 0
     layouts = itertools.cycle([("packed", "packed"), ("nhwc", "padded"), ("padded", "nhwc"),
@@ -139,11 +143,12 @@ def test_tiles_give_the_gathers_bits(device, rng, monkeypatch, kind, data_type):
                                    dilations, ceil, include, layout)
             want, was_tiled = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
             assert not was_tiled
-            for width in WIDTHS:
-                got, was_tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
+            for width, height in TILE_SHAPES:
+                got, was_tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch,
+                                     height=height)
                 tiled += was_tiled
                 assert_same_bits(got, want, f"{sizes} {window} {strides} {pad} {dilations} "
-                                            f"include={include} {layout} width={width}")
+                                            f"include={include} {layout} tile {width}x{height}")
         assert k in (2, 3)
     assert tiled >= 40  # most of the geometries and widths fit a tile
 
@@ -213,17 +218,22 @@ def tile_constants(desc, limits=Limits()):
 
 
 def test_the_plans_tiles():
-    """Pure: the benchmark's poolings tile 16 bytes of dX wide, one dispatch over the tiles;
+    """Pure: the benchmark's poolings tile 16 bytes of dX wide (and twice the stride high where
+    windows overlap and the tile fits), one dispatch over the tiles;
     a window too large, padding past the window's span or a loop limit below a tile's loops
     plan the gather."""
     x32, x16 = TensorDesc(F32, (32, 64, 112, 112)), TensorDesc(F16, (32, 64, 112, 112))
-    for x, width in ((x32, 4), (x16, 8)):
+    # 3x3 windows overlap along H: float32 tiles are 4 rows high, float16 ones (8 wide) would
+    # pass the bound on positions, so 2.
+    for x, width, height in ((x32, 4, 4), (x16, 8, 2)):
         dy = TensorDesc(x.data_type, (32, 64, 56, 56))
         avg = pyvkgrad.AveragePoolingGradDesc(dy, x, (2, 2), (3, 3), (1, 1), (1, 1), True)
         got, d = tile_constants(avg)
-        assert got == dict(TILED=True, TILE=(1, 2, width), TILES=(1, 56, 112 // width),
-                           WINDOWS=(1, 2, width // 2 + 1), WINDOWS_BEHIND=(0, 0, 0))
-        assert dict(d.push)["count"] == 32 * 64 * 56 * 112 // width
+        assert got == dict(TILED=True, TILE=(1, height, width),
+                           TILES=(1, 112 // height, 112 // width),
+                           WINDOWS=(1, height // 2 + 1, width // 2 + 1),
+                           WINDOWS_BEHIND=(0, 0, 0))
+        assert dict(d.push)["count"] == 32 * 64 * 112 * 112 // (height * width)
         mx = pyvkgrad.MaxPoolingGradDesc(x, dy, x, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1))
         got, _ = tile_constants(mx)
         assert got == dict(TILED=True, TILE=(1, 2, width), TILES=(1, 56, 112 // width),

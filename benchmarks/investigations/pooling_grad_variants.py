@@ -1,10 +1,12 @@
 """The pooling grads' tiles against the per-element gather (pyvkgrad/ops/_pooling_grad.py's
-TILE_WIDTH; 0 is the gather, None the plan's default): the benchmark's pooling cases timed
-per variant, outputs checked bit for bit against the gather's, and the SPIR-V each plan runs counted after specialization
-(spirv-opt folds the plan's constants, inlines and unrolls: instructions per dX element, a
-device-independent proxy for the ALU work; needs spirv-opt on PATH, else skipped).
+TILE_WIDTH and TILE_HEIGHT; width 0 is the gather, None the plan's default): the benchmark's
+pooling cases timed per variant, outputs checked bit for bit against the gather's, and the
+SPIR-V each plan runs counted after specialization (spirv-opt folds the plan's constants,
+inlines and unrolls what it can: static instructions per dX element, a rough,
+device-independent proxy for the ALU work; needs spirv-opt on PATH, else 0).
 
     python3 benchmarks/investigations/pooling_grad_variants.py [--quick] [--widths 0,2,4,8,None]
+        [--heights 2,4,None]
 """
 
 from __future__ import annotations
@@ -58,10 +60,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--widths", default="0,2,4,8,None")
+    ap.add_argument("--heights", default="None", help="TILE_HEIGHT values (2, 4, None, ...)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=None, help="a JSON file for the rows")
     args = ap.parse_args()
     widths = [None if w == "None" else int(w) for w in args.widths.split(",")]
+    heights = [None if h == "None" else int(h) for h in args.heights.split(",")]
     dev = pyvkgrad.default_device()
     rng = np.random.default_rng(0)
     rows = []
@@ -69,27 +73,30 @@ def main() -> None:
     for kind in ("avg", "max"):
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             base = None
-            for width in widths:
-                _pooling_grad.TILE_WIDTH = width
+            for width, height in [(w, h) for w in widths for h in (heights if w != 0 else [None])]:
+                _pooling_grad.TILE_WIDTH, _pooling_grad.TILE_HEIGHT = width, height
                 op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
                 ns, _ = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
                 us = ns / 1e3
-                out = tensors["output_gradient_tensor"].numpy().view(np.uint8)
+                dx = tensors["output_gradient_tensor"].numpy()
+                out = dx.view(np.uint8)
                 if base is None:
                     base = out.copy()
                 d = op.plan.dispatches[0]
-                per_invocation = out.size / out.itemsize / dict(d.push)["count"]
+                per_invocation = dx.size / dict(d.push)["count"]
                 instr = spirv_instructions(d)
                 row = dict(operator=operator, case=label, dtype=dt, tile_width=width,
+                           tile_height=height, tile=d.constant("TILE"),
                            tiled=bool(d.constant("TILED")), us=us, gbps=nbytes / us / 1e3,
                            same_bits=bool((out == base).all()), spirv=instr,
                            spirv_per_element=round(instr / per_invocation, 1))
                 rows.append(row)
-                print(f"{operator:20s} {label:40s} {dt:8s} width {width}: tiled "
-                      f"{row['tiled']!s:5s} {us:10.1f} us {row['gbps']:7.1f} GB/s, SPIR-V "
-                      f"{instr} ({row['spirv_per_element']} per element), same bits "
+                print(f"{operator:20s} {label:40s} {dt:8s} tile {width}x{height}: "
+                      f"{row['tiled'] and row['tile']!s:10s} {us:10.1f} us "
+                      f"{row['gbps']:7.1f} GB/s, SPIR-V {instr} "
+                      f"({row['spirv_per_element']} per element), same bits "
                       f"{row['same_bits']}", flush=True)
-    _pooling_grad.TILE_WIDTH = None
+    _pooling_grad.TILE_WIDTH = _pooling_grad.TILE_HEIGHT = None
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

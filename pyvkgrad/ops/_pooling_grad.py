@@ -52,6 +52,9 @@ CONTINUE, STORE = 1, 2
 # bounds on a tile's positions, windows (pooling_grad.glsl) and X footprint
 # (max_pooling_grad.comp), which keep their arrays in registers.
 TILE_WIDTH: Optional[int] = None
+# The positions along the axis before the last (rounded down to a multiple of the stride;
+# None: twice the stride where windows overlap along it and the tile fits, else the stride).
+TILE_HEIGHT: Optional[int] = None
 TILE_MAX_CELLS = 16
 TILE_MAX_WINDOWS = 16
 TILE_MAX_FOOTPRINT = 64
@@ -158,25 +161,39 @@ class PoolingGradRules(OperatorDesc):
     def tile_geometry(self) -> Optional[Dict[str, Tuple[int, ...]]]:
         """The tiles' constants (TILE, TILES, WINDOWS, WINDOWS_BEHIND per kernel axis, the
         leading one padded), or None where tiles do not fit the kernels' bounds. Along each
-        axis a tile covers TILE = V S positions (V = 1 but along the last axis, where it is
-        TILE_WIDTH // S: 16 bytes of dX where S divides them), so tile t's windows are t V + w
-        for w from ceil((P0 - (W - 1) D) / S) (at most 0: P0 <= (W - 1) D) to
-        floor((TILE - 1 + P0) / S)."""
+        axis a tile covers TILE = V S positions: V = 1, but along the last axis TILE_WIDTH // S
+        (16 bytes of dX where S divides them) and along the one before it 2 where windows
+        overlap there ((W - 1) D >= S: the rows' windows and X's footprint are shared by
+        twice the positions) and the tile stays within the bounds (TILE_HEIGHT // S where
+        set). Tile t's windows are t V + w for w from ceil((P0 - (W - 1) D) / S) (at most
+        0: P0 <= (W - 1) D) to floor((TILE - 1 + P0) / S)."""
         dx = self.output_gradient_tensor
         width = 16 // dx.data_type.element_size if TILE_WIDTH is None else TILE_WIDTH
-        if width < 1:
-            return None
         pad = SPATIAL - (dx.rank - 2)
         axes = [(1, 1, 0, 1, 1)] * pad + list(zip(
             dx.sizes[2:], self.strides, self.start_padding, self.window_size,
             self.dilation_values()))
+        if width < 1 or any(start > (window - 1) * dilation
+                            for _, _, start, window, dilation in axes):
+            return None
+        _, stride, _, window, dilation = axes[-2]
+        rows = [max(1, TILE_HEIGHT // stride)] if TILE_HEIGHT is not None else \
+            [2, 1] if (window - 1) * dilation >= stride else [1]
+        for v in rows:
+            steps = (1,) * (SPATIAL - 2) + (v, max(1, width // axes[-1][1]))
+            geometry = self.tiles_of(axes, steps)
+            if geometry:
+                return geometry
+        return None
+
+    @staticmethod
+    def tiles_of(axes, steps) -> Optional[Dict[str, Tuple[int, ...]]]:
+        """`tile_geometry` for the windows' steps V per axis (axes: size, S, P0, W, D)."""
         geometry: Dict[str, list] = dict(TILE=[], TILES=[], WINDOWS=[], WINDOWS_BEHIND=[])
         footprint = 1
-        for d, (size, stride, start, window, dilation) in enumerate(axes):
+        for (size, stride, start, window, dilation), v in zip(axes, steps):
             span = (window - 1) * dilation
-            if start > span:
-                return None
-            tile = stride * max(1, width // stride) if d == SPATIAL - 1 else stride
+            tile = v * stride
             behind = (span - start) // stride  # -ceil((P0 - span) / S)
             windows = (tile - 1 + start) // stride + behind + 1
             footprint *= (windows - 1) * stride + span + 1
