@@ -72,9 +72,14 @@ float div_count(float v, uint count) {
     const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : quotient(n, count);
     const uint extra = uint(findMSB(q)) - 24u;  // q in [2^24, 2^32)
     const bool sticky = n != q * count || (q & ((1u << extra) - 1u)) != 0u;
-    // |v| / count = (q + f) 2^(e - 8), e = biased - 150.
-    return uintBitsToFloat((u & 0x80000000u)
-                           | cr_round(q >> extra, int(biased) - 158 + int(extra), sticky));
+    // |v| / count = (m + f) 2^e: m = q >> extra in [2^24, 2^25), e = biased - 150 - 8 + extra.
+    const uint m = q >> extra;
+    const int e = int(biased) - 158 + int(extra);
+    if (e < -150) return uintBitsToFloat((u & 0x80000000u) | cr_round(m, e, sticky));
+    // A normal quotient (cr_round's rounding with one bit below the last place): the last bit
+    // of m rounds, to even where nothing is past it.
+    const uint kept = (m >> 1u) + ((m & 1u) != 0u && (sticky || (m & 2u) != 0u) ? 1u : 0u);
+    return uintBitsToFloat((u & 0x80000000u) | ((uint(e + 150) << 23u) + kept));
 }
 
 // Window o's term: dY[o] / count(o).

@@ -182,11 +182,17 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
     and every kind of float32 (normal, subnormal, zero, infinite, NaN; results subnormal too):
     windows that do not overlap (stride = window), the last one cut short by the ceil rule
     without padding in the divisor, so each dX element is one term."""
-    specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 1.17549435e-38,
-                         3.4028235e38, -2.0**-126, 1.0, 3.0], np.float32)
-    for wh, ww in [(1, 1), (1, 7), (2, 3), (3, 5), (5, 5), (7, 9), (8, 16), (11, 12), (12, 12)]:
-        sizes = (1, 2, 2 * wh + 1, 3 * ww - 1)
-        out = (1, 2) + out_sizes(sizes[2:], (wh, ww), (wh, ww), (0, 0), (0, 0), (1, 1), True)
+    # Specials, and the smallest normals with odd significands: halved or quartered, their
+    # quotients are subnormal and some exactly halfway (ties to even).
+    specials = np.concatenate([
+        np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -3e-39, 1.17549435e-38,
+                  3.4028235e38, -2.0**-126, 1.0, 3.0], np.float32),
+        (np.array([0x00800001, 0x00800003, 0x80800005, 0x00800006, 0x01000003, 0x00FFFFFF],
+                  np.uint32)).view(np.float32)])
+    for wh, ww in [(1, 1), (1, 2), (1, 4), (1, 7), (2, 3), (3, 5), (5, 5), (7, 9), (8, 16),
+                   (11, 12), (12, 12)]:
+        sizes = (32, 16, 2 * wh + 1, 3 * ww - 1)
+        out = sizes[:2] + out_sizes(sizes[2:], (wh, ww), (wh, ww), (0, 0), (0, 0), (1, 1), True)
         mantissa = rng.integers(0x800000, 0x1000000, out).astype(np.uint32)
         exponent = rng.integers(0, 256, out).astype(np.uint32)  # subnormal, normal, Inf/NaN
         sign = rng.integers(0, 2, out).astype(np.uint32) << 31
@@ -200,8 +206,9 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
         rows = np.minimum(wh, sizes[2] - i * wh)
         cols = np.minimum(ww, sizes[3] - j * ww)
         count = rows[:, None] * cols[None, :]
-        term = dy[:, :, i][:, :, :, j].astype(np.float64) / count
-        want = (np.float32(0) + term.astype(np.float32)).astype(np.float32)  # +0 + term
+        with np.errstate(invalid="ignore"):  # NaN dY
+            term = dy[:, :, i][:, :, :, j].astype(np.float64) / count
+            want = (np.float32(0) + term.astype(np.float32)).astype(np.float32)  # +0 + term
         for width in (0, None):
             got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
                          monkeypatch=monkeypatch)
