@@ -56,7 +56,7 @@ TILE_WIDTH: Optional[int] = None
 # None: twice the stride where windows overlap along it and the tile fits, else the stride).
 TILE_HEIGHT: Optional[int] = None
 TILE_MAX_CELLS = 16
-TILE_MAX_WINDOWS = 16
+TILE_MAX_WINDOWS = 32
 TILE_MAX_FOOTPRINT = 64
 
 

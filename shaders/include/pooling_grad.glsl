@@ -170,7 +170,7 @@ void element_main() {
 // Bounds the plan keeps (_pooling_grad.py: TILE_MAX_CELLS, TILE_MAX_WINDOWS): arrays indexed
 // by unrolled loops stay in registers.
 #define TILE_MAX_CELLS 16
-#define TILE_MAX_WINDOWS 16
+#define TILE_MAX_WINDOWS 32
 const uint TILE_CELLS = TILE0 * TILE1 * TILE2;
 const uint TILE_WINDOWS = WINDOWS0 * WINDOWS1 * WINDOWS2;
 const uvec3 SPAN = (uvec3(WINDOW0, WINDOW1, WINDOW2) - 1u)
