@@ -132,8 +132,14 @@ float gather(Element el, float start) {
     uint t = min(window_first, total);
     precise float acc = start;
     if (t >= t_end) return acc;
-    // The flat index t as (k0, k1, k2), then stepped row-major.
-    uint k2 = t % n2, k1 = (t / n2) % n1, k0 = t / (n2 * n1);
+    // The flat index t as (k0, k1, k2), then stepped row-major (divisions only where a run
+    // starts past the first window: a plan under a loop limit).
+    uint k2 = 0u, k1 = 0u, k0 = 0u;
+    if (t != 0u) {
+        k2 = t % n2;
+        k1 = (t / n2) % n1;
+        k0 = t / (n2 * n1);
+    }
     for (; t < t_end; ++t) {
         float term;
         if (window_term(el, uvec3(lo0 + k0, lo1 + k1, lo2 + k2), term)) acc = acc + term;
