@@ -35,8 +35,9 @@ DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here
 uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
 
 // An order key of X's element at offset i: keys compare as the values do, with -0 = +0 and
-// every NaN above every number (and equal to each other). Every key is above 0 (-Inf's is
-// 0x7FFFFF, float16's 0x3FF), the tiles' key of padding.
+// every NaN above every number (and equal to each other). A number of magnitude a keys as
+// sign + a, or sign - a when negative (-0 and +0 both `sign`). Every key is above 0 (-Inf's
+// is 0x800000, float16's 0x400), the tiles' key of padding.
 uint order_key(uint i) {
     uint bits, sign, nan_above;
     if (IS_F16) {
@@ -49,8 +50,8 @@ uint order_key(uint i) {
         nan_above = 0x7F800000u;
     }
     if ((bits & ~sign) > nan_above) return 0xFFFFFFFFu;
-    if (bits == sign) bits = 0u;
-    return (bits & sign) != 0u ? (sign - 1u) - (bits & ~sign) : bits | sign;
+    // Negative: sign - a = 2 sign - bits (0 - bits for float32, in wrapping arithmetic).
+    return (bits & sign) != 0u ? (sign << 1u) - bits : bits + sign;
 }
 
 bool window_term(Element el, uvec3 o, out float term) {

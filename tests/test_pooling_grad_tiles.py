@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import pyvkgrad
+from pyvkgrad import reference
 from pyvkgrad.ops import _pooling_grad
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
@@ -256,3 +257,25 @@ def test_the_plans_tiles():
     loops = mx.tile_loops(mx.tile_geometry())
     assert tile_constants(mx, Limits(max_loop_iterations=64 + loops))[0]["TILED"]
     assert not tile_constants(mx, Limits(max_loop_iterations=64 + loops - 1))[0]["TILED"]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype):
+    """Max pooling's tiles on X drawn from signed zeros, infinities, NaN, subnormals and a few
+    integers (ties everywhere): the oracle's routing (the first largest, the first NaN), in
+    tiles of several shapes and in the gather."""
+    tiny = np.finfo(dtype).smallest_subnormal
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 2 * tiny, 1.0, -1.0],
+                    dtype)
+    x = rng.choice(pool, (2, 3, 11, 18))
+    geometry = ((2, 2), (3, 3), (1, 1), (1, 1), (1, 1))
+    out = out_sizes((11, 18), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), False)
+    dy = rng.choice(np.array([1, 2, 4, 8, 16, 32, 64], dtype), (2, 3) + out)
+    data_type = F32 if dtype == np.float32 else F16
+    xd, dyd = TensorDesc(data_type, x.shape), TensorDesc(data_type, dy.shape)
+    desc = pyvkgrad.MaxPoolingGradDesc(xd, dyd, xd, *geometry)
+    want = reference.max_pooling_grad(x, dy, *geometry).astype(dtype)  # sums of powers of 2
+    for width, height in ((0, None), (2, 1), (4, 4), (None, None)):
+        got, _ = run(device, desc, {"input_tensor": x, "input_gradient_tensor": dy}, width,
+                     monkeypatch=monkeypatch, height=height)
+        assert_same_bits(got, want, f"tile {width}x{height}")
