@@ -6,12 +6,12 @@
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 python3 -m pyvkgrad info 2>&1 | tee $OUT/info.txt | head -3
-timeout 200 python3 -m pytest -q -x -p no:cacheprovider -n 0 tests/test_pooling_grad_tiles.py \
+timeout 200 python3 -m pytest -q -x -p no:cacheprovider tests/test_pooling_grad_tiles.py \
     tests/test_pooling_grad.py > $OUT/pytest.txt 2>&1; echo "pytest rc=$?"; tail -3 $OUT/pytest.txt
 python3 -m pyvkgrad fingerprint --check tests/fingerprints.json > $OUT/fingerprint.txt 2>&1
 echo "fingerprint rc=$?"; tail -2 $OUT/fingerprint.txt
 timeout 150 python3 benchmarks/investigations/pooling_grad_variants.py --repeat 20 \
-    --widths 0,4,8,None --heights ${HEIGHTS:-2,4,None} --out $OUT/variants.json \
+    --widths 0,4,8 --heights ${HEIGHTS:-2,4} --out $OUT/variants.json \
     > $OUT/variants.txt 2>&1; echo "variants rc=$?"; cat $OUT/variants.txt
 timeout 200 python3 -m pyvkgrad bench --cuda-first --repeat 20 \
     --ops average_pooling_grad,max_pooling_grad --out $OUT/bench > $OUT/bench.txt 2>&1
