@@ -64,7 +64,8 @@ uint quotient(uint n, uint d) {
 // bit of cr_round's rounding, as in cr_div.
 float div_count(float v, uint count) {
     const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
-    if (biased == 0u || biased == 0xFFu || count > 128u) return cr_div(v, float(count));
+    // (count 0 or wrapped: a window all padding, whose term no position takes, in a tile)
+    if (biased == 0u || biased == 0xFFu || count - 1u >= 128u) return cr_div(v, float(count));
     if ((count & (count - 1u)) == 0u && biased > uint(findLSB(count))) {
         return uintBitsToFloat(u - (uint(findLSB(count)) << 23u));  // 2^k: exact, normal
     }

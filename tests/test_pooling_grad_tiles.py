@@ -279,3 +279,27 @@ def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype):
         got, _ = run(device, desc, {"input_tensor": x, "input_gradient_tensor": dy}, width,
                      monkeypatch=monkeypatch, height=height)
         assert_same_bits(got, want, f"tile {width}x{height}")
+
+
+def test_tiles_over_windows_all_padding(device, rng, monkeypatch):
+    """End padding past a whole window: the last windows hold no real position (count 0
+    without IncludePadding) and add nothing, in tiles as in the gather and the oracle."""
+    sizes, window, strides, start, end = (2, 3, 5, 3), (2, 2), (2, 2), (1, 0), (3, 3)
+    out = sizes[:2] + out_sizes(sizes[2:], window, strides, start, end, (1, 1), False)
+    dy = rng.standard_normal(out).astype(np.float32)
+    x = rng.standard_normal(sizes).astype(np.float32)
+    dyd, xd = TensorDesc(F32, out), TensorDesc(F32, sizes)
+    cases = [(pyvkgrad.AveragePoolingGradDesc(dyd, xd, strides, window, start, end, include),
+              {"input_gradient_tensor": dy},
+              reference.average_pooling_grad(dy, sizes, strides, window, start, end, include))
+             for include in (False, True)]
+    cases.append((pyvkgrad.MaxPoolingGradDesc(xd, dyd, xd, strides, window, start, end, (1, 1)),
+                  {"input_tensor": x, "input_gradient_tensor": dy},
+                  reference.max_pooling_grad(x, dy, strides, window, start, end, (1, 1))))
+    for desc, inputs, want in cases:
+        gathered, tiled = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
+        np.testing.assert_allclose(gathered, want, rtol=1e-6)
+        for width in (2, None):
+            got, tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
+            assert tiled
+            assert_same_bits(got, gathered, f"{desc.OPERATOR} width {width}")
