@@ -102,7 +102,19 @@ void tile_prepare(ivec3 origin, uint x_base) {
     const ivec3 start = origin + FIRST_WINDOW * ivec3(STRIDES0, STRIDES1, STRIDES2)
         - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
-    [[unroll]] for (uint f = 0u; f < FOOT.x * FOOT.y * FOOT.z; ++f) {
+    const uint first = x_base + uint(start.x) * X_STRIDES2 + uint(start.y) * X_STRIDES3
+        + uint(start.z) * X_STRIDES4;  // wraps where start < 0: used only inside X
+    const uint cells = FOOT.x * FOOT.y * FOOT.z;
+    if (all(greaterThanEqual(start, ivec3(0))) && all(lessThanEqual(start + ivec3(FOOT), size))) {
+        // Inside X (most tiles): no position tests, offsets constant from `first`.
+        [[unroll]] for (uint f = 0u; f < cells; ++f) {
+            const uvec3 q = unflatten(f, FOOT.y, FOOT.z);
+            tile_keys[f] = order_key(first + q.x * X_STRIDES2 + q.y * X_STRIDES3
+                                     + q.z * X_STRIDES4);
+        }
+        return;
+    }
+    [[unroll]] for (uint f = 0u; f < cells; ++f) {
         const ivec3 p = start + ivec3(unflatten(f, FOOT.y, FOOT.z));
         tile_keys[f] = all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, size))
             ? order_key(x_base + uint(p.x) * X_STRIDES2 + uint(p.y) * X_STRIDES3
