@@ -301,18 +301,26 @@ def batch_normalization(input: ArrayLike, mean: ArrayLike, variance: ArrayLike,
 
 
 def batch_normalization_training(input: ArrayLike, scale: ArrayLike, bias: ArrayLike,
-                                 epsilon: float) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Training forward -> (output, mean, variance), statistics over R = {d : scale size is 1}.
+                                 epsilon: float, *, fused_add: Optional[ArrayLike] = None,
+                                 fused_activation: Optional[str] = None
+                                 ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """DML_BATCH_NORMALIZATION_TRAINING -> (output, mean, variance), statistics over
+    R = {d : scale size is 1}.
 
     Mean = mean_R(X); Variance = mean_R((X - Mean)^2) (biased, docs/semantics.md §5);
-    Output = Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias.  Mean/variance have the
-    statistics shape (size 1 on R, input size elsewhere).
+    Output = Act(Scale * (X - Mean) / sqrt(Variance + Epsilon) + Bias [+ FusedAdd]), Act the
+    identity or ReLU ("ACTIVATION_RELU"). Mean/variance have the statistics shape (size 1 on
+    R, input size elsewhere).
     """
     x, s, b = _f64(input), _f64(scale), _f64(bias)
     axes = _reduced_axes(x.shape, s.shape, "scale")
     mean = x.mean(axis=axes, keepdims=True)
     variance = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
     output = s * (x - mean) / np.sqrt(variance + epsilon) + b
+    if fused_add is not None:
+        output = output + _f64(fused_add)
+    if fused_activation == "ACTIVATION_RELU":
+        output = np.where(output > 0, output, np.where(np.isnan(output), output, 0.0))
     return output, mean, variance
 
 
