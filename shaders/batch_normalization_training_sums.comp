@@ -113,15 +113,15 @@ void main() {
         exact_finish(sum_s, 2u * slot + 1u);
         barrier();
         // Slot s's sums, normalised (so that the finalize stage may add up to 32768 groups).
-        if (t < EXACT_SLOTS) {
-            const uint kt = (item / groups) * LK + t / 2u;
+        for (uint st = t; st < EXACT_SLOTS; st += WG) {
+            const uint kt = (item / groups) * LK + st / 2u;
             if (kt < channels) {
                 int d[EXACT_DIGITS];
-                for (uint i = 0u; i < EXACT_DIGITS; ++i) d[i] = exact_digits[t * EXACT_DIGITS + i];
+                for (uint i = 0u; i < EXACT_DIGITS; ++i) d[i] = exact_digits[st * EXACT_DIGITS + i];
                 EXACT_NORMALIZE(d)
-                const uint at = ((kt * groups + g) * 2u + t % 2u) * PARTIAL_WORDS;
+                const uint at = ((kt * groups + g) * 2u + st % 2u) * PARTIAL_WORDS;
                 for (uint i = 0u; i < EXACT_DIGITS; ++i) partials[at + i] = d[i];
-                partials[at + EXACT_DIGITS] = int(exact_flags[t]);
+                partials[at + EXACT_DIGITS] = int(exact_flags[st]);
             }
         }
     }
