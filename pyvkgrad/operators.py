@@ -48,6 +48,8 @@ from .ops.resample_grad import ResampleGradDesc, resample_grad
 from .ops.resample_grad1 import ResampleGrad1Desc, resample_grad1
 from .ops.roi_align_grad import RoiAlignGradDesc, roi_align_grad
 from .ops.slice_grad import SliceGradDesc, slice_grad
+from .ops.batch_normalization_training import (BatchNormalizationTrainingDesc,
+                                               batch_normalization_training)
 from .ops.local_response_normalization_grad import (LocalResponseNormalizationGradDesc,
                                                     local_response_normalization_grad)
 from .ops._elementwise import ElementwiseGradDesc
@@ -61,6 +63,10 @@ from ._cases_roi_align import (roi_align_call, roi_align_case, roi_align_describ
 # The record, its parts and the comparison with the oracle (operator_record.py), re-exported.
 from .operator_record import (DTYPES, EXACT, EXECUTION_OPTIONS, Case, Operator,  # noqa: F401
                               Outputs, Tolerance, assert_close, compare)
+from ._cases_batch_normalization_training import (
+    BATCH_NORMALIZATION_TRAINING_TOLERANCES, batch_normalization_training_call,
+    batch_normalization_training_case, batch_normalization_training_describe,
+    batch_normalization_training_magnitude, batch_normalization_training_parameters)
 from ._cases_slice import (SLICE_GRAD_DTYPES, SLICE_GRAD_TOLERANCES, slice_grad_call,
                            slice_grad_case, slice_grad_describe, slice_grad_parameters)
 from ._cases_lrn import (LRN_TOLERANCES, lrn_call, lrn_case, lrn_describe, lrn_magnitude,
@@ -519,5 +525,14 @@ OPERATORS: Tuple[Operator, ...] = (
              lrn_case, LRN_TOLERANCES, lrn_describe, lrn_call, max_rank=4,
              magnitude=lrn_magnitude, parameter_examples=lrn_parameters,
              demo_shape=(8, 64, 56, 56)),
+    # Exact sums of fixed float32 chunk sums, then correctly rounded steps: the same bits
+    # everywhere; against float64, relative to the terms (_cases_batch_normalization_training.py).
+    Operator("batch_normalization_training", BatchNormalizationTrainingDesc,
+             batch_normalization_training, reference.batch_normalization_training,
+             batch_normalization_training_case, BATCH_NORMALIZATION_TRAINING_TOLERANCES,
+             batch_normalization_training_describe, batch_normalization_training_call,
+             magnitude=batch_normalization_training_magnitude,
+             parameter_examples=batch_normalization_training_parameters,
+             demo_shape=(8, 32, 28, 28)),
 )
 BY_NAME: Dict[str, Operator] = {op.name: op for op in OPERATORS}
