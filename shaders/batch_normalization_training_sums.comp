@@ -63,21 +63,33 @@ uint element_offset(uint r) {
     return o;
 }
 
-// Chunk (b, j) of the channel at `base`: the tree sums of a = X - shift and of a^2.
+// Chunk (b, j) of the channel at `base` (r0 = 512 b + j): the tree sums of a = X - shift and
+// of a^2. Its elements r0 + 32 i step along the innermost reduced dimension while they stay in
+// its run, and are decomposed anew where they leave it. The tree on vectors: element i is
+// component i % 4 of vector i / 4, so pairs (i, i + 8) are vectors (0, 2) and (1, 3), then
+// (i, i + 4) vectors 0 and 1, (i, i + 2) .xy and .zw, (i, i + 1) .x and .y.
 vec2 chunk_sums(uint base, uint r0, float shift) {
-    precise float a[16], s[16];
+    precise vec4 a[4];
+    uint inner = r0 % R_SIZES7, o = element_offset(r0);
     for (uint i = 0u; i < 16u; ++i) {
         const uint r = r0 + 32u * i;
-        a[i] = r < reduced ? LOAD(x, base + element_offset(r)) - shift : 0.0;
-        s[i] = a[i] * a[i];
-    }
-    for (uint h = 8u; h >= 1u; h >>= 1) {
-        for (uint i = 0u; i < h; ++i) {
-            a[i] = a[i] + a[i + h];
-            s[i] = s[i] + s[i + h];
+        if (i > 0u) {
+            inner += 32u;
+            if (inner < R_SIZES7) {
+                o += 32u * R_X_STRIDES7;
+            } else {
+                inner = r % R_SIZES7;
+                o = element_offset(r);
+            }
         }
+        a[i >> 2][i & 3u] = r < reduced ? LOAD(x, base + o) - shift : 0.0;
     }
-    return vec2(a[0], s[0]);
+    precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
+    precise vec4 a01 = (a[0] + a[2]) + (a[1] + a[3]);
+    precise vec4 s01 = (s0 + s2) + (s1 + s3);
+    precise vec2 a2 = a01.xy + a01.zw, s2v = s01.xy + s01.zw;
+    precise float sa = a2.x + a2.y, ss = s2v.x + s2v.y;
+    return vec2(sa, ss);
 }
 
 void main() {
