@@ -9,19 +9,14 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from .operator_record import Case, Tolerance
+from .operator_record import Case, Tolerance, packed
 from .ops.batch_normalization_training import BatchNormalizationTrainingDesc
-from .tensor import DataType, TensorDesc
 
 # Exact sums of float32 chunk sums, then a few correctly rounded operations: relative to each
 # output's terms (the chunks' float32 trees), as the other reductions; float16 rounds once.
 BATCH_NORMALIZATION_TRAINING_TOLERANCES = {
     "float32": Tolerance(magnitude=1e-5),
     "float16": Tolerance(magnitude=1e-5, value=2.0**-10, absolute=1e-7)}
-
-
-def _packed(a: np.ndarray) -> TensorDesc:
-    return TensorDesc(DataType.from_numpy(a.dtype, "", "", DataType), a.shape)
 
 
 def batch_normalization_training_case(rng: np.random.Generator, shape: Tuple[int, ...],
@@ -66,9 +61,9 @@ def batch_normalization_training_magnitude(args, kwargs):
 def batch_normalization_training_describe(case: Case) -> BatchNormalizationTrainingDesc:
     x, scale, bias, epsilon = case.args
     fused = case.kwargs.get("fused_add")
-    big, small = _packed(x), _packed(scale)
+    big, small = packed(x), packed(scale)
     return BatchNormalizationTrainingDesc(
-        big, small, _packed(bias), None if fused is None else _packed(fused), big, small, small,
+        big, small, packed(bias), None if fused is None else packed(fused), big, small, small,
         epsilon, case.kwargs.get("fused_activation"))
 
 

@@ -20,20 +20,13 @@ import pytest
 from cases import released_memory
 from torch_support import (DTYPES, F, assert_close, interpolate_reference, laid_out, layouts,
                            randn, same_layout, torch)
+from torch_support import on_the_test_device  # noqa: F401 (autouse: every test on the device)
 
 import pyvkgrad.torch as vt
 from pyvkgrad.torch import _runtime
 from test_batch_normalization_grad import magnitudes
 
 nn = torch.nn
-
-
-@pytest.fixture(autouse=True)
-def _lavapipe(device):
-    """Every bridge test needs the Vulkan device (skips locally, fails in CI without one)."""
-    vt.set_device(device)
-    yield
-    vt.set_device(None)
 
 
 def grads(fn, inputs, dy):
