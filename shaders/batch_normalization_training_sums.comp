@@ -11,13 +11,14 @@
 // consecutive elements of a contiguous run at once.
 //
 // shift: the mean of chunk (0, 0) (its tree sum divided by its element count, correctly
-// rounded; 0 where not finite), so that a is small where the data sit far from 0.
+// rounded; 0 where not finite), so that a is small where the data sit far from 0; its first 16
+// lanes load chunk (0, 0) at once, and every work item stores the shift with its partials.
 //
 // Lanes: LK channel slots of LR = WG / LK lanes (K_FAST: consecutive invocations on
 // consecutive channels, for a channel dimension innermost in memory). Work item `item` is
 // channel group item / groups (channels LK * that + slot) and chunk group item % groups,
 // whose chunks g LR CHUNKS_PER_LANE + lane + LR c (c < CHUNKS_PER_LANE) the lanes take.
-// partials[((k groups + g) * 2 + s) * PARTIAL_WORDS ...]: sum s's 24 digits, then its flags.
+// partials: batch_normalization_training.glsl's layout.
 //
 // Constants: K_SIZES / K_X_STRIDES (channel k's offset), R_SIZES / R_X_STRIDES (element r's
 // offset within its channel), 8 dimensions each, right-aligned, in elements.
@@ -26,6 +27,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
+#include "batch_normalization_training.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const uint LK = 1u;
@@ -37,7 +39,6 @@ DIMS8(uint, R_SIZES, 21, 1)
 DIMS8(uint, R_X_STRIDES, 29, 0)
 
 const uint LR = WG / LK;
-const uint PARTIAL_WORDS = 25u;  // EXACT_DIGITS, then the flags
 #define EXACT_SLOTS (2u * LK)
 #include "exact_sums.glsl"
 
@@ -46,6 +47,7 @@ layout(set = 0, binding = 1) writeonly buffer PARTIALS { int partials[]; };  // 
 layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; uint end;
                                      uint first; };
 
+shared float first_x[16u * LK];  // chunk (0, 0) of each slot's channel
 shared float shift_of[LK];
 
 #define ADD_K(D, c) o += (c) * K_X_STRIDES##D;
@@ -65,9 +67,7 @@ uint element_offset(uint r) {
 
 // Chunk (b, j) of the channel at `base` (r0 = 512 b + j): the tree sums of a = X - shift and
 // of a^2. Its elements r0 + 32 i step along the innermost reduced dimension while they stay in
-// its run, and are decomposed anew where they leave it. The tree on vectors: element i is
-// component i % 4 of vector i / 4, so pairs (i, i + 8) are vectors (0, 2) and (1, 3), then
-// (i, i + 4) vectors 0 and 1, (i, i + 2) .xy and .zw, (i, i + 1) .x and .y.
+// its run, and are decomposed anew where they leave it.
 vec2 chunk_sums(uint base, uint r0, float shift) {
     precise vec4 a[4];
     uint inner = r0 % R_SIZES7, o = element_offset(r0);
@@ -85,11 +85,7 @@ vec2 chunk_sums(uint base, uint r0, float shift) {
         a[i >> 2][i & 3u] = r < reduced ? LOAD(x, base + o) - shift : 0.0;
     }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
-    precise vec4 a01 = (a[0] + a[2]) + (a[1] + a[3]);
-    precise vec4 s01 = (s0 + s2) + (s1 + s3);
-    precise vec2 a2 = a01.xy + a01.zw, s2v = s01.xy + s01.zw;
-    precise float sa = a2.x + a2.y, ss = s2v.x + s2v.y;
-    return vec2(sa, ss);
+    return vec2(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3));
 }
 
 void main() {
@@ -102,10 +98,19 @@ void main() {
         const uint base = live ? channel_offset(k) : 0u;
         barrier();  // the previous item's digits are stored
         exact_clear();
+        for (uint i = lane; i < 16u; i += LR) {
+            const uint r = 32u * i;
+            first_x[16u * slot + i] = live && r < reduced ? LOAD(x, base + element_offset(r)) : 0.0;
+        }
+        barrier();
         if (live && lane == 0u) {
-            // The shift: chunk (0, 0)'s mean, the same for every item of the channel.
-            const float count = float(min(16u, (reduced + 31u) / 32u));
-            const float mean0 = cr_div(chunk_sums(base, 0u, 0.0).x, count);
+            const uint f = 16u * slot;
+            const float sum0 = chunk_tree(
+                vec4(first_x[f], first_x[f + 1u], first_x[f + 2u], first_x[f + 3u]),
+                vec4(first_x[f + 4u], first_x[f + 5u], first_x[f + 6u], first_x[f + 7u]),
+                vec4(first_x[f + 8u], first_x[f + 9u], first_x[f + 10u], first_x[f + 11u]),
+                vec4(first_x[f + 12u], first_x[f + 13u], first_x[f + 14u], first_x[f + 15u]));
+            const float mean0 = cr_div(sum0, float(min(16u, (reduced + 31u) / 32u)));
             shift_of[slot] = isinf(mean0) || isnan(mean0) ? 0.0 : mean0;
         }
         barrier();
@@ -124,16 +129,18 @@ void main() {
         exact_finish(sum_a, 2u * slot);
         exact_finish(sum_s, 2u * slot + 1u);
         barrier();
-        // Slot s's sums, normalised (so that the finalize stage may add up to 32768 groups).
-        for (uint st = t; st < EXACT_SLOTS; st += WG) {
+        // Each slot's sums normalised (so that the finalize stage may add up to 32768 groups),
+        // then stored by the whole workgroup.
+        for (uint st = t; st < EXACT_SLOTS; st += WG) exact_normalize(st);
+        barrier();
+        for (uint w = t; w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
+            const uint st = w / PARTIAL_WORDS, i = w % PARTIAL_WORDS;
             const uint kt = (item / groups) * LK + st / 2u;
             if (kt < channels) {
-                int d[EXACT_DIGITS];
-                for (uint i = 0u; i < EXACT_DIGITS; ++i) d[i] = exact_digits[st * EXACT_DIGITS + i];
-                EXACT_NORMALIZE(d)
-                const uint at = ((kt * groups + g) * 2u + st % 2u) * PARTIAL_WORDS;
-                for (uint i = 0u; i < EXACT_DIGITS; ++i) partials[at + i] = d[i];
-                partials[at + EXACT_DIGITS] = int(exact_flags[st]);
+                const int word = i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
+                                 : i == EXACT_DIGITS ? int(exact_flags[st])
+                                                     : floatBitsToInt(shift_of[st / 2u]);
+                partials[((kt * groups + g) * 2u + st % 2u) * PARTIAL_WORDS + i] = word;
             }
         }
     }

@@ -54,9 +54,11 @@ CHUNKS_PER_LANE_MAX = 16
 TARGET_ITEMS = 2048
 # Channel slots per workgroup at most (each keeps 2 x 24 digits in shared memory).
 SLOTS_MAX = 16
-# Stage 2 reads each channel's groups with one workgroup of this width at most (its lanes'
-# digits meet in shared memory: 192 bytes a lane).
+# Stage 2 reads each channel's partials with one workgroup of this width at most.
 FINALIZE_WG_MAX = 64
+# Words per (channel, chunk group, sum) in `partials`: 24 digits, flags, the shift
+# (shaders/include/batch_normalization_training.glsl).
+PARTIAL_WORDS = 26
 # A digit takes at most 2^16 per group (stage 1 normalises them): 32768 groups stay below 2^31.
 GROUPS_MAX = 32768
 
@@ -174,7 +176,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     items = channel_groups * groups
     # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
     # shift's chunk once, the flushes' pieces, the digits' clear, normalisation and stores.
-    loops = 1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + 2 * SLOTS_MAX * 25
+    loops = 1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + 2 * SLOTS_MAX * PARTIAL_WORDS
     sums = tuple(
         Dispatch("batch_normalization_training_sums", dict(x="input_tensor", partials="partials"),
                  workgroups,
@@ -186,17 +188,16 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
 
     # Stage 2: one workgroup per channel.
     fwg = min(FINALIZE_WG_MAX, wg)
-    loops = 1 + (-(-groups // fwg) + 1) * 2 * 26 + 2 * 48 + fwg * 2 * 25 + 4 * 25 + 200
+    loops = 1 + -(-groups * 2 * PARTIAL_WORDS // fwg) + 3 * 24 + 200
     finalize = tuple(
         Dispatch("batch_normalization_training_finalize",
-                 dict(partials="partials", x="input_tensor", scale="scale_tensor",
-                      bias="bias_tensor", mean="output_mean_tensor",
-                      variance="output_variance_tensor", coefficients="coefficients"),
+                 dict(partials="partials", scale="scale_tensor", bias="bias_tensor",
+                      mean="output_mean_tensor", variance="output_variance_tensor",
+                      coefficients="coefficients"),
                  workgroups,
                  constants=dict(WG=fwg, IS_F16=is_f16, EPSILON=desc.epsilon, K_SIZES=ksizes,
-                                K_X_STRIDES=kx, K_SCALE_STRIDES=ks, K_BIAS_STRIDES=kb,
-                                K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, R_SIZES=rsizes,
-                                R_X_STRIDES=rx),
+                                K_SCALE_STRIDES=ks, K_BIAS_STRIDES=kb, K_MEAN_STRIDES=km,
+                                K_VARIANCE_STRIDES=kv),
                  push=dict(end=end, first=first, reduced=n, groups=groups))
         for first, end, workgroups in grid_slices(channels, 1, limits, loops))
 
@@ -208,10 +209,19 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     sizes, strides = coalesce([x.sizes[d] for d in order],
                               *[[t.element_strides[d] for d in order] for t in (x, extra, y)],
                               [axes.channel_strides[d] for d in order])
-    pairs = is_f16 and y.is_packed
-    count = -(-x.element_count // 2) if pairs else x.element_count
+    # An item: a 16-byte vector where every tensor walked is packed (its elements share a
+    # channel where the innermost dimension is reduced and a multiple of the vector: SAME),
+    # else a float16 word of a packed Output (2), else one element.
+    width = 8 if is_f16 else 4
+    packed = x.is_packed and y.is_packed and (fused is None or fused.is_packed)
+    if packed and x.element_count % width == 0:
+        vec = width
+    else:
+        vec = 2 if is_f16 and y.is_packed else 1
+    same = vec == width and strides[3][-1] == 0 and sizes[-1] % width == 0
+    count = -(-x.element_count // vec)
     constants = dict(WG=wg, IS_F16=is_f16, FUSED_ADD=fused is not None,
-                     RELU=desc.fused_activation == "ACTIVATION_RELU", PAIRS=pairs,
+                     RELU=desc.fused_activation == "ACTIVATION_RELU", VEC=vec, SAME=same,
                      SIZES=right_align(sizes, 8, 1),
                      **{f"{name}_STRIDES": right_align(s, 8, 0) for name, s in
                         zip(("X", "FUSED_ADD", "Y", "CHANNEL"), strides)})
@@ -222,7 +232,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
                  workgroups, constants=constants,
                  push=dict(count=end, first=first, elements=x.element_count))
         for first, end, workgroups in grid_slices(count, wg, limits))
-    scratch = (Scratch("partials", channels * groups * 2 * 25 * 4),
+    scratch = (Scratch("partials", channels * groups * 2 * PARTIAL_WORDS * 4),
                Scratch("coefficients", channels * 16))
     return Plan(sums + finalize + output, scratch, tensors=tensors)
 
