@@ -162,14 +162,21 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     rsizes, (rx,) = coalesce([x.sizes[d] for d in reduced],
                              [x.element_strides[d] for d in reduced])
     rsizes, rx = right_align(rsizes, 8, 1), right_align(rx, 8, 0)
+    # QUADS (the kernel): a lane takes 4 neighbouring chunks, loading their rows as aligned
+    # vectors, where every 4 elements r = 4m .. 4m + 3 lie together in one aligned run.
+    quads = (rx[-1] == 1 and rsizes[-1] % 4 == 0 and all(s % 4 == 0 for s in kx + rx[:-1]))
     chunks = chunk_count(n)
+    if quads:  # the work unit is then 4 chunks (the last block's may end early)
+        block = CHUNK * INTERLEAVE
+        chunks = 8 * (n // block) + -(-min(INTERLEAVE, n % block) // 4)
     lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
     lk = wg // lr
     channel_groups = -(-channels // lk)
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
     per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
-    if lr * (per_lane + 1) > GROUPS_MAX:
+    # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
+    if lr * ((4 if quads else 1) * per_lane + 1) > GROUPS_MAX:
         fail(OPERATOR, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
              "fewer elements per channel", n, RuntimeError)
     groups = -(-chunks // (lr * per_lane))
@@ -181,7 +188,8 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
         Dispatch("batch_normalization_training_sums", dict(x="input_tensor", partials="partials"),
                  workgroups,
                  constants=dict(WG=wg, IS_F16=is_f16, LK=lk, K_FAST=axes.kept_innermost,
-                                CHUNKS_PER_LANE=per_lane, K_SIZES=ksizes, K_X_STRIDES=kx,
+                                CHUNKS_PER_LANE=per_lane, QUADS=quads, K_SIZES=ksizes,
+                                K_X_STRIDES=kx,
                                 R_SIZES=rsizes, R_X_STRIDES=rx),
                  push=dict(channels=channels, reduced=n, groups=groups, end=end, first=first))
         for first, end, workgroups in grid_slices(items, 1, limits, loops))
