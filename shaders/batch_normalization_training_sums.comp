@@ -78,18 +78,25 @@ uint element_offset(uint r) {
 vec2 chunk_sums(uint base, uint r0, float shift) {
     precise vec4 a[4];
     uint inner = r0 % R_SIZES7, o = element_offset(r0);
-    for (uint i = 0u; i < 16u; ++i) {
-        const uint r = r0 + 32u * i;
-        if (i > 0u) {
-            inner += 32u;
-            if (inner < R_SIZES7) {
-                o += 32u * R_X_STRIDES7;
-            } else {
-                inner = r % R_SIZES7;
-                o = element_offset(r);
-            }
+    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
+        // The 16 elements in one run, all in the channel: loads with no branches.
+        for (uint i = 0u; i < 16u; ++i) {
+            a[i >> 2][i & 3u] = LOAD(x, base + o + 32u * i * R_X_STRIDES7) - shift;
         }
-        a[i >> 2][i & 3u] = r < reduced ? LOAD(x, base + o) - shift : 0.0;
+    } else {
+        for (uint i = 0u; i < 16u; ++i) {
+            const uint r = r0 + 32u * i;
+            if (i > 0u) {
+                inner += 32u;
+                if (inner < R_SIZES7) {
+                    o += 32u * R_X_STRIDES7;
+                } else {
+                    inner = r % R_SIZES7;
+                    o = element_offset(r);
+                }
+            }
+            a[i >> 2][i & 3u] = r < reduced ? LOAD(x, base + o) - shift : 0.0;
+        }
     }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
     return vec2(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3));
@@ -101,29 +108,40 @@ vec2 chunk_sums(uint base, uint r0, float shift) {
 void quad_sums(uint base, uint r0, float shift, out vec4 sum_a, out vec4 sum_s) {
     precise vec4 a[16];
     uint inner = r0 % R_SIZES7, o = element_offset(r0);
-    for (uint i = 0u; i < 16u; ++i) {
-        const uint r = r0 + 32u * i;
-        if (i > 0u) {
-            inner += 32u;
-            if (inner < R_SIZES7) {
-                o += 32u * R_X_STRIDES7;
-            } else {
-                inner = r % R_SIZES7;
-                o = element_offset(r);
-            }
+    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
+        // The 16 rows in one run, all in the channel: loads with no branches, all in flight.
+        const uint at = (base + o) >> 2, step = (32u * R_X_STRIDES7) >> 2;
+        for (uint i = 0u; i < 16u; ++i) {
+            a[i] = IS_F16 ? vec4(unpackHalf2x16(x_uvec2[at + i * step].x),
+                                 unpackHalf2x16(x_uvec2[at + i * step].y))
+                          : uintBitsToFloat(x_uvec4[at + i * step]);
         }
-        vec4 v = vec4(0.0);
-        if (r < reduced) {
-            const uint at = (base + o) >> 2;
-            if (IS_F16) {
-                const uvec2 w = x_uvec2[at];
-                v = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-            } else {
-                v = uintBitsToFloat(x_uvec4[at]);
+        for (uint i = 0u; i < 16u; ++i) a[i] = a[i] - shift;
+    } else {
+        for (uint i = 0u; i < 16u; ++i) {
+            const uint r = r0 + 32u * i;
+            if (i > 0u) {
+                inner += 32u;
+                if (inner < R_SIZES7) {
+                    o += 32u * R_X_STRIDES7;
+                } else {
+                    inner = r % R_SIZES7;
+                    o = element_offset(r);
+                }
             }
-            v = v - shift;
+            vec4 v = vec4(0.0);
+            if (r < reduced) {
+                const uint at = (base + o) >> 2;
+                if (IS_F16) {
+                    const uvec2 w = x_uvec2[at];
+                    v = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+                } else {
+                    v = uintBitsToFloat(x_uvec4[at]);
+                }
+                v = v - shift;
+            }
+            a[i] = v;
         }
-        a[i] = v;
     }
     precise vec4 s[16];
     for (uint i = 0u; i < 16u; ++i) s[i] = a[i] * a[i];
