@@ -144,6 +144,17 @@ void roi_range(RoiAxis ax, uint lo, uint hi, int tap_lo, int tap_hi, out uint fi
     end = max(first, roi_first(ax, first, hi, ax.up ? tap_hi + 1 : tap_lo - 1));
 }
 
+// The samples of output o along an axis that read the image (taps in [0, size - 1] within its
+// S samples), a range [first, end).
+void roi_output_range(RoiAxis ax, uint o, out uint first, out uint end) {
+    roi_range(ax, o * ax.s, o * ax.s + ax.s, 0, int(ax.size) - 1, first, end);
+}
+
+// X[b, c, row, column] from the element offset of X[b, c, 0, 0].
+float x_at(uint base, uint row, uint column) {
+    return LOAD(x, base + row * X_STRIDES2 + column * X_STRIDES3);
+}
+
 // Region r's axes: y from ROI[r, 1], ROI[r, 3]; x from ROI[r, 0], ROI[r, 2].
 void roi_axes(uint r, out RoiAxis ay, out RoiAxis ax) {
     const uint base = r * ROI_REGION_STRIDE;
