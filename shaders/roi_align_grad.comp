@@ -13,18 +13,22 @@
 // acc += term in float32, every product and sum `precise`; one rounding on a float16 store
 // (half_from_float). A region whose batch index is outside [0, B) never equals b: it adds nothing.
 // The samples reading row h form one range of ky (include/roi_align_grad.glsl), found by
-// bisection per region.
+// bisection per region. The regions visited are those of the element's tile's list
+// (roi_align_grad_tiles.comp: image b's regions whose box of reached indices meets the tile,
+// ascending), and of those the ones whose box (roi_align_grad_boxes.comp) holds (h, w): the
+// others add no term, so the sum and its order are those over every region.
 //
 // Bindings: roi, batch_indices, dy, x (include/roi_align_grad.glsl); selected (MAX's
 //   selections, 3 words per dY element; else a stand-in); accumulator (packed float32 per dX
-//   element, between windows; else a stand-in); dx (OutputGradientTensor).
-// Constants: those of include/roi_align_grad.glsl, and DX_STRIDES.
+//   element, between windows; else a stand-in); dx (OutputGradientTensor); boxes (4 words per
+//   region: rows and columns reached); tile_regions (the tiles' region lists).
+// Constants: those of include/roi_align_grad.glsl (TILE among them), and DX_STRIDES.
 // Push constants: count and first (the dX elements of this dispatch: [first, count)); the
-//   window: regions [roi_begin, roi_end), and within each region's range of rows the offsets
-//   [row_begin, row_end), of columns [col_begin, col_end); row_limit, col_limit: the most rows
-//   and columns per region the plan's windows cover (more gives NaN: only where a driver ends
-//   long loops, and then only for regions whose samples crowd onto one pixel far beyond the
-//   plan's bound); first_window (start the sum at 0, else continue the accumulator's) and
+//   window: the positions [roi_begin, roi_end) of the tile's list, and within each region's
+//   range of rows the offsets [row_begin, row_end), of columns [col_begin, col_end); row_limit,
+//   col_limit: the most rows and columns per region the plan's windows cover (more gives NaN:
+//   only where a driver ends long loops, and then only for regions whose samples crowd onto
+//   one pixel far beyond the plan's bound); first_window (start the sum at 0, else continue the accumulator's) and
 //   last_window (store into dX, else into the accumulator).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the dX elements.
 #version 450
@@ -32,11 +36,13 @@
 #include "common.glsl"
 #include "roi_align_grad.glsl"
 
-DIMS4(uint, DX_STRIDES, 32, 0)
+DIMS4(uint, DX_STRIDES, 33, 0)
 
 layout(set = 0, binding = 4) readonly buffer Selected { uint selected[]; };
 layout(set = 0, binding = 5) buffer Accumulator { uint accumulator[]; };
 layout(set = 0, binding = 6) buffer DX { uint dx[]; };
+layout(set = 0, binding = 7) readonly buffer Boxes { uvec4 boxes[]; };
+layout(set = 0, binding = 8) readonly buffer TileRegions { uint tile_regions[]; };
 layout(push_constant) uniform Push {
     uint count;
     uint first;
@@ -116,8 +122,15 @@ void main() {
         const uint c = rest % X_SIZES1, b = rest / X_SIZES1;
         precise float acc = first_window != 0u ? 0.0 : uintBitsToFloat(accumulator[e]);
         bool fits = true;
-        for (uint r = roi_begin; r < roi_end; ++r) {
-            if (batch_indices[r * BATCH_STRIDE] != b) continue;
+        // The regions of image b whose box meets the element's tile, ascending.
+        const uint tile = (b * roi_tiles_y() + uint(h) / TILE) * roi_tiles_x() + uint(w) / TILE;
+        const uint listed = tile_regions[tile], list = roi_tile_count() + tile * DY_SIZES0;
+        for (uint i = min(roi_begin, listed); i < min(roi_end, listed); ++i) {
+            const uint r = tile_regions[list + i];
+            const uvec4 box = boxes[r];
+            if (uint(h) < box.x || uint(h) > box.y || uint(w) < box.z || uint(w) > box.w) {
+                continue;
+            }
             fits = add_region(r, c, h, w, acc) && fits;
         }
         if (!fits) acc = uintBitsToFloat(0x7FC00000u);  // NaN: see row_limit above

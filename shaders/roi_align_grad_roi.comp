@@ -22,8 +22,8 @@
 #include "common.glsl"
 #include "roi_align_grad.glsl"
 
-layout(constant_id = 32) const uint DROI_REGION_STRIDE = 4;
-layout(constant_id = 33) const uint DROI_COORDINATE_STRIDE = 1;
+layout(constant_id = 33) const uint DROI_REGION_STRIDE = 4;
+layout(constant_id = 34) const uint DROI_COORDINATE_STRIDE = 1;
 
 layout(set = 0, binding = 4) readonly buffer Partials { uint partials[]; };
 layout(set = 0, binding = 5) buffer Accumulator { uint accumulator[]; };

@@ -13,6 +13,7 @@ import pyvkgrad
 from pyvkgrad import operators, reference
 from pyvkgrad._cases_roi_align import roi_align_case, roi_align_describe
 from pyvkgrad.one_call_cache import OneCallCache
+from pyvkgrad.ops import roi_align_grad as roi_align_grad_module
 from pyvkgrad.ops.roi_align_grad import RoiAlignGradDesc
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
@@ -342,13 +343,41 @@ def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
     assert max(windows) > 50  # the tiny limits did split the work
 
 
+@pytest.mark.parametrize("reduction", ["average", "max"])
+def test_the_tiles_region_lists_change_no_bits(device, rng, reduction, monkeypatch):
+    """150 regions over two 29 x 37 images: the gather visits each 8 x 8 tile's list of
+    regions; bitwise the same with one tile per image (the lists as long as the image's
+    regions), with lists built in windows of regions under a loop limit, and under other
+    workgroup widths; within the oracle's tolerance."""
+    x = rng.standard_normal((2, 1, 29, 37)).astype(np.float32)
+    dy = rng.standard_normal((150, 1, 2, 3)).astype(np.float32)
+    x1y1 = rng.uniform(-5, 35, (150, 2))
+    rois = np.concatenate([x1y1, x1y1 + rng.uniform(-3, 12, (150, 2))], 1).astype(np.float32)
+    batch = rng.integers(0, 3, 150).astype(np.uint32)  # 2: outside [0, B)
+    case = operators.Case((x, dy, rois, batch, x.shape), dict(reduction_function=reduction))
+    base = run_compiled(device, case)
+    operators.assert_close(RECORD, base, case.args, case.kwargs, np.float32)
+    desc = roi_align_describe(case)
+    windows = [d for d in desc.plan(Limits(max_loop_iterations=190)).dispatches
+               if d.kernel == "roi_align_grad_tiles"]
+    assert len(windows) > 1 and desc.plan(Limits()).dispatches[0].constant("TILE") == 8
+    for limits in (Limits(max_loop_iterations=190), Limits(local_size=16, max_local_size=16)):
+        np.testing.assert_array_equal(run_compiled(device, case, limits)[0].view(np.uint32),
+                                      base[0].view(np.uint32))
+    monkeypatch.setattr(roi_align_grad_module, "TILE_LIST_BYTES", 0)
+    assert desc.plan(Limits()).dispatches[0].constant("TILE") == 64  # one tile per image
+    np.testing.assert_array_equal(run_compiled(device, case, Limits())[0].view(np.uint32),
+                                  base[0].view(np.uint32))
+
+
 def test_plans_count_their_loops():
-    """Under a loop limit the windows grow finer as the limit shrinks, the gather's last window
-    stores dX, and a limit too small for one region's search is refused by name (RuntimeError:
+    """Under a loop limit the gather's windows grow finer as the limit shrinks, its last window
+    stores dX (after the regions' boxes and the tiles' lists), and a limit too small for one region's search is refused by name (RuntimeError:
     a device limit, as every operator's plan raises it)."""
     case = crowded_case(np.random.default_rng(0), np.float32, "average", "linear")
     desc = roi_align_describe(case)
-    counts = [len(desc.plan(Limits(max_loop_iterations=n)).dispatches)
+    counts = [sum(d.kernel == "roi_align_grad"
+                  for d in desc.plan(Limits(max_loop_iterations=n)).dispatches)
               for n in (0, 65535, 400, 190, 178)]
     assert counts[0] == counts[1] == 1 and counts[2] < counts[3] < counts[4]
     last = desc.plan(Limits(max_loop_iterations=178)).dispatches[-1]

@@ -53,6 +53,9 @@ UNBOUNDED = UINT32_MAX
 SEARCH_LOOPS = 4 * 26
 # Dispatches a plan may take under a driver's loop limit before it refuses the problem.
 MAX_DISPATCHES = 100_000
+# The tiles' region lists (roi_align_grad_tiles.comp) take R words per tile: tiles of 8 x 8
+# elements, larger where the lists would take more than this.
+TILE_LIST_BYTES = 64 * 2**20
 
 
 class ReduceFunction(enum.IntEnum):
@@ -252,7 +255,7 @@ class RoiAlignGradDesc(OperatorDesc):
             ROI_COORDINATE_STRIDE=roi.element_strides[-1],
             BATCH_STRIDE=batch.element_strides[-1], X_SIZES=self.image.sizes, DY_SIZES=dy.sizes,
             X_STRIDES=x.element_strides if x is not None else (0, 0, 0, 0),
-            DY_STRIDES=dy.element_strides)
+            DY_STRIDES=dy.element_strides, TILE=self._tile())
         inputs = dict(roi="roi_tensor", batch_indices="batch_indices_tensor",
                       dy="input_gradient_tensor", x="input_tensor" if x is not None else "no_input")
         scratch = [] if x is not None else [Scratch("no_input", 16)]
@@ -279,9 +282,7 @@ class RoiAlignGradDesc(OperatorDesc):
         else:
             scratch.append(Scratch("no_selection", 16))
         if dx is not None:
-            dispatches += self._gather_dx(limits, budget, constants, dict(inputs,
-                                                                          selected=selected),
-                                          scratch)
+            dispatches += self._gather_dx(limits, budget, constants, inputs, selected, scratch)
         if droi is not None:
             # Per dY element its samples' four sums: AVERAGE loops over the output's samples
             # (windows as MAX's selection), MAX takes its selected one, NEAREST writes 0.
@@ -323,9 +324,19 @@ class RoiAlignGradDesc(OperatorDesc):
         return Plan(tuple(dispatches), tuple(scratch),
                     tensors=tuple(n for n, _ in self.tensor_fields()))
 
-    def _gather_dx(self, limits: Limits, budget: int, constants: dict, buffers: dict,
-                   scratch: list) -> List[Dispatch]:
-        """dX's gather: windows of regions, rows or columns in summation order."""
+    def _tile(self) -> int:
+        """The side of the tiles whose region lists dX's gather visits."""
+        batch, _, height, width = self.image.sizes
+        regions, tile = self.input_gradient_tensor.sizes[0], 8
+        while tile < max(height, width) and \
+                4 * batch * -(-height // tile) * -(-width // tile) * regions > TILE_LIST_BYTES:
+            tile *= 2
+        return tile
+
+    def _gather_dx(self, limits: Limits, budget: int, constants: dict, inputs: dict,
+                   selected: str, scratch: list) -> List[Dispatch]:
+        """dX's gather: each region's box of reachable indices first, then the gather in windows
+        of regions, rows or columns in summation order."""
         dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
         _, _, out_h, out_w = dy.sizes
         _, _, height, width = dx.sizes
@@ -334,13 +345,38 @@ class RoiAlignGradDesc(OperatorDesc):
         cols = self._samples_bound(out_w, width, False)
         windows = _windows(regions, rows, cols, budget, 2 + SEARCH_LOOPS)
         scratch.append(Scratch("accumulator", 4 * dx.element_count if len(windows) > 1 else 16))
-        dispatches = []
+        # Each region's box of reached indices, then per tile its list of the regions of its
+        # image whose box meets it (in windows of regions under a loop limit).
+        tile = constants["TILE"]
+        tiles = dx.sizes[0] * -(-height // tile) * -(-width // tile)
+        if tiles * (regions + 1) > UINT32_MAX:
+            fail(OPERATOR, "InputGradientTensor.Sizes[0]", "times the tiles of dX's images is "
+                 "too large for pyvkgrad's region lists", f"<= {UINT32_MAX}",
+                 tiles * (regions + 1))
+        scratch += [Scratch("boxes", 16 * regions),
+                    Scratch("tile_regions", 4 * tiles * (regions + 1))]
+        dispatches = [Dispatch("roi_align_grad_boxes", dict(inputs, boxes="boxes"), groups,
+                               constants=constants, push=dict(count=end, first=first))
+                      for first, end, groups in grid_slices(regions, limits.local_size, limits,
+                                                            SEARCH_LOOPS + 3)]
+        step = max(1, budget - 8) if budget else regions
+        for r0 in range(0, regions, step):
+            r1 = min(r0 + step, regions)
+            dispatches += [Dispatch("roi_align_grad_tiles",
+                                    dict(inputs, boxes="boxes", tile_regions="tile_regions"),
+                                    groups, constants=constants,
+                                    push=dict(count=end, first=first, roi_begin=r0, roi_end=r1,
+                                              first_window=int(r0 == 0)))
+                           for first, end, groups in grid_slices(tiles, limits.local_size,
+                                                                 limits, r1 - r0 + 2)]
         for k, (r0, r1, (rb, re), (cb, ce), cost) in enumerate(windows):
             for first, end, groups in grid_slices(dx.element_count, limits.local_size, limits,
                                                   cost + 1):
                 dispatches.append(Dispatch(
                     "roi_align_grad",
-                    dict(buffers, accumulator="accumulator", dx="output_gradient_tensor"), groups,
+                    dict(inputs, selected=selected, accumulator="accumulator",
+                         dx="output_gradient_tensor", boxes="boxes",
+                         tile_regions="tile_regions"), groups,
                     constants=dict(constants, DX_STRIDES=dx.element_strides),
                     push=dict(count=end, first=first, roi_begin=r0, roi_end=r1, row_begin=rb,
                               row_end=re, col_begin=cb, col_end=ce,

@@ -42,6 +42,13 @@ layout(constant_id = 15) const uint BATCH_STRIDE = 1;
 // X and dX sizes {B, C, H, W}; dY sizes {R, C, OH, OW}; element strides.
 DIMS4_2(uint, X_SIZES, DY_SIZES, 16, 1)
 DIMS4_2(uint, X_STRIDES, DY_STRIDES, 24, 0)
+// The side of the square tiles of each image whose regions the gather visits from a list
+// (roi_align_grad_tiles.comp): tile t = (b * roi_tiles_y() + ty) * roi_tiles_x() + tx.
+layout(constant_id = 32) const uint TILE = 8;
+
+uint roi_tiles_y() { return (X_SIZES2 + TILE - 1u) / TILE; }
+uint roi_tiles_x() { return (X_SIZES3 + TILE - 1u) / TILE; }
+uint roi_tile_count() { return X_SIZES0 * roi_tiles_y() * roi_tiles_x(); }
 
 layout(set = 0, binding = 0) readonly buffer Roi { uint roi[]; };
 layout(set = 0, binding = 1) readonly buffer BatchIndices { uint batch_indices[]; };
