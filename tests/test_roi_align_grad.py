@@ -372,8 +372,9 @@ def test_the_tiles_region_lists_change_no_bits(device, rng, reduction, monkeypat
 
 def test_plans_count_their_loops():
     """Under a loop limit the gather's windows grow finer as the limit shrinks, its last window
-    stores dX (after the regions' boxes and the tiles' lists), and a limit too small for one region's search is refused by name (RuntimeError:
-    a device limit, as every operator's plan raises it)."""
+    stores dX (after the regions' boxes and the tiles' lists), and a limit too small for one
+    region's search is refused by name (RuntimeError: a device limit, as every operator's plan
+    raises it)."""
     case = crowded_case(np.random.default_rng(0), np.float32, "average", "linear")
     desc = roi_align_describe(case)
     counts = [sum(d.kernel == "roi_align_grad"
