@@ -369,9 +369,10 @@ class RoiAlignGradDesc(OperatorDesc):
                                               first_window=int(r0 == 0)))
                            for first, end, groups in grid_slices(tiles, limits.local_size,
                                                                  limits, r1 - r0 + 2)]
+        # The gather's items: 4 channels of one dX position each (the geometry shared).
+        items = dx.sizes[0] * -(-dx.sizes[1] // 4) * height * width
         for k, (r0, r1, (rb, re), (cb, ce), cost) in enumerate(windows):
-            for first, end, groups in grid_slices(dx.element_count, limits.local_size, limits,
-                                                  cost + 1):
+            for first, end, groups in grid_slices(items, limits.local_size, limits, cost + 1):
                 dispatches.append(Dispatch(
                     "roi_align_grad",
                     dict(inputs, selected=selected, accumulator="accumulator",
