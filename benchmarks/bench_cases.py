@@ -184,6 +184,42 @@ def _random_generator(dev, rng, n):
     return op, tensors, 4 * n, torch_fn, "write"
 
 
+def bn_training_cases(quick):
+    """BATCH_NORMALIZATION_TRAINING on the BatchNorm grads' shapes, against PyTorch's CUDA
+    training-mode batch_norm forward (native_batch_norm, no running statistics)."""
+    shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
+                                                                 (256, 256, 14, 14),
+                                                                 (256, 512, 7, 7)]
+    for shape in shapes:
+        for dt in ("float32", "float16"):
+            yield ("BATCH_NORMALIZATION_TRAINING", f"{list(shape)} per channel", dt,
+                   lambda dev, rng, s=shape, dt=dt: _bn_training(dev, rng, s, dt))
+
+
+def _bn_training(dev, rng, shape, dt):
+    c = shape[1]
+    x = (rng.standard_normal(shape, dtype=np.float32) + 0.5).astype(_np(dt))
+    scale = rng.standard_normal((1, c, 1, 1)).astype(_np(dt))
+    bias = rng.standard_normal((1, c, 1, 1)).astype(_np(dt))
+    big, small = TensorDesc(_dt(dt), shape), TensorDesc(_dt(dt), (1, c, 1, 1))
+    op = tensors = None
+    if dev is not None:
+        op = dev.compile(pyvkgrad.BatchNormalizationTrainingDesc(big, small, small, None, big,
+                                                                 small, small, 1e-5))
+        tensors = dict(input_tensor=dev.upload(x), scale_tensor=dev.upload(scale),
+                       bias_tensor=dev.upload(bias), output_tensor=dev.empty(big),
+                       output_mean_tensor=dev.empty(small),
+                       output_variance_tensor=dev.empty(small))
+
+    def torch_fn(T):
+        tx, w_, b_ = T.tensor(x), T.tensor(scale.reshape(c)), T.tensor(bias.reshape(c))
+        if T.cuda and dt == "float16":  # PyTorch keeps BatchNorm's parameters in float32
+            w_, b_ = w_.float(), b_.float()
+        return lambda: T.torch.native_batch_norm(tx, w_, b_, None, None, True, 0.1, 1e-5)
+    # Minimum traffic: X read once, Output written once (the statistics are negligible).
+    return op, tensors, 2 * x.nbytes, torch_fn
+
+
 def adam_cases(quick):
     """ADAM_OPTIMIZER in place (parameters and moments over themselves), 16 and 256 MiB per
     tensor: 4 tensors read and 3 written, against PyTorch's fused CUDA Adam on the same bytes."""
@@ -384,6 +420,7 @@ def benchmark_cases(record):
                "random_generator": random_generator_cases, "adam_optimizer": adam_cases,
                "batch_normalization_grad": bn_cases(False),
                "batch_normalization_training_grad": bn_cases(True),
+               "batch_normalization_training": bn_training_cases,
                "average_pooling_grad": pooling_cases("avg"),
                "max_pooling_grad": pooling_cases("max"),
                "roi_align_grad": roi_align_cases,

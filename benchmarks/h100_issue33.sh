@@ -1,7 +1,9 @@
 # Issue 33's lent-GPU run, from the project root with .gpu/ carried (benchmarks/gpu_setup.sh
 # says what it holds; for IREE also .gpu/wheels/iree_base_runtime-3.13.0-cp312-*.whl):
 #     bash benchmarks/h100_issue33.sh            (OUT set by the device tool; else ./bench-out)
-# Steps, each under its own timeout (about 8.5 minutes in all at most): the benchmark's groups
+# Steps, each under its own timeout (about 15 minutes in all at most: more than one device-tool
+# call allows, so run it in parts: STEPS, default "groups kernels host_overhead f16_process
+# iree", names the steps to run, e.g. STEPS=iree): the benchmark's groups
 # overhead, roundtrip, chain (medians; PyTorch in its own process); the kernel rows (KOPS,
 # default relu,resample,bn: every case in a fresh torch-free process, PyTorch's side in
 # another); investigations/host_overhead.py; investigations/f16_process.py; the IREE group
@@ -26,8 +28,10 @@ if ls .gpu/wheels/iree_base_runtime-*.whl > /dev/null 2>&1 \
   $PY -m pip install -q --no-index --no-deps --target /tmp/iree-site .gpu/wheels/iree_base_runtime-*.whl \
     >> "$LOG" 2>&1 && export PYTHONPATH=$PYTHONPATH:/tmp/iree-site
 fi
-step() {  # step NAME SECONDS COMMAND...: runs it, logs its output and its exit status
+STEPS=" ${STEPS:-groups kernels host_overhead f16_process iree} "
+step() {  # step NAME SECONDS COMMAND...: runs it (if STEPS names it), logs its output and status
   local name=$1 limit=$2; shift 2
+  [[ "$STEPS" == *" $name "* ]] || return 0
   echo "== $name (timeout ${limit}s): $*" >> "$LOG"
   local t0=$SECONDS
   timeout "$limit" "$@" >> "$LOG" 2>&1
@@ -40,7 +44,7 @@ step kernels ${KTIMEOUT:-210} $PY benchmarks/run.py $Q --isolate --repeat 20 \
 cp /tmp/i33-kernels/results.json "$OUT/kernels.json" 2> /dev/null
 step host_overhead 75 $PY benchmarks/investigations/host_overhead.py $Q --out "$OUT"
 step f16_process 75 $PY benchmarks/investigations/f16_process.py $Q --out "$OUT"
-step iree 60 $PY benchmarks/run.py $Q --ops iree --no-torch --out /tmp/i33-iree
+step iree ${ITIMEOUT:-420} $PY benchmarks/run.py $Q --repeat 20 --ops iree --no-torch --out /tmp/i33-iree
 $PY -c 'import json, sys; r = json.load(open(sys.argv[1])); json.dump(
   {k: r[k] for k in ("date", "device", "driver", "wait", "iree") if k in r}, open(sys.argv[2], "w"),
   indent=1)' /tmp/i33-iree/results.json "$OUT/iree.json" 2>> "$LOG"

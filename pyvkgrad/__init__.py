@@ -39,6 +39,9 @@ from .ops.element_wise_clip_grad import ElementWiseClipGradDesc, element_wise_cl
 from .ops.element_wise_clip_grad1 import ElementWiseClipGrad1Desc, element_wise_clip_grad1
 from .ops.random_generator import RandomGeneratorDesc, RandomGeneratorType, random_generator
 from .ops.adam_optimizer import AdamOptimizerDesc, adam_optimizer
+from .ops.batch_normalization_training import (BatchNormalizationTrainingDesc,
+                                               BatchNormalizationTrainingResult,
+                                               batch_normalization_training)
 from .ops.average_pooling_grad import AveragePoolingGradDesc, average_pooling_grad
 from .ops.max_pooling_grad import MaxPoolingGradDesc, max_pooling_grad
 from .ops.roi_align_grad import ReduceFunction, RoiAlignGradDesc, roi_align_grad
@@ -83,6 +86,8 @@ __all__ = ["DataType", "TensorDesc",
            "ElementWiseClipGradDesc", "element_wise_clip_grad",
            "ElementWiseClipGrad1Desc", "element_wise_clip_grad1",
            "AdamOptimizerDesc", "adam_optimizer",
+           "BatchNormalizationTrainingDesc", "BatchNormalizationTrainingResult",
+           "batch_normalization_training",
            "AveragePoolingGradDesc", "average_pooling_grad",
            "MaxPoolingGradDesc", "max_pooling_grad",
            "RoiAlignGradDesc", "roi_align_grad", "ReduceFunction",

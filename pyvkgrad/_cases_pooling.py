@@ -9,14 +9,10 @@ from typing import Callable, Dict, Tuple
 import numpy as np
 
 from . import reference
-from .operator_record import Case
+from .operator_record import Case, packed
 from .ops.average_pooling_grad import AveragePoolingGradDesc
 from .ops.max_pooling_grad import MaxPoolingGradDesc
-from .tensor import DataType, TensorDesc
-
-
-def _packed(array: np.ndarray) -> TensorDesc:
-    return TensorDesc(DataType.from_numpy(array.dtype, "", "", DataType), np.shape(array))
+from .tensor import TensorDesc
 
 
 def pooling_shape(shape: Tuple[int, ...]) -> Tuple[int, ...]:
@@ -88,13 +84,13 @@ def max_pooling_magnitude(args, kwargs):
 
 def average_pooling_describe(case: Case) -> AveragePoolingGradDesc:
     dy, sizes = case.args[:2]
-    return AveragePoolingGradDesc(_packed(dy), TensorDesc(_packed(dy).data_type, sizes),
+    return AveragePoolingGradDesc(packed(dy), TensorDesc(packed(dy).data_type, sizes),
                                   *case.args[2:])
 
 
 def max_pooling_describe(case: Case) -> MaxPoolingGradDesc:
     x, dy = case.args[:2]
-    return MaxPoolingGradDesc(_packed(x), _packed(dy), _packed(x), *case.args[2:])
+    return MaxPoolingGradDesc(packed(x), packed(dy), packed(x), *case.args[2:])
 
 
 def average_pooling_call(desc: AveragePoolingGradDesc, values: Dict[str, np.ndarray]):

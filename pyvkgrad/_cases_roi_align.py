@@ -10,16 +10,12 @@ from typing import Dict, Tuple
 import numpy as np
 
 from . import reference
-from .operator_record import Case
+from .operator_record import Case, packed
 from .ops.roi_align_grad import RoiAlignGradDesc
-from .tensor import DataType, TensorDesc
+from .tensor import TensorDesc
 
 _REDUCTIONS = ("average", "max")
 _MODES = ("linear", "nearest_neighbor")
-
-
-def _packed(array: np.ndarray) -> TensorDesc:
-    return TensorDesc(DataType.from_numpy(array.dtype, "", "", DataType), np.shape(array))
 
 
 def roi_align_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type) -> Case:
@@ -64,9 +60,9 @@ def roi_align_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type
 def roi_align_describe(case: Case) -> RoiAlignGradDesc:
     x, dy, roi, batch, sizes = case.args
     kwargs = dict(case.kwargs)
-    droi = _packed(roi) if kwargs.pop("roi_gradient", False) else None
-    return RoiAlignGradDesc(_packed(x), _packed(dy), _packed(roi), _packed(batch),
-                            TensorDesc(_packed(dy).data_type, sizes), droi, **kwargs)
+    droi = packed(roi) if kwargs.pop("roi_gradient", False) else None
+    return RoiAlignGradDesc(packed(x), packed(dy), packed(roi), packed(batch),
+                            TensorDesc(packed(dy).data_type, sizes), droi, **kwargs)
 
 
 def roi_align_call(desc: RoiAlignGradDesc, values: Dict[str, np.ndarray]):

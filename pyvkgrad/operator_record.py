@@ -17,6 +17,8 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Mapping, Optional, Seque
 import numpy as np
 from numpy.typing import DTypeLike
 
+from .tensor import DataType, TensorDesc
+
 if TYPE_CHECKING:
     from .device import DeviceLike
 
@@ -56,6 +58,11 @@ class Case:
     kwargs: Dict[str, Any] = field(default_factory=dict)
     options: Dict[str, Any] = field(default_factory=dict)
     label: str = ""
+
+
+def packed(array: np.ndarray) -> TensorDesc:
+    """The descriptor of a case's array: its data type and sizes, packed strides."""
+    return TensorDesc(DataType.from_numpy(array.dtype, "", "", DataType), np.shape(array))
 
 
 @dataclass(frozen=True)

@@ -32,25 +32,17 @@ layout(set = 0, binding = 2) buffer A { float a[]; };  // running S, then N^-Bet
 layout(set = 0, binding = 3) writeonly buffer B { float b[]; };  // dY X N^(-Beta - 1) (packed)
 layout(push_constant) uniform Push { uint count; uint first; uint window_first; uint window_end; };
 
+// X_j^2 at X offset `offset`, rounded once.
+float x_squared(uint offset) {
+    const float xj = LOAD(x, offset);
+    precise float square = xj * xj;
+    return square;
+}
+
 void main() {
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         const Element e = element_at(i);
-        Walk w = walk_from(e, BEFORE, AFTER, window_first);
-        if (window_first > 0u && window_first >= w.positions) {
-            continue;  // finished by an earlier dispatch
-        }
-        precise float s = window_first == 0u ? 0.0 : a[i];
-        const uint end = min(window_end, w.positions);
-        for (uint t = window_first; t < end; ++t) {
-            const float xj = LOAD(x, w.offset.x);
-            precise float square = xj * xj;
-            s = s + square;
-            advance(w, e);
-        }
-        if (end < w.positions) {
-            a[i] = s;  // the next dispatch goes on
-            continue;
-        }
+        SUM_OVER_WINDOW(s, e, BEFORE, AFTER, a, i, x_squared(w.offset.x))
         precise float n = BIAS + ALPHA_OVER_SIZE * s;
         const float power = pow_fixed(n, -BETA);
         precise float product = (LOAD(dy, e.offset.y) * LOAD(x, e.offset.x)) * power;

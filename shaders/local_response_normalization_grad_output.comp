@@ -36,20 +36,7 @@ layout(push_constant) uniform Push { uint count; uint first; uint window_first; 
 void main() {
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         const Element e = element_at(i);
-        Walk w = walk_from(e, AFTER, BEFORE, window_first);
-        if (window_first > 0u && window_first >= w.positions) {
-            continue;  // finished by an earlier dispatch
-        }
-        precise float t = window_first == 0u ? 0.0 : running[i];
-        const uint end = min(window_end, w.positions);
-        for (uint p = window_first; p < end; ++p) {
-            t = t + b[w.offset.z];
-            advance(w, e);
-        }
-        if (end < w.positions) {
-            running[i] = t;  // the next dispatch goes on
-            continue;
-        }
+        SUM_OVER_WINDOW(t, e, AFTER, BEFORE, running, i, b[w.offset.z])
         precise float result = LOAD(dy, e.offset.y) * a[i] - (COEFFICIENT * LOAD(x, e.offset.x)) * t;
         uint target = 0u;
         FOR_EACH_COORDINATE4(SIZES, i, ADD_DX_OFFSET)

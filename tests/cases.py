@@ -1,7 +1,15 @@
 """Shared test helpers: sizes and layouts chosen to break kernels, random arrays and views,
 and what a device holds in memory."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
+import pytest
+
+from conftest import SUBPROCESS_CWD
 
 # Element counts around workgroup (256) and subgroup (8/32/64) widths, primes, and 1.
 EDGE_COUNTS = [1, 2, 3, 7, 31, 32, 33, 63, 64, 65, 127, 255, 256, 257, 1021, 4099]
@@ -73,3 +81,29 @@ def released_memory(device):
     except (OSError, AttributeError):  # not glibc
         pass
     return memory_in_use(device)
+
+
+# The default widths, another workgroup width, and lavapipe's subgroups of 4 and 16 lanes
+# (LP_NATIVE_VECTOR_WIDTH=128/512, read when the device is created: a new process each).
+OTHER_WIDTHS = ({}, {"PYVKGRAD_LOCAL_SIZE": "32"}, {"LP_NATIVE_VECTOR_WIDTH": "128"},
+                {"LP_NATIVE_VECTOR_WIDTH": "512"})
+
+
+def assert_same_bits_on_other_widths(device, script, timeout=None):
+    """Run `script` in a process per environment of OTHER_WIDTHS; it prints a JSON object of
+    the device's "subgroup" and "local" sizes and its results, and every run's results must be
+    the first (default) run's. Lavapipe only (skips elsewhere)."""
+    if device.info.device_type != "cpu":
+        pytest.skip("LP_NATIVE_VECTOR_WIDTH is lavapipe's")
+    runs = []
+    for env in OTHER_WIDTHS:
+        done = subprocess.run([sys.executable, "-c", script], cwd=SUBPROCESS_CWD,
+                              capture_output=True, text=True, env={**os.environ, **env},
+                              check=True, timeout=timeout)
+        runs.append(json.loads(done.stdout))
+    assert runs[1]["local"] == 32
+    assert {r["subgroup"] for r in runs[2:]} == {4, 16}
+    for run in runs[1:]:
+        for key, value in runs[0].items():
+            if key not in ("subgroup", "local"):
+                assert run[key] == value, key

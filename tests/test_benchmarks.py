@@ -54,20 +54,47 @@ def test_benchmark_medians_wait_strategy_and_torch_in_its_own_process(tmp_path):
         assert report["torch"] and all(r["torch_from_numpy_us"] > 0 for r in rows)
 
 
+def test_iree_cache_holds_every_case():
+    """The committed IREE modules (benchmarks/iree-cache/): every case of the group, compiled
+    or with its reason, for lavapipe's small shapes (llvmpipe) and the H100's (ampere), so
+    that a machine with iree-base-runtime alone runs the whole group."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_iree
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    for quick, target in ((True, "llvmpipe"), (False, "ampere")):
+        folder = bench_iree.DEFAULT_CACHE / target
+        assert (folder / "compiler.txt").read_text().startswith("iree-base-compiler 3.13.0")
+        for case in bench_iree.cases(quick):
+            k = bench_iree.key(*case)
+            compiled = (folder / f"{k}.vmfb").exists()
+            assert compiled != (folder / f"{k}.failed.txt").exists(), k
+            # IREE 3.13 cannot compile aten.upsample_bilinear2d_backward; on the H100's shapes
+            # some others fail too (their .failed.txt says why), lavapipe's all compile.
+            assert compiled or case[0] == "linear_2x_backward" or not quick, k
+
+
 def test_iree_peer_group_runs_beside_pyvkgrad(tmp_path):
     """--ops iree on the test device with the small shapes, from the committed cache (optional:
-    skipped where iree.runtime is not importable)."""
+    skipped where iree.runtime is not importable): every module IREE compiled runs and gives
+    pyvkgrad's results within bench_iree.tolerance, with its three times."""
     import pytest
     if importlib.util.find_spec("iree") is None or importlib.util.find_spec("iree.runtime") is None:
         pytest.skip("iree.runtime is not importable (pip install .[bench])")
     res, report = _bench(tmp_path, "--ops", "iree", "--no-torch")
     group = report["iree"]
+    assert group["target"] == "llvmpipe" or "LLVMPIPE" not in report["device"].upper()
     rows = {(r["computation"], r["dtype"]): r for r in group["rows"]}
-    assert len(rows) == 10
-    for r in rows.values():
+    assert len(rows) == len(group["rows"]) == 12
+    for (name, dtype), r in rows.items():
         assert r["pyvkgrad_kernel_us"] > 0 and r["pyvkgrad_per_call_us"] > 0
-        assert "iree_per_call_us" in r or r["iree_error"].startswith("not compiled")
-    for dtype in ("float32", "float16"):  # compiled, run, and the same result as pyvkgrad's
-        assert rows[("relu_grad", dtype)]["max_abs_diff_dx"] == 0
-        assert rows[("relu_grad", dtype)]["iree_per_call_us"] > 0
-    assert "IREE" in res.stdout
+        if name == "linear_2x_backward" and r.get("iree_error", "").startswith("not compiled"):
+            continue  # IREE 3.13 cannot compile aten.upsample_bilinear2d_backward
+        assert "iree_error" not in r, r
+        assert r["agrees"], r  # the same computation: every output within tolerance
+        assert len(r["max_abs_diff"]) == (3 if name.startswith("bn_") else 1)
+        assert r["iree_per_call_us"] > 0 and r["iree_tool_us"] > 0 and r["iree_kernel_us"] > 0
+    for dtype in ("float32", "float16"):  # a select: the same bits
+        assert rows[("relu_grad", dtype)]["max_abs_diff"] == [0.0]
+    assert "IREE" in res.stdout and "same result" in res.stdout

@@ -6,19 +6,15 @@ table's tests cover the rest (every rank and layout against the oracle, fuzzing,
 descriptor)."""
 
 import dataclasses
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from conftest import SUBPROCESS_CWD
 
 import pyvkgrad
 from pyvkgrad import DataType, TensorDesc, operators, reference
 from pyvkgrad.ops.element_wise_clip_grad import DATA_TYPES, pass_range
-from cases import BEYOND_WORKGROUP_LIMIT, EDGE_COUNTS, SHAPES_BY_RANK, view_of
+from cases import (BEYOND_WORKGROUP_LIMIT, EDGE_COUNTS, SHAPES_BY_RANK,
+                   assert_same_bits_on_other_widths, view_of)
 
 CLIP = pyvkgrad.element_wise_clip_grad
 CLIP1 = pyvkgrad.element_wise_clip_grad1
@@ -313,21 +309,7 @@ def test_same_bits_under_other_workgroup_and_subgroup_widths(device):
     """PYVKGRAD_LOCAL_SIZE=32 and lavapipe's subgroups of 4 and 16 lanes
     (LP_NATIVE_VECTOR_WIDTH=128/512, read when the device is created: a new process) give the
     default run's bits."""
-    if device.info.device_type != "cpu":
-        pytest.skip("LP_NATIVE_VECTOR_WIDTH is lavapipe's")
-    runs = []
-    for env in ({}, {"PYVKGRAD_LOCAL_SIZE": "32"}, {"LP_NATIVE_VECTOR_WIDTH": "128"},
-                {"LP_NATIVE_VECTOR_WIDTH": "512"}):
-        done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=SUBPROCESS_CWD,
-                              capture_output=True, text=True, env={**os.environ, **env},
-                              check=True)
-        runs.append(json.loads(done.stdout))
-    assert runs[1]["local"] == 32
-    assert {r["subgroup"] for r in runs[2:]} == {4, 16}
-    for run in runs[1:]:
-        for key, value in runs[0].items():
-            if key not in ("subgroup", "local"):
-                assert run[key] == value, key
+    assert_same_bits_on_other_widths(device, _SCRIPT)
 
 
 # ---- errors -------------------------------------------------------------------------------------

@@ -360,50 +360,45 @@ def d(*sizes, data_type=F32):
 A, M = "^AVERAGE_POOLING_GRAD: ", "^MAX_POOLING_GRAD: "
 
 
+def average(dy=d(1, 1, 2, 2), dx=d(1, 1, 3, 3), strides=(1, 1), window=(2, 2), start=(0, 0),
+            end=(0, 0), include_padding=False):
+    """The maker of an AveragePoolingGradDesc: a valid 2x2 window over 3x3 but for the fields
+    given."""
+    return lambda: pyvkgrad.AveragePoolingGradDesc(dy, dx, strides, window, start, end,
+                                                   include_padding)
+
+
+def maximum(x=d(1, 1, 3, 3), dilations=(1, 1)):
+    """The maker of a MaxPoolingGradDesc: a valid 2x2 window over 3x3 but for the fields
+    given."""
+    return lambda: pyvkgrad.MaxPoolingGradDesc(x, d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1), (2, 2),
+                                               (0, 0), (0, 0), dilations)
+
+
 @pytest.mark.parametrize("make, error, message", [
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 3), d(1, 1, 3), (1,), (1,), (0,), (0,),
-                                             False),
+    (average(d(1, 1, 3), d(1, 1, 3), (1,), (1,), (0,), (0,)),
      ValueError, A + r"OutputGradientTensor.DimensionCount is out of range: expected 4 to 5"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2), d(1, 1, 1, 3, 3), (1, 1), (2, 2),
-                                             (0, 0), (0, 0), False),
+    (average(dx=d(1, 1, 1, 3, 3)),
      ValueError, A + r"InputGradientTensor.DimensionCount must equal OutputGradientTensor"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 2, 2, 2), d(1, 1, 3, 3), (1, 1), (2, 2),
-                                             (0, 0), (0, 0), False),
+    (average(dy=d(1, 2, 2, 2)),
      ValueError, A + r"InputGradientTensor.Sizes must have OutputGradientTensor's N and C"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2, data_type=F16), d(1, 1, 3, 3),
-                                             (1, 1), (2, 2), (0, 0), (0, 0), False),
+    (average(dy=d(1, 1, 2, 2, data_type=F16)),
      TypeError, A + r"InputGradientTensor.DataType must equal OutputGradientTensor.DataType"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1, 1), (2, 2),
-                                             (0, 0), (0, 0), False),
+    (average(strides=(1, 1, 1)),
      ValueError, A + r"Strides must have one entry per spatial dimension"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 0), (2, 2),
-                                             (0, 0), (0, 0), False),
-     ValueError, A + r"Strides\[1\] must be at least 1"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1), (2, 2),
-                                             (0, -1), (0, 0), False),
-     ValueError, A + r"StartPadding must not be negative"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1), (2, 2.0),
-                                             (0, 0), (0, 0), False),
-     TypeError, A + r"WindowSize must hold integers"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 1, 1), d(1, 1, 3, 3), (1, 1), (4, 4),
-                                             (0, 0), (0, 0), False),
+    (average(strides=(1, 0)), ValueError, A + r"Strides\[1\] must be at least 1"),
+    (average(start=(0, -1)), ValueError, A + r"StartPadding must not be negative"),
+    (average(window=(2, 2.0)), TypeError, A + r"WindowSize must hold integers"),
+    (average(dy=d(1, 1, 1, 1), window=(4, 4)),
      ValueError, A + r"WindowSize\[0\] must fit the padded input"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 3, 2), d(1, 1, 3, 3), (1, 1), (2, 2),
-                                             (0, 0), (0, 0), False),
+    (average(dy=d(1, 1, 3, 2)),
      ValueError, A + r"InputGradientTensor.Sizes\[2\] must follow the pooling's floor or ceil "
                  r"rule: expected 2, got 3"),
-    (lambda: pyvkgrad.AveragePoolingGradDesc(d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1), (2, 2),
-                                             (0, 0), (0, 0), 1),
-     TypeError, A + r"IncludePadding must be a bool"),
-    (lambda: pyvkgrad.MaxPoolingGradDesc(d(1, 1, 3, 4), d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1),
-                                         (2, 2), (0, 0), (0, 0), (1, 1)),
+    (average(include_padding=1), TypeError, A + r"IncludePadding must be a bool"),
+    (maximum(x=d(1, 1, 3, 4)),
      ValueError, M + r"OutputGradientTensor.Sizes must equal InputTensor.Sizes"),
-    (lambda: pyvkgrad.MaxPoolingGradDesc(d(1, 1, 3, 3), d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1),
-                                         (2, 2), (0, 0), (0, 0), (1, 0)),
-     ValueError, M + r"Dilations\[1\] must be at least 1"),
-    (lambda: pyvkgrad.MaxPoolingGradDesc(d(1, 1, 3, 3), d(1, 1, 2, 2), d(1, 1, 3, 3), (1, 1),
-                                         (2, 2), (0, 0), (0, 0), (2, 2)),
-     ValueError, M + r"InputGradientTensor.Sizes\[2\] must follow"),
+    (maximum(dilations=(1, 0)), ValueError, M + r"Dilations\[1\] must be at least 1"),
+    (maximum(dilations=(2, 2)), ValueError, M + r"InputGradientTensor.Sizes\[2\] must follow"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_descriptor_errors(make, error, message):
     with pytest.raises(error, match=message):

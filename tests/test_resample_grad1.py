@@ -16,6 +16,7 @@ import pytest
 import pyvkgrad
 from pyvkgrad import AxisDirection, DataType, TensorDesc, operators, reference
 from pyvkgrad.one_call_cache import OneCallCache
+from pyvkgrad.plan import Limits
 from cases import DTYPES
 
 NN, LIN = "nearest_neighbor", "linear"
@@ -256,6 +257,20 @@ def test_fields_in_directml_order(device):
 def test_descriptor_errors(over, kind, message):
     with pytest.raises(kind, match=message):
         _desc(**over)
+
+
+@pytest.mark.parametrize("algorithm, field", [("gather", "OutputGradientTensor"),
+                                              ("atomic", "InputGradientTensor")])
+def test_loop_limit_errors_name_resample_grad1(algorithm, field):
+    """Where the driver's loop limit leaves no plan (one workgroup of one invocation: even the
+    gather's windows of one term, or the atomic kernels' loops, are too long), the error names
+    RESAMPLE_GRAD1, not RESAMPLE_GRAD, whose plan it shares."""
+    desc = pyvkgrad.ResampleGrad1Desc(TensorDesc(F32, (1, 2, 512, 512)),
+                                      TensorDesc(F32, (1, 2, 2, 2)), NN, "decreasing",
+                                      (1, 1, 256, 256), (0.5,) * 4, (-0.5,) * 4, algorithm)
+    with pytest.raises(RuntimeError, match=rf"^RESAMPLE_GRAD1: {field}.Sizes need fewer loop "
+                                           r"iterations per invocation"):
+        desc.plan(Limits(max_loop_iterations=80, max_workgroups=1, local_size=1))
 
 
 def test_descriptor_without_rounding_direction():

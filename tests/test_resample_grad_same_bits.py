@@ -12,11 +12,7 @@ test_resample_grad.py::test_linear_sums_are_the_documented_arithmetic.
 """
 
 import dataclasses
-import json
 import math
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,8 +21,7 @@ import pyvkgrad
 from pyvkgrad import DataType, TensorDesc
 from pyvkgrad.plan import LOOP_MARGIN, Limits
 from pyvkgrad.tensor import packed_strides
-from cases import DTYPES, random_array, strided_view
-from conftest import SUBPROCESS_CWD
+from cases import DTYPES, assert_same_bits_on_other_widths, random_array, strided_view
 from test_resample_grad import (LIN, NN, _Choice, array_strides, assert_close, assert_same_bits,
                                 oracle)
 
@@ -326,18 +321,4 @@ def test_same_bits_under_other_workgroup_and_subgroup_widths(device):
     """PYVKGRAD_LOCAL_SIZE=32 and lavapipe's subgroups of 4 and 16 lanes
     (LP_NATIVE_VECTOR_WIDTH=128/512, read when the device is created: a new process) give the
     default run's bits, the walk, gather and windowed plans among them."""
-    if device.info.device_type != "cpu":
-        pytest.skip("LP_NATIVE_VECTOR_WIDTH is lavapipe's")
-    runs = []
-    for env in ({}, {"PYVKGRAD_LOCAL_SIZE": "32"}, {"LP_NATIVE_VECTOR_WIDTH": "128"},
-                {"LP_NATIVE_VECTOR_WIDTH": "512"}):
-        done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=SUBPROCESS_CWD,
-                              capture_output=True, text=True, env={**os.environ, **env},
-                              check=True, timeout=300)
-        runs.append(json.loads(done.stdout))
-    assert runs[1]["local"] == 32
-    assert {r["subgroup"] for r in runs[2:]} == {4, 16}
-    for run in runs[1:]:
-        for key, value in runs[0].items():
-            if key not in ("subgroup", "local"):
-                assert run[key] == value, key
+    assert_same_bits_on_other_widths(device, _SCRIPT, timeout=300)

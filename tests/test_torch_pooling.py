@@ -15,13 +15,7 @@ F = torch.nn.functional
 nn = torch.nn
 
 import pyvkgrad.torch as vt  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def on_the_test_device(device):
-    vt.set_device(device)
-    yield
-    vt.set_device(None)
+from torch_support import on_the_test_device  # noqa: E402,F401 (autouse: every test)
 
 
 def grads(fn, x, dy, *args, **kwargs):
@@ -36,6 +30,18 @@ def assert_bits(got, want):
     g, w = got.contiguous().numpy(), want.contiguous().numpy()
     assert np.array_equal(g.view(f"u{g.itemsize}"), w.view(f"u{w.itemsize}")), \
         f"max difference {np.abs(g.astype(np.float64) - w).max()}"
+
+
+def assert_same_bits_as_torch(rng, functions, x, *args):
+    """PyTorch's function and ours (`functions`) on x and args with a random float32 dY: the
+    same forward and dX, bit for bit; returns (our dX, PyTorch's)."""
+    ref_y = functions[0](x, *args)
+    dy = torch.tensor(rng.standard_normal(ref_y.shape), dtype=torch.float32)
+    y, want = grads(functions[0], x, dy, *args)
+    y2, got = grads(functions[1], x, dy, *args)
+    assert_bits(y2, y)
+    assert_bits(got, want)
+    return got, want
 
 
 CASES_2D = [  # shape, kernel_size, stride, padding, dilation, ceil_mode
@@ -61,19 +67,10 @@ def test_functions_bit_for_bit(rng, case, layout):
     avg = (F.avg_pool2d, vt.avg_pool2d) if k == 2 else (F.avg_pool3d, vt.avg_pool3d)
     mx = (F.max_pool2d, vt.max_pool2d) if k == 2 else (F.max_pool3d, vt.max_pool3d)
     for include in (True, False):
-        ref_y = avg[0](x, kernel, stride, padding, ceil, include)
-        dy = torch.tensor(rng.standard_normal(ref_y.shape), dtype=torch.float32)
-        y, want = grads(avg[0], x, dy, kernel, stride, padding, ceil, include)
-        y2, got = grads(avg[1], x, dy, kernel, stride, padding, ceil, include)
-        assert_bits(y2, y)
-        assert_bits(got, want)
+        got, want = assert_same_bits_as_torch(rng, avg, x, kernel, stride, padding, ceil,
+                                              include)
         assert got.stride() == want.stride() or layout == "contiguous"
-    ref_y = mx[0](ties, kernel, stride, padding, dilation, ceil)
-    dy = torch.tensor(rng.standard_normal(ref_y.shape), dtype=torch.float32)
-    y, want = grads(mx[0], ties, dy, kernel, stride, padding, dilation, ceil)
-    y2, got = grads(mx[1], ties, dy, kernel, stride, padding, dilation, ceil)
-    assert_bits(y2, y)
-    assert_bits(got, want)
+    assert_same_bits_as_torch(rng, mx, ties, kernel, stride, padding, dilation, ceil)
 
 
 def test_float16_within_one_rounding(rng):

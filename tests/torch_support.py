@@ -44,6 +44,16 @@ DTYPES = [torch.float32, torch.float16]
 F32_RTOL = 1e-5
 
 
+@pytest.fixture(autouse=True)
+def on_the_test_device(device):
+    """pyvkgrad.torch on the tests' Vulkan device (skips locally, fails in CI without one),
+    reset after the test. Autouse: a test module that imports it runs every test on it."""
+    import pyvkgrad.torch as vt
+    vt.set_device(device)
+    yield
+    vt.set_device(None)
+
+
 def layouts(rank):
     """Memory formats a tensor of `rank` can take: contiguous, and channels_last (4-D) or
     channels_last_3d (5-D)."""

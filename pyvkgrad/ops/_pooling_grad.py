@@ -113,6 +113,13 @@ class PoolingGradRules(OperatorDesc):
             object.__setattr__(self, field, values)
         return dilations
 
+    def check_window_cells(self, maximum: int, rule: str) -> None:
+        """WindowSize's positions, prod(WindowSize), at most `maximum` (the operator's kernel's
+        own bound; `rule` says why)."""
+        cells = math.prod(self.window_size)
+        if cells > maximum:
+            fail(self.OPERATOR, "WindowSize", rule, f"<= {maximum}", cells)
+
     def dilation_values(self) -> Tuple[int, ...]:
         raise NotImplementedError
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..plan import LOOP_MARGIN, Dispatch, Limits, Plan, Scratch, grid, right_align
 from ..tensor import TensorDesc, fail, packed_strides
-from ._resample_grad_tables import OPERATOR, InterpolationMode, TableBuilder, u32
+from ._resample_grad_tables import InterpolationMode, TableBuilder, u32
 
 if TYPE_CHECKING:
     from .resample_grad import ResampleGradDesc
@@ -61,8 +61,8 @@ def plan(desc: "ResampleGradDesc", maps, limits: Limits, gather: Optional[dict])
         gather = dict(shared, DX_SIZES=right_align(dx.sizes, AXES, 1),
                       DY_STRIDES=right_align(dy.element_strides, AXES, 0),
                       BEGIN=tuple(beg), COUNTS=tuple(cnt), WEIGHTS=tuple(wgt))
-        windows = _windows(maps, pad, items, 2 if paired else 1, count_x, wg, limits,
-                           dx.sizes, options["window"])
+        windows = _windows(desc.OPERATOR, maps, pad, items, 2 if paired else 1, count_x, wg,
+                           limits, dx.sizes, options["window"])
         if windows is None:
             return Plan((Dispatch(
                 "resample_grad_gather",
@@ -131,9 +131,9 @@ def plan(desc: "ResampleGradDesc", maps, limits: Limits, gather: Optional[dict])
         cas = 0 if limits.float_atomic_add else math.prod(taps)
         if (_per_invocation(count_y, wg, limits) * (1 + _nested(taps) + cas)
                 > limits.max_loop_iterations - 64):
-            _beyond_loop_limit("InputGradientTensor", dy.sizes, limits)
+            _beyond_loop_limit(desc.OPERATOR, "InputGradientTensor", dy.sizes, limits)
         if _per_invocation(count_x, wg, limits) > limits.max_loop_iterations - 64:
-            _beyond_loop_limit("OutputGradientTensor", dx.sizes, limits)
+            _beyond_loop_limit(desc.OPERATOR, "OutputGradientTensor", dx.sizes, limits)
     return Plan(tuple(dispatches), tuple(scratch), tensors=tensors)
 
 
@@ -159,14 +159,15 @@ def _nested(n) -> int:
     return sum(math.prod(n[:k + 1]) for k in range(len(n)))
 
 
-def _beyond_loop_limit(field: str, sizes, limits: Limits):
-    fail(OPERATOR, f"{field}.Sizes", f"need fewer loop iterations per invocation than the "
+def _beyond_loop_limit(operator: str, field: str, sizes, limits: Limits):
+    """RuntimeError naming `operator` (RESAMPLE_GRAD or RESAMPLE_GRAD1) and its tensor `field`."""
+    fail(operator, f"{field}.Sizes", f"need fewer loop iterations per invocation than the "
          f"device allows ({limits.max_loop_iterations} with {limits.max_workgroups} "
          f"workgroups of {limits.local_size})", "a smaller problem", sizes, kind=RuntimeError)
 
 
-def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, limits: Limits,
-             sizes, window: Optional[int]):
+def _windows(operator: str, maps, pad: int, items: int, per_item: int, count: int, wg: int,
+             limits: Limits, sizes, window: Optional[int]):
     """None where resample_grad_gather sums every element within the driver's loop limit
     (`limits.max_loop_iterations`) and no `window` is asked for; else the windows of
     resample_grad_gather_windowed, in the order they run: (begin, end) ranges of term numbers
@@ -179,7 +180,8 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
     loop while any lane does). The windowed one runs ceil(count / invocations) elements, each
     one loop of at most L + 1 iterations for a window of L terms, whatever the lane
     (shaders/resample_grad_gather_windowed.comp), and the grid loop's; 8 per element cover
-    those. Where even windows of one term do not fit, RuntimeError naming dX's `sizes`.
+    those. Where even windows of one term do not fit, RuntimeError naming `operator` and dX's
+    `sizes`.
     """
     limit = limits.max_loop_iterations
     most = [1] * AXES
@@ -194,7 +196,7 @@ def _windows(maps, pad: int, items: int, per_item: int, count: int, wg: int, lim
     per_element = _per_invocation(count, wg, limits)
     longest = (limit - LOOP_MARGIN) // per_element - 8 if limit else terms
     if longest < 1:  # too many elements per invocation: windows cannot help
-        _beyond_loop_limit("OutputGradientTensor", sizes, limits)
+        _beyond_loop_limit(operator, "OutputGradientTensor", sizes, limits)
     if window is None:
         window = max(1, min(longest, terms))
     elif not isinstance(window, int) or not 1 <= window <= longest:

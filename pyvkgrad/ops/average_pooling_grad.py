@@ -14,7 +14,6 @@ checks and plan: _pooling_grad.py.
 from __future__ import annotations
 
 from dataclasses import dataclass
-import math
 from typing import TYPE_CHECKING, ClassVar, Dict, Sequence, Tuple
 
 import numpy as np
@@ -58,10 +57,8 @@ class AveragePoolingGradDesc(PoolingGradRules):
             fail(OPERATOR, "IncludePadding", "must be a bool", "True or False",
                  type(self.include_padding).__name__, TypeError)
         object.__setattr__(self, "include_padding", bool(self.include_padding))
-        cells = math.prod(self.window_size)
-        if cells > MAX_WINDOW_CELLS:
-            fail(OPERATOR, "WindowSize", "must hold at most 2^24 positions (the divisor is an "
-                 "exact float32 integer)", f"<= {MAX_WINDOW_CELLS}", cells)
+        self.check_window_cells(MAX_WINDOW_CELLS, "must hold at most 2^24 positions (the "
+                                "divisor is an exact float32 integer)")
 
     def tensor_fields(self):
         return (("input_gradient_tensor", (self.input_gradient_tensor, READ)),

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, Sequence, Tuple
 import numpy as np
 
 from ..plan import READ, WRITE
-from ..tensor import TensorDesc, check_desc, check_same, fail
+from ..tensor import TensorDesc, check_desc, check_same
 from . import _pooling_grad
 from ._pooling_grad import PoolingGradRules
 
@@ -59,10 +59,7 @@ class MaxPoolingGradDesc(PoolingGradRules):
         dx = self.output_gradient_tensor
         check_same(OPERATOR, "data_type", ("OutputGradientTensor", dx), ("InputTensor", x))
         check_same(OPERATOR, "sizes", ("InputTensor", x), ("OutputGradientTensor", dx))
-        cells = math.prod(self.window_size)
-        if cells > MAX_WINDOW_CELLS:
-            fail(OPERATOR, "WindowSize", "must hold fewer than 2^31 positions",
-                 f"<= {MAX_WINDOW_CELLS}", cells)
+        self.check_window_cells(MAX_WINDOW_CELLS, "must hold fewer than 2^31 positions")
 
     def tensor_fields(self):
         return (("input_tensor", (self.input_tensor, READ)),

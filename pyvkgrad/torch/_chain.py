@@ -201,9 +201,33 @@ class ClipStep(Step):
         return f"dx{k}"
 
 
+def _training_forward(x: torch.Tensor, weight: Optional[torch.Tensor],
+                      bias: Optional[torch.Tensor], eps: float):
+    """(Output, Mean, Variance) of BATCH_NORMALIZATION_TRAINING on the Vulkan device, channels
+    on axis 1; Mean and Variance of shape [C]. Weight and bias take x's dtype (PyTorch keeps
+    float32 ones for a float16 x: one float16 rounding of each apart)."""
+    from ..ops.batch_normalization_training import batch_normalization_training
+
+    channels = int(x.shape[1])
+    stat = [1] * x.dim()
+    stat[1] = channels
+    xn = x.detach().cpu().numpy()
+
+    def host(p, fill):
+        if p is None:
+            return np.full(stat, fill, xn.dtype)
+        return p.detach().cpu().numpy().astype(xn.dtype).reshape(stat)
+
+    y, mean, var = batch_normalization_training(xn, host(weight, 1.0), host(bias, 0.0), eps,
+                                                device=_runtime.get_device())
+    return (torch.from_numpy(y).to(x.device), torch.from_numpy(mean.reshape(-1)).to(x.device),
+            torch.from_numpy(var.reshape(-1)).to(x.device))
+
+
 class BatchNormStep(Step):
-    """batch_norm: training (batch statistics, BATCH_NORMALIZATION_TRAINING_GRAD) or
-    evaluation (running statistics, BATCH_NORMALIZATION_GRAD). Params: weight, bias,
+    """batch_norm: training (batch statistics: forward BATCH_NORMALIZATION_TRAINING, backward
+    BATCH_NORMALIZATION_TRAINING_GRAD, both on the device) or evaluation (running statistics:
+    PyTorch's forward, backward BATCH_NORMALIZATION_GRAD). Params: weight, bias,
     running_mean, running_var."""
 
     n_params = 4
@@ -222,15 +246,22 @@ class BatchNormStep(Step):
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.size()}")
         momentum = 0.0 if self.momentum is None else self.momentum
-        y, mean, invstd = torch.native_batch_norm(x, weight, bias, running_mean, running_var,
-                                                  self.training, momentum, self.eps)
         if self.training:
-            # The batch's biased variance, from the forward's own 1/sqrt(var + eps): DirectML
-            # computes 1/sqrt(Variance + Epsilon) from it again, within a float32 rounding.
-            var = (invstd.double().reciprocal().square() - self.eps).float()
-        else:
-            mean, var = running_mean, running_var
-        return y, {"x": x, "mean": mean, "var": var, "weight": weight}
+            # The forward on the device too: BATCH_NORMALIZATION_TRAINING's Output, Mean and
+            # (biased) Variance, the same bits on every device; PyTorch's running statistics
+            # take the unbiased variance, as F.batch_norm updates them.
+            y, mean, var = _training_forward(x, weight, bias, self.eps)
+            n = x.numel() // x.shape[1]
+            with torch.no_grad():
+                if running_mean is not None:
+                    running_mean.mul_(1 - momentum).add_(momentum * mean.to(running_mean))
+                if running_var is not None:
+                    running_var.mul_(1 - momentum).add_(
+                        momentum * var.to(running_var) * (n / max(n - 1, 1)))
+            return y, {"x": x, "mean": mean, "var": var, "weight": weight}
+        y = torch.native_batch_norm(x, weight, bias, running_mean, running_var, False, momentum,
+                                    self.eps)[0]
+        return y, {"x": x, "mean": running_mean, "var": running_var, "weight": weight}
 
     def backward(self, b, k, dy, x_shape, y_shape, saved):
         perm = b.perm

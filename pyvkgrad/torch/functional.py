@@ -66,10 +66,11 @@ def batch_norm(input: torch.Tensor, running_mean: Optional[torch.Tensor],
                running_var: Optional[torch.Tensor], weight: Optional[torch.Tensor] = None,
                bias: Optional[torch.Tensor] = None, training: bool = False,
                momentum: float = 0.1, eps: float = 1e-5) -> torch.Tensor:
-    """torch.nn.functional.batch_norm (2-D to 5-D input, channels on axis 1) whose backward is
-    BATCH_NORMALIZATION_TRAINING_GRAD (training: batch statistics) or
-    BATCH_NORMALIZATION_GRAD (evaluation: the running statistics as constants). Running
-    statistics are updated by PyTorch's own forward (unbiased variance, momentum)."""
+    """torch.nn.functional.batch_norm (2-D to 5-D input, channels on axis 1). Training (batch
+    statistics): the forward is BATCH_NORMALIZATION_TRAINING and the backward
+    BATCH_NORMALIZATION_TRAINING_GRAD, both on the device; the running statistics are updated
+    as PyTorch does (unbiased variance, momentum). Evaluation (the running statistics as
+    constants): PyTorch's forward, BATCH_NORMALIZATION_GRAD's backward."""
     if not needs_grad(input, weight, bias):
         return F.batch_norm(input, running_mean, running_var, weight, bias, training, momentum,
                             eps)

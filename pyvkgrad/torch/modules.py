@@ -118,63 +118,57 @@ class Upsample(nn.Upsample):
                                self.recompute_scale_factor), []
 
 
-class _AvgPoolBridge:
-    """The forward of nn.AvgPool2d / nn.AvgPool3d with the bridged avg_pool (AVERAGE_POOLING_GRAD);
-    divisor_override raises ValueError at construction."""
+class _PoolBridge:
+    """The forward of nn.AvgPool2d/3d or nn.MaxPool2d/3d (KIND "avg" or "max", K spatial axes)
+    with the bridged pooling, its backward AVERAGE_POOLING_GRAD or MAX_POOLING_GRAD; what
+    DirectML cannot express (divisor_override, return_indices=True) raises ValueError at
+    construction."""
 
+    KIND = "avg"
     K = 2
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        check_pool_options(f"avg_pool{self.K}d", self.divisor_override)
+        what = f"{self.KIND}_pool{self.K}d"
+        if self.KIND == "avg":
+            check_pool_options(what, self.divisor_override)
+        else:
+            check_pool_options(what, return_indices=self.return_indices)
+
+    def _pool_parameters(self) -> tuple:
+        """PyTorch's fields in PoolStep's order: kernel_size, stride, padding, ceil_mode,
+        count_include_pad (True, unused, for max pooling), dilation (1 for average pooling)."""
+        avg = self.KIND == "avg"
+        return (self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                self.count_include_pad if avg else True, 1 if avg else self.dilation)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        pool = bf.avg_pool2d if self.K == 2 else bf.avg_pool3d
-        return pool(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                    self.count_include_pad)
+        return bf._pool(self.KIND, self.K, input, *self._pool_parameters())
 
     def _bridge_step(self):
-        return PoolStep("avg", self.K, self.kernel_size, self.stride, self.padding,
-                        self.ceil_mode, self.count_include_pad), []
+        return PoolStep(self.KIND, self.K, *self._pool_parameters()), []
 
 
-class _MaxPoolBridge:
-    """The forward of nn.MaxPool2d / nn.MaxPool3d with the bridged max_pool (MAX_POOLING_GRAD);
-    return_indices=True raises ValueError at construction."""
-
-    K = 2
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        check_pool_options(f"max_pool{self.K}d", return_indices=self.return_indices)
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        pool = bf.max_pool2d if self.K == 2 else bf.max_pool3d
-        return pool(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                    self.ceil_mode)
-
-    def _bridge_step(self):
-        return PoolStep("max", self.K, self.kernel_size, self.stride, self.padding,
-                        self.ceil_mode, dilation=self.dilation), []
-
-
-class AvgPool2d(_AvgPoolBridge, nn.AvgPool2d):
+class AvgPool2d(_PoolBridge, nn.AvgPool2d):
     """torch.nn.AvgPool2d with its backward on the Vulkan device."""
 
 
-class AvgPool3d(_AvgPoolBridge, nn.AvgPool3d):
+class AvgPool3d(_PoolBridge, nn.AvgPool3d):
     """torch.nn.AvgPool3d with its backward on the Vulkan device."""
 
     K = 3
 
 
-class MaxPool2d(_MaxPoolBridge, nn.MaxPool2d):
+class MaxPool2d(_PoolBridge, nn.MaxPool2d):
     """torch.nn.MaxPool2d with its backward on the Vulkan device."""
 
+    KIND = "max"
 
-class MaxPool3d(_MaxPoolBridge, nn.MaxPool3d):
+
+class MaxPool3d(_PoolBridge, nn.MaxPool3d):
     """torch.nn.MaxPool3d with its backward on the Vulkan device."""
 
+    KIND = "max"
     K = 3
 
 

@@ -103,3 +103,26 @@ void advance(inout Walk w, Element e) {
                    + uint(w.column - e.column) * column_step();
     }
 }
+
+// Inside the kernels' loop over elements i: `sum` (a new `precise` float) = the running sum of
+// TERM (an expression of the walk `w`'s current offsets, w.offset) over element e's window
+// with (before, after), for this dispatch's positions [window_first, window_end), continued
+// from scratch[i] after an earlier dispatch. A walk that an earlier dispatch finished, or that
+// this one does not, goes on to the next element (`continue`; the latter keeps its sum in
+// scratch[i]); after it, the window's whole sum is in `sum`. Positions are added in walk
+// order, each sum rounded once, so every split gives the same bits.
+#define SUM_OVER_WINDOW(sum, e, before, after, scratch, i, TERM)                       \
+    Walk w = walk_from(e, before, after, window_first);                                 \
+    if (window_first > 0u && window_first >= w.positions) {                             \
+        continue;                                                                       \
+    }                                                                                   \
+    precise float sum = window_first == 0u ? 0.0 : scratch[i];                          \
+    const uint walk_end = min(window_end, w.positions);                                 \
+    for (uint position = window_first; position < walk_end; ++position) {               \
+        sum = sum + (TERM);                                                             \
+        advance(w, e);                                                                  \
+    }                                                                                   \
+    if (walk_end < w.positions) {                                                       \
+        scratch[i] = sum;                                                               \
+        continue;                                                                       \
+    }

@@ -1,0 +1,91 @@
+"""BATCH_NORMALIZATION_TRAINING's plan choices on a real GPU: the kernel time of the whole
+operator and of each of its three dispatches, for several work-item targets (TARGET_ITEMS) and
+chunks per lane (CHUNKS_PER_LANE_MAX), against the copy roofline of the same bytes (X read,
+Output written). Every variant gives the same bits (exact sums); this checks it too.
+
+    python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N]
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import pyvkgrad  # noqa: E402
+from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from pyvkgrad.ops import batch_normalization_training as bnt  # noqa: E402
+from pyvkgrad.plan import Plan  # noqa: E402
+
+from bench_timing import copy_roofline, vulkan_time  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--cuda-first", action="store_true",
+                    help="start CUDA first (issue 33: float16 kernels ran slower without)")
+    args = ap.parse_args()
+    if args.cuda_first:
+        import torch
+        torch.zeros(1, device="cuda")
+    dev = pyvkgrad.default_device()
+    print(dev.name)
+    shapes = ([(4, 64, 56, 56)] if args.quick else
+              [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
+    variants = [(2048, 16), (512, 16), (8192, 4)]
+    defaults = (bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX)
+    rng = np.random.default_rng(0)
+    for shape in shapes:
+        c = shape[1]
+        for dt, np_dt in ((DataType.FLOAT32, np.float32), (DataType.FLOAT16, np.float16)):
+            x = (rng.standard_normal(shape, dtype=np.float32) + 0.5).astype(np_dt)
+            s = rng.standard_normal((1, c, 1, 1)).astype(np_dt)
+            big, small = TensorDesc(dt, shape), TensorDesc(dt, (1, c, 1, 1))
+            tensors = dict(input_tensor=dev.upload(x), scale_tensor=dev.upload(s),
+                           bias_tensor=dev.upload(s), output_tensor=dev.empty(big),
+                           output_mean_tensor=dev.empty(small),
+                           output_variance_tensor=dev.empty(small))
+            nbytes = 2 * x.nbytes
+            roof = copy_roofline(dev, x.nbytes, args.repeat)
+            bits = None
+            for target, per_lane in variants:
+                bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = target, per_lane
+                times = {}
+                for keep in (None, "sums", "finalize", "output"):
+                    class Part(bnt.BatchNormalizationTrainingDesc):
+                        def plan(self, limits, keep=keep):
+                            p = bnt._plan(self, limits)
+                            if keep is None:
+                                return p
+                            return Plan(tuple(d for d in p.dispatches if d.kernel.endswith(keep)),
+                                        p.scratch, tensors=p.tensors)
+                    op = dev.compile(Part(big, small, small, None, big, small, small,
+                                          1e-5 + 1e-12 * target * per_lane))
+                    ns, rec = vulkan_time(dev, op, tensors, args.repeat)
+                    rec.close()
+                    if keep is None:
+                        sums = [d for d in op.plan.dispatches if d.kernel.endswith("sums")]
+                        items = (sums[0].workgroups, dict(sums[0].constants)["CHUNKS_PER_LANE"],
+                                 dict(sums[0].constants)["LK"])
+                        out = [tensors[n].numpy().tobytes() for n in
+                               ("output_tensor", "output_mean_tensor", "output_variance_tensor")]
+                        same = bits is None or out == bits
+                        bits = bits or out
+                    times[keep or "all"] = ns / 1e3
+                    op.close()
+                pct = 100 * nbytes / (times["all"] * 1e-6) / roof
+                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} "
+                      f"(workgroups, chunks/lane, slots) {items}: all {times['all']:.1f} us "
+                      f"({pct:.1f}% of copy), sums {times['sums']:.1f}, finalize "
+                      f"{times['finalize']:.1f}, output {times['output']:.1f}; same bits {same}",
+                      flush=True)
+            for t in tensors.values():
+                t.close()
+    bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = defaults
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING (batch_normalization_training), OutputTensor,
+// element-wise after stage 2 (docs/semantics.md §18):
+//
+//   Output = Act((X - Mean) * c + Bias [+ FusedAdd]),  c = Scale / sqrt(Variance + Epsilon)
+//
+// with (Mean, c, Bias) from coefficients[k] of the element's channel k; Act is the identity
+// or ReLU (RELU: x <= 0 gives +0, NaN stays NaN). Each step `precise`: the same bits on every
+// device. Float16 results round once (half_from_float).
+//
+// An item is VEC elements: 1 (any strides; float16 stores then use integer atomics on shared
+// words), 2 (PAIRS: float16 with a packed Output, one Output word) or a 16-byte vector (4
+// float32 or 8 float16 elements) where X, Output and FusedAdd are all packed (SAME: the
+// vector's elements share one channel, found once).
+// Constants: SIZES, the strides of X, FusedAdd and Output, and CHANNEL_STRIDES (the channel
+// index's stride per dimension: 0 on reduced dimensions); 8 dimensions, right-aligned.
+// Dispatch: up to 65535 workgroups; grid-stride loop over the items [first, count).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(constant_id = 1) const bool IS_F16 = false;
+layout(constant_id = 2) const bool FUSED_ADD = false;
+layout(constant_id = 3) const bool RELU = false;
+layout(constant_id = 4) const uint VEC = 1u;
+layout(constant_id = 5) const bool SAME = false;
+DIMS8(uint, SIZES, 6, 1)
+DIMS8_4(uint, X_STRIDES, FUSED_ADD_STRIDES, Y_STRIDES, CHANNEL_STRIDES, 14, 0)
+
+layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
+layout(set = 0, binding = 0) readonly buffer X_UVEC4 { uvec4 x_uvec4[]; };
+layout(set = 0, binding = 1) readonly buffer FUSED { uint fused_add[]; };  // FusedAddTensor
+layout(set = 0, binding = 1) readonly buffer FUSED_UVEC4 { uvec4 fused_add_uvec4[]; };
+layout(set = 0, binding = 2) readonly buffer COEFFICIENTS { vec4 coefficients[]; };  // scratch
+layout(set = 0, binding = 3) buffer Y { uint y[]; };  // OutputTensor
+layout(set = 0, binding = 3) buffer Y_UVEC4 { uvec4 y_uvec4[]; };
+layout(push_constant) uniform Push { uint count; uint first; uint elements; };
+
+#define ADD_OFFSETS(D, c)                                                               \
+    o += (c) * uvec4(X_STRIDES##D, FUSED_ADD_STRIDES##D, Y_STRIDES##D, CHANNEL_STRIDES##D);
+#define ADD_CHANNEL(D, c) k += (c) * CHANNEL_STRIDES##D;
+
+uvec4 offsets(uint e) {
+    uvec4 o = uvec4(0u);
+    FOR_EACH_COORDINATE8(SIZES, e, ADD_OFFSETS)
+    return o;
+}
+
+uint channel(uint e) {
+    uint k = 0u;
+    FOR_EACH_COORDINATE8(SIZES, e, ADD_CHANNEL)
+    return k;
+}
+
+// The Output of X value xv (and FusedAdd value fv) in a channel with coefficients c.
+float value(float xv, float fv, vec4 c) {
+    precise float v = (xv - c.x) * c.y;
+    v = v + c.z;
+    if (FUSED_ADD) v = v + fv;
+    if (RELU && v <= 0.0) v = 0.0;
+    return v;
+}
+
+// A vector item: VEC packed elements from element e on, the 4 words w of X and f of FusedAdd.
+uvec4 vector_value(uint e, uvec4 w, uvec4 f) {
+    uvec4 out_words;
+    const vec4 c_same = SAME ? coefficients[channel(e)] : vec4(0.0);
+    for (uint j = 0u; j < 4u; ++j) {
+        if (IS_F16) {
+            const vec2 xv = unpackHalf2x16(w[j]), fv = unpackHalf2x16(f[j]);
+            const vec4 c0 = SAME ? c_same : coefficients[channel(e + 2u * j)];
+            const vec4 c1 = SAME ? c_same : coefficients[channel(e + 2u * j + 1u)];
+            out_words[j] = half_from_float(value(xv.x, fv.x, c0)) |
+                           (half_from_float(value(xv.y, fv.y, c1)) << 16);
+        } else {
+            const vec4 c = SAME ? c_same : coefficients[channel(e + j)];
+            out_words[j] = floatBitsToUint(value(uintBitsToFloat(w[j]), uintBitsToFloat(f[j]), c));
+        }
+    }
+    return out_words;
+}
+
+void main() {
+    GRID_STRIDE_LOOP_FROM(i, first, count) {
+        if (VEC > 2u) {
+            const uvec4 w = x_uvec4[i];
+            y_uvec4[i] = vector_value(i * VEC, w, FUSED_ADD ? fused_add_uvec4[i] : w);
+        } else if (VEC == 2u) {
+            const uint e = 2u * i;
+            const uvec4 o0 = offsets(e);
+            const vec4 c0 = coefficients[o0.w];
+            const uint low = half_from_float(value(LOAD(x, o0.x), LOAD(fused_add, o0.y), c0));
+            if (e + 1u < elements) {
+                const uvec4 o1 = offsets(e + 1u);
+                const vec4 c1 = coefficients[o1.w];
+                y[i] = low | (half_from_float(value(LOAD(x, o1.x), LOAD(fused_add, o1.y), c1)) << 16);
+            } else {
+                STORE_HALF_BITS(y, e, low)
+            }
+        } else {
+            const uvec4 o = offsets(i);
+            const float v = value(LOAD(x, o.x), LOAD(fused_add, o.y), coefficients[o.w]);
+            if (IS_F16) {
+                STORE_HALF_BITS(y, o.z, half_from_float(v))
+            } else {
+                y[o.z] = floatBitsToUint(v);
+            }
+        }
+    }
+}

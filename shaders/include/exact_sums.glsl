@@ -1,0 +1,163 @@
+// Exact sums of float32 values: the result does not depend on the order of the terms, so it is
+// the same bits for any subgroup size, workgroup width or plan (docs/semantics.md §17).
+//
+// A sum is kept as EXACT_DIGITS signed 32-bit digits of radix 2^16, digit i weighing
+// 2^(16 i - 149): every finite float32 is an integer multiple of 2^-149 (the smallest
+// subnormal), below 2^128, so its exact value is an integer combination of digits. Integer
+// addition is exact and associative, so lanes, subgroups and workgroups may add digits in any
+// order. Non-finite terms set flags (NaN, +Inf, -Inf) that are ORed instead.
+//
+// A lane does not touch the digits for every term: it keeps an ExactWindow, a signed 96-bit
+// integer W (w.x lowest word, two's complement) times 2^(anchor - 149), into which a term of
+// significand m < 2^24 at bit p (its value m 2^(p - 149)) adds m << (p - anchor), exactly,
+// while 0 <= p - anchor <= WINDOW_SPAN. A term outside the window flushes it into the digits
+// (exact_flush) and re-anchors at the term. |W| < 2^(24 + WINDOW_SPAN) per term, so up to
+// 2^16 terms fit in 96 bits between flushes.
+//
+// The including kernel defines EXACT_SLOTS (the number of sums a workgroup keeps) before
+// including this; the digits of slot s are exact_digits[s * EXACT_DIGITS ...]. A flush adds
+// 7 pieces of at most 2^16 each, so a digit takes at least 32768 flushes before its 32-bit
+// integer could overflow: the plans bound flushes per workgroup and slot below that, and
+// normalise (exact_normalize) before adding workgroups' digits together.
+
+const uint EXACT_DIGITS = 24u;
+const uint EXACT_NAN = 1u, EXACT_POS_INF = 2u, EXACT_NEG_INF = 4u;
+const int WINDOW_SPAN = 55;
+const int EMPTY_ANCHOR = -1000;  // no window yet: every term re-anchors
+
+shared int exact_digits[EXACT_SLOTS * EXACT_DIGITS];
+shared uint exact_flags[EXACT_SLOTS];
+
+struct ExactWindow {
+    uvec3 w;
+    int anchor;
+    uint flags;
+};
+
+ExactWindow exact_empty() { return ExactWindow(uvec3(0u), EMPTY_ANCHOR, 0u); }
+
+// Zero the workgroup's digits and flags; every invocation calls it, a barrier must follow.
+void exact_clear() {
+    for (uint i = gl_LocalInvocationIndex; i < EXACT_SLOTS * EXACT_DIGITS; i += WG) {
+        exact_digits[i] = 0;
+    }
+    for (uint i = gl_LocalInvocationIndex; i < EXACT_SLOTS; i += WG) exact_flags[i] = 0u;
+}
+
+// Add the window's value into slot `slot`'s digits and empty it: W << (anchor % 16) as six
+// unsigned 16-bit pieces and a signed top piece, at digit anchor / 16 upwards.
+void exact_flush(inout ExactWindow a, uint slot) {
+    if (a.w == uvec3(0u)) return;
+    const uint o = uint(a.anchor) & 15u, base = slot * EXACT_DIGITS + (uint(a.anchor) >> 4);
+    const uint back = 32u - o;  // o = 0 shifts nothing in from below
+    const uint s0 = a.w.x << o;
+    const uint s1 = (a.w.y << o) | (o == 0u ? 0u : a.w.x >> back);
+    const uint s2 = (a.w.z << o) | (o == 0u ? 0u : a.w.y >> back);
+    const int s3 = o == 0u ? int(a.w.z) >> 31 : int(a.w.z) >> back;
+    const uint pieces[6] = uint[6](s0 & 0xFFFFu, s0 >> 16, s1 & 0xFFFFu, s1 >> 16,
+                                   s2 & 0xFFFFu, s2 >> 16);
+    for (uint i = 0u; i < 6u; ++i) {
+        if (pieces[i] != 0u) atomicAdd(exact_digits[base + i], int(pieces[i]));
+    }
+    if (s3 != 0) atomicAdd(exact_digits[base + 6u], s3);
+    a.w = uvec3(0u);
+}
+
+// Add float32 x to the window (slot `slot` takes a flush when x lies outside it).
+void exact_add(inout ExactWindow a, float x, uint slot) {
+    const uint u = floatBitsToUint(x), magnitude = u & 0x7FFFFFFFu;
+    if (magnitude == 0u) return;
+    if (magnitude >= 0x7F800000u) {
+        a.flags |= magnitude > 0x7F800000u ? EXACT_NAN
+                                           : ((u >> 31) != 0u ? EXACT_NEG_INF : EXACT_POS_INF);
+        return;
+    }
+    // x = m 2^(p - 149): the biased exponent less one, 0 for subnormals (and the smallest
+    // normals), whose significand has no implicit 1.
+    const uint biased = magnitude >> 23;
+    const uint m = (magnitude & 0x7FFFFFu) | (biased != 0u ? 0x800000u : 0u);
+    const int p = int(max(biased, 1u)) - 1;
+    int shift = p - a.anchor;
+    if (shift < 0 || shift > WINDOW_SPAN) {
+        exact_flush(a, slot);
+        a.anchor = max(p - 32, 0);  // room for terms 2^32 smaller and 2^23 larger
+        shift = p - a.anchor;
+    }
+    uvec3 v;  // m << shift, shift in [0, WINDOW_SPAN]
+    if (shift < 32) {
+        v = uvec3(m << shift, shift == 0 ? 0u : m >> (32 - shift), 0u);
+    } else {
+        v = uvec3(0u, m << (shift - 32), shift == 32 ? 0u : m >> (64 - shift));
+    }
+    uint c0, c1, c2;
+    if ((u >> 31) == 0u) {
+        a.w.x = uaddCarry(a.w.x, v.x, c0);
+        a.w.y = uaddCarry(a.w.y, v.y, c1);
+        a.w.y = uaddCarry(a.w.y, c0, c2);
+        a.w.z = a.w.z + v.z + c1 + c2;
+    } else {
+        a.w.x = usubBorrow(a.w.x, v.x, c0);
+        a.w.y = usubBorrow(a.w.y, v.y, c1);
+        a.w.y = usubBorrow(a.w.y, c0, c2);
+        a.w.z = a.w.z - v.z - c1 - c2;
+    }
+}
+
+// Flush the window and OR its flags into the slot: the lane's last step before the barrier
+// after which the slot's digits are complete.
+void exact_finish(inout ExactWindow a, uint slot) {
+    exact_flush(a, slot);
+    if (a.flags != 0u) atomicOr(exact_flags[slot], a.flags);
+}
+
+// Carry slot `slot`'s digits in place so that every digit but the top one lies in [0, 2^16)
+// and the top one carries the sign; the value is unchanged (arithmetic shifts floor). One
+// invocation per slot, after the barrier that completes its digits.
+void exact_normalize(uint slot) {
+    const uint base = slot * EXACT_DIGITS;
+    int carry = 0;
+    for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
+        const int v = exact_digits[base + i] + carry;
+        exact_digits[base + i] = v & 0xFFFF;
+        carry = v >> 16;
+    }
+    exact_digits[base + EXACT_DIGITS - 1u] += carry;
+}
+
+// The float32 nearest to slot `slot`'s normalised digits (ties to even), or its flags' NaN or
+// Inf (NaN for a NaN term or for both infinities); an exact zero gives +0. The digits are
+// negated in place where negative.
+float exact_to_float(uint slot) {
+    const uint flags = exact_flags[slot], base = slot * EXACT_DIGITS;
+    if ((flags & EXACT_NAN) != 0u || (flags & (EXACT_POS_INF | EXACT_NEG_INF)) ==
+                                         (EXACT_POS_INF | EXACT_NEG_INF)) {
+        return uintBitsToFloat(0x7FC00000u);
+    }
+    if (flags != 0u) return uintBitsToFloat(flags == EXACT_POS_INF ? 0x7F800000u : 0xFF800000u);
+    const bool negative = exact_digits[base + EXACT_DIGITS - 1u] < 0;
+    if (negative) {  // two's complement negation, digit by digit
+        uint carry = 1u;
+        for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
+            const uint v = (~uint(exact_digits[base + i]) & 0xFFFFu) + carry;
+            exact_digits[base + i] = int(v & 0xFFFFu);
+            carry = v >> 16;
+        }
+        exact_digits[base + EXACT_DIGITS - 1u] = ~exact_digits[base + EXACT_DIGITS - 1u] +
+                                                 int(carry);
+    }
+    int h = int(EXACT_DIGITS) - 1;
+    while (h >= 0 && exact_digits[base + uint(h)] == 0) --h;
+    if (h < 0) return 0.0;
+    const uint sign = negative ? 0x80000000u : 0u;
+    // Digit 18 weighs 2^139: a value that reaches it overflows float32.
+    if (h >= 18) return uintBitsToFloat(sign | 0x7F800000u);
+    // The top 25 bits q in [2^24, 2^25) from digits h, h - 1, h - 2, the rest as sticky.
+    const uint hi = uint(exact_digits[base + uint(h)]), top = uint(findMSB(hi));
+    const uint mid = h >= 1 ? uint(exact_digits[base + uint(h) - 1u]) : 0u;
+    const uint lo = h >= 2 ? uint(exact_digits[base + uint(h) - 2u]) : 0u;
+    const uint low32 = (mid << 16) | lo, cut = top + 8u;
+    const uint q = (hi << (24u - top)) | (low32 >> cut);
+    bool sticky = (low32 & ((1u << cut) - 1u)) != 0u;
+    for (int i = 0; i < h - 2; ++i) sticky = sticky || exact_digits[base + uint(i)] != 0;
+    return uintBitsToFloat(sign | cr_round(q, 16 * (h - 2) + int(cut) - 149, sticky));
+}

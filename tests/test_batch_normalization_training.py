@@ -1,0 +1,298 @@
+"""BATCH_NORMALIZATION_TRAINING (docs/semantics.md §18): the spec's worked examples, the float64
+oracle and PyTorch's training-mode batch_norm within stated tolerances, and the device's bits
+against a numpy model of the canonical order (chunks of 16 fixed by the problem, tree-summed in
+float32, chunk sums added exactly, every later step one float32 operation), which any workgroup
+width, loop limit or cut must reproduce."""
+
+import math
+
+import numpy as np
+import pytest
+
+import pyvkgrad
+from pyvkgrad import reference
+from pyvkgrad.ops.batch_normalization_training import (BatchNormalizationTrainingDesc,
+                                                       batch_normalization_training)
+from pyvkgrad.plan import Limits
+from pyvkgrad.tensor import DataType, TensorDesc
+from cases import strided_view
+
+F32, F16 = np.float32, np.float16
+RELU = "ACTIVATION_RELU"
+
+
+# ---- the numpy model of the canonical order ------------------------------------------------------
+
+def _round_exact(total: int) -> np.float32:
+    """The float32 nearest to total * 2^-149 (ties to even)."""
+    if total == 0:
+        return F32(0.0)
+    sign, mag = (-1.0 if total < 0 else 1.0), abs(total)
+    shift = max(0, mag.bit_length() - 24)
+    q, rest = mag >> shift, mag & ((1 << shift) - 1)
+    if shift and (rest > 1 << (shift - 1) or (rest == 1 << (shift - 1) and q & 1)):
+        q += 1
+    value = math.ldexp(q, shift - 149)
+    return F32(sign * value) if value < 2.0**128 else F32(sign * np.inf)
+
+
+def _exact_sum(values: np.ndarray) -> np.float32:
+    """The exact sum of float32 values, rounded once (NaN, Inf as the kernels' flags give)."""
+    if np.isnan(values).any() or (np.isposinf(values).any() and np.isneginf(values).any()):
+        return F32(np.nan)
+    if np.isinf(values).any():
+        return F32(np.inf if np.isposinf(values).any() else -np.inf)
+    return _round_exact(sum(int(v) for v in values.astype(np.float64) * 2.0**149))
+
+
+def _tree(blocks: np.ndarray) -> np.ndarray:
+    """Chunk sums: blocks [..., 16, 32] (element r = 512 b + 32 i + j at [b, i, j]) summed over
+    i in the fixed tree (i + 8, then + 4, + 2, + 1), in float32."""
+    v = blocks.copy()
+    for h in (8, 4, 2, 1):
+        v[..., :h, :] = v[..., :h, :] + v[..., h:2 * h, :]
+    return v[..., 0, :]
+
+
+def model(x, scale, bias, epsilon, fused_add=None, fused_activation=None):
+    """(Output, Mean, Variance) as the kernels compute them, bit for bit."""
+    dtype = x.dtype
+    x32 = x.astype(F32)
+    reduced = tuple(d for d in range(x.ndim) if scale.shape[d] == 1)
+    kept = tuple(d for d in range(x.ndim) if d not in reduced)
+    rows = np.moveaxis(x32, kept, range(len(kept))).reshape(-1, math.prod(
+        x.shape[d] for d in reduced))
+    n = rows.shape[1]
+    padded = -(-n // 512) * 512
+    mean, var = np.empty(rows.shape[0], F32), np.empty(rows.shape[0], F32)
+    count = F32(min(16, -(-n // 32)))
+    for k, row in enumerate(rows):
+        first = np.zeros((16, 1), F32)
+        first[:min(16, -(-n // 32)), 0] = row[::32][:16]
+        shift = _tree(first)[0] / count
+        shift = shift if np.isfinite(shift) else F32(0)
+        a = np.zeros(padded, F32)
+        a[:n] = row - shift
+        blocks = a.reshape(-1, 16, 32)
+        s1 = _exact_sum(_tree(blocks).reshape(-1))
+        s2 = _exact_sum(_tree(blocks * blocks).reshape(-1))
+        d = s1 / F32(n)
+        mean[k] = shift + d
+        v = s2 / F32(n) - d * d
+        var[k] = F32(0) if v < 0 else v
+    stat_shape = scale.shape
+    order = [scale.shape[d] for d in kept]
+    mean_k = np.moveaxis(mean.reshape(order + [1] * len(reduced)), range(len(kept)), kept) \
+        .reshape(stat_shape)
+    var_k = np.moveaxis(var.reshape(order + [1] * len(reduced)), range(len(kept)), kept) \
+        .reshape(stat_shape)
+    c = scale.astype(F32) / np.sqrt(var_k + F32(epsilon))
+    y = (x32 - mean_k) * c + bias.astype(F32)
+    if fused_add is not None:
+        y = y + fused_add.astype(F32)
+    if fused_activation == RELU:
+        y = np.where(y <= 0, F32(0), y)
+    return y.astype(dtype), mean_k.astype(dtype), var_k.astype(dtype)
+
+
+def same_bits(got, want):
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        gb, wb = g.view(np.uint16 if g.dtype == F16 else np.uint32), \
+            w.view(np.uint16 if w.dtype == F16 else np.uint32)
+        bad = np.flatnonzero(gb != wb)
+        assert bad.size == 0, (f"{bad.size} of {g.size} differ, first at {bad[0]}: "
+                               f"{g.reshape(-1)[bad[0]]} vs {w.reshape(-1)[bad[0]]}")
+
+
+def problem(rng, shape, stats_shape, dtype, loc=0.0, spread=1.0):
+    x = (rng.standard_normal(shape) * spread + loc).astype(dtype)
+    scale = rng.standard_normal(stats_shape).astype(dtype)
+    bias = rng.standard_normal(stats_shape).astype(dtype)
+    return x, scale, bias
+
+
+# ---- the spec's worked examples ----------------------------------------------------------------
+
+def test_worked_examples(device):
+    """BNT-1, BNT-2 and BNT-3: statistics exact, outputs within 1 float32 ulp of the fractions."""
+    x = np.array([1, 3, 2, 6, 5, 7, 4, 0], F32).reshape(2, 2, 1, 2)
+    scale, bias = np.array([1, 2], F32).reshape(1, 2, 1, 1), np.array([0, 1], F32).reshape(1, 2, 1, 1)
+    y, m, v = batch_normalization_training(x, scale, bias, 4.0, device=device)
+    assert m.reshape(-1).tolist() == [4, 3] and v.reshape(-1).tolist() == [5, 5]
+    np.testing.assert_allclose(y.reshape(-1), [-1, -1 / 3, 1 / 3, 3, 1 / 3, 1, 5 / 3, -1],
+                               rtol=2**-22)
+    y, m, v = batch_normalization_training(np.array([1, 2, 3, 6], F32), np.ones(1, F32),
+                                           np.zeros(1, F32), 0.5, device=device)
+    assert (m.tolist(), v.tolist()) == ([3.0], [3.5])
+    np.testing.assert_allclose(y, [-1, -0.5, 0, 1.5], rtol=2**-22)
+    fused = np.array([0, 1, -1, 0, 0, 0, -2, 3], F32).reshape(x.shape)
+    y, _, _ = batch_normalization_training(x, scale, bias, 4.0, fused_add=fused,
+                                           fused_activation=RELU, device=device)
+    np.testing.assert_allclose(y.reshape(-1), [0, 2 / 3, 0, 3, 1 / 3, 1, 0, 2], rtol=2**-22,
+                               atol=2**-22)
+
+
+# ---- against the oracle and the model ----------------------------------------------------------
+
+SHAPES = [
+    ((1,), (1,)), ((7,), (1,)), ((257,), (1,)), ((3, 5), (1, 5)), ((5, 3), (5, 1)),
+    ((2, 3, 5, 7), (1, 3, 1, 1)), ((4, 16, 33, 33), (1, 16, 1, 1)),
+    ((2, 8, 16, 16), (1, 8, 1, 1)), ((3, 4, 5, 6, 7), (1, 4, 1, 6, 1)),
+    ((2, 2, 2, 2, 2, 2, 2, 3), (1, 2, 1, 1, 2, 1, 1, 1)), ((511,), (1,)), ((512,), (1,)),
+    ((513,), (1,)), ((2, 1031), (2, 1)), ((6, 1, 3), (6, 1, 3)), ((4, 600), (1, 600)),
+]
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("shape,stats", SHAPES)
+def test_matches_model_and_oracle(device, rng, shape, stats, dtype):
+    """The model's bits, and the float64 oracle within: Mean 1e-6 of mean |X| (float16: one
+    rounding on store), Variance 1e-5 of mean X^2, Output 1e-5 of its terms."""
+    x, scale, bias = problem(rng, shape, stats, dtype, loc=float(rng.uniform(-3, 3)))
+    eps = float(rng.choice([0.0, 1e-5, 0.5])) if math.prod(stats) < math.prod(shape) else 1e-3
+    fused = rng.standard_normal(shape).astype(dtype) if rng.random() < 0.5 else None
+    act = RELU if rng.random() < 0.5 else None
+    got = batch_normalization_training(x, scale, bias, eps, fused_add=fused,
+                                       fused_activation=act, device=device)
+    same_bits(got, model(x, scale, bias, eps, fused, act))
+    y, m, v = reference.batch_normalization_training(x, scale, bias, eps, fused_add=fused,
+                                                     fused_activation=act)
+    axes = tuple(d for d in range(x.ndim) if stats[d] == 1)
+    x64 = x.astype(np.float64)
+    rounding = 2.0**-10 if dtype == F16 else 0.0
+    mag_m = np.abs(x64).mean(axis=axes, keepdims=True) if axes else np.abs(x64)
+    assert np.all(np.abs(got[1] - m) <= 1e-6 * mag_m + rounding * np.abs(m))
+    mag_v = (x64**2).mean(axis=axes, keepdims=True) if axes else x64**2
+    assert np.all(np.abs(got[2] - v) <= 1e-5 * mag_v + rounding * np.abs(v) + 1e-30)
+    c = np.abs(scale.astype(np.float64)) / np.sqrt(v + eps) if eps or axes else 0
+    mag_y = (c * (np.abs(x64) + np.sqrt(mag_v)) + np.abs(bias.astype(np.float64))
+             + (0 if fused is None else np.abs(fused.astype(np.float64))))
+    if eps or axes:
+        assert np.all(np.abs(got[0] - y) <= 1e-5 * mag_y + rounding * np.abs(y) + 1e-7)
+
+
+def test_no_reduction_and_zero_epsilon(device):
+    """Scale as large as X (R empty): Mean = X, Variance = 0, Output = Bias (Epsilon > 0) or
+    NaN (0 / 0, Epsilon = 0), as the formula gives."""
+    x = np.array([[1.5, -2.0], [3.0, 0.25]], F32)
+    s, b = np.full((2, 2), 2.0, F32), np.array([[1, 2], [3, 4]], F32)
+    y, m, v = batch_normalization_training(x, s, b, 1e-3, device=device)
+    assert np.array_equal(m, x) and not v.any() and np.array_equal(y, b)
+    y, _, _ = batch_normalization_training(x, s, b, 0.0, device=device)
+    assert np.isnan(y).all()
+
+
+def test_non_finite_inputs_poison_their_channel(device):
+    """A NaN or Inf in X makes its channel's Variance and Output NaN (Mean NaN or +-Inf), and
+    leaves the other channels alone."""
+    x = np.random.default_rng(3).standard_normal((4, 3, 40)).astype(F32)
+    x[2, 0, 7], x[1, 2, 9] = np.nan, np.inf
+    s, b = np.ones((1, 3, 1), F32), np.zeros((1, 3, 1), F32)
+    y, m, v = batch_normalization_training(x, s, b, 1e-5, device=device)
+    assert np.isnan(m[0, 0, 0]) and m[0, 2, 0] == np.inf
+    assert np.isnan(v[0, [0, 2], 0]).all() and np.isnan(y[:, [0, 2]]).all()
+    assert np.isfinite(y[:, 1]).all() and np.isfinite(m[0, 1, 0]) and np.isfinite(v[0, 1, 0])
+
+
+def test_data_far_from_zero(device, rng):
+    """Data at 1e4 with spread 1e-2: the shift (chunk (0, 0)'s mean) keeps Variance accurate
+    where E[X^2] - E[X]^2 in float32 would lose every digit."""
+    x = (1e4 + 1e-2 * rng.standard_normal((64, 4, 300))).astype(F32)
+    s, b = np.ones((1, 4, 1), F32), np.zeros((1, 4, 1), F32)
+    _, m, v = batch_normalization_training(x, s, b, 0.0, device=device)
+    want = x.astype(np.float64).var(axis=(0, 2), keepdims=True)
+    np.testing.assert_allclose(v, want, rtol=1e-3)
+
+
+def test_strided_and_broadcast_inputs(device, rng):
+    """Strided X, a broadcast (stride 0) Scale and Bias, NHWC: the model's bits."""
+    x = strided_view(rng, (3, 5, 6, 7), F32)
+    scale = np.broadcast_to(np.float32(1.5), (1, 5, 1, 1))
+    bias = rng.standard_normal((1, 5, 1, 1)).astype(F32)
+    same_bits(batch_normalization_training(x, scale, bias, 1e-5, device=device),
+              model(np.ascontiguousarray(x), np.ascontiguousarray(scale), bias, 1e-5))
+    nhwc = rng.standard_normal((4, 9, 10, 6)).astype(F16).transpose(0, 3, 1, 2)
+    s, b = (rng.standard_normal((1, 6, 1, 1)).astype(F16) for _ in range(2))
+    same_bits(batch_normalization_training(nhwc, s, b, 1e-3, device=device),
+              model(np.ascontiguousarray(nhwc), s, b, 1e-3))
+
+
+def test_inputs_unchanged(device, rng):
+    x, s, b = problem(rng, (4, 3, 50), (1, 3, 1), F32)
+    f = rng.standard_normal(x.shape).astype(F32)
+    before = [a.copy() for a in (x, s, b, f)]
+    batch_normalization_training(x, s, b, 1e-5, fused_add=f, device=device)
+    for a, c in zip((x, s, b, f), before):
+        assert np.array_equal(a, c)
+
+
+# ---- the same bits whatever the plan -------------------------------------------------------------
+
+def run_desc(device, x, scale, bias, eps, limits, act=None):
+    tx, ts, tb = (device.upload(np.ascontiguousarray(a)) for a in (x, scale, bias))
+    desc = BatchNormalizationTrainingDesc(tx.desc, ts.desc, tb.desc, None, tx.desc, ts.desc,
+                                          ts.desc, eps, act)
+    op = device.compile(desc, limits=limits)
+    outs = [device.empty(d) for d in (tx.desc, ts.desc, ts.desc)]
+    for t, a in zip(outs, (x, scale, scale)):
+        t.write(np.full(a.shape, np.nan, a.dtype))
+    op(input_tensor=tx, scale_tensor=ts, bias_tensor=tb, output_tensor=outs[0],
+       output_mean_tensor=outs[1], output_variance_tensor=outs[2])
+    got = [t.numpy() for t in outs]
+    op.close()
+    return got
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_same_bits_whatever_the_plan(device, rng, dtype):
+    """Workgroup widths 1 to 256, loop limits that cut the sums into many dispatches, and a
+    channel count beyond one workgroup's slots: the default plan's bits, the model's."""
+    for shape, stats in [((3, 5, 700), (1, 5, 1)), ((70, 40), (1, 40)), ((2, 3000), (1, 1))]:
+        x, scale, bias = problem(rng, shape, stats, dtype, loc=2.0)
+        want = model(x, scale, bias, 1e-5)
+        same_bits(batch_normalization_training(x, scale, bias, 1e-5, device=device), want)
+        for limits in (Limits(local_size=1, max_local_size=1), Limits(local_size=32),
+                       Limits(local_size=64, max_loop_iterations=2000),
+                       Limits(local_size=256, max_workgroups=3)):
+            same_bits(run_desc(device, x, scale, bias, 1e-5, limits), want)
+
+
+def test_plan_bounds_its_loops():
+    """Under a small loop limit the sums and the statistics split into several dispatches, each
+    within the limit's share."""
+    x = TensorDesc(DataType.FLOAT32, (64, 8, 1000))
+    s = TensorDesc(DataType.FLOAT32, (1, 8, 1))
+    desc = BatchNormalizationTrainingDesc(x, s, s, None, x, s, s, 1e-5)
+    plan = desc.plan(Limits(max_loop_iterations=3000, max_workgroups=4))
+    kernels = [d.kernel for d in plan.dispatches]
+    assert kernels.count("batch_normalization_training_sums") > 1
+    assert kernels[-1] == "batch_normalization_training_output"
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+
+def test_bad_input_names_operator_and_field(device):
+    x = np.zeros((2, 3, 4), F32)
+    s = np.ones((1, 3, 1), F32)
+    with pytest.raises(ValueError, match="BATCH_NORMALIZATION_TRAINING: ScaleTensor.Sizes"):
+        batch_normalization_training(x, np.ones((1, 2, 1), F32), np.ones((1, 2, 1), F32), 0.1,
+                                     device=device)
+    with pytest.raises(ValueError, match="BiasTensor.Sizes"):
+        batch_normalization_training(x, s, np.ones((1, 1, 1), F32), 0.1, device=device)
+    with pytest.raises(ValueError, match="FusedAddTensor.Sizes"):
+        batch_normalization_training(x, s, s, 0.1, fused_add=np.zeros((2, 3, 5), F32),
+                                     device=device)
+    with pytest.raises(ValueError, match="Epsilon"):
+        batch_normalization_training(x, s, s, -1.0, device=device)
+    with pytest.raises(ValueError, match="Epsilon"):
+        batch_normalization_training(x, s, s, float("nan"), device=device)
+    with pytest.raises(ValueError, match="FusedActivation"):
+        batch_normalization_training(x, s, s, 0.1, fused_activation="ACTIVATION_SIGMOID",
+                                     device=device)
+    with pytest.raises(ValueError, match="FusedActivation"):
+        batch_normalization_training(x, s, s, 0.1, fused_activation="relu", device=device)
+    with pytest.raises((TypeError, ValueError), match="BiasTensor"):
+        batch_normalization_training(x, s, s.astype(F16), 0.1, device=device)
+    with pytest.raises(TypeError, match="BATCH_NORMALIZATION_TRAINING: input"):
+        batch_normalization_training(x.astype(np.int32), s, s, 0.1, device=device)
