@@ -149,6 +149,32 @@ def test_region_gradient_by_central_differences(device, rng, dtype):
         np.testing.assert_array_equal(zero, 0)
 
 
+@pytest.mark.parametrize("reduction", ["average", "max"])
+def test_a_descriptor_with_dROI_alone(device, rng, reduction):
+    """OutputGradientTensor None: the plan runs dROI's kernels only (and MAX's selection),
+    bitwise the dROI of a descriptor with both outputs."""
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    dy = rng.standard_normal((4, 3, 2, 3)).astype(np.float32)
+    rois = np.array([[1.3, 0.7, 5.1, 4.4], [6.6, 5.2, 1.9, 0.8], [-1.7, 3.3, 4.2, 9.4],
+                     [2, 2, 8, 7]], np.float32)
+    batch = np.array([0, 1, 1, 0], np.uint32)
+    case = operators.Case((x, dy, rois, batch, x.shape),
+                          dict(reduction_function=reduction, roi_gradient=True))
+    both = roi_align_describe(case)
+    alone = dataclasses.replace(both, output_gradient_tensor=None)
+    kernels = [d.kernel for d in alone.plan(Limits()).dispatches]
+    assert kernels == (["roi_align_grad_select"] if reduction == "max" else []) + [
+        "roi_align_grad_roi_partials", "roi_align_grad_roi"]
+    op = device.compile(alone)
+    values = dict(input_tensor=x, input_gradient_tensor=dy, roi_tensor=rois,
+                  batch_indices_tensor=batch)
+    tensors = {name: device.upload(values[name]) if name in values else device.empty(d)
+               for name, (d, _) in alone.tensor_fields()}
+    op(**tensors)
+    np.testing.assert_array_equal(tensors["output_roi_gradient_tensor"].numpy(),
+                                  run_compiled(device, case)[1])
+
+
 # ---- PyTorch's roi_align -----------------------------------------------------------------------
 
 def torchvision_roi_align_backward(dy, boxes, sizes, spatial_scale, sampling_ratio, aligned):
