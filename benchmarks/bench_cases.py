@@ -305,23 +305,28 @@ def _pooling(dev, rng, kind, shape, window, padding, dt):
 def roi_align_cases(quick):
     """ROI_ALIGN_GRAD (the issue's shape): 512 regions over [2, 256, 50, 50] to 7x7 outputs,
     bilinear averaging with ROI_ALIGN's sampling (about 2 samples a side), both data types;
-    against torchvision's CUDA roi_align backward where torchvision is installed."""
+    against torchvision's CUDA roi_align backward where torchvision is installed; and dX with
+    dROI (torchvision has no box gradient)."""
     shapes = [(1, 16, 50, 50, 64)] if quick else [(2, 256, 50, 50, 512)]
     for b, c, h, w, regions in shapes:
-        for dt in ("float32", "float16"):
-            yield ("ROI_ALIGN_GRAD", f"{regions} regions over {[b, c, h, w]} -> 7x7", dt,
-                   lambda dev, rng, s=(b, c, h, w), r=regions, dt=dt: _roi_align(dev, rng, s,
-                                                                                 r, dt))
+        for droi in (False, True):
+            for dt in ("float32", "float16"):
+                yield ("ROI_ALIGN_GRAD", f"{regions} regions over {[b, c, h, w]} -> 7x7"
+                       + (" + dROI" if droi else ""), dt,
+                       lambda dev, rng, s=(b, c, h, w), r=regions, dt=dt, d=droi:
+                       _roi_align(dev, rng, s, r, dt, d))
 
 
-def _roi_align(dev, rng, sizes, regions, dt):
+def _roi_align(dev, rng, sizes, regions, dt, droi=False):
     b, c, h, w = sizes
     x1y1 = rng.uniform(0, 0.8, (regions, 2)) * (w, h)
     roi = np.concatenate([x1y1, x1y1 + rng.uniform(4, 16, (regions, 2))], 1).astype(_np(dt))
     batch = rng.integers(0, b, regions).astype(np.uint32)
     dy = rng.standard_normal((regions, c, 7, 7), dtype=np.float32).astype(_np(dt))
-    # dY and dX once each, the regions and indices: the least a gather moves.
-    nbytes = dy.nbytes + b * c * h * w * dy.itemsize + roi.nbytes + batch.nbytes
+    # dY and dX once each, the regions and indices: the least a gather moves (with dROI, X
+    # once and dROI too).
+    nbytes = dy.nbytes + b * c * h * w * dy.itemsize * (2 if droi else 1) + roi.nbytes * (
+        2 if droi else 1) + batch.nbytes
     torch_fn = None
     try:
         import torchvision  # noqa: F401  (registers torch.ops.torchvision)
@@ -333,15 +338,22 @@ def _roi_align(dev, rng, sizes, regions, dt):
                 grad, boxes, 1.0, 7, 7, b, c, h, w, 0, False)
     except ImportError:
         pass
+    if droi:
+        torch_fn = None  # torchvision's roi_align has no box gradient
     if dev is None:
         return None, None, nbytes, torch_fn
+    x = TensorDesc(_dt(dt), sizes) if droi else None
     desc = pyvkgrad.RoiAlignGradDesc(
-        None, TensorDesc(_dt(dt), dy.shape), TensorDesc(_dt(dt), roi.shape),
-        TensorDesc(DataType.UINT32, batch.shape), TensorDesc(_dt(dt), sizes), None,
-        input_pixel_offset=0.0)
+        x, TensorDesc(_dt(dt), dy.shape), TensorDesc(_dt(dt), roi.shape),
+        TensorDesc(DataType.UINT32, batch.shape), TensorDesc(_dt(dt), sizes),
+        TensorDesc(_dt(dt), roi.shape) if droi else None, input_pixel_offset=0.0)
     tensors = dict(input_gradient_tensor=dev.upload(dy), roi_tensor=dev.upload(roi),
                    batch_indices_tensor=dev.upload(batch),
                    output_gradient_tensor=dev.empty(TensorDesc(_dt(dt), sizes)))
+    if droi:
+        tensors["input_tensor"] = dev.upload(
+            rng.standard_normal(sizes, dtype=np.float32).astype(_np(dt)))
+        tensors["output_roi_gradient_tensor"] = dev.empty(TensorDesc(_dt(dt), roi.shape))
     return dev.compile(desc), tensors, nbytes, torch_fn
 def slice_grad_cases(quick):
     """SLICE_GRAD: a [.., 112, 112] window at offset 8 of [.., 128, 128] (a crop), and every

@@ -22,7 +22,8 @@ def roi_align_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type
     """X of `shape` as {B, C, H, W} (leading 1s for fewer dimensions), 1 to 5 regions with 1 to
     3 outputs a side; regions anywhere from 30% before to 30% past the image (so partly
     outside, mirrored where x1 > x2, sometimes empty), a batch index out of range now and then;
-    every parameter drawn over what the descriptor allows (small sample counts)."""
+    every parameter drawn over what the descriptor allows (small sample counts); dROI asked for
+    half the time (drawn last, so the other draws are those of the cases without it)."""
     b, c, h, w = (1,) * (4 - len(shape[:4])) + tuple(shape[:4])
     regions = int(rng.integers(1, 6))
     out_h, out_w = (int(v) for v in rng.integers(1, 4, 2))
@@ -47,33 +48,37 @@ def roi_align_case(rng: np.random.Generator, shape: Tuple[int, ...], dtype: type
                   maximum_samples_per_output=(minimum, minimum + 2, 2**32 - 1)[
                       int(rng.integers(3))],
                   align_regions_to_corners=bool(rng.integers(2)))
+    kwargs["roi_gradient"] = bool(rng.integers(2))
     label = (f"{kwargs['reduction_function']} {kwargs['interpolation_mode']} "
              f"{np.dtype(dtype).name} X {[b, c, h, w]}, {regions} regions -> {out_h}x{out_w}"
-             + (", aligned" if kwargs["align_regions_to_corners"] else ""))
+             + (", aligned" if kwargs["align_regions_to_corners"] else "")
+             + (", dROI" if kwargs["roi_gradient"] else ""))
     return Case((x, dy, roi.astype(dtype), batch.astype(np.uint32), (b, c, h, w)), kwargs,
                 label=label)
 
 
 def roi_align_describe(case: Case) -> RoiAlignGradDesc:
     x, dy, roi, batch, sizes = case.args
+    kwargs = dict(case.kwargs)
+    droi = packed(roi) if kwargs.pop("roi_gradient", False) else None
     return RoiAlignGradDesc(packed(x), packed(dy), packed(roi), packed(batch),
-                            TensorDesc(packed(dy).data_type, sizes), None, **case.kwargs)
+                            TensorDesc(packed(dy).data_type, sizes), droi, **kwargs)
 
 
 def roi_align_call(desc: RoiAlignGradDesc, values: Dict[str, np.ndarray]):
     args = (values.get("input_tensor"), values["input_gradient_tensor"], values["roi_tensor"],
-            values["batch_indices_tensor"], desc.output_gradient_tensor.sizes)
+            values["batch_indices_tensor"], desc.image.sizes)
     names = ("reduction_function", "interpolation_mode", "spatial_scale_x", "spatial_scale_y",
              "input_pixel_offset", "output_pixel_offset", "minimum_samples_per_output",
              "maximum_samples_per_output", "align_regions_to_corners")
-    return args, {name: getattr(desc, name) for name in names}
+    kwargs = {name: getattr(desc, name) for name in names}
+    return args, dict(kwargs, roi_gradient=desc.output_roi_gradient_tensor is not None)
 
 
 def roi_align_magnitude(args, kwargs):
-    """The oracle on |dY|: per dX element the sum of its terms' absolute values (the weights
-    are positive, and MAX's selections depend on X alone)."""
-    x, dy, *rest = args
-    return (reference.roi_align_grad(x, np.abs(np.asarray(dy, np.float64)), *rest, **kwargs),)
+    """Per output element the sum of its terms' absolute values (MAX's selections depend on X
+    alone): dX, and dROI where asked for (reference.roi_align_grad_magnitude)."""
+    return tuple(m for m in reference.roi_align_grad_magnitude(*args, **kwargs) if m is not None)
 
 
 def roi_align_parameters(rank: int):

@@ -109,16 +109,33 @@ def roi_align_grad(input, input_gradient, roi, batch_indices, output_gradient_si
                    output_pixel_offset=-0.5, minimum_samples_per_output=1,
                    maximum_samples_per_output=2**32 - 1, align_regions_to_corners=False,
                    roi_gradient=False):
-    """DML_ROI_ALIGN_GRAD: dX (float64, output_gradient_sizes {B, C, H, W}) of ROI_ALIGN1, and
-    with roi_gradient (dX, dROI {R, 4}). input: X (needed for MAX and dROI); input_gradient: dY
-    {R, C, OH, OW}; roi: R rows [x1, y1, x2, y2] (any shape of R * 4 values); batch_indices: R
-    values (a region whose index is outside [0, B) adds nothing and its dROI row is 0).
+    """DML_ROI_ALIGN_GRAD: (dX, dROI or None) of ROI_ALIGN1, float64: dX of
+    output_gradient_sizes {B, C, H, W}, dROI (with roi_gradient) in roi's shape. input: X
+    (needed for MAX and dROI); input_gradient: dY {R, C, OH, OW}; roi: R rows [x1, y1, x2, y2]
+    (any shape of R * 4 values); batch_indices: R values (a region whose index is outside
+    [0, B) adds nothing and its dROI row is 0).
 
     Each region's samples (`_roi_axis`, float32 coordinates) read the image through their taps;
     AVERAGE splits dY[r, c, oy, ox] equally over its Sy Sx samples, MAX gives it to the first
     largest in-image sample (float32 values, `_roi_sample_values`; the first NaN wins); samples
     outside the image add nothing. dROI (linear only; nearest 0) differentiates each sample's
     value with the one-sided neighbours floor/ceil of its clamped coordinate."""
+    return _roi_align_grad(False, **locals())
+
+
+def roi_align_grad_magnitude(input, input_gradient, *args, **kwargs):
+    """roi_align_grad's outputs as the sums of their terms' absolute values (a tolerance's
+    magnitude): dX on |dY| (its weights are positive), dROI with |dY|, |X| for each X in a
+    difference, |t| + |1 - t| for either factor and |SpatialScale|."""
+    return _roi_align_grad(True, input, np.abs(_f64(input_gradient)), *args, **kwargs)
+
+
+def _roi_align_grad(absolute, input, input_gradient, roi, batch_indices, output_gradient_sizes,
+                    *, reduction_function="average", interpolation_mode="linear",
+                    spatial_scale_x=1.0, spatial_scale_y=1.0, input_pixel_offset=0.5,
+                    output_pixel_offset=-0.5, minimum_samples_per_output=1,
+                    maximum_samples_per_output=2**32 - 1, align_regions_to_corners=False,
+                    roi_gradient=False):
     reduction = _ROI_REDUCTIONS[_name(reduction_function)]
     linear = _ROI_MODES[_name(interpolation_mode)] == "linear"
     dy = _f64(input_gradient)
@@ -162,11 +179,12 @@ def roi_align_grad(input, input_gradient, roi, batch_indices, output_gradient_si
             dx[b] += np.einsum("cyx,yh,xw->chw", q, _roi_tap_matrix(ay, height),
                                _roi_tap_matrix(ax, width))
         if roi_gradient and linear:
-            droi[r] = _roi_corner_gradient(x[b], q, ay, ax, sx, sy)
-    return (dx, droi) if roi_gradient else dx
+            droi[r] = _roi_corner_gradient(x[b], q, ay, ax, sx, sy, absolute)
+    return dx, (droi.reshape(np.shape(roi)) if roi_gradient else None)
 
 
-def _roi_corner_gradient(x, q, ay: _RoiAxis, ax: _RoiAxis, sx: float, sy: float) -> np.ndarray:
+def _roi_corner_gradient(x, q, ay: _RoiAxis, ax: _RoiAxis, sx: float, sy: float,
+                         absolute: bool = False) -> np.ndarray:
     """d(sum dY Y)/d[x1, y1, x2, y2] of one region: with the floor/ceil neighbours of each
     sample's clamped coordinate, gy = (1-lx)(BL-TL) + lx(BR-TR), gx = (1-ly)(TR-TL) + ly(BR-BL)
     (0 along an axis where the coordinate was clamped), then per sample share q:
@@ -180,9 +198,15 @@ def _roi_corner_gradient(x, q, ay: _RoiAxis, ax: _RoiAxis, sx: float, sy: float)
     tl, tr = x[:, yf[:, None], xf[None, :]], x[:, yf[:, None], xc[None, :]]
     bl, br = x[:, yc[:, None], xf[None, :]], x[:, yc[:, None], xc[None, :]]
     ly, lx = ly[:, None], lx[None, :]
+    f = np.abs if absolute else (lambda v: v)
+    minus = np.add if absolute else np.subtract  # |a - b| <= |a| + |b|
     with np.errstate(invalid="ignore"):
-        gy = ((1 - lx) * (bl - tl) + lx * (br - tr)) * ~ay.clamped[:, None]
-        gx = ((1 - ly) * (tr - tl) + ly * (br - bl)) * ~ax.clamped[None, :]
-        qy, qx = (q * gy).sum(axis=(0, 2)), (q * gx).sum(axis=(0, 1))  # per ky, per kx
+        gy = ((1 - lx) * minus(f(bl), f(tl)) + lx * minus(f(br), f(tr))) * ~ay.clamped[:, None]
+        gx = ((1 - ly) * minus(f(tr), f(tl)) + ly * minus(f(br), f(bl))) * ~ax.clamped[None, :]
+        qy, qx = (f(q) * gy).sum(axis=(0, 2)), (f(q) * gx).sum(axis=(0, 1))  # per ky, per kx
+    if absolute:  # t and 1 - t are rounded on the device: |1 - t| + |t| bounds either factor
+        wx, wy = np.abs(1 - ax.t) + np.abs(ax.t), np.abs(1 - ay.t) + np.abs(ay.t)
+        x_part, y_part = np.sum(qx * wx) * abs(sx), np.sum(qy * wy) * abs(sy)
+        return np.array([x_part, y_part, x_part, y_part])
     return np.array([np.sum(qx * (1 - ax.t)) * sx, np.sum(qy * (1 - ay.t)) * sy,
                      np.sum(qx * ax.t) * sx, np.sum(qy * ay.t) * sy])

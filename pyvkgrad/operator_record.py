@@ -110,12 +110,16 @@ class Operator:
         return None if self.magnitude is None else tuple(self.magnitude(args, kwargs))
 
 
-# What an operator returns: one array, or a tuple of them (the BatchNorm grads).
-Outputs = Union[np.ndarray, Sequence[np.ndarray]]
+# What an operator returns: one array, or a tuple of them (the BatchNorm grads), in which an
+# output not asked for is None (ROI_ALIGN_GRAD's dROI).
+Outputs = Union[np.ndarray, Sequence[Optional[np.ndarray]]]
 
 
-def _outputs(result: Union[np.ndarray, Sequence[np.ndarray]]) -> Tuple[np.ndarray, ...]:
-    return (result,) if isinstance(result, np.ndarray) else tuple(result)
+def _outputs(result: Outputs) -> Tuple[np.ndarray, ...]:
+    """The arrays of a result, the outputs not asked for (None) left out."""
+    if isinstance(result, np.ndarray):
+        return (result,)
+    return tuple(r for r in result if r is not None)
 
 
 # ---- comparing with the oracle -------------------------------------------------------------------

@@ -39,7 +39,8 @@ from ._reference_lrn import (local_response_normalization_grad,
 from ._reference_pooling import average_pooling_grad, max_pooling_grad
 from ._reference_random import philox_4x32_10, random_generator
 from ._reference_resample import axis_weights, resample1, resample_grad, resample_grad1
-from ._reference_roi_align import roi_align_grad, roi_samples_per_output
+from ._reference_roi_align import (roi_align_grad, roi_align_grad_magnitude,
+                                   roi_samples_per_output)
 
 __all__ = [
     "BatchNormGradResult",
@@ -61,6 +62,7 @@ __all__ = [
     "max_pooling_grad",
     "roi_samples_per_output",
     "roi_align_grad",
+    "roi_align_grad_magnitude",
     "slice_grad",
     "local_response_normalization_grad_terms",
     "local_response_normalization_grad",

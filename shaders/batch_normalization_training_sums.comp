@@ -143,14 +143,18 @@ void quad_sums(uint base, uint r0, float shift, out vec4 sum_a, out vec4 sum_s) 
             a[i] = v;
         }
     }
-    precise vec4 s[16];
-    for (uint i = 0u; i < 16u; ++i) s[i] = a[i] * a[i];
-    // chunk_tree on each component: pairs (i, i + 8), (i, i + 4), (i, i + 2), (i, i + 1).
+    // chunk_tree on each component: pairs (i, i + 8), (i, i + 4), (i, i + 2), (i, i + 1); the
+    // squares' first level as they are made (8 vectors live instead of 16).
+    precise vec4 s[8];
+    for (uint i = 0u; i < 8u; ++i) {
+        precise vec4 low = a[i] * a[i], high = a[i + 8u] * a[i + 8u];
+        s[i] = low + high;
+    }
+    for (uint h = 4u; h >= 1u; h >>= 1) {
+        for (uint i = 0u; i < h; ++i) s[i] = s[i] + s[i + h];
+    }
     for (uint h = 8u; h >= 1u; h >>= 1) {
-        for (uint i = 0u; i < h; ++i) {
-            a[i] = a[i] + a[i + h];
-            s[i] = s[i] + s[i + h];
-        }
+        for (uint i = 0u; i < h; ++i) a[i] = a[i] + a[i + h];
     }
     sum_a = a[0];
     sum_s = s[0];

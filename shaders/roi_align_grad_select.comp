@@ -34,11 +34,6 @@ layout(push_constant) uniform Push {
     uint first_window;
 };
 
-// X[b, c, row, column]
-float x_at(uint base, uint row, uint column) {
-    return LOAD(x, base + row * X_STRIDES2 + column * X_STRIDES3);
-}
-
 void main() {
     GRID_STRIDE_LOOP_FROM(e, first, count) {
         uint rest = e;
@@ -60,8 +55,8 @@ void main() {
         if (best_y != INVALID && b < X_SIZES0 && ay.finite && ax.finite) {
             // The output's in-image samples: taps in [0, size - 1] within its S x S block.
             uint y_first, y_end, x_first, x_end;
-            roi_range(ay, oy * ay.s, oy * ay.s + ay.s, 0, int(ay.size) - 1, y_first, y_end);
-            roi_range(ax, ox * ax.s, ox * ax.s + ax.s, 0, int(ax.size) - 1, x_first, x_end);
+            roi_output_range(ay, oy, y_first, y_end);
+            roi_output_range(ax, ox, x_first, x_end);
             const uint rows = y_end - y_first, cols = x_end - x_first;
             const uint base = b * X_STRIDES0 + c * X_STRIDES1;
             for (uint j = min(row_begin, rows); j < min(row_end, rows); ++j) {

@@ -13,6 +13,7 @@ import pyvkgrad
 from pyvkgrad import operators, reference
 from pyvkgrad._cases_roi_align import roi_align_case, roi_align_describe
 from pyvkgrad.one_call_cache import OneCallCache
+from pyvkgrad.ops import roi_align_grad as roi_align_grad_module
 from pyvkgrad.ops.roi_align_grad import RoiAlignGradDesc
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
@@ -22,7 +23,8 @@ DTYPES = [np.float32, np.float16]
 
 
 def run_compiled(device, case, limits=None):
-    """The case's descriptor compiled with `limits` (the device's by default), run once."""
+    """The case's descriptor compiled with `limits` (the device's by default), run once: its
+    outputs, dX and (where the case asks for it) dROI."""
     desc = roi_align_describe(case)
     op = device.compile(desc, limits)
     x, dy, roi, batch, _ = case.args
@@ -31,7 +33,9 @@ def run_compiled(device, case, limits=None):
     tensors = {name: device.upload(values[name]) if name in values else device.empty(d)
                for name, (d, _) in desc.tensor_fields()}
     op(**tensors)
-    return tensors["output_gradient_tensor"].numpy()
+    return tuple(tensors[name].numpy() for name in ("output_gradient_tensor",
+                                                    "output_roi_gradient_tensor")
+                 if name in tensors)
 
 
 def check(device, case, dtype):
@@ -53,12 +57,15 @@ def test_ra1_the_pages_example(device, dtype):
     x = np.arange(1, 17).reshape(1, 1, 4, 4).astype(dtype)
     rois = np.array([[0, 0, 2, 2], [2, 0, 4, 2], [0, 2, 2, 4], [2, 2, 4, 4]], dtype)
     dy = np.arange(1, 13).reshape(4, 1, 1, 3).astype(dtype)
-    dx = pyvkgrad.roi_align_grad(x, dy, rois, np.zeros(4, np.uint32), (1, 1, 4, 4),
-                                 interpolation_mode="nearest_neighbor",
-                                 maximum_samples_per_output=1, device=device)
+    dx, _ = pyvkgrad.roi_align_grad(x, dy, rois, np.zeros(4, np.uint32), (1, 1, 4, 4),
+                                    interpolation_mode="nearest_neighbor",
+                                    maximum_samples_per_output=1, device=device)
     np.testing.assert_array_equal(dx[0, 0], [[3, 3, 9, 6], [0, 0, 0, 0], [15, 9, 21, 12],
                                              [0, 0, 0, 0]])
     assert dx.dtype == dtype
+
+
+RA2_DROI = {"average": [2.625, 5.25, 4.875, 5.25], "max": [3.28125, 2.625, 6.09375, 7.875]}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -66,46 +73,106 @@ def test_ra1_the_pages_example(device, dtype):
     ("average", [[0.25, 0.75, 0.5], [0.25, 0.75, 0.5], [0, 0, 0]]),
     ("max", [[0.0625, 0.1875, 0.125], [0.4375, 1.3125, 0.875], [0, 0, 0]])])
 def test_ra2_ra3_linear(device, dtype, reduction, want):
-    """Sx = 1, Sy = ceil(1.5) = 2; MAX: the y = 0.875 samples win. Exact in both types."""
-    dx = pyvkgrad.roi_align_grad(RA2_X.astype(dtype), RA2_DY.astype(dtype),
-                                 RA2_ROI.astype(dtype), np.zeros(1, np.uint32), (1, 1, 3, 3),
-                                 reduction_function=reduction, device=device)
+    """Sx = 1, Sy = ceil(1.5) = 2; MAX: the y = 0.875 samples win. dX exact in both types, dROI
+    exact in float32 and correctly rounded in float16; without roi_gradient dROI is None."""
+    args = (RA2_X.astype(dtype), RA2_DY.astype(dtype), RA2_ROI.astype(dtype),
+            np.zeros(1, np.uint32), (1, 1, 3, 3))
+    dx, droi = pyvkgrad.roi_align_grad(*args, reduction_function=reduction, roi_gradient=True,
+                                       device=device)
     np.testing.assert_array_equal(dx[0, 0], want)
+    np.testing.assert_array_equal(droi, np.array([RA2_DROI[reduction]]).astype(dtype))
+    assert droi.dtype == dtype and droi.shape == (1, 4)
+    alone, none = pyvkgrad.roi_align_grad(*args, reduction_function=reduction, device=device)
+    assert none is None
+    np.testing.assert_array_equal(alone, dx)
 
 
 @pytest.mark.parametrize("reduction, want", [("average", [2.625, 5.25, 4.875, 5.25]),
                                              ("max", [3.28125, 2.625, 6.09375, 7.875])])
 def test_the_oracles_region_gradient(reduction, want):
-    """The oracle's dROI (not yet on the device) reproduces RA-2 and RA-3."""
+    """The oracle's dROI reproduces RA-2 and RA-3."""
     _, droi = reference.roi_align_grad(RA2_X, RA2_DY, RA2_ROI, [0], (1, 1, 3, 3),
                                        reduction_function=reduction, roi_gradient=True)
     np.testing.assert_allclose(droi[0], want, rtol=1e-12)
 
 
+def central_differences(x, dy, rois, batch, **kw):
+    """d sum(dY * forward) / dROI by central differences in float64, the forward as the adjoint
+    of dX (<dX(dY), X> = sum(dY * Y), MAX's selection fixed by X); float32 coordinates, so
+    steps of 1e-3."""
+    def loss(r):
+        return np.sum(reference.roi_align_grad(x, dy, r, batch, x.shape, **kw)[0] * x)
+    numeric = np.zeros(rois.shape)
+    for index in np.ndindex(*rois.shape):
+        up, down = rois.copy(), rois.copy()
+        up[index] += 1e-3
+        down[index] -= 1e-3
+        numeric[index] = (loss(up) - loss(down)) / 2e-3
+    return numeric
+
+
 def test_the_oracles_region_gradient_by_central_differences(rng):
-    """dROI of the oracle against central differences of sum(dY * forward) (the forward as the
-    adjoint of dX: <dX(dY), X> = sum(dY * Y)), two samples per axis, AVERAGE and MAX."""
+    """dROI of the oracle against central differences, two samples per axis, AVERAGE and MAX."""
     x = rng.standard_normal((1, 2, 6, 7))
     dy = rng.standard_normal((2, 2, 2, 3))
     rois = np.array([[1.3, 0.7, 5.1, 4.4], [5.6, 4.2, 1.9, 0.8]])  # the second mirrored
     for reduction in ("average", "max"):
         kw = dict(reduction_function=reduction, minimum_samples_per_output=2,
                   maximum_samples_per_output=2)
-
-        def loss(r):
-            # dX is linear in dY and the forward is its adjoint: sum(dY Y) = <dX(dY), X> with
-            # MAX's selection fixed by X; float32 coordinates, so steps of 1e-3.
-            return np.sum(reference.roi_align_grad(x, dy, r, [0, 0], x.shape, **kw) * x)
         _, droi = reference.roi_align_grad(x, dy, rois, [0, 0], x.shape, roi_gradient=True,
                                            **kw)
-        h = 1e-3
-        for r in range(2):
-            for j in range(4):
-                up, down = rois.copy(), rois.copy()
-                up[r, j] += h
-                down[r, j] -= h
-                numeric = (loss(up) - loss(down)) / (2 * h)
-                assert abs(numeric - droi[r, j]) < 2e-3 * (1 + abs(droi[r, j])), (reduction, r, j)
+        numeric = central_differences(x, dy, rois, [0, 0], **kw)
+        assert np.all(np.abs(numeric - droi) < 2e-3 * (1 + np.abs(droi))), reduction
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_region_gradient_by_central_differences(device, rng, dtype):
+    """The device's dROI against central differences of the float64 forward, regions partly
+    outside, one mirrored, AVERAGE and MAX, two samples per axis and as many as the regions
+    ask; NEAREST's dROI is 0."""
+    x = rng.standard_normal((2, 3, 7, 8)).astype(dtype)
+    dy = rng.standard_normal((3, 3, 2, 3)).astype(dtype)
+    rois = np.array([[1.3, 0.7, 5.1, 4.4], [6.6, 5.2, 1.9, 0.8], [-1.7, 3.3, 4.2, 9.4]], dtype)
+    batch = np.array([0, 1, 1], np.uint32)
+    for reduction, samples in (("average", 2), ("max", 2), ("average", None), ("max", None)):
+        kw = dict(reduction_function=reduction)
+        if samples:
+            kw.update(minimum_samples_per_output=samples, maximum_samples_per_output=samples)
+        _, droi = pyvkgrad.roi_align_grad(x, dy, rois, batch, x.shape, roi_gradient=True,
+                                          device=device, **kw)
+        numeric = central_differences(*(a.astype(np.float64) for a in (x, dy, rois)), batch,
+                                      **kw)
+        assert np.all(np.abs(numeric - droi) < 4e-3 * (1 + np.abs(numeric))), reduction
+        _, zero = pyvkgrad.roi_align_grad(x, dy, rois, batch, x.shape, roi_gradient=True,
+                                          interpolation_mode="nearest_neighbor", device=device,
+                                          **kw)
+        np.testing.assert_array_equal(zero, 0)
+
+
+@pytest.mark.parametrize("reduction", ["average", "max"])
+def test_a_descriptor_with_dROI_alone(device, rng, reduction):
+    """OutputGradientTensor None: the plan runs dROI's kernels only (and MAX's selection),
+    bitwise the dROI of a descriptor with both outputs."""
+    x = rng.standard_normal((2, 3, 9, 11)).astype(np.float32)
+    dy = rng.standard_normal((4, 3, 2, 3)).astype(np.float32)
+    rois = np.array([[1.3, 0.7, 5.1, 4.4], [6.6, 5.2, 1.9, 0.8], [-1.7, 3.3, 4.2, 9.4],
+                     [2, 2, 8, 7]], np.float32)
+    batch = np.array([0, 1, 1, 0], np.uint32)
+    case = operators.Case((x, dy, rois, batch, x.shape),
+                          dict(reduction_function=reduction, roi_gradient=True))
+    both = roi_align_describe(case)
+    alone = dataclasses.replace(both, output_gradient_tensor=None)
+    kernels = [d.kernel for d in alone.plan(Limits()).dispatches]
+    assert kernels == (["roi_align_grad_select"] if reduction == "max" else []) + [
+        "roi_align_grad_roi_partials", "roi_align_grad_roi"]
+    op = device.compile(alone)
+    values = dict(input_tensor=x, input_gradient_tensor=dy, roi_tensor=rois,
+                  batch_indices_tensor=batch)
+    tensors = {name: device.upload(values[name]) if name in values else device.empty(d)
+               for name, (d, _) in alone.tensor_fields()}
+    op(**tensors)
+    np.testing.assert_array_equal(tensors["output_roi_gradient_tensor"].numpy(),
+                                  run_compiled(device, case)[1])
 
 
 # ---- PyTorch's roi_align -----------------------------------------------------------------------
@@ -176,9 +243,9 @@ def test_torchvisions_algorithm(device, rng, aligned, sampling_ratio):
     dy = rng.standard_normal((7, 3, 3, 2)).astype(np.float32)
     want = torchvision_roi_align_backward(dy.astype(np.float64), boxes.astype(np.float64), sizes,
                                           scale, sampling_ratio, aligned)
-    got = pyvkgrad.roi_align_grad(None, dy, boxes[:, 1:], batch.astype(np.uint32), sizes,
-                                  **torchvision_parameters(scale, sampling_ratio, aligned),
-                                  device=device)
+    got, _ = pyvkgrad.roi_align_grad(None, dy, boxes[:, 1:], batch.astype(np.uint32), sizes,
+                                     **torchvision_parameters(scale, sampling_ratio, aligned),
+                                     device=device)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
@@ -196,9 +263,9 @@ def test_torchvision_itself(device, rng):
                              aligned=aligned)
         dy = torch.randn_like(y)
         y.backward(dy)
-        got = pyvkgrad.roi_align_grad(None, dy.numpy(), boxes[:, 1:].numpy(),
-                                      boxes[:, 0].numpy().astype(np.uint32), tuple(x.shape),
-                                      **torchvision_parameters(0.5, 0, aligned), device=device)
+        got, _ = pyvkgrad.roi_align_grad(None, dy.numpy(), boxes[:, 1:].numpy(),
+                                         boxes[:, 0].numpy().astype(np.uint32), tuple(x.shape),
+                                         **torchvision_parameters(0.5, 0, aligned), device=device)
         np.testing.assert_allclose(got, x.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -221,11 +288,17 @@ def test_regions_outside_and_batch_indices_out_of_range(device, rng):
                      [1, 1, 3, 3]], np.float32)
     batch = np.array([0, 1, 0, 2, 2**32 - 1], np.uint32)
     for reduction in ("average", "max"):
-        case = operators.Case((x, dy, rois, batch, x.shape), dict(reduction_function=reduction))
-        got = check(device, case, np.float32)
-        alone = pyvkgrad.roi_align_grad(x, dy[1:3], rois[1:3], batch[1:3], x.shape,
-                                        reduction_function=reduction, device=device)
+        case = operators.Case((x, dy, rois, batch, x.shape),
+                              dict(reduction_function=reduction, roi_gradient=True))
+        got, droi = RECORD.run(case, device)
+        operators.assert_close(RECORD, (got, droi), case.args, case.kwargs, np.float32)
+        alone, droi_alone = pyvkgrad.roi_align_grad(x, dy[1:3], rois[1:3], batch[1:3], x.shape,
+                                                    reduction_function=reduction,
+                                                    roi_gradient=True, device=device)
         np.testing.assert_array_equal(got, alone)  # regions 0, 3 and 4 add nothing
+        np.testing.assert_array_equal(droi[1:3], droi_alone)
+        np.testing.assert_array_equal(droi[[0, 3, 4]], 0)  # and have dROI rows 0
+        assert np.any(droi[1:3] != 0)
 
 
 def test_max_ties_go_to_the_first_sample(device):
@@ -235,27 +308,27 @@ def test_max_ties_go_to_the_first_sample(device):
     dy = np.array([[[[5.0]]]], np.float32)
     roi = np.array([[0, 0, 4, 4]], np.float32)
     for mode in ("nearest_neighbor", "linear"):
-        dx = pyvkgrad.roi_align_grad(x, dy, roi, np.zeros(1, np.uint32), (1, 1, 4, 4),
-                                     reduction_function="max", interpolation_mode=mode,
-                                     minimum_samples_per_output=2, maximum_samples_per_output=2,
-                                     device=device)
+        dx, _ = pyvkgrad.roi_align_grad(x, dy, roi, np.zeros(1, np.uint32), (1, 1, 4, 4),
+                                        reduction_function="max", interpolation_mode=mode,
+                                        minimum_samples_per_output=2, maximum_samples_per_output=2,
+                                        device=device)
         want = np.zeros((4, 4))
         if mode == "nearest_neighbor":
             want[0, 0] = 5  # the first sample, at (0.5, 0.5): roundEven -> (0, 0)
         else:
             want[0:2, 0:2] = 5 * 0.25  # bilinear taps of (0.5, 0.5)
         np.testing.assert_array_equal(dx[0, 0], want)
-        avg = pyvkgrad.roi_align_grad(x, dy, roi, np.zeros(1, np.uint32), (1, 1, 4, 4),
-                                      interpolation_mode="nearest_neighbor",
-                                      minimum_samples_per_output=2,
-                                      maximum_samples_per_output=2, device=device)
+        avg, _ = pyvkgrad.roi_align_grad(x, dy, roi, np.zeros(1, np.uint32), (1, 1, 4, 4),
+                                         interpolation_mode="nearest_neighbor",
+                                         minimum_samples_per_output=2,
+                                         maximum_samples_per_output=2, device=device)
         # Average, nearest: samples at 0.5 and 2.5 read indices 0 and 2 (not 1 and 3).
         np.testing.assert_array_equal(avg[0, 0], np.outer([1, 0, 1, 0], [1, 0, 1, 0]) * 1.25)
 
 
 # ---- the same bits under every plan ------------------------------------------------------------
 
-def crowded_case(rng, dtype, reduction, mode):
+def crowded_case(rng, dtype, reduction, mode, roi_gradient=False):
     """Many samples on few pixels: Minimum 5 on small and empty regions (up to 15 rows and
     columns of samples reach one pixel), so that tiny loop limits need every kind of window."""
     x = rng.standard_normal((2, 3, 5, 6)).astype(dtype)
@@ -265,7 +338,8 @@ def crowded_case(rng, dtype, reduction, mode):
     batch = np.array([0, 1, 1, 0], np.uint32)
     return operators.Case((x, dy, rois, batch, x.shape),
                           dict(reduction_function=reduction, interpolation_mode=mode,
-                               minimum_samples_per_output=5, maximum_samples_per_output=6))
+                               minimum_samples_per_output=5, maximum_samples_per_output=6,
+                               roi_gradient=roi_gradient))
 
 
 @pytest.mark.parametrize("dtype, reduction, mode", [
@@ -275,33 +349,62 @@ def crowded_case(rng, dtype, reduction, mode):
 def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
     """Workgroup widths 1 to 256, few workgroups, and loop limits that split the sums into
     windows of regions, of one region's rows, and of one row's columns (more contributions per
-    element than the limit): bitwise the default plan's result, itself within the oracle's
-    tolerance."""
-    case = crowded_case(rng, dtype, reduction, mode)
-    operators.assert_close(RECORD, (run_compiled(device, case),), case.args, case.kwargs, dtype)
+    element than the limit), and dROI's sums into windows of samples and of partial sums:
+    bitwise the default plan's result (dX and dROI), itself within the oracle's tolerance."""
+    case = crowded_case(rng, dtype, reduction, mode, roi_gradient=True)
+    operators.assert_close(RECORD, run_compiled(device, case), case.args, case.kwargs, dtype)
     base = run_compiled(device, case, Limits())
     desc = roi_align_describe(case)
     windows = set()
+    bits = np.uint16 if dtype == np.float16 else np.uint32
     for wg, groups, loops in ((32, 65535, 0), (64, 3, 0), (256, 1, 0), (1, 2, 0), (8, 4, 2000),
                               (16, 65535, 400), (4, 65535, 190), (2, 65535, 178)):
         limits = Limits(local_size=wg, max_local_size=wg, max_workgroups=groups,
                         max_loop_iterations=loops)
         windows.add(len(desc.plan(limits).dispatches))
-        got = run_compiled(device, case, limits)
-        np.testing.assert_array_equal(got.view(np.uint16 if dtype == np.float16 else np.uint32),
-                                      base.view(np.uint16 if dtype == np.float16 else np.uint32),
-                                      err_msg=f"local size {wg}, {groups} workgroups, loop "
-                                              f"limit {loops}")
+        for name, got, want in zip(("dX", "dROI"), run_compiled(device, case, limits), base):
+            np.testing.assert_array_equal(got.view(bits), want.view(bits),
+                                          err_msg=f"{name}: local size {wg}, {groups} "
+                                                  f"workgroups, loop limit {loops}")
     assert max(windows) > 50  # the tiny limits did split the work
 
 
+@pytest.mark.parametrize("reduction", ["average", "max"])
+def test_the_tiles_region_lists_change_no_bits(device, rng, reduction, monkeypatch):
+    """150 regions over two 29 x 37 images: the gather visits each 8 x 8 tile's list of
+    regions; bitwise the same with one tile per image (the lists as long as the image's
+    regions), with lists built in windows of regions under a loop limit, and under other
+    workgroup widths; within the oracle's tolerance."""
+    x = rng.standard_normal((2, 1, 29, 37)).astype(np.float32)
+    dy = rng.standard_normal((150, 1, 2, 3)).astype(np.float32)
+    x1y1 = rng.uniform(-5, 35, (150, 2))
+    rois = np.concatenate([x1y1, x1y1 + rng.uniform(-3, 12, (150, 2))], 1).astype(np.float32)
+    batch = rng.integers(0, 3, 150).astype(np.uint32)  # 2: outside [0, B)
+    case = operators.Case((x, dy, rois, batch, x.shape), dict(reduction_function=reduction))
+    base = run_compiled(device, case)
+    operators.assert_close(RECORD, base, case.args, case.kwargs, np.float32)
+    desc = roi_align_describe(case)
+    windows = [d for d in desc.plan(Limits(max_loop_iterations=190)).dispatches
+               if d.kernel == "roi_align_grad_tiles"]
+    assert len(windows) > 1 and desc.plan(Limits()).dispatches[0].constant("TILE") == 8
+    for limits in (Limits(max_loop_iterations=190), Limits(local_size=16, max_local_size=16)):
+        np.testing.assert_array_equal(run_compiled(device, case, limits)[0].view(np.uint32),
+                                      base[0].view(np.uint32))
+    monkeypatch.setattr(roi_align_grad_module, "TILE_LIST_BYTES", 0)
+    assert desc.plan(Limits()).dispatches[0].constant("TILE") == 64  # one tile per image
+    np.testing.assert_array_equal(run_compiled(device, case, Limits())[0].view(np.uint32),
+                                  base[0].view(np.uint32))
+
+
 def test_plans_count_their_loops():
-    """Under a loop limit the windows grow finer as the limit shrinks, the gather's last window
-    stores dX, and a limit too small for one region's search is refused by name (RuntimeError:
-    a device limit, as every operator's plan raises it)."""
+    """Under a loop limit the gather's windows grow finer as the limit shrinks, its last window
+    stores dX (after the regions' boxes and the tiles' lists), and a limit too small for one
+    region's search is refused by name (RuntimeError: a device limit, as every operator's plan
+    raises it)."""
     case = crowded_case(np.random.default_rng(0), np.float32, "average", "linear")
     desc = roi_align_describe(case)
-    counts = [len(desc.plan(Limits(max_loop_iterations=n)).dispatches)
+    counts = [sum(d.kernel == "roi_align_grad"
+                  for d in desc.plan(Limits(max_loop_iterations=n)).dispatches)
               for n in (0, 65535, 400, 190, 178)]
     assert counts[0] == counts[1] == 1 and counts[2] < counts[3] < counts[4]
     last = desc.plan(Limits(max_loop_iterations=178)).dispatches[-1]
@@ -359,10 +462,28 @@ def test_errors_before_device_work(device, rng, monkeypatch):
     for args, kw, kind, message in cases:
         with pytest.raises(kind, match=f"^ROI_ALIGN_GRAD: .*{message}"):
             call(*args, **kw)
-    with pytest.raises(NotImplementedError, match="^ROI_ALIGN_GRAD: roi_gradient=True"):
-        call(x, dy, roi, batch, x.shape, roi_gradient=True)
+    for args, kw, kind, message in [
+            ((None, dy, roi, batch, x.shape), dict(roi_gradient=True), TypeError,
+             "InputTensor is required with OutputROIGradientTensor"),
+            ((x, dy, roi, batch, x.shape), dict(roi_gradient=1), TypeError,
+             "roi_gradient must be a bool")]:
+        with pytest.raises(kind, match=f"^ROI_ALIGN_GRAD: .*{message}"):
+            call(*args, **kw)
     desc = roi_align_describe(operators.Case((x, dy, roi, batch, x.shape), {}))
-    with pytest.raises(NotImplementedError, match="^ROI_ALIGN_GRAD: OutputROIGradientTensor"):
-        dataclasses.replace(desc, output_roi_gradient_tensor=TensorDesc(DataType.FLOAT32,
-                                                                         (3, 4)))
+    for changes, kind, message in [
+            (dict(output_roi_gradient_tensor=TensorDesc(DataType.FLOAT32, (1, 3, 4))), ValueError,
+             "OutputROIGradientTensor.Sizes must equal ROITensor.Sizes"),
+            (dict(output_roi_gradient_tensor=TensorDesc(DataType.FLOAT16, (3, 4))), TypeError,
+             "OutputROIGradientTensor.DataType must equal InputGradientTensor.DataType"),
+            (dict(output_gradient_tensor=None), TypeError,
+             "OutputGradientTensor or OutputROIGradientTensor must be given"),
+            (dict(input_tensor=None, output_roi_gradient_tensor=TensorDesc(DataType.FLOAT32,
+                                                                           (3, 4))),
+             TypeError, "InputTensor is required with OutputROIGradientTensor")]:
+        with pytest.raises(kind, match=f"^ROI_ALIGN_GRAD: .*{message}"):
+            dataclasses.replace(desc, **changes)
+    # dROI alone (no dX): X gives the image's sizes.
+    alone = dataclasses.replace(desc, output_gradient_tensor=None,
+                                output_roi_gradient_tensor=TensorDesc(DataType.FLOAT32, (3, 4)))
+    assert [name for name, _ in alone.tensor_fields()][-1] == "output_roi_gradient_tensor"
     assert isinstance(desc, RoiAlignGradDesc)

@@ -7,6 +7,7 @@ Output written). Every variant gives the same bits (exact sums); this checks it 
 """
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -35,8 +36,11 @@ def main():
     print(dev.name)
     shapes = ([(4, 64, 56, 56)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
-    variants = [(2048, 16), (512, 16), (8192, 4)]
-    defaults = (bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX)
+    # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, QUADS, workgroup width)
+    variants = [(2048, 16, True, 256), (512, 16, True, 256), (512, 16, False, 256),
+                (2048, 16, True, 64), (2048, 16, False, 64), (8192, 16, True, 64),
+                (2048, 16, True, 128), (8192, 16, False, 128)]
+    defaults = (bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX, bnt.QUADS)
     rng = np.random.default_rng(0)
     for shape in shapes:
         c = shape[1]
@@ -51,8 +55,9 @@ def main():
             nbytes = 2 * x.nbytes
             roof = copy_roofline(dev, x.nbytes, args.repeat)
             bits = None
-            for target, per_lane in variants:
-                bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = target, per_lane
+            for target, per_lane, quads, wg in variants:
+                bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX, bnt.QUADS = target, per_lane, quads
+                limits = dataclasses.replace(dev.limits, local_size=wg)
                 times = {}
                 for keep in (None, "sums", "finalize", "output"):
                     class Part(bnt.BatchNormalizationTrainingDesc):
@@ -62,8 +67,9 @@ def main():
                                 return p
                             return Plan(tuple(d for d in p.dispatches if d.kernel.endswith(keep)),
                                         p.scratch, tensors=p.tensors)
-                    op = dev.compile(Part(big, small, small, None, big, small, small,
-                                          1e-5 + 1e-12 * target * per_lane))
+                    # A class per variant: the compile cache never returns another variant's.
+                    op = dev.compile(Part(big, small, small, None, big, small, small, 1e-5),
+                                     limits)
                     ns, rec = vulkan_time(dev, op, tensors, args.repeat)
                     rec.close()
                     if keep is None:
@@ -77,14 +83,15 @@ def main():
                     times[keep or "all"] = ns / 1e3
                     op.close()
                 pct = 100 * nbytes / (times["all"] * 1e-6) / roof
-                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} "
+                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} quads {quads} "
+                      f"wg {wg} "
                       f"(workgroups, chunks/lane, slots) {items}: all {times['all']:.1f} us "
                       f"({pct:.1f}% of copy), sums {times['sums']:.1f}, finalize "
                       f"{times['finalize']:.1f}, output {times['output']:.1f}; same bits {same}",
                       flush=True)
             for t in tensors.values():
                 t.close()
-    bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = defaults
+    bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX, bnt.QUADS = defaults
 
 
 if __name__ == "__main__":

@@ -9,6 +9,6 @@ timeout 200 python3 -m pyvkgrad fingerprint --check tests/fingerprints.json \
     > $OUT/fingerprint-check.txt 2>&1; echo "fingerprint rc=$?"; tail -5 $OUT/fingerprint-check.txt
 timeout 200 python3 benchmarks/investigations/bn_training_variants.py --cuda-first --repeat 20 \
     > $OUT/variants.txt 2>&1; echo "variants rc=$?"; cat $OUT/variants.txt
-timeout 150 python3 benchmarks/run.py --cuda-first --repeat 20 \
+timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/run.py --cuda-first --repeat 20 \
     --ops ${BENCH_OPS:-batch_normalization_training} --out $OUT/bench > $OUT/bench.txt 2>&1
 echo "bench rc=$?"; grep -v "^\[" $OUT/bench.txt | tail -20

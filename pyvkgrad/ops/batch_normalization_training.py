@@ -52,6 +52,8 @@ CHUNK, INTERLEAVE = 16, 32
 # large GPU (the H100 runs about 1000 workgroups of 256 at once).
 CHUNKS_PER_LANE_MAX = 16
 TARGET_ITEMS = 2048
+# Whether stage 1 may take 4 chunks per lane in vectors (QUADS) where the layout allows.
+QUADS = True
 # Channel slots per workgroup at most (each keeps 2 x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Stage 2 reads each channel's partials with one workgroup of this width at most.
@@ -164,7 +166,8 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     rsizes, rx = right_align(rsizes, 8, 1), right_align(rx, 8, 0)
     # QUADS (the kernel): a lane takes 4 neighbouring chunks, loading their rows as aligned
     # vectors, where every 4 elements r = 4m .. 4m + 3 lie together in one aligned run.
-    quads = (rx[-1] == 1 and rsizes[-1] % 4 == 0 and all(s % 4 == 0 for s in kx + rx[:-1]))
+    quads = QUADS and (rx[-1] == 1 and rsizes[-1] % 4 == 0
+                       and all(s % 4 == 0 for s in kx + rx[:-1]))
     chunks = chunk_count(n)
     if quads:  # the work unit is then 4 chunks (the last block's may end early)
         block = CHUNK * INTERLEAVE

@@ -16,8 +16,11 @@ reaches it (shaders/roi_align_grad.comp), with coordinates computed on the devic
 float32 order with correctly rounded division, so the bits are the same on every device. MAX
 first selects each output's sample (shaders/roi_align_grad_select.comp).
 
-pyvkgrad computes OutputGradientTensor only: OutputROIGradientTensor is refused
-(NotImplementedError) until it is implemented.
+dROI (OutputROIGradientTensor, LINEAR; NEAREST gives 0) differentiates each sample's value with
+the floor and ceil neighbours of its clamped coordinates; it is a deterministic gather in two
+passes: per dY element the four sums of its samples' terms (shaders/roi_align_grad_roi_partials
+.comp), then per dROI element their sum over channels and outputs in ascending order, times the
+spatial scale (shaders/roi_align_grad_roi.comp).
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ UNBOUNDED = UINT32_MAX
 SEARCH_LOOPS = 4 * 26
 # Dispatches a plan may take under a driver's loop limit before it refuses the problem.
 MAX_DISPATCHES = 100_000
+# The tiles' region lists (roi_align_grad_tiles.comp) take R words per tile: tiles of 8 x 8
+# elements, larger where the lists would take more than this.
+TILE_LIST_BYTES = 64 * 2**20
 
 
 class ReduceFunction(enum.IntEnum):
@@ -78,9 +84,10 @@ class RoiAlignGradDesc(OperatorDesc):
 
     input_tensor: X {B, C, H, W}, or None (AVERAGE only); input_gradient_tensor: dY {R, C, OH,
     OW}; roi_tensor: {R, 4}, {1, R, 4} or {1, 1, R, 4}, rows [x1, y1, x2, y2]; batch_indices_tensor:
-    UINT32 {R} (or with leading 1s up to 4-D); output_gradient_tensor: dX {B, C, H, W};
-    output_roi_gradient_tensor: must be None (pyvkgrad does not compute dROI yet). X, dY, ROI
-    and dX: one data type, FLOAT32 or FLOAT16, any strides (dX's may not overlap).
+    UINT32 {R} (or with leading 1s up to 4-D); output_gradient_tensor: dX {B, C, H, W}, or None;
+    output_roi_gradient_tensor: dROI, ROI's sizes, or None (at least one output; dROI needs X).
+    X, dY, ROI, dX and dROI: one data type, FLOAT32 or FLOAT16, any strides (outputs' may not
+    overlap).
     reduction_function: "average" / "max" (ReduceFunction); interpolation_mode:
     "nearest_neighbor" / "linear"; spatial_scale_x/_y, input/output_pixel_offset: finite
     float32; minimum/maximum_samples_per_output: 1 <= Minimum <= Maximum <= 2^32 - 1, Minimum
@@ -126,20 +133,31 @@ class RoiAlignGradDesc(OperatorDesc):
         if dy.sizes[0] != regions:
             fail(op, "InputGradientTensor.Sizes[0]", "must equal the number of regions (R)",
                  regions, dy.sizes[0])
+        if self.output_gradient_tensor is None and self.output_roi_gradient_tensor is None:
+            fail(op, "OutputGradientTensor", "or OutputROIGradientTensor must be given (at least "
+                 "one output)", "a TensorDesc", None, TypeError)
         if self.output_roi_gradient_tensor is not None:
-            raise NotImplementedError(
-                f"{op}: OutputROIGradientTensor (the gradient with respect to the regions) is "
-                f"not implemented by pyvkgrad yet; pass None")
-        if self.output_gradient_tensor is None:
-            fail(op, "OutputGradientTensor", "must be given (at least one output)", "a TensorDesc",
-                 None, TypeError)
-        dx = check_desc(op, "OutputGradientTensor", self.output_gradient_tensor)
-        check_same(op, "data_type", ("InputGradientTensor", dy), ("OutputGradientTensor", dx))
-        check_rank(op, "OutputGradientTensor", dx, 4, 4)
-        check_output(op, "OutputGradientTensor", dx)
-        if dx.sizes[1] != dy.sizes[1]:
-            fail(op, "InputGradientTensor.Sizes[1]", "must equal OutputGradientTensor.Sizes[1] "
-                 "(C)", dx.sizes[1], dy.sizes[1])
+            droi = check_desc(op, "OutputROIGradientTensor", self.output_roi_gradient_tensor)
+            check_same(op, "data_type", ("InputGradientTensor", dy),
+                       ("OutputROIGradientTensor", droi))
+            check_same(op, "sizes", ("ROITensor", roi), ("OutputROIGradientTensor", droi))
+            check_output(op, "OutputROIGradientTensor", droi)
+            if self.input_tensor is None:
+                fail(op, "InputTensor", "is required with OutputROIGradientTensor",
+                     "a TensorDesc", None, TypeError)
+        if self.output_gradient_tensor is not None:
+            dx = check_desc(op, "OutputGradientTensor", self.output_gradient_tensor)
+            check_same(op, "data_type", ("InputGradientTensor", dy), ("OutputGradientTensor", dx))
+            check_rank(op, "OutputGradientTensor", dx, 4, 4)
+            check_output(op, "OutputGradientTensor", dx)
+            image, image_field = dx, "OutputGradientTensor"
+        else:
+            image = check_desc(op, "InputTensor", self.input_tensor)
+            check_rank(op, "InputTensor", image, 4, 4)
+            image_field = "InputTensor"
+        if image.sizes[1] != dy.sizes[1]:
+            fail(op, "InputGradientTensor.Sizes[1]", f"must equal {image_field}.Sizes[1] (C)",
+                 image.sizes[1], dy.sizes[1])
         reduction = enum_value(op, ReduceFunction, self.reduction_function, "ReductionFunction",
                                "'average' or 'max' (ReduceFunction)")
         mode = enum_value(op, InterpolationMode, self.interpolation_mode, "InterpolationMode",
@@ -151,7 +169,7 @@ class RoiAlignGradDesc(OperatorDesc):
         else:
             x = check_desc(op, "InputTensor", self.input_tensor)
             check_same(op, "data_type", ("InputGradientTensor", dy), ("InputTensor", x))
-            check_same(op, "sizes", ("OutputGradientTensor", dx), ("InputTensor", x))
+            check_same(op, "sizes", (image_field, image), ("InputTensor", x))
         for name in ("spatial_scale_x", "spatial_scale_y", "input_pixel_offset",
                      "output_pixel_offset"):
             field = "".join(p.capitalize() for p in name.split("_"))
@@ -175,7 +193,7 @@ class RoiAlignGradDesc(OperatorDesc):
         if not isinstance(self.align_regions_to_corners, (bool, np.bool_)):
             fail(op, "AlignRegionsToCorners", "must be a bool", "bool",
                  type(self.align_regions_to_corners).__name__, TypeError)
-        for field, t, most in (("OutputGradientTensor", dx, MAX_COUNT),
+        for field, t, most in ((image_field, image, MAX_COUNT),
                                ("InputGradientTensor", dy, MAX_COUNT // 3)):
             if t.element_count > most:
                 fail(op, f"{field}.Sizes", "hold too many elements for pyvkgrad's kernels",
@@ -191,12 +209,19 @@ class RoiAlignGradDesc(OperatorDesc):
                   ("input_gradient_tensor", (self.input_gradient_tensor, READ)),
                   ("roi_tensor", (self.roi_tensor, READ)),
                   ("batch_indices_tensor", (self.batch_indices_tensor, READ)),
-                  ("output_gradient_tensor", (self.output_gradient_tensor, WRITE))]
+                  ("output_gradient_tensor", (self.output_gradient_tensor, WRITE)),
+                  ("output_roi_gradient_tensor", (self.output_roi_gradient_tensor, WRITE))]
         return tuple((name, f) for name, f in fields if f[0] is not None)
 
     @property
     def is_max(self) -> bool:
         return self.reduction_function == ReduceFunction.MAX
+
+    @property
+    def image(self) -> TensorDesc:
+        """X's (and dX's) description, {B, C, H, W}: dX's, or X's where dX is not asked for."""
+        return (self.output_gradient_tensor if self.output_gradient_tensor is not None
+                else self.input_tensor)
 
     def _samples_bound(self, out_size: int, size: int, in_cell: bool) -> int:
         """At most how many samples of one region along one axis a kernel visits per item:
@@ -213,12 +238,13 @@ class RoiAlignGradDesc(OperatorDesc):
     def plan(self, limits: Limits) -> Plan:
         dy, dx, x = self.input_gradient_tensor, self.output_gradient_tensor, self.input_tensor
         roi, batch = self.roi_tensor, self.batch_indices_tensor
+        droi = self.output_roi_gradient_tensor
         _, _, out_h, out_w = dy.sizes
-        _, _, height, width = dx.sizes
+        _, _, height, width = self.image.sizes
         wg = limits.local_size
+        linear = self.interpolation_mode == InterpolationMode.LINEAR
         constants = dict(
-            WG=wg, IS_F16=dy.data_type == DataType.FLOAT16,
-            IS_LINEAR=self.interpolation_mode == InterpolationMode.LINEAR, IS_MAX=self.is_max,
+            WG=wg, IS_F16=dy.data_type == DataType.FLOAT16, IS_LINEAR=linear, IS_MAX=self.is_max,
             ALIGNED=self.align_regions_to_corners, SPATIAL_SCALE_X=self.spatial_scale_x,
             SPATIAL_SCALE_Y=self.spatial_scale_y, INPUT_PIXEL_OFFSET=self.input_pixel_offset,
             OUTPUT_PIXEL_OFFSET=self.output_pixel_offset,
@@ -227,57 +253,138 @@ class RoiAlignGradDesc(OperatorDesc):
             CAP_X=max(1, ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES // out_w),
             ROI_REGION_STRIDE=roi.element_strides[-2],
             ROI_COORDINATE_STRIDE=roi.element_strides[-1],
-            BATCH_STRIDE=batch.element_strides[-1], X_SIZES=dx.sizes, DY_SIZES=dy.sizes,
+            BATCH_STRIDE=batch.element_strides[-1], X_SIZES=self.image.sizes, DY_SIZES=dy.sizes,
             X_STRIDES=x.element_strides if x is not None else (0, 0, 0, 0),
-            DY_STRIDES=dy.element_strides)
+            DY_STRIDES=dy.element_strides, TILE=self._tile())
         inputs = dict(roi="roi_tensor", batch_indices="batch_indices_tensor",
                       dy="input_gradient_tensor", x="input_tensor" if x is not None else "no_input")
         scratch = [] if x is not None else [Scratch("no_input", 16)]
         dispatches: List[Dispatch] = []
         budget = limits.max_loop_iterations - LOOP_MARGIN if limits.max_loop_iterations else 0
+        # Each output's in-image samples (MAX's selection, AVERAGE's dROI terms): the bound on
+        # their rows and columns the windows cover.
+        cell_rows = self._samples_bound(out_h, height, True)
+        cell_cols = self._samples_bound(out_w, width, True)
+        cell_limits = dict(row_limit=cell_rows if budget else UNBOUNDED,
+                           col_limit=cell_cols if budget else UNBOUNDED)
+        selected = "selected" if self.is_max else "no_selection"
         if self.is_max:
             scratch.append(Scratch("selected", 12 * dy.element_count))
-            rows = self._samples_bound(out_h, height, True)
-            cols = self._samples_bound(out_w, width, True)
-            windows = _windows(1, rows, cols, budget, 3 + SEARCH_LOOPS)
+            windows = _windows(1, cell_rows, cell_cols, budget, 3 + SEARCH_LOOPS)
             for k, (_, _, (rb, re), (cb, ce), cost) in enumerate(windows):
                 for first, end, groups in grid_slices(dy.element_count, wg, limits, cost + 1):
                     dispatches.append(Dispatch(
                         "roi_align_grad_select", dict(inputs, selected="selected"), groups,
                         constants=constants,
                         push=dict(count=end, first=first, row_begin=rb, row_end=re,
-                                  col_begin=cb, col_end=ce,
-                                  row_limit=rows if budget else UNBOUNDED,
-                                  col_limit=cols if budget else UNBOUNDED,
-                                  first_window=int(k == 0))))
+                                  col_begin=cb, col_end=ce, first_window=int(k == 0),
+                                  **cell_limits)))
         else:
             scratch.append(Scratch("no_selection", 16))
-        regions = dy.sizes[0]
-        rows = self._samples_bound(out_h, height, False)
-        cols = self._samples_bound(out_w, width, False)
-        windows = _windows(regions, rows, cols, budget, 2 + SEARCH_LOOPS)
-        if len(windows) > 1:
-            scratch.append(Scratch("accumulator", 4 * dx.element_count))
-        else:
-            scratch.append(Scratch("accumulator", 16))
-        for k, (r0, r1, (rb, re), (cb, ce), cost) in enumerate(windows):
-            for first, end, groups in grid_slices(dx.element_count, wg, limits, cost + 1):
-                dispatches.append(Dispatch(
-                    "roi_align_grad",
-                    dict(inputs, selected="selected" if self.is_max else "no_selection",
-                         accumulator="accumulator", dx="output_gradient_tensor"), groups,
-                    constants=dict(constants, DX_STRIDES=dx.element_strides),
-                    push=dict(count=end, first=first, roi_begin=r0, roi_end=r1, row_begin=rb,
-                              row_end=re, col_begin=cb, col_end=ce,
-                              row_limit=rows if budget else UNBOUNDED,
-                              col_limit=cols if budget else UNBOUNDED,
-                              first_window=int(k == 0), last_window=int(k == len(windows) - 1))))
+        if dx is not None:
+            dispatches += self._gather_dx(limits, budget, constants, inputs, selected, scratch)
+        if droi is not None:
+            # Per dY element its samples' four sums: AVERAGE loops over the output's samples
+            # (windows as MAX's selection), MAX takes its selected one, NEAREST writes 0.
+            scratch.append(Scratch("partials", 16 * dy.element_count))
+            if linear and not self.is_max:
+                windows = _windows(1, cell_rows, cell_cols, budget, 3 + SEARCH_LOOPS)
+            else:
+                windows = [(0, 1, (0, UNBOUNDED), (0, UNBOUNDED), 3)]
+            for k, (_, _, (rb, re), (cb, ce), cost) in enumerate(windows):
+                for first, end, groups in grid_slices(dy.element_count, wg, limits, cost + 1):
+                    dispatches.append(Dispatch(
+                        "roi_align_grad_roi_partials",
+                        dict(inputs, selected=selected, partials="partials"), groups,
+                        constants=constants,
+                        push=dict(count=end, first=first, row_begin=rb, row_end=re,
+                                  col_begin=cb, col_end=ce, first_window=int(k == 0),
+                                  **cell_limits)))
+            # Per dROI element the sum of its region's partials, in windows of them.
+            items = dy.sizes[1] * out_h * out_w
+            step = max(1, budget - 4) if budget else items
+            spans = [(i, min(i + step, items)) for i in range(0, items, step)]
+            count = 4 * dy.sizes[0]
+            scratch.append(Scratch("roi_accumulator", 4 * count if len(spans) > 1 else 16))
+            for k, (begin, end_item) in enumerate(spans):
+                for first, end, groups in grid_slices(count, wg, limits, end_item - begin + 2):
+                    dispatches.append(Dispatch(
+                        "roi_align_grad_roi",
+                        dict(inputs, partials="partials", accumulator="roi_accumulator",
+                             droi="output_roi_gradient_tensor"), groups,
+                        constants=dict(constants, DROI_REGION_STRIDE=droi.element_strides[-2],
+                                       DROI_COORDINATE_STRIDE=droi.element_strides[-1]),
+                        push=dict(count=end, first=first, item_begin=begin, item_end=end_item,
+                                  first_window=int(k == 0),
+                                  last_window=int(k == len(spans) - 1))))
         if len(dispatches) > MAX_DISPATCHES:
             fail(OPERATOR, "MinimumSamplesPerOutput", "asks for more samples per output than "
                  "this device's loop limit lets pyvkgrad visit", f"at most {MAX_DISPATCHES} "
                  f"dispatches", len(dispatches))
         return Plan(tuple(dispatches), tuple(scratch),
                     tensors=tuple(n for n, _ in self.tensor_fields()))
+
+    def _tile(self) -> int:
+        """The side of the tiles whose region lists dX's gather visits."""
+        batch, _, height, width = self.image.sizes
+        regions, tile = self.input_gradient_tensor.sizes[0], 8
+        while tile < max(height, width) and \
+                4 * batch * -(-height // tile) * -(-width // tile) * regions > TILE_LIST_BYTES:
+            tile *= 2
+        return tile
+
+    def _gather_dx(self, limits: Limits, budget: int, constants: dict, inputs: dict,
+                   selected: str, scratch: list) -> List[Dispatch]:
+        """dX's gather: each region's box of reachable indices first, then the gather in windows
+        of regions, rows or columns in summation order."""
+        dy, dx = self.input_gradient_tensor, self.output_gradient_tensor
+        _, _, out_h, out_w = dy.sizes
+        _, _, height, width = dx.sizes
+        regions = dy.sizes[0]
+        rows = self._samples_bound(out_h, height, False)
+        cols = self._samples_bound(out_w, width, False)
+        windows = _windows(regions, rows, cols, budget, 2 + SEARCH_LOOPS)
+        scratch.append(Scratch("accumulator", 4 * dx.element_count if len(windows) > 1 else 16))
+        # Each region's box of reached indices, then per tile its list of the regions of its
+        # image whose box meets it (in windows of regions under a loop limit).
+        tile = constants["TILE"]
+        tiles = dx.sizes[0] * -(-height // tile) * -(-width // tile)
+        if tiles * (regions + 1) > UINT32_MAX:
+            fail(OPERATOR, "InputGradientTensor.Sizes[0]", "times the tiles of dX's images is "
+                 "too large for pyvkgrad's region lists", f"<= {UINT32_MAX}",
+                 tiles * (regions + 1))
+        scratch += [Scratch("boxes", 16 * regions),
+                    Scratch("tile_regions", 4 * tiles * (regions + 1))]
+        dispatches = [Dispatch("roi_align_grad_boxes", dict(inputs, boxes="boxes"), groups,
+                               constants=constants, push=dict(count=end, first=first))
+                      for first, end, groups in grid_slices(regions, limits.local_size, limits,
+                                                            SEARCH_LOOPS + 3)]
+        step = max(1, budget - 8) if budget else regions
+        for r0 in range(0, regions, step):
+            r1 = min(r0 + step, regions)
+            dispatches += [Dispatch("roi_align_grad_tiles",
+                                    dict(inputs, boxes="boxes", tile_regions="tile_regions"),
+                                    groups, constants=constants,
+                                    push=dict(count=end, first=first, roi_begin=r0, roi_end=r1,
+                                              first_window=int(r0 == 0)))
+                           for first, end, groups in grid_slices(tiles, limits.local_size,
+                                                                 limits, r1 - r0 + 2)]
+        # The gather's items: 4 channels of one dX position each (the geometry shared).
+        items = dx.sizes[0] * -(-dx.sizes[1] // 4) * height * width
+        for k, (r0, r1, (rb, re), (cb, ce), cost) in enumerate(windows):
+            for first, end, groups in grid_slices(items, limits.local_size, limits, cost + 1):
+                dispatches.append(Dispatch(
+                    "roi_align_grad",
+                    dict(inputs, selected=selected, accumulator="accumulator",
+                         dx="output_gradient_tensor", boxes="boxes",
+                         tile_regions="tile_regions"), groups,
+                    constants=dict(constants, DX_STRIDES=dx.element_strides),
+                    push=dict(count=end, first=first, roi_begin=r0, roi_end=r1, row_begin=rb,
+                              row_end=re, col_begin=cb, col_end=ce,
+                              row_limit=rows if budget else UNBOUNDED,
+                              col_limit=cols if budget else UNBOUNDED,
+                              first_window=int(k == 0), last_window=int(k == len(windows) - 1))))
+        return dispatches
 
 
 def _windows(regions: int, rows: int, cols: int, budget: int, overhead: int):
@@ -315,20 +422,22 @@ def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi:
                    minimum_samples_per_output: int = 1,
                    maximum_samples_per_output: int = 2**32 - 1,
                    align_regions_to_corners: bool = False, roi_gradient: bool = False,
-                   device: DeviceLike = None) -> np.ndarray:
-    """dX of a ROI_ALIGN1 whose input had `output_gradient_sizes` {B, C, H, W}, on the device: a
-    new packed array of input_gradient's dtype. input: X (required for MAX; None is allowed
-    for AVERAGE); input_gradient: dY {R, C, OH, OW}; roi: {R, 4} (or {1, R, 4}, {1, 1, R, 4}),
-    rows [x1, y1, x2, y2] in input_gradient's dtype; batch_indices: uint32 {R}. Defaults:
-    DML_ROI_ALIGN's sampling (offsets 0.5 / -0.5), bilinear averaging, S as the region asks.
-    roi_gradient=True (dROI) raises NotImplementedError."""
-    if roi_gradient:
-        raise NotImplementedError(f"{OPERATOR}: roi_gradient=True (OutputROIGradientTensor) is "
-                                  f"not implemented by pyvkgrad yet")
+                   device: DeviceLike = None) -> Tuple[np.ndarray, Optional[np.ndarray]]:
+    """(dX, dROI or None) of a ROI_ALIGN1 whose input had `output_gradient_sizes` {B, C, H, W},
+    on the device: new packed arrays of input_gradient's dtype, dROI (with roi_gradient) in
+    roi's shape. input: X (required for MAX and for dROI; None is allowed otherwise);
+    input_gradient: dY {R, C, OH, OW}; roi: {R, 4} (or {1, R, 4}, {1, 1, R, 4}), rows [x1, y1,
+    x2, y2] in input_gradient's dtype; batch_indices: uint32 {R}. Defaults: DML_ROI_ALIGN's
+    sampling (offsets 0.5 / -0.5), bilinear averaging, S as the region asks."""
+    if not isinstance(roi_gradient, (bool, np.bool_)):
+        fail(OPERATOR, "roi_gradient", "must be a bool", "bool", type(roi_gradient).__name__,
+             TypeError)
+    roi_gradient = bool(roi_gradient)
     params = (tuple(output_gradient_sizes) if hasattr(output_gradient_sizes, "__iter__")
               else output_gradient_sizes, reduction_function, interpolation_mode,
               spatial_scale_x, spatial_scale_y, input_pixel_offset, output_pixel_offset,
-              minimum_samples_per_output, maximum_samples_per_output, align_regions_to_corners)
+              minimum_samples_per_output, maximum_samples_per_output, align_regions_to_corners,
+              roi_gradient)
 
     def describe(d, dev):
         sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
@@ -336,14 +445,18 @@ def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi:
             fail(OPERATOR, "OutputGradientTensor.Sizes", "must be 4 sizes of at least 1",
                  "{B, C, H, W}", sizes)
         dy = d["input_gradient"]
+        droi = TensorDesc(dy.data_type, d["roi"].sizes) if roi_gradient else None
         desc = RoiAlignGradDesc(d.get("input"), dy, d["roi"], d["batch_indices"],
-                                TensorDesc(dy.data_type, sizes), None, *params[1:])
-        return desc, {"output_gradient": (sizes, dy.data_type.element_size)}
+                                TensorDesc(dy.data_type, sizes), droi, *params[1:-1])
+        outputs = {"output_gradient": (sizes, dy.data_type.element_size)}
+        if roi_gradient:
+            outputs["output_roi_gradient"] = (np.shape(roi), dy.data_type.element_size)
+        return desc, outputs
 
     arrays = dict(input=input, input_gradient=input_gradient, roi=roi,
                   batch_indices=batch_indices)
     if input is None:
         del arrays["input"]
-    (dx,) = _one_call.run(OPERATOR, device, params, arrays, describe, None,
-                          data_types={"batch_indices": (DataType.UINT32,)})
-    return dx
+    outputs = _one_call.run(OPERATOR, device, params, arrays, describe, None,
+                            data_types={"batch_indices": (DataType.UINT32,)})
+    return outputs[0], (outputs[1] if roi_gradient else None)

@@ -2,7 +2,8 @@
 
 Autograd functions whose forward runs in PyTorch and whose backward runs DirectML's gradient
 operators on a Vulkan device (`relu`, `threshold`, `hardtanh`, `relu6`, `batch_norm`,
-`interpolate`, `avg_pool2d/3d`, `max_pool2d/3d`, `local_response_norm`), drop-in modules
+`interpolate`, `avg_pool2d/3d`, `max_pool2d/3d`, `local_response_norm`, `roi_align`), drop-in
+modules
 (`ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, `AvgPool2d/3d`, `MaxPool2d/3d`,
 `LocalResponseNorm`, and
 `Sequential`, which chains their backward into one submission) and `convert(model)`, which swaps
@@ -24,7 +25,8 @@ from ._runtime import (cache_clear, cache_info, clear_programs, get_device, set_
                        set_options)
 from . import optim
 from .functional import (avg_pool2d, avg_pool3d, batch_norm, hardtanh, interpolate,
-                         local_response_norm, max_pool2d, max_pool3d, relu, relu6, threshold)
+                         local_response_norm, max_pool2d, max_pool3d, relu, relu6, roi_align,
+                         threshold)
 from .modules import (AvgPool2d, AvgPool3d, BatchNorm1d, BatchNorm2d, BatchNorm3d, Hardtanh,
                       LocalResponseNorm, MaxPool2d, MaxPool3d, ReLU, ReLU6, Sequential, Upsample,
                       convert)
@@ -34,4 +36,4 @@ __all__ = ["relu", "threshold", "hardtanh", "relu6", "batch_norm", "interpolate"
            "Sequential", "avg_pool2d", "avg_pool3d", "max_pool2d", "max_pool3d", "AvgPool2d",
            "AvgPool3d", "MaxPool2d", "MaxPool3d", "local_response_norm", "LocalResponseNorm",
            "convert", "set_device", "get_device", "set_options", "cache_clear", "cache_info",
-           "clear_programs", "InexactResample", "optim"]
+           "clear_programs", "InexactResample", "optim", "roi_align"]

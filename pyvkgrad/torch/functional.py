@@ -15,6 +15,7 @@ from torch.autograd.function import once_differentiable
 from ..ops.local_response_normalization_grad import local_response_normalization_grad
 from . import _resample_map as rmap
 from ._pooling import PoolStep, Size, check_pool_options, pool_input
+from . import _roi_align
 from . import _runtime
 from ._chain import (BatchNormStep, ClipStep, InterpolateStep, ReluStep, apply_chain,
                      data_type_of, needs_grad)
@@ -201,3 +202,25 @@ class _LocalResponseNorm(torch.autograd.Function):
         grad_input = torch.empty_like(x)  # the input's layout, dtype and device
         grad_input.copy_(torch.from_numpy(np.ascontiguousarray(dx[:, channels])).reshape(x.shape))
         return grad_input, None, None, None, None
+
+
+def roi_align(input: torch.Tensor, boxes: _roi_align.Boxes,
+              output_size: Union[int, Sequence[int]], spatial_scale: float = 1.0,
+              sampling_ratio: int = -1, aligned: bool = False) -> torch.Tensor:
+    """torchvision.ops.roi_align (input {N, C, H, W}; boxes a Tensor[K, 5] with the batch index
+    first, or a list of Tensor[L, 4] per image; bilinear averaging) whose backward is DirectML's
+    ROI_ALIGN_GRAD (dX; the boxes get no gradient, as torchvision's). The forward is computed
+    with PyTorch operations (torchvision is not needed), as ROI_ALIGN1 samples: the regions
+    scaled by spatial_scale, InputPixelOffset 0.5 if aligned else 0, sampling_ratio > 0 samples
+    per output a side, else as many as the region asks; not aligned, regions narrower than one
+    pixel are widened to one, as torchvision does. Not chained: each call is a submission."""
+    data_type_of(input, "roi_align")
+    if input.dim() != 4:
+        raise ValueError(f"pyvkgrad.torch.roi_align: input must be 4-D (N, C, H, W), got "
+                         f"{input.dim()}-D")
+    out_h, out_w = _roi_align.output_size_pair(output_size)
+    rois, batch = _roi_align.regions(input, boxes, spatial_scale, aligned)
+    params = _roi_align.grad_parameters(sampling_ratio, aligned)
+    if not needs_grad(input):
+        return _roi_align.forward(input, rois, batch, out_h, out_w, params)
+    return _roi_align.RoiAlign.apply(input, rois, batch, out_h, out_w, params)

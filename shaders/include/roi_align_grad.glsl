@@ -42,6 +42,13 @@ layout(constant_id = 15) const uint BATCH_STRIDE = 1;
 // X and dX sizes {B, C, H, W}; dY sizes {R, C, OH, OW}; element strides.
 DIMS4_2(uint, X_SIZES, DY_SIZES, 16, 1)
 DIMS4_2(uint, X_STRIDES, DY_STRIDES, 24, 0)
+// The side of the square tiles of each image whose regions the gather visits from a list
+// (roi_align_grad_tiles.comp): tile t = (b * roi_tiles_y() + ty) * roi_tiles_x() + tx.
+layout(constant_id = 32) const uint TILE = 8;
+
+uint roi_tiles_y() { return (X_SIZES2 + TILE - 1u) / TILE; }
+uint roi_tiles_x() { return (X_SIZES3 + TILE - 1u) / TILE; }
+uint roi_tile_count() { return X_SIZES0 * roi_tiles_y() * roi_tiles_x(); }
 
 layout(set = 0, binding = 0) readonly buffer Roi { uint roi[]; };
 layout(set = 0, binding = 1) readonly buffer BatchIndices { uint batch_indices[]; };
@@ -142,6 +149,17 @@ void roi_range(RoiAxis ax, uint lo, uint hi, int tap_lo, int tap_hi, out uint fi
                out uint end) {
     first = roi_first(ax, lo, hi, ax.up ? tap_lo : tap_hi);
     end = max(first, roi_first(ax, first, hi, ax.up ? tap_hi + 1 : tap_lo - 1));
+}
+
+// The samples of output o along an axis that read the image (taps in [0, size - 1] within its
+// S samples), a range [first, end).
+void roi_output_range(RoiAxis ax, uint o, out uint first, out uint end) {
+    roi_range(ax, o * ax.s, o * ax.s + ax.s, 0, int(ax.size) - 1, first, end);
+}
+
+// X[b, c, row, column] from the element offset of X[b, c, 0, 0].
+float x_at(uint base, uint row, uint column) {
+    return LOAD(x, base + row * X_STRIDES2 + column * X_STRIDES3);
 }
 
 // Region r's axes: y from ROI[r, 1], ROI[r, 3]; x from ROI[r, 0], ROI[r, 2].

@@ -1,0 +1,133 @@
+"""pyvkgrad.torch.roi_align's pieces: torchvision.ops.roi_align's arguments as ROI_ALIGN_GRAD's
+regions and parameters, the forward in PyTorch operations (ROI_ALIGN1's samples,
+docs/semantics.md §16) and the autograd Function whose backward runs ROI_ALIGN_GRAD on the
+device. torchvision is not needed: its forward is reimplemented here, so that forward and
+backward differentiate the same samples.
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from ..defaults import ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES
+from ..ops.roi_align_grad import roi_align_grad
+from . import _runtime
+
+NAME = "pyvkgrad.torch.roi_align"
+Boxes = Union[torch.Tensor, Sequence[torch.Tensor]]
+
+
+def output_size_pair(output_size: Union[int, Sequence[int]]) -> Tuple[int, int]:
+    """torchvision's output_size: an int or (height, width), each at least 1."""
+    pair = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    if len(pair) != 2 or not all(isinstance(v, int) and v >= 1 for v in pair):
+        raise ValueError(f"{NAME}: output_size must be an int or a pair of ints of at least 1, "
+                         f"got {output_size!r}")
+    return pair
+
+
+def regions(input: torch.Tensor, boxes: Boxes, spatial_scale: float, aligned: bool
+            ) -> Tuple[np.ndarray, np.ndarray]:
+    """(ROI {K, 4} float32 [x1, y1, x2, y2] already scaled, batch indices uint32 {K}) from
+    torchvision's boxes: a Tensor[K, 5] (batch index first) or a list of Tensor[L, 4], one per
+    image. Not aligned, torchvision enlarges a region narrower than one scaled pixel to one
+    (x2 = x1 + 1, y alike), which ROI_ALIGN_GRAD does not: the regions passed are enlarged so."""
+    if isinstance(boxes, torch.Tensor):
+        if boxes.dim() != 2 or boxes.shape[1] != 5:
+            raise ValueError(f"{NAME}: boxes must be a Tensor[K, 5] (batch index, x1, y1, x2, "
+                             f"y2) or a list of Tensor[L, 4], got shape {tuple(boxes.shape)}")
+        rois = boxes.detach().cpu().double().numpy()
+    else:
+        parts: List[np.ndarray] = []
+        for i, b in enumerate(boxes):
+            if not isinstance(b, torch.Tensor) or b.dim() != 2 or b.shape[1] != 4:
+                raise ValueError(f"{NAME}: boxes[{i}] must be a Tensor[L, 4] (x1, y1, x2, y2)")
+            parts.append(np.concatenate([np.full((b.shape[0], 1), i),
+                                         b.detach().cpu().double().numpy()], 1))
+        rois = np.concatenate(parts) if parts else np.zeros((0, 5))
+    batch = rois[:, 0]
+    if np.any((batch < 0) | (batch >= input.shape[0]) | (batch != np.floor(batch))):
+        raise ValueError(f"{NAME}: the boxes' batch indices must be integers in [0, "
+                         f"{input.shape[0]})")
+    f = np.float32
+    scaled = (rois[:, 1:].astype(f) * f(spatial_scale)).astype(f)
+    if not aligned:
+        for lo, hi in ((0, 2), (1, 3)):
+            narrow = (scaled[:, hi] - scaled[:, lo]) < 1
+            scaled[narrow, hi] = scaled[narrow, lo] + f(1)
+    return scaled, batch.astype(np.uint32)
+
+
+def grad_parameters(sampling_ratio: int, aligned: bool) -> dict:
+    """ROI_ALIGN_GRAD's parameters for torchvision's (the regions already scaled): LINEAR
+    AVERAGE, OutputPixelOffset -0.5, InputPixelOffset 0.5 if aligned else 0, sampling_ratio s > 0
+    as Minimum = Maximum = s, else as many samples as the region asks."""
+    fixed = sampling_ratio > 0
+    return dict(input_pixel_offset=0.5 if aligned else 0.0, output_pixel_offset=-0.5,
+                minimum_samples_per_output=sampling_ratio if fixed else 1,
+                maximum_samples_per_output=sampling_ratio if fixed else 2**32 - 1)
+
+
+def _axis(lo: torch.Tensor, hi: torch.Tensor, out: int, size: int, params: dict):
+    """One region's samples along one axis as ROI_ALIGN1 takes them (float32, in the order of
+    docs/semantics.md §16.1): (S, in-image mask, lower and upper taps, weight l of the upper)."""
+    length = hi - lo
+    q = float(torch.abs(length) / out)
+    s = min(max(int(np.ceil(q)), params["minimum_samples_per_output"]),
+            params["maximum_samples_per_output"], max(1, ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES // out))
+    n = out * s
+    k = torch.arange(n, dtype=torch.float32)
+    c = ((k - params["output_pixel_offset"]) * (length / n) + lo) - params["input_pixel_offset"]
+    inside = (c >= -1) & (c <= size)
+    clamped = torch.clamp(c, 0, size - 1)
+    low = torch.floor(clamped)
+    return s, inside, low.long(), torch.clamp(low.long() + 1, max=size - 1), clamped - low
+
+
+def forward(input: torch.Tensor, rois: np.ndarray, batch: np.ndarray, out_h: int, out_w: int,
+            params: dict) -> torch.Tensor:
+    """ROI_ALIGN1 with bilinear averaging, in float32 PyTorch operations, one region at a time:
+    {K, C, OH, OW} in input's dtype."""
+    x = input.detach().float()
+    _, channels, height, width = x.shape
+    out = torch.zeros((len(rois), channels, out_h, out_w), dtype=torch.float32, device=x.device)
+    corners = torch.from_numpy(rois)
+    for r in range(len(rois)):
+        sy, in_y, y0, y1, ly = _axis(corners[r, 1], corners[r, 3], out_h, height, params)
+        sx, in_x, x0, x1, lx = _axis(corners[r, 0], corners[r, 2], out_w, width, params)
+        image = x[int(batch[r])]
+        ly, lx = ly[:, None].to(x.device), lx[None, :].to(x.device)
+        rows = [image[:, y0][:, :, i] for i in (x0, x1)], [image[:, y1][:, :, i] for i in (x0, x1)]
+        values = ((1 - ly) * ((1 - lx) * rows[0][0] + lx * rows[0][1])
+                  + ly * ((1 - lx) * rows[1][0] + lx * rows[1][1]))
+        values = values * (in_y[:, None] & in_x[None, :]).to(x.device)
+        out[r] = values.reshape(channels, out_h, sy, out_w, sx).sum((2, 4)) / (sy * sx)
+    return out.to(input.dtype)
+
+
+class RoiAlign(torch.autograd.Function):
+    """PyTorch's operations forward; ROI_ALIGN_GRAD's dX backward on the device, in float32
+    whatever the input's dtype (the regions as the forward took them), rounded once to it. The
+    boxes get no gradient (as torchvision's)."""
+
+    @staticmethod
+    def forward(ctx, input, rois, batch, out_h, out_w, params):
+        ctx.input = (tuple(input.shape), input.dtype, input.device)
+        ctx.rois, ctx.batch, ctx.params = rois, batch, params
+        return forward(input, rois, batch, out_h, out_w, params)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        shape, dtype, device = ctx.input
+        if len(ctx.rois) == 0:
+            return torch.zeros(shape, dtype=dtype, device=device), None, None, None, None, None
+        dy = grad_output.detach().float().cpu().contiguous().numpy()
+        dx, _ = roi_align_grad(None, dy, ctx.rois, ctx.batch, shape,
+                               device=_runtime.get_device(), **ctx.params)
+        grad_input = torch.from_numpy(dx).to(dtype=dtype, device=device)
+        return grad_input, None, None, None, None, None
