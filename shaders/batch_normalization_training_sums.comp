@@ -33,11 +33,6 @@ layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const uint LK = 1u;
 layout(constant_id = 3) const bool K_FAST = false;
 layout(constant_id = 4) const uint CHUNKS_PER_LANE = 1u;
-// QUADS: a lane takes 4 neighbouring chunks (b, 4 j' .. 4 j' + 3) at once, loading each row of
-// them as one aligned vector (4 float32 or 4 float16), their 4 trees side by side in vec4s.
-// The plan sets it where every such vector lies in one contiguous run (the innermost reduced
-// dimension contiguous, its length and every other stride multiples of 4); the same bits.
-layout(constant_id = 37) const bool QUADS = false;
 DIMS8(uint, K_SIZES, 5, 1)
 DIMS8(uint, K_X_STRIDES, 13, 0)
 DIMS8(uint, R_SIZES, 21, 1)
@@ -48,8 +43,6 @@ const uint LR = WG / LK;
 #include "exact_sums.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
-layout(set = 0, binding = 0) readonly buffer X_UVEC4 { uvec4 x_uvec4[]; };
-layout(set = 0, binding = 0) readonly buffer X_UVEC2 { uvec2 x_uvec2[]; };
 layout(set = 0, binding = 1) writeonly buffer PARTIALS { int partials[]; };  // scratch
 layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; uint end;
                                      uint first; };
@@ -102,64 +95,6 @@ vec2 chunk_sums(uint base, uint r0, float shift) {
     return vec2(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3));
 }
 
-// Chunks (b, 4 j' + c), c < 4, of the channel at `base` (r0 = 512 b + 4 j'): their tree sums
-// of a and of a^2, chunk c in component c. n is a multiple of 4 here, so a row's 4 elements are
-// all in the channel or all past it.
-void quad_sums(uint base, uint r0, float shift, out vec4 sum_a, out vec4 sum_s) {
-    precise vec4 a[16];
-    uint inner = r0 % R_SIZES7, o = element_offset(r0);
-    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
-        // The 16 rows in one run, all in the channel: loads with no branches, all in flight.
-        const uint at = (base + o) >> 2, step = (32u * R_X_STRIDES7) >> 2;
-        for (uint i = 0u; i < 16u; ++i) {
-            a[i] = IS_F16 ? vec4(unpackHalf2x16(x_uvec2[at + i * step].x),
-                                 unpackHalf2x16(x_uvec2[at + i * step].y))
-                          : uintBitsToFloat(x_uvec4[at + i * step]);
-        }
-        for (uint i = 0u; i < 16u; ++i) a[i] = a[i] - shift;
-    } else {
-        for (uint i = 0u; i < 16u; ++i) {
-            const uint r = r0 + 32u * i;
-            if (i > 0u) {
-                inner += 32u;
-                if (inner < R_SIZES7) {
-                    o += 32u * R_X_STRIDES7;
-                } else {
-                    inner = r % R_SIZES7;
-                    o = element_offset(r);
-                }
-            }
-            vec4 v = vec4(0.0);
-            if (r < reduced) {
-                const uint at = (base + o) >> 2;
-                if (IS_F16) {
-                    const uvec2 w = x_uvec2[at];
-                    v = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-                } else {
-                    v = uintBitsToFloat(x_uvec4[at]);
-                }
-                v = v - shift;
-            }
-            a[i] = v;
-        }
-    }
-    // chunk_tree on each component: pairs (i, i + 8), (i, i + 4), (i, i + 2), (i, i + 1); the
-    // squares' first level as they are made (8 vectors live instead of 16).
-    precise vec4 s[8];
-    for (uint i = 0u; i < 8u; ++i) {
-        precise vec4 low = a[i] * a[i], high = a[i + 8u] * a[i + 8u];
-        s[i] = low + high;
-    }
-    for (uint h = 4u; h >= 1u; h >>= 1) {
-        for (uint i = 0u; i < h; ++i) s[i] = s[i] + s[i + h];
-    }
-    for (uint h = 8u; h >= 1u; h >>= 1) {
-        for (uint i = 0u; i < h; ++i) a[i] = a[i] + a[i + h];
-    }
-    sum_a = a[0];
-    sum_s = s[0];
-}
-
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
@@ -190,23 +125,12 @@ void main() {
         if (live) {
             const float shift = shift_of[slot];
             for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
-                const uint q = g * per_group + lane + LR * c;
-                if (QUADS) {  // chunks (q / 8, 4 (q % 8) + 0..3)
-                    const uint r0 = (q >> 3) * 512u + 4u * (q & 7u);
-                    if (r0 >= reduced) break;
-                    vec4 qa, qs;
-                    quad_sums(base, r0, shift, qa, qs);
-                    for (uint j = 0u; j < 4u; ++j) {
-                        exact_add(sum_a, qa[j], 2u * slot);
-                        exact_add(sum_s, qs[j], 2u * slot + 1u);
-                    }
-                } else {  // chunk (q / 32, q % 32)
-                    const uint r0 = (q >> 5) * 512u + (q & 31u);
-                    if (r0 >= reduced) break;
-                    const vec2 sums = chunk_sums(base, r0, shift);
-                    exact_add(sum_a, sums.x, 2u * slot);
-                    exact_add(sum_s, sums.y, 2u * slot + 1u);
-                }
+                const uint q = g * per_group + lane + LR * c;  // chunk (q / 32, q % 32)
+                const uint r0 = (q >> 5) * 512u + (q & 31u);
+                if (r0 >= reduced) break;
+                const vec2 sums = chunk_sums(base, r0, shift);
+                exact_add(sum_a, sums.x, 2u * slot);
+                exact_add(sum_s, sums.y, 2u * slot + 1u);
             }
         }
         exact_finish(sum_a, 2u * slot);

@@ -36,11 +36,10 @@ def main():
     print(dev.name)
     shapes = ([(4, 64, 56, 56)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
-    # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, QUADS, workgroup width)
-    variants = [(2048, 16, True, 256), (512, 16, True, 256), (512, 16, False, 256),
-                (2048, 16, True, 64), (2048, 16, False, 64), (8192, 16, True, 64),
-                (2048, 16, True, 128), (8192, 16, False, 128)]
-    defaults = (bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX, bnt.QUADS)
+    # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, workgroup width)
+    variants = [(512, 16, 256), (2048, 16, 256), (128, 16, 256), (512, 16, 128),
+                (2048, 16, 64)]
+    defaults = (bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX)
     rng = np.random.default_rng(0)
     for shape in shapes:
         c = shape[1]
@@ -55,8 +54,8 @@ def main():
             nbytes = 2 * x.nbytes
             roof = copy_roofline(dev, x.nbytes, args.repeat)
             bits = None
-            for target, per_lane, quads, wg in variants:
-                bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX, bnt.QUADS = target, per_lane, quads
+            for target, per_lane, wg in variants:
+                bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = target, per_lane
                 limits = dataclasses.replace(dev.limits, local_size=wg)
                 times = {}
                 for keep in (None, "sums", "finalize", "output"):
@@ -83,7 +82,7 @@ def main():
                     times[keep or "all"] = ns / 1e3
                     op.close()
                 pct = 100 * nbytes / (times["all"] * 1e-6) / roof
-                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} quads {quads} "
+                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} "
                       f"wg {wg} "
                       f"(workgroups, chunks/lane, slots) {items}: all {times['all']:.1f} us "
                       f"({pct:.1f}% of copy), sums {times['sums']:.1f}, finalize "
@@ -91,7 +90,7 @@ def main():
                       flush=True)
             for t in tensors.values():
                 t.close()
-    bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX, bnt.QUADS = defaults
+    bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = defaults
 
 
 if __name__ == "__main__":

@@ -48,12 +48,12 @@ FIELDS = (("input_tensor", "InputTensor", READ), ("scale_tensor", "ScaleTensor",
 STATISTICS_SHAPED = ("BiasTensor", "OutputMeanTensor", "OutputVarianceTensor")
 # The canonical chunks (the kernels' comments): 16 elements, interleaved by 32 in blocks of 512.
 CHUNK, INTERLEAVE = 16, 32
-# Stage 1: chunks a lane takes per work item at most, and about how many work items fill a
-# large GPU (the H100 runs about 1000 workgroups of 256 at once).
+# Stage 1: chunks a lane takes per work item at most, and about how many work items the plan
+# makes (fewer, longer items where there are more chunks): on an H200, 512 against 2048 took
+# float32 [32,64,112,112] from 125 to 101 us and float16 from 105 to 81 us; 4 chunks per
+# lane loaded as vectors did not help (benchmarks/results/h200-2026-11-28-bn-training).
 CHUNKS_PER_LANE_MAX = 16
-TARGET_ITEMS = 2048
-# Whether stage 1 may take 4 chunks per lane in vectors (QUADS) where the layout allows.
-QUADS = True
+TARGET_ITEMS = 512
 # Channel slots per workgroup at most (each keeps 2 x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Stage 2 reads each channel's partials with one workgroup of this width at most.
@@ -164,14 +164,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     rsizes, (rx,) = coalesce([x.sizes[d] for d in reduced],
                              [x.element_strides[d] for d in reduced])
     rsizes, rx = right_align(rsizes, 8, 1), right_align(rx, 8, 0)
-    # QUADS (the kernel): a lane takes 4 neighbouring chunks, loading their rows as aligned
-    # vectors, where every 4 elements r = 4m .. 4m + 3 lie together in one aligned run.
-    quads = QUADS and (rx[-1] == 1 and rsizes[-1] % 4 == 0
-                       and all(s % 4 == 0 for s in kx + rx[:-1]))
     chunks = chunk_count(n)
-    if quads:  # the work unit is then 4 chunks (the last block's may end early)
-        block = CHUNK * INTERLEAVE
-        chunks = 8 * (n // block) + -(-min(INTERLEAVE, n % block) // 4)
     lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
     lk = wg // lr
     channel_groups = -(-channels // lk)
@@ -179,7 +172,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
     per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
-    if lr * ((4 if quads else 1) * per_lane + 1) > GROUPS_MAX:
+    if lr * (per_lane + 1) > GROUPS_MAX:
         fail(OPERATOR, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
              "fewer elements per channel", n, RuntimeError)
     groups = -(-chunks // (lr * per_lane))
@@ -191,8 +184,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
         Dispatch("batch_normalization_training_sums", dict(x="input_tensor", partials="partials"),
                  workgroups,
                  constants=dict(WG=wg, IS_F16=is_f16, LK=lk, K_FAST=axes.kept_innermost,
-                                CHUNKS_PER_LANE=per_lane, QUADS=quads, K_SIZES=ksizes,
-                                K_X_STRIDES=kx,
+                                CHUNKS_PER_LANE=per_lane, K_SIZES=ksizes, K_X_STRIDES=kx,
                                 R_SIZES=rsizes, R_X_STRIDES=rx),
                  push=dict(channels=channels, reduced=n, groups=groups, end=end, first=first))
         for first, end, workgroups in grid_slices(items, 1, limits, loops))
