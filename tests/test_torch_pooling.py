@@ -120,8 +120,12 @@ def test_modules_convert_and_chain(rng):
         xi = x.clone().requires_grad_()
         m(xi).square().sum().backward()
         m.input_grad = xi.grad
+    # The training BatchNorm's forward runs on the device (float32 rounding from PyTorch's), and
+    # the conv bias before it has a gradient that sums to nearly 0 (rounding noise): errors
+    # are bounded relative to the largest parameter gradient, as in test_torch_bridge.py.
+    scale = max(a.grad.abs().max().item() for a in model.parameters())
     for a, b in zip(model.parameters(), ours.parameters()):
-        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(b.grad.numpy(), a.grad.numpy(), rtol=1e-4, atol=1e-5 * scale)
     np.testing.assert_allclose(ours.input_grad.numpy(), model.input_grad.numpy(), rtol=1e-4,
                                atol=1e-5)
     m3 = vt.convert(nn.Sequential(nn.MaxPool3d(2), nn.AvgPool3d(2)))
