@@ -94,14 +94,21 @@ bool window_term(Element el, uvec3 o, out float term) {
 // + (W_d - 1) D_d + 1 per axis from the first window's start; its keys are loaded once, 0 for
 // padding (below every real key: padding never wins), and each window's argmax found once.
 #define TILE_MAX_FOOTPRINT 64
-const uvec3 FOOT = (uvec3(WINDOWS0, WINDOWS1, WINDOWS2) - 1u) * uvec3(STRIDES0, STRIDES1, STRIDES2)
-    + SPAN + 1u;
+// Built component by component at run time, as window_span (pooling_grad.glsl).
+uvec3 footprint() {
+    uvec3 foot = uvec3(window_span()) + 1u;
+    foot.x += (WINDOWS0 - 1u) * STRIDES0;
+    foot.y += (WINDOWS1 - 1u) * STRIDES1;
+    foot.z += (WINDOWS2 - 1u) * STRIDES2;
+    return foot;
+}
 uint tile_keys[TILE_MAX_FOOTPRINT];
 
 void tile_prepare(ivec3 origin, uint x_base) {
     const ivec3 start = origin + FIRST_WINDOW * ivec3(STRIDES0, STRIDES1, STRIDES2)
         - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
+    const uvec3 FOOT = footprint();
     const uint first = x_base + uint(start.x) * X_STRIDES2 + uint(start.y) * X_STRIDES3
         + uint(start.z) * X_STRIDES4;  // wraps where start < 0: used only inside X
     const uint cells = FOOT.x * FOOT.y * FOOT.z;
@@ -128,6 +135,7 @@ bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner)
     // first largest wins (a NaN's key is the largest: the first NaN).
     const uvec3 from = unflatten(w, WINDOWS1, WINDOWS2) * uvec3(STRIDES0, STRIDES1, STRIDES2);
     const uvec3 dilation = uvec3(DILATIONS0, DILATIONS1, DILATIONS2);
+    const uvec3 FOOT = footprint();
     uint best = 0u;
     winner = EVERY_CELL;
     [[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {

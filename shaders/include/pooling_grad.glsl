@@ -67,7 +67,18 @@ DIMS3(TILE, 36) DIMS3(TILES, 39) DIMS3(WINDOWS, 42)
 DIMS3(WINDOWS_BEHIND, 45)
 // The tile's first window relative to t V (ceil((P0 - (W - 1) D) / S) <= 0: the plan tiles
 // only where P0 <= (W - 1) D).
-const ivec3 FIRST_WINDOW = -ivec3(WINDOWS_BEHIND0, WINDOWS_BEHIND1, WINDOWS_BEHIND2);
+// Built component by component at run time, not as an expression of specialization constants:
+// the Khronos validation layer 1.3.239 folds such vector expressions through spirv-opt passes
+// that can drop a constant still in use (a 5x5 window's span did), and then reports the
+// pipeline's SPIR-V invalid (as for LRN's window steps).
+ivec3 first_window_index() {
+    ivec3 first;
+    first.x = -int(WINDOWS_BEHIND0);
+    first.y = -int(WINDOWS_BEHIND1);
+    first.z = -int(WINDOWS_BEHIND2);
+    return first;
+}
+#define FIRST_WINDOW first_window_index()
 
 layout(push_constant) uniform Push {
     uint count;
@@ -179,8 +190,17 @@ void element_main() {
 #define TILE_MAX_WINDOWS 32
 const uint TILE_CELLS = TILE0 * TILE1 * TILE2;
 const uint TILE_WINDOWS = WINDOWS0 * WINDOWS1 * WINDOWS2;
-const uvec3 SPAN = (uvec3(WINDOW0, WINDOW1, WINDOW2) - 1u)
-    * uvec3(DILATIONS0, DILATIONS1, DILATIONS2);
+// A window's span (W - 1) D per axis, built at run time as first_window_index.
+ivec3 window_span() {
+    ivec3 span;
+    span.x = int(WINDOW0) - 1;
+    span.x *= int(DILATIONS0);
+    span.y = int(WINDOW1) - 1;
+    span.y *= int(DILATIONS1);
+    span.z = int(WINDOW2) - 1;
+    span.z *= int(DILATIONS2);
+    return span;
+}
 // `tile_window`'s winner where every position its window contains takes the term (average).
 const uint EVERY_CELL = 0xFFFFFFFFu;
 
@@ -212,6 +232,7 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
     const ivec3 window = ivec3(WINDOW0, WINDOW1, WINDOW2);
     const ivec3 reach0 = ivec3(START_PADDING0, START_PADDING1, START_PADDING2)
         - FIRST_WINDOW * stride;
+    const ivec3 span = window_span();
     [[unroll]] for (uint k = 0u; k < TILE_CELLS; ++k) {
         const ivec3 kk = ivec3(unflatten(k, TILE1, TILE2));
         precise float acc = 0.0;
@@ -219,7 +240,7 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
             // Position k in window w: reach = k + P0 - (FIRST_WINDOW + w) S, on the window's
             // grid and within its span (constants once unrolled).
             const ivec3 reach = kk + reach0 - ivec3(unflatten(w, WINDOWS1, WINDOWS2)) * stride;
-            if (any(lessThan(reach, ivec3(0))) || any(greaterThan(reach, ivec3(SPAN)))
+            if (any(lessThan(reach, ivec3(0))) || any(greaterThan(reach, span))
                 || any(notEqual(reach % dilation, ivec3(0)))) continue;
             const ivec3 cell = reach / dilation;
             const uint own = uint((cell.x * window.y + cell.y) * window.z + cell.z);
