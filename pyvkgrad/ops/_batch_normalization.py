@@ -27,6 +27,16 @@ class BatchNormalizationGradResult(NamedTuple):
     output_bias_gradient: np.ndarray
 
 
+class BatchNormalizationTrainingResult(NamedTuple):
+    """BATCH_NORMALIZATION_TRAINING's outputs: DirectML's OutputTensor, OutputMeanTensor and
+    OutputVarianceTensor (here, beside the grads' result: a module without postponed
+    annotations, so that the API reference resolves np.ndarray)."""
+
+    output: np.ndarray
+    output_mean: np.ndarray
+    output_variance: np.ndarray
+
+
 INPUT_SHAPED = ("InputGradientTensor", "OutputGradientTensor")
 STATISTICS_SHAPED = ("VarianceTensor", "ScaleTensor", "OutputScaleGradientTensor",
                      "OutputBiasGradientTensor")

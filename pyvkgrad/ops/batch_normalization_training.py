@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, ClassVar, Optional, Tuple
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, 
 from ..tensor import (TensorDesc, check_desc, check_float_type, check_output, check_rank,
                       check_same, coalesce, fail)
 from . import _one_call
-from ._batch_normalization import check_epsilon
+from ._batch_normalization import BatchNormalizationTrainingResult, check_epsilon
 from ._batch_normalization_axes import Axes, pow2_ceil
 
 if TYPE_CHECKING:
@@ -63,15 +63,6 @@ FINALIZE_WG_MAX = 64
 PARTIAL_WORDS = 26
 # A digit takes at most 2^16 per group (stage 1 normalises them): 32768 groups stay below 2^31.
 GROUPS_MAX = 32768
-
-
-class BatchNormalizationTrainingResult(NamedTuple):
-    """BATCH_NORMALIZATION_TRAINING's outputs: DirectML's OutputTensor, OutputMeanTensor and
-    OutputVarianceTensor."""
-
-    output: np.ndarray
-    output_mean: np.ndarray
-    output_variance: np.ndarray
 
 
 @dataclass(frozen=True)
