@@ -15,22 +15,12 @@ from pyvkgrad import reference
 from pyvkgrad.ops import _pooling_grad
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
+from test_pooling_grad import assert_same_bits, bits
 
 F32, F16 = DataType.FLOAT32, DataType.FLOAT16
 # (TILE_WIDTH, TILE_HEIGHT); None: the plan's default (16 bytes of dX wide, twice the stride
 # high where windows overlap along the axis before the last and the tile fits)
 TILE_SHAPES = ((1, None), (2, 1), (4, None), (4, 4), (8, 2), (None, None))
-
-
-def bits(a):
-    return np.asarray(a).view(f"u{np.asarray(a).dtype.itemsize}")
-
-
-def assert_same_bits(got, want, what=""):
-    assert got.shape == want.shape and got.dtype == want.dtype, what
-    bad = bits(got) != bits(want)
-    assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} differ, first at "
-                           f"{tuple(np.argwhere(bad)[0])}: {got[bad][0]!r} vs {want[bad][0]!r}")
 
 
 def dtype_of(data_type):
