@@ -9,8 +9,9 @@
 //   GRAD:          OutputGradient = dY * (Scale / sqrt(Variance + Epsilon))            (7.2)
 //   TRAINING_GRAD: OutputGradient = alpha * ((dY - mean_R(dY)) - (a - ma) * q)         (7.4)
 //
-// Sequential float32 sums of at most the plan's small bound of terms (the reduction kernels
-// take longer channels). Invocation k owns channel k; neighbouring float16 elements may
+// Sequential float32 sums, in the channel's element order, of at most the plan's small bound
+// of terms (the reduction kernels take longer channels): an order fixed by the problem, and
+// every operation `precise` or correctly rounded, so the same bits on every device. Invocation k owns channel k; neighbouring float16 elements may
 // belong to other channels, so float16 stores use integer atomics on shared words.
 //
 // Constants: K_SIZES and the strides over the kept dimensions K of all eight tensors, R_SIZES
@@ -22,6 +23,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "correctly_rounded.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool TRAINING = false;
@@ -78,14 +80,15 @@ void main() {
         const float ve = LOAD(variance, s.y) + EPSILON;
         const float shift = TRAINING ? training_shift(m, ve, LOAD(x, t.x)) : m;
         const float sc = LOAD(scale, s.z);
-        const float coef = sc / sqrt(ve);
-        vec3 sums = vec3(0.0);
+        const float coef = cr_div(sc, cr_sqrt(ve));
+        precise vec3 sums = vec3(0.0);
         for (uint r = 0u; r < reduced; ++r) {
             const uvec3 o = t + r_offsets(r);
             const float gy = LOAD(dy, o.y);
-            const float a = LOAD(x, o.x) - shift;
+            precise float a = LOAD(x, o.x) - shift;
             sums += vec3(gy, a, gy * a);
-            if (!TRAINING) STORE(dx, o.z, gy * coef)
+            precise float dxv = gy * coef;
+            if (!TRAINING) STORE(dx, o.z, dxv)
         }
         const ChannelGrad g = channel_grad(sums, shift, m, ve, sc);
         STORE(dbias, b, g.dbias)
@@ -94,7 +97,7 @@ void main() {
             const vec4 a = dx_coefficients(g, shift);
             for (uint r = 0u; r < reduced; ++r) {
                 const uvec3 o = t + r_offsets(r);
-                STORE(dx, o.z, TRAINING_DX(LOAD(x, o.x), LOAD(dy, o.y), a, g.mean_dy))
+                STORE(dx, o.z, training_dx(LOAD(x, o.x), LOAD(dy, o.y), a, g.mean_dy))
             }
         }
     }

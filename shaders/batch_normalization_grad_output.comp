@@ -3,6 +3,9 @@
 //
 //   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (docs/semantics.md §4)
 //
+// The division and square root correctly rounded (cr_div, cr_sqrt): the same bits on every
+// device.
+//
 // Element-wise with constant statistics: no reduction, so it runs beside the reduction
 // kernels (it reads only dY, Scale and Variance). The statistics are read through strides
 // that are 0 on the reduced dimensions.
@@ -13,6 +16,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "correctly_rounded.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const float EPSILON = 0.0;
@@ -28,7 +32,8 @@ layout(push_constant) uniform Push { uint count; uint first; };
 
 // One element at offsets o in dY, dX, Scale and Variance.
 void element(uvec4 o) {
-    const float v = LOAD(dy, o.x) * (LOAD(scale, o.z) / sqrt(LOAD(variance, o.w) + EPSILON));
+    const float v = LOAD(dy, o.x) * cr_div(LOAD(scale, o.z),
+                                           cr_sqrt(LOAD(variance, o.w) + EPSILON));
     STORE(dx, o.y, v)
 }
 

@@ -3,6 +3,9 @@
 //
 //   dX = dY * (Scale / sqrt(Variance + Epsilon))                        (docs/semantics.md §4)
 //
+// The division and square root correctly rounded (cr_div, cr_sqrt): the same bits on every
+// device.
+//
 // Word w of dY and dX holds the same elements, so each invocation streams one 16-byte vector:
 // 4 float32 or 8 float16 elements, and owns whole output words (no atomics). The statistics
 // are read through strides that are 0 on the reduced dimensions. With SAME every vector lies
@@ -17,6 +20,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "correctly_rounded.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool SAME = false;
@@ -39,7 +43,7 @@ const uint WIDTH = IS_F16 ? 8u : 4u;
 float coefficient(uint i) {
     uvec2 o = uvec2(0u);
     FOR_EACH_COORDINATE8(SIZES, min(i, count - 1u), ADD_OFFSETS)
-    return LOAD(scale, o.x) / sqrt(LOAD(variance, o.y) + EPSILON);
+    return cr_div(LOAD(scale, o.x), cr_sqrt(LOAD(variance, o.y) + EPSILON));
 }
 
 void main() {

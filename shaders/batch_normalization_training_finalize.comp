@@ -19,7 +19,6 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
-#include "batch_normalization_training.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const float EPSILON = 0.0;
@@ -29,8 +28,10 @@ DIMS8(uint, K_BIAS_STRIDES, 19, 0)
 DIMS8(uint, K_MEAN_STRIDES, 27, 0)
 DIMS8(uint, K_VARIANCE_STRIDES, 35, 0)
 
-#define EXACT_SLOTS 2u
+const uint SUMS = 2u;  // a = X - shift and a^2
+#define EXACT_SLOTS SUMS
 #include "exact_sums.glsl"
+#include "batch_normalization_training.glsl"
 
 layout(set = 0, binding = 0) readonly buffer PARTIALS { int partials[]; };  // scratch
 layout(set = 0, binding = 1) readonly buffer SCALE { uint scale[]; };  // ScaleTensor
@@ -53,15 +54,10 @@ void main() {
         barrier();  // the previous channel is finished
         exact_clear();
         barrier();
-        const uint words = groups * 2u * PARTIAL_WORDS, at = k * words;
-        for (uint w = t; w < words; w += WG) {
-            const uint i = w % PARTIAL_WORDS, s = (w / PARTIAL_WORDS) % 2u;
-            const int v = partials[at + w];
-            if (v != 0 && i < EXACT_DIGITS) atomicAdd(exact_digits[s * EXACT_DIGITS + i], v);
-            if (v != 0 && i == EXACT_DIGITS) atomicOr(exact_flags[s], uint(v));
-        }
+        const uint words = groups * SUMS * PARTIAL_WORDS, at = k * words;
+        for (uint w = t; w < words; w += WG) deposit_partial(w, partials[at + w]);
         barrier();
-        for (uint s = t; s < 2u; s += WG) {
+        for (uint s = t; s < SUMS; s += WG) {
             exact_normalize(s);
             sums[s] = exact_to_float(s);
         }

@@ -33,7 +33,7 @@ layout(push_constant) uniform Push { uint count; uint first; };
 void element(uvec4 o) {
     const vec4 a = coefficients[2u * o.w];
     const float mdy = coefficients[2u * o.w + 1u].x;
-    STORE(dx, o.z, TRAINING_DX(LOAD(x, o.x), LOAD(dy, o.y), a, mdy))
+    STORE(dx, o.z, training_dx(LOAD(x, o.x), LOAD(dy, o.y), a, mdy))
 }
 
 #define ADD_OFFSETS(D, c)                                                               \

@@ -54,7 +54,7 @@ vec4 coefficients_of(uint k) { return coefficients[2u * k]; }
 float mean_dy(uint k) { return coefficients[2u * k + 1u].x; }
 
 float grad(float xv, float gy, uint k) {
-    return TRAINING_DX(xv, gy, coefficients_of(k), mean_dy(k));
+    return training_dx(xv, gy, coefficients_of(k), mean_dy(k));
 }
 
 void main() {
@@ -72,12 +72,12 @@ void main() {
                 for (uint w = 0u; w < 4u; ++w) {
                     const vec2 xs = unpackHalf2x16(xw[w]);
                     const vec2 gs = unpackHalf2x16(gw[w]);
-                    outw[w] = pack_halves(TRAINING_DX(xs, gs, a, mdy));
+                    outw[w] = pack_halves(training_dx(xs, gs, a, mdy));
                 }
             } else {
                 const vec4 xs = uintBitsToFloat(xw);
                 const vec4 gs = uintBitsToFloat(gw);
-                outw = floatBitsToUint(TRAINING_DX(xs, gs, a, mdy));
+                outw = floatBitsToUint(training_dx(xs, gs, a, mdy));
             }
         } else if (IS_F16) {
             for (uint w = 0u; w < 4u; ++w) {

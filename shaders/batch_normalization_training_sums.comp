@@ -1,6 +1,10 @@
-// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING (batch_normalization_training), stage 1: per
-// channel, the exact sums of a = X - shift and of a^2 over a range of the channel's chunks,
-// as digits (exact_sums.glsl) in the `partials` scratch buffer.
+// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING (batch_normalization_training), and with GRAD
+// DML_OPERATOR_BATCH_NORMALIZATION_GRAD and DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD
+// (batch_normalization_grad, batch_normalization_training_grad), stage 1: per channel, exact
+// sums over a range of the channel's chunks, as digits (exact_sums.glsl) in the `partials`
+// scratch buffer:
+//   the forward:  a = X - shift and a^2
+//   GRAD:         dY, a = X - shift and dY a
 //
 // The canonical order (docs/semantics.md §18), fixed by the problem alone: a channel's n
 // elements, in row-major order over the reduced dimensions (r = 0 .. n-1), fall in blocks of
@@ -10,9 +14,15 @@
 // workgroup or dispatch takes a chunk changes nothing. Interleaving by 32 lets 32 lanes read 32
 // consecutive elements of a contiguous run at once.
 //
-// shift: the mean of chunk (0, 0) (its tree sum divided by its element count, correctly
-// rounded; 0 where not finite), so that a is small where the data sit far from 0; its first 16
-// lanes load chunk (0, 0) at once, and every work item stores the shift with its partials.
+// shift: the forward's is the mean of chunk (0, 0) (its tree sum divided by its element count,
+// correctly rounded; 0 where not finite), so that a is small where the data sit far from 0; its
+// first 16 lanes load chunk (0, 0) at once. BATCH_NORMALIZATION_GRAD's is the supplied Mean;
+// the training grad's is `training_shift` (batch_normalization_grad.glsl). Every work item
+// stores the shift with its partials.
+//
+// WRITE_DX (BATCH_NORMALIZATION_GRAD, float32, dX laid out as dY): also store
+// dX = dY * (Scale / sqrt(Variance + Epsilon)) while dY is in registers (it needs no
+// reduction), so dY is read once; the factor is correctly rounded (cr_div, cr_sqrt).
 //
 // Lanes: LK channel slots of LR = WG / LK lanes (K_FAST: consecutive invocations on
 // consecutive channels, for a channel dimension innermost in memory). Work item `item` is
@@ -20,14 +30,14 @@
 // whose chunks g LR CHUNKS_PER_LANE + lane + LR c (c < CHUNKS_PER_LANE) the lanes take.
 // partials: batch_normalization_training.glsl's layout.
 //
-// Constants: K_SIZES / K_X_STRIDES (channel k's offset), R_SIZES / R_X_STRIDES (element r's
-// offset within its channel), 8 dimensions each, right-aligned, in elements.
+// Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
+// Mean, Variance, Scale), R_SIZES and the strides over the reduced dimensions of X (and dY),
+// 8 dimensions each, right-aligned, in elements. With WRITE_DX dX has dY's strides.
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
-#include "batch_normalization_training.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const uint LK = 1u;
@@ -37,62 +47,118 @@ DIMS8(uint, K_SIZES, 5, 1)
 DIMS8(uint, K_X_STRIDES, 13, 0)
 DIMS8(uint, R_SIZES, 21, 1)
 DIMS8(uint, R_X_STRIDES, 29, 0)
+layout(constant_id = 37) const bool GRAD = false;
+layout(constant_id = 38) const bool TRAINING = false;  // GRAD: the training grad's shift
+layout(constant_id = 39) const float EPSILON = 0.0;
+layout(constant_id = 40) const bool WRITE_DX = false;
+DIMS8_4(uint, K_DY_STRIDES, K_MEAN_STRIDES, K_VARIANCE_STRIDES, K_SCALE_STRIDES, 41, 0)
+DIMS8(uint, R_DY_STRIDES, 73, 0)
 
 const uint LR = WG / LK;
-#define EXACT_SLOTS (2u * LK)
+const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
+#define EXACT_SLOTS (SUMS * LK)
 #include "exact_sums.glsl"
+#include "batch_normalization_training.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
 layout(set = 0, binding = 1) writeonly buffer PARTIALS { int partials[]; };  // scratch
+// GRAD: InputGradientTensor, MeanTensor, VarianceTensor, ScaleTensor, and (WRITE_DX)
+// OutputGradientTensor; the forward binds them to buffers it never reads or writes.
+layout(set = 0, binding = 2) readonly buffer DY { uint dy[]; };
+layout(set = 0, binding = 3) readonly buffer MEAN { uint mean[]; };
+layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };
+layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };
+layout(set = 0, binding = 6) buffer DX { uint dx[]; };
 layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; uint end;
                                      uint first; };
 
-shared float first_x[16u * LK];  // chunk (0, 0) of each slot's channel
+#define BATCH_NORMALIZATION_SHIFT_ONLY
+#include "batch_normalization_grad.glsl"
+
+shared float first_x[16u * LK];  // the forward: chunk (0, 0) of each slot's channel
 shared float shift_of[LK];
+shared float dx_factor_of[LK];  // WRITE_DX
 
-#define ADD_K(D, c) o += (c) * K_X_STRIDES##D;
-#define ADD_R(D, c) o += (c) * R_X_STRIDES##D;
+#define ADD_K(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
+                                     K_VARIANCE_STRIDES##D);
+#define ADD_K_SCALE(D, c) o += (c) * K_SCALE_STRIDES##D;
+#define ADD_R(D, c) o += (c) * uvec2(R_X_STRIDES##D, R_DY_STRIDES##D);
 
-uint channel_offset(uint k) {
-    uint o = 0u;
+// Channel k's offsets in X, dY, Mean and Variance.
+uvec4 channel_offsets(uint k) {
+    uvec4 o = uvec4(0u);
     FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K)
     return o;
 }
 
-uint element_offset(uint r) {
-    uint o = 0u;
+// Element r's offsets in X and dY, within its channel.
+uvec2 element_offsets(uint r) {
+    uvec2 o = uvec2(0u);
     FOR_EACH_COORDINATE8(R_SIZES, r, ADD_R)
     return o;
 }
 
-// Chunk (b, j) of the channel at `base` (r0 = 512 b + j): the tree sums of a = X - shift and
-// of a^2. Its elements r0 + 32 i step along the innermost reduced dimension while they stay in
-// its run, and are decomposed anew where they leave it.
-vec2 chunk_sums(uint base, uint r0, float shift) {
-    precise vec4 a[4];
-    uint inner = r0 % R_SIZES7, o = element_offset(r0);
+// Element i of a chunk, at offsets o (in_channel: r < n; else it counts as 0): a = X - shift
+// into a, dY into g (GRAD), and WRITE_DX's dX.
+void take(uint i, uvec2 o, bool in_channel, float shift, float dx_factor, inout vec4 a[4],
+          inout vec4 g[4]) {
+    a[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) - shift : 0.0;
+    if (GRAD) {
+        const float gy = in_channel ? LOAD(dy, o.y) : 0.0;
+        g[i >> 2][i & 3u] = gy;
+        if (WRITE_DX && in_channel) {
+            precise float v = gy * dx_factor;
+            dx[o.y] = floatBitsToUint(v);
+        }
+    }
+}
+
+// Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
+// forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
+// innermost reduced dimension while they stay in its run, and are decomposed anew where they
+// leave it.
+vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
+    precise vec4 a[4], g[4];
+    const uvec2 step = 32u * uvec2(R_X_STRIDES7, R_DY_STRIDES7);
+    uint inner = r0 % R_SIZES7;
+    uvec2 o = base + element_offsets(r0);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        for (uint i = 0u; i < 16u; ++i) {
-            a[i >> 2][i & 3u] = LOAD(x, base + o + 32u * i * R_X_STRIDES7) - shift;
-        }
+        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, dx_factor, a, g);
     } else {
         for (uint i = 0u; i < 16u; ++i) {
             const uint r = r0 + 32u * i;
             if (i > 0u) {
                 inner += 32u;
                 if (inner < R_SIZES7) {
-                    o += 32u * R_X_STRIDES7;
+                    o += step;
                 } else {
                     inner = r % R_SIZES7;
-                    o = element_offset(r);
+                    o = base + element_offsets(r);
                 }
             }
-            a[i >> 2][i & 3u] = r < reduced ? LOAD(x, base + o) - shift : 0.0;
+            take(i, o, r < reduced, shift, dx_factor, a, g);
         }
     }
+    if (GRAD) {
+        precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
+        return vec3(chunk_tree(g[0], g[1], g[2], g[3]), chunk_tree(a[0], a[1], a[2], a[3]),
+                    chunk_tree(p0, p1, p2, p3));
+    }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
-    return vec2(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3));
+    return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
+}
+
+// The forward's shift of slot `slot` from chunk (0, 0) in first_x.
+float chunk_mean_shift(uint slot) {
+    const uint f = 16u * slot;
+    const float sum0 = chunk_tree(
+        vec4(first_x[f], first_x[f + 1u], first_x[f + 2u], first_x[f + 3u]),
+        vec4(first_x[f + 4u], first_x[f + 5u], first_x[f + 6u], first_x[f + 7u]),
+        vec4(first_x[f + 8u], first_x[f + 9u], first_x[f + 10u], first_x[f + 11u]),
+        vec4(first_x[f + 12u], first_x[f + 13u], first_x[f + 14u], first_x[f + 15u]));
+    const float mean0 = cr_div(sum0, float(min(16u, (reduced + 31u) / 32u)));
+    return isinf(mean0) || isnan(mean0) ? 0.0 : mean0;
 }
 
 void main() {
@@ -102,39 +168,49 @@ void main() {
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
         const uint k = (item / groups) * LK + slot, g = item % groups;
         const bool live = k < channels;
-        const uint base = live ? channel_offset(k) : 0u;
+        const uvec4 base = live ? channel_offsets(k) : uvec4(0u);
         barrier();  // the previous item's digits are stored
         exact_clear();
-        for (uint i = lane; i < 16u; i += LR) {
-            const uint r = 32u * i;
-            first_x[16u * slot + i] = live && r < reduced ? LOAD(x, base + element_offset(r)) : 0.0;
+        if (!GRAD) {
+            for (uint i = lane; i < 16u; i += LR) {
+                const uint r = 32u * i;
+                first_x[16u * slot + i] =
+                    live && r < reduced ? LOAD(x, base.x + element_offsets(r).x) : 0.0;
+            }
         }
         barrier();
         if (live && lane == 0u) {
-            const uint f = 16u * slot;
-            const float sum0 = chunk_tree(
-                vec4(first_x[f], first_x[f + 1u], first_x[f + 2u], first_x[f + 3u]),
-                vec4(first_x[f + 4u], first_x[f + 5u], first_x[f + 6u], first_x[f + 7u]),
-                vec4(first_x[f + 8u], first_x[f + 9u], first_x[f + 10u], first_x[f + 11u]),
-                vec4(first_x[f + 12u], first_x[f + 13u], first_x[f + 14u], first_x[f + 15u]));
-            const float mean0 = cr_div(sum0, float(min(16u, (reduced + 31u) / 32u)));
-            shift_of[slot] = isinf(mean0) || isnan(mean0) ? 0.0 : mean0;
+            if (GRAD) {
+                const float m = LOAD(mean, base.z);
+                precise float ve = LOAD(variance, base.w) + EPSILON;
+                shift_of[slot] = TRAINING ? training_shift(m, ve, LOAD(x, base.x)) : m;
+                if (WRITE_DX) {
+                    uint o = 0u;
+                    FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_SCALE)
+                    dx_factor_of[slot] = cr_div(LOAD(scale, o), cr_sqrt(ve));
+                }
+            } else {
+                shift_of[slot] = chunk_mean_shift(slot);
+            }
         }
         barrier();
-        ExactWindow sum_a = exact_empty(), sum_s = exact_empty();
+        ExactWindow w0 = exact_empty(), w1 = exact_empty(), w2 = exact_empty();
         if (live) {
             const float shift = shift_of[slot];
+            const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
             for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
                 const uint q = g * per_group + lane + LR * c;  // chunk (q / 32, q % 32)
                 const uint r0 = (q >> 5) * 512u + (q & 31u);
                 if (r0 >= reduced) break;
-                const vec2 sums = chunk_sums(base, r0, shift);
-                exact_add(sum_a, sums.x, 2u * slot);
-                exact_add(sum_s, sums.y, 2u * slot + 1u);
+                const vec3 sums = chunk_sums(base.xy, r0, shift, factor);
+                exact_add(w0, sums.x, SUMS * slot);
+                exact_add(w1, sums.y, SUMS * slot + 1u);
+                if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
             }
         }
-        exact_finish(sum_a, 2u * slot);
-        exact_finish(sum_s, 2u * slot + 1u);
+        exact_finish(w0, SUMS * slot);
+        exact_finish(w1, SUMS * slot + 1u);
+        if (GRAD) exact_finish(w2, SUMS * slot + 2u);
         barrier();
         // Each slot's sums normalised (so that the finalize stage may add up to 32768 groups),
         // then stored by the whole workgroup.
@@ -142,12 +218,12 @@ void main() {
         barrier();
         for (uint w = t; w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
             const uint st = w / PARTIAL_WORDS, i = w % PARTIAL_WORDS;
-            const uint kt = (item / groups) * LK + st / 2u;
+            const uint kt = (item / groups) * LK + st / SUMS;
             if (kt < channels) {
                 const int word = i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
                                  : i == EXACT_DIGITS ? int(exact_flags[st])
-                                                     : floatBitsToInt(shift_of[st / 2u]);
-                partials[((kt * groups + g) * 2u + st % 2u) * PARTIAL_WORDS + i] = word;
+                                                     : floatBitsToInt(shift_of[st / SUMS]);
+                partials[((kt * groups + g) * SUMS + st % SUMS) * PARTIAL_WORDS + i] = word;
             }
         }
     }

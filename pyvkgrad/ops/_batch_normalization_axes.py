@@ -51,6 +51,8 @@ class Axes:
         self.sizes = x.sizes
         self.kept = tuple(d for d in order if means[d] > 1)
         self.reduced = tuple(d for d in order if means[d] == 1)
+        # The same in logical (row-major) order: the exact sums' canonical order.
+        self.reduced_logical = tuple(d for d in live if means[d] == 1)
         self.channels = math.prod(x.sizes[d] for d in self.kept)
         self.reduced_count = math.prod(x.sizes[d] for d in self.reduced)
         # Table strides: channel k's stride along each dimension (0 where reduced).

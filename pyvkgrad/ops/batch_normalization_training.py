@@ -31,7 +31,8 @@ from ..tensor import (TensorDesc, check_desc, check_float_type, check_output, ch
                       check_same, coalesce, fail)
 from . import _one_call
 from ._batch_normalization import BatchNormalizationTrainingResult, check_epsilon
-from ._batch_normalization_axes import Axes, pow2_ceil
+from ._batch_normalization_axes import Axes
+from ._batch_normalization_sums import stage_one, stage_two
 
 if TYPE_CHECKING:
     from ..device import DeviceLike
@@ -46,25 +47,6 @@ FIELDS = (("input_tensor", "InputTensor", READ), ("scale_tensor", "ScaleTensor",
           ("output_mean_tensor", "OutputMeanTensor", WRITE),
           ("output_variance_tensor", "OutputVarianceTensor", WRITE))
 STATISTICS_SHAPED = ("BiasTensor", "OutputMeanTensor", "OutputVarianceTensor")
-# The canonical chunks (the kernels' comments): 16 elements, interleaved by 32 in blocks of 512.
-CHUNK, INTERLEAVE = 16, 32
-# Stage 1: chunks a lane takes per work item at most, and about how many work items the plan
-# makes (fewer, longer items where there are more chunks): on an H200, 512 against 2048 took
-# float32 [32,64,112,112] from 125 to 101 us and float16 from 105 to 81 us; 4 chunks per
-# lane loaded as vectors did not help (benchmarks/results/h200-2026-11-28-bn-training).
-CHUNKS_PER_LANE_MAX = 16
-TARGET_ITEMS = 512
-# Channel slots per workgroup at most (each keeps 2 x 24 digits in shared memory).
-SLOTS_MAX = 16
-# Stage 2 reads each channel's partials with one workgroup of this width at most.
-FINALIZE_WG_MAX = 64
-# Words per (channel, chunk group, sum) in `partials`: 24 digits, flags, the shift
-# (shaders/include/batch_normalization_training.glsl).
-PARTIAL_WORDS = 26
-# A digit takes at most 2^16 per group (stage 1 normalises them): 32768 groups stay below 2^31.
-GROUPS_MAX = 32768
-
-
 @dataclass(frozen=True)
 class BatchNormalizationTrainingDesc(OperatorDesc):
     """`DML_BATCH_NORMALIZATION_TRAINING_OPERATOR_DESC`. Every tensor FLOAT32 or FLOAT16 (one
@@ -132,13 +114,6 @@ class BatchNormalizationTrainingDesc(OperatorDesc):
 
 # ---- the plan -----------------------------------------------------------------------------------
 
-def chunk_count(n: int) -> int:
-    """Non-empty canonical chunks of a channel of n elements: 32 per whole block of 512, and
-    one per element of the last block up to 32."""
-    block = CHUNK * INTERLEAVE
-    return INTERLEAVE * (n // block) + min(INTERLEAVE, n % block)
-
-
 def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     x, scale = desc.input_tensor, desc.scale_tensor
     is_f16 = x.data_type.element_size == 2
@@ -147,53 +122,24 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     wg = limits.local_size
     tensors = tuple(name for name, _ in desc.tensor_fields())
 
-    # Stage 1. The reduced dimensions in their logical (row-major) order: the canonical order.
+    # Stage 1, the sums of a = X - shift and a^2, and stage 2, the statistics. The kernel's
+    # grad bindings (dY, Mean, Variance, Scale, dX) name buffers it does not touch.
     ksizes, (kx, ks, kb, km, kv) = axes.over(axes.kept, x, scale, desc.bias_tensor,
                                              desc.output_mean_tensor,
                                              desc.output_variance_tensor)
-    reduced = [d for d in range(x.rank) if scale.sizes[d] == 1 and x.sizes[d] > 1]
-    rsizes, (rx,) = coalesce([x.sizes[d] for d in reduced],
-                             [x.element_strides[d] for d in reduced])
-    rsizes, rx = right_align(rsizes, 8, 1), right_align(rx, 8, 0)
-    chunks = chunk_count(n)
-    lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
-    lk = wg // lr
-    channel_groups = -(-channels // lk)
-    per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
-                          -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
-    per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
-    # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
-    if lr * (per_lane + 1) > GROUPS_MAX:
-        fail(OPERATOR, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
-             "fewer elements per channel", n, RuntimeError)
-    groups = -(-chunks // (lr * per_lane))
-    items = channel_groups * groups
-    # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
-    # shift's chunk once, the flushes' pieces, the digits' clear, normalisation and stores.
-    loops = 1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + 2 * SLOTS_MAX * PARTIAL_WORDS
-    sums = tuple(
-        Dispatch("batch_normalization_training_sums", dict(x="input_tensor", partials="partials"),
-                 workgroups,
-                 constants=dict(WG=wg, IS_F16=is_f16, LK=lk, K_FAST=axes.kept_innermost,
-                                CHUNKS_PER_LANE=per_lane, K_SIZES=ksizes, K_X_STRIDES=kx,
-                                R_SIZES=rsizes, R_X_STRIDES=rx),
-                 push=dict(channels=channels, reduced=n, groups=groups, end=end, first=first))
-        for first, end, workgroups in grid_slices(items, 1, limits, loops))
-
-    # Stage 2: one workgroup per channel.
-    fwg = min(FINALIZE_WG_MAX, wg)
-    loops = 1 + -(-groups * 2 * PARTIAL_WORDS // fwg) + 3 * 24 + 200
-    finalize = tuple(
-        Dispatch("batch_normalization_training_finalize",
-                 dict(partials="partials", scale="scale_tensor", bias="bias_tensor",
-                      mean="output_mean_tensor", variance="output_variance_tensor",
-                      coefficients="coefficients"),
-                 workgroups,
-                 constants=dict(WG=fwg, IS_F16=is_f16, EPSILON=desc.epsilon, K_SIZES=ksizes,
-                                K_SCALE_STRIDES=ks, K_BIAS_STRIDES=kb, K_MEAN_STRIDES=km,
-                                K_VARIANCE_STRIDES=kv),
-                 push=dict(end=end, first=first, reduced=n, groups=groups))
-        for first, end, workgroups in grid_slices(channels, 1, limits, loops))
+    sums = stage_one(OPERATOR, axes, x, limits, 2,
+                     dict(x="input_tensor", partials="partials", dy="input_tensor",
+                          mean="scale_tensor", variance="scale_tensor", scale="scale_tensor",
+                          dx="partials"),
+                     dict(K_SIZES=ksizes, K_X_STRIDES=kx))
+    finalize = stage_two(
+        "batch_normalization_training_finalize", axes, limits, 2, sums.groups,
+        dict(partials="partials", scale="scale_tensor", bias="bias_tensor",
+             mean="output_mean_tensor", variance="output_variance_tensor",
+             coefficients="coefficients"),
+        dict(IS_F16=is_f16, EPSILON=desc.epsilon, K_SIZES=ksizes, K_SCALE_STRIDES=ks,
+             K_BIAS_STRIDES=kb, K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv),
+        dict(reduced=n))
 
     # Output, element-wise, in Output's memory order (PAIRS: float16 words of a packed Output).
     y, fused = desc.output_tensor, desc.fused_add_tensor
@@ -226,9 +172,8 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
                  workgroups, constants=constants,
                  push=dict(count=end, first=first, elements=x.element_count))
         for first, end, workgroups in grid_slices(count, wg, limits))
-    scratch = (Scratch("partials", channels * groups * 2 * PARTIAL_WORDS * 4),
-               Scratch("coefficients", channels * 16))
-    return Plan(sums + finalize + output, scratch, tensors=tensors)
+    scratch = (Scratch("partials", sums.partials_bytes), Scratch("coefficients", channels * 16))
+    return Plan(sums.dispatches + finalize + output, scratch, tensors=tensors)
 
 
 # ---- the one-call function ----------------------------------------------------------------------

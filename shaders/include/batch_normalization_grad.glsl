@@ -1,11 +1,12 @@
 // What the kernels of DML_OPERATOR_BATCH_NORMALIZATION_GRAD and _TRAINING_GRAD
 // (batch_normalization_grad, batch_normalization_training_grad) compute from a channel's sums.
-// The including kernel declares TRAINING and N_R (N_R as a float); one that defines
-// BATCH_NORMALIZATION_FINISH first also declares dscale, dbias and the coefficients scratch,
-// and gets finish_channel, which stores a channel's results (the kernels that end a reduction:
-// batch_normalization_grad_finalize, and _partials where one work item is a whole channel).
+// The including kernel declares TRAINING and N_R (N_R as a float) and includes
+// correctly_rounded.glsl; one that defines BATCH_NORMALIZATION_FINISH first also declares
+// dscale, dbias and the coefficients scratch, and gets finish_channel, which stores a channel's
+// results (the kernels that end a reduction: batch_normalization_grad_finalize and _direct).
 // A kernel that only applies the training grad's dX formula (the output kernels) defines
-// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone.
+// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone; one that only needs
+// the shift (batch_normalization_training_sums) defines BATCH_NORMALIZATION_SHIFT_ONLY.
 //
 // The sums are taken around a shift: s = (sum dY, sum a, sum dY * a) with a = X - shift.
 // BATCH_NORMALIZATION_GRAD shifts by the supplied Mean, so that s.z is its scale gradient's
@@ -17,6 +18,8 @@
 // X, as the training forward's batch mean does, and that first X otherwise (a Mean far off,
 // NaN or infinite): dX stays within float32 rounding of the formula for any Mean.
 //
+// Every operation below rounds once, the same way on every device (`precise`, cr_div,
+// cr_sqrt; docs/semantics.md §17):
 //   c0 = 1 / sqrt(Variance + Epsilon)
 //   OutputBiasGradient  = sum dY = s.x
 //   OutputScaleGradient = sum dY (X - Mean) c0 = (s.z + (shift - Mean) s.x) c0
@@ -30,14 +33,30 @@
 
 // The training grad's dX of X value(s) xv and dY value(s) gy (float, vec2 or vec4) from the
 // channel's coefficients a = (alpha, q, shift, ma) and mean_R(dY) mdy; every kernel that
-// stores a training dX uses this one expression, so that they agree in their bits.
+// stores a training dX uses this one expression, `precise` (no contraction), so that they
+// agree in their bits on every device.
 #define TRAINING_DX(xv, gy, a, mdy) ((a).x * (((gy) - (mdy)) - (((xv) - (a).z) - (a).w) * (a).y))
+float training_dx(float xv, float gy, vec4 a, float mdy) {
+    precise float v = TRAINING_DX(xv, gy, a, mdy);
+    return v;
+}
+vec2 training_dx(vec2 xv, vec2 gy, vec4 a, float mdy) {
+    precise vec2 v = TRAINING_DX(xv, gy, a, mdy);
+    return v;
+}
+vec4 training_dx(vec4 xv, vec4 gy, vec4 a, float mdy) {
+    precise vec4 v = TRAINING_DX(xv, gy, a, mdy);
+    return v;
+}
 
 #ifndef BATCH_NORMALIZATION_TRAINING_DX_ONLY
 float training_shift(float mean_value, float ve, float first_x) {
-    return abs(mean_value - first_x) <= 8.0 * sqrt(ve) ? mean_value : first_x;
+    precise float distance = abs(mean_value - first_x);
+    precise float bound = 8.0 * cr_sqrt(ve);
+    return distance <= bound ? mean_value : first_x;
 }
 
+#ifndef BATCH_NORMALIZATION_SHIFT_ONLY
 struct ChannelGrad {
     float dscale;
     float dbias;
@@ -49,13 +68,17 @@ struct ChannelGrad {
 
 ChannelGrad channel_grad(vec3 s, float shift, float mean_value, float ve, float scale_value) {
     ChannelGrad g;
-    const float c0 = 1.0 / sqrt(ve);
+    const float c0 = cr_div(1.0, cr_sqrt(ve));
     g.dbias = s.x;
-    g.dscale = (TRAINING ? s.z + (shift - mean_value) * s.x : s.z) * c0;
-    g.mean_dy = s.x / N_R;
-    g.ma = s.y / N_R;
-    g.q = (s.z / N_R - g.mean_dy * g.ma) / ve;
-    g.alpha = scale_value * c0;
+    precise float centred = TRAINING ? s.z + (shift - mean_value) * s.x : s.z;
+    precise float dscale = centred * c0;
+    g.dscale = dscale;
+    g.mean_dy = cr_div(s.x, N_R);
+    g.ma = cr_div(s.y, N_R);
+    precise float covariance = cr_div(s.z, N_R) - g.mean_dy * g.ma;
+    g.q = cr_div(covariance, ve);
+    precise float alpha = scale_value * c0;
+    g.alpha = alpha;
     if (TRAINING && (any(isnan(s)) || any(isinf(s)))) g.q = uintBitsToFloat(0x7FC00000u);
     return g;
 }
@@ -76,5 +99,6 @@ void finish_channel(uint k, vec3 s, float shift, float mean_value, float ve, flo
     coefficients[2u * k] = dx_coefficients(g, shift);
     coefficients[2u * k + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
 }
+#endif
 #endif
 #endif

@@ -1,5 +1,6 @@
-// What BATCH_NORMALIZATION_TRAINING's kernels (batch_normalization_training_sums, _finalize)
-// share: the canonical chunk's tree (docs/semantics.md §18.1) and the `partials` layout.
+// What the exact-sum kernels of BATCH_NORMALIZATION_TRAINING and the BatchNorm grads share
+// (batch_normalization_training_sums, _finalize, batch_normalization_grad_finalize): the
+// canonical chunk's tree (docs/semantics.md §18.1) and the `partials` layout.
 
 // The tree of a chunk's 16 values, element i component i % 4 of vector i / 4: pairs (i, i + 8)
 // are vectors (0, 2) and (1, 3), then (i, i + 4) the two sums, (i, i + 2) .xy and .zw,
@@ -11,7 +12,17 @@ float chunk_tree(vec4 v0, vec4 v1, vec4 v2, vec4 v3) {
     return r;
 }
 
-// partials[((k groups + g) * 2 + s) * PARTIAL_WORDS + w]: for channel k, chunk group g and sum
-// s (0: a = X - shift, 1: a^2), its EXACT_DIGITS normalised digits (w < 24), its flags (w =
-// 24), and the channel's shift as float bits (w = 25).
+// partials[((k groups + g) * SUMS + s) * PARTIAL_WORDS + w]: for channel k, chunk group g and
+// sum s (SUMS of them: the forward's 2, the grads' 3), its EXACT_DIGITS normalised digits
+// (w < 24), its flags (w = 24), and the channel's shift as float bits (w = 25).
 const uint PARTIAL_WORDS = 26u;
+
+// A stage-2 workgroup's deposit of word w of a channel's partials (value v; its sum
+// (w / PARTIAL_WORDS) % SUMS) into that sum's shared digits or flags (exact_sums.glsl): exact
+// in any order, each group's digits below 2^16 after stage 1's normalisation, so 32768 groups
+// fit in a digit.
+void deposit_partial(uint w, int v) {
+    const uint i = w % PARTIAL_WORDS, s = (w / PARTIAL_WORDS) % SUMS;
+    if (v != 0 && i < EXACT_DIGITS) atomicAdd(exact_digits[s * EXACT_DIGITS + i], v);
+    if (v != 0 && i == EXACT_DIGITS) atomicOr(exact_flags[s], uint(v));
+}
