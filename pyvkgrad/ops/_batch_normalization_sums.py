@@ -70,7 +70,12 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
                                 *[[t.element_strides[d] for d in reduced] for t in walked])
     rstrides = [right_align(s, 8, 0) for s in rstrides]
     chunks = chunk_count(n)
-    lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
+    if axes.kept_innermost:
+        # Channels side by side (K_FAST), as many slots as fit: consecutive invocations read
+        # consecutive channels' elements, SLOTS_MAX of them in one memory segment.
+        lr = max(wg // min(SLOTS_MAX, pow2_ceil(channels)), 1)
+    else:
+        lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
     lk = wg // lr
     channel_groups = -(-channels // lk)
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
