@@ -90,11 +90,15 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
     # shift's chunk once, the flushes' pieces, the digits' clear, normalisation and stores.
     loops = 1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + sums * SLOTS_MAX * PARTIAL_WORDS
+    # The forward passes none of the grads' constants: theirs stay off (`constants` may set
+    # them).
+    unused = right_align([], 8, 0)
     common = dict(WG=wg, IS_F16=x.data_type.element_size == 2, LK=lk,
                   K_FAST=axes.kept_innermost, CHUNKS_PER_LANE=per_lane,
-                  R_SIZES=right_align(rsizes, 8, 1), R_X_STRIDES=rstrides[0])
-    if dy is not None:
-        common["R_DY_STRIDES"] = rstrides[1]
+                  R_SIZES=right_align(rsizes, 8, 1), R_X_STRIDES=rstrides[0],
+                  R_DY_STRIDES=rstrides[1] if dy is not None else unused, GRAD=False,
+                  TRAINING=False, EPSILON=0.0, WRITE_DX=False, K_DY_STRIDES=unused,
+                  K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused)
     dispatches = tuple(
         Dispatch("batch_normalization_training_sums", bindings, workgroups,
                  constants=dict(common, **constants),
