@@ -34,9 +34,8 @@ class Limits:
     # cut it into pieces (tests/test_operators.py::test_beyond_the_buffer_limit).
     max_storage_buffer_range: int = 2**27
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
-    # The widest workgroup a plan may choose for one kernel: the device's, a power of two, with
-    # 32 bytes of shared memory per invocation (include/workgroup_sums.glsl); local_size where
-    # PYVKGRAD_LOCAL_SIZE forces that.
+    # The widest workgroup a plan may choose for one kernel: the device's, a power of two;
+    # local_size where PYVKGRAD_LOCAL_SIZE forces that.
     max_local_size: int = 256
     float_atomic_add: bool = False  # native float32 atomicAdd on storage buffers is enabled
     # Loop iterations an invocation may run in total, over all its loops, before the driver
@@ -44,11 +43,9 @@ class Limits:
     max_loop_iterations: int = 0
 
     def __post_init__(self) -> None:
-        # The reductions' workgroup sums (include/workgroup_sums.glsl) step through a
-        # workgroup's lanes subgroup by subgroup, gl_SubgroupSize at a time, so every subgroup
-        # must be full: a width that is a power of two is a multiple of any subgroup size
-        # (Vulkan's are powers of two) or lies within one subgroup. 100 lanes in subgroups of
-        # 8 would leave 4 lanes' terms out of dScale and dBias.
+        # A width that is a power of two is a multiple of any subgroup size (Vulkan's are
+        # powers of two) or lies within one subgroup, and splits into the power-of-two lane
+        # groups the plans make (the exact sums' channel slots: LK channels by WG / LK lanes).
         for name in ("local_size", "max_local_size"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1 and value & (value - 1) == 0):

@@ -306,10 +306,10 @@ def test_forced_local_size_32(device, rng, op, monkeypatch):
 
 @pytest.mark.parametrize("op", OPS)
 def test_workgroups_of_whole_subgroups(device, rng, op):
-    """The workgroup sums step through a workgroup subgroup by subgroup, so a width that is no
-    power of two is refused (100 lanes in subgroups of 8 left 4 lanes' terms out of dScale and
-    dBias, 7-26% off); powers of two narrower than, equal to and wider than the device's
-    subgroup give the oracle's results."""
+    """A width that is no power of two is refused (the plans split workgroups into
+    power-of-two lane groups; the subgroup sums before the exact sums once left 4 of 100
+    lanes' terms out of dScale and dBias, 7-26% off); powers of two narrower than, equal to and
+    wider than the device's subgroup give the oracle's results."""
     for name in ("local_size", "max_local_size"):
         for width in (100, 12, 0):
             with pytest.raises(ValueError, match=rf"^Limits: {name} must be a power of two "
@@ -328,14 +328,6 @@ def test_workgroups_of_whole_subgroups(device, rng, op):
                            magnitudes(op, *arrays, 1e-3), np.float32)
 
 
-ONE_PASS_CASES = [  # (shape, statistics shape, views)
-    ((4, 3, 700), (1, 3, 1), None),  # 16-byte vectors, 3 per lane
-    ((3, 1, 5, 7), (1, 1, 1, 1), None),  # one channel, single elements
-    ((2, 5, 257), (1, 5, 1), None),  # a prime run: single elements
-    ((3, 4, 14, 14), (1, 4, 1, 1), None),  # float16: 8-byte vectors
-    ((3, 8, 5, 6), (1, 8, 1, 1), nhwc_views),  # channels innermost: LK channels per group
-    ((6, 40, 7, 3), (6, 1, 7, 1), None),  # kept dimensions around reduced ones
-]
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -92,17 +92,15 @@ def test_interface_of_the_relu_and_partials_kernels():
     # dx read-write: a tail vector's float16 halves are stored with atomics on their words.
     assert packed.access == {"x": "read", "dy": "read", "dx": "read_write"}
     # One binding viewed through three blocks is one binding, named after its first view.
-    partials = kernels.interface("batch_normalization_grad_partials")
-    assert partials.bindings[0].name == "x"
-    assert partials.bindings[0].views == ("uint x", "uvec2 x_uvec2", "uvec4 x_uvec4")
+    out = kernels.interface("batch_normalization_grad_output_packed")
+    assert [b.name for b in out.bindings] == ["dy", "scale", "variance", "dx"]
+    assert out.bindings[3].views == ("uvec4 dx", "uint dx_uint")
     direct = kernels.interface("batch_normalization_grad_direct")
     assert {c.name: c.type for c in direct.constants}["EPSILON"] == "float"
-    # Capabilities, whence the subgroup operations a device must support (Device.compile).
-    assert partials.capabilities == ("Shader", "GroupNonUniform", "GroupNonUniformArithmetic")
-    assert partials.subgroup_features == ("basic", "arithmetic")
-    assert kernels.interface("batch_normalization_grad_finalize").subgroup_features == (
-        "basic", "arithmetic")
+    # Capabilities, whence the subgroup operations a device must support (Device.compile):
+    # since the exact sums, no kernel uses any.
     assert relu.capabilities == ("Shader",) and relu.subgroup_features == ()
+    assert all(kernels.interface(n).subgroup_features == () for n in kernels.names())
 
 
 def test_specialization_and_binding_order_follow_the_kernel():
@@ -407,7 +405,7 @@ def test_every_kernel_of_an_operator_is_found_by_grepping_its_name():
     so a new operator's kernels are covered without editing this test) and its source carries
     that operator's name (`assert_named_after_their_operators`)."""
     used = plans_by_operator()
-    assert used["batch_normalization_training_grad"] >= {"batch_normalization_grad_partials",
+    assert used["batch_normalization_training_grad"] >= {"batch_normalization_training_sums",
                                                           "batch_normalization_grad_finalize",
                                                           "batch_normalization_grad_direct"}
     assert used["activation_relu_grad"] == {RELU, f"{RELU}_packed"}

@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from pyvkgrad.ops import batch_normalization_training as bnt  # noqa: E402
+from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 from pyvkgrad.plan import Plan  # noqa: E402
 
 from bench_timing import copy_roofline, vulkan_time  # noqa: E402
@@ -39,7 +40,7 @@ def main():
     # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, workgroup width)
     variants = [(512, 16, 256), (2048, 16, 256), (128, 16, 256), (512, 16, 128),
                 (2048, 16, 64)]
-    defaults = (bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX)
+    defaults = (bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX)
     rng = np.random.default_rng(0)
     for shape in shapes:
         c = shape[1]
@@ -55,7 +56,7 @@ def main():
             roof = copy_roofline(dev, x.nbytes, args.repeat)
             bits = None
             for target, per_lane, wg in variants:
-                bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = target, per_lane
+                bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = target, per_lane
                 limits = dataclasses.replace(dev.limits, local_size=wg)
                 times = {}
                 for keep in (None, "sums", "finalize", "output"):
@@ -90,7 +91,7 @@ def main():
                       flush=True)
             for t in tensors.values():
                 t.close()
-    bnt.TARGET_ITEMS, bnt.CHUNKS_PER_LANE_MAX = defaults
+    bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = defaults
 
 
 if __name__ == "__main__":
