@@ -64,19 +64,25 @@ void main() {
         barrier();  // the previous channel is finished
         exact_clear();
         barrier();
+        // One group: stage 1 rounded the sums (ROUNDED_WORDS); else add the groups' digits.
         const uint words = groups * SUMS * PARTIAL_WORDS, at = k * words;
-        for (uint w = t; w < words; w += WG) deposit_partial(w, partials[at + w]);
+        for (uint w = t; groups > 1u && w < words; w += WG) deposit_partial(w, partials[at + w]);
         barrier();
         for (uint s = t; s < SUMS; s += WG) {
-            exact_normalize(s);
-            sums[s] = exact_to_float(s);
+            if (groups == 1u) {
+                sums[s] = intBitsToFloat(partials[k * ROUNDED_WORDS + s]);
+            } else {
+                exact_normalize(s);
+                sums[s] = exact_to_float(s);
+            }
         }
         barrier();
         if (t == 0u) {
             uvec3 a = uvec3(0u);
             uvec2 b = uvec2(0u);
             FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K)
-            const float shift = intBitsToFloat(partials[at + EXACT_DIGITS + 1u]);
+            const float shift = intBitsToFloat(groups == 1u ? partials[k * ROUNDED_WORDS + SUMS]
+                                                            : partials[at + EXACT_DIGITS + 1u]);
             precise float ve = LOAD(variance, a.y) + EPSILON;
             finish_channel(k, vec3(sums[0], sums[1], sums[2]), shift, LOAD(mean, a.x), ve,
                            LOAD(scale, a.z), b.x, b.y);

@@ -54,18 +54,24 @@ void main() {
         barrier();  // the previous channel is finished
         exact_clear();
         barrier();
+        // One group: stage 1 rounded the sums (ROUNDED_WORDS); else add the groups' digits.
         const uint words = groups * SUMS * PARTIAL_WORDS, at = k * words;
-        for (uint w = t; w < words; w += WG) deposit_partial(w, partials[at + w]);
+        for (uint w = t; groups > 1u && w < words; w += WG) deposit_partial(w, partials[at + w]);
         barrier();
         for (uint s = t; s < SUMS; s += WG) {
-            exact_normalize(s);
-            sums[s] = exact_to_float(s);
+            if (groups == 1u) {
+                sums[s] = intBitsToFloat(partials[k * ROUNDED_WORDS + s]);
+            } else {
+                exact_normalize(s);
+                sums[s] = exact_to_float(s);
+            }
         }
         barrier();
         if (t == 0u) {
             uvec4 o = uvec4(0u);
             FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K)
-            const float shift = intBitsToFloat(partials[at + EXACT_DIGITS + 1u]);
+            const float shift = intBitsToFloat(groups == 1u ? partials[k * ROUNDED_WORDS + SUMS]
+                                                            : partials[at + EXACT_DIGITS + 1u]);
             const float n = float(reduced);
             precise float dm = cr_div(sums[0], n);
             precise float mean_value = shift + dm;

@@ -213,10 +213,19 @@ void main() {
         if (GRAD) exact_finish(w2, SUMS * slot + 2u);
         barrier();
         // Each slot's sums normalised (so that the finalize stage may add up to 32768 groups),
-        // then stored by the whole workgroup.
-        for (uint st = t; st < EXACT_SLOTS; st += WG) exact_normalize(st);
+        // then stored by the whole workgroup; with one group, rounded and stored as floats.
+        for (uint st = t; st < EXACT_SLOTS; st += WG) {
+            exact_normalize(st);
+            const uint kt = (item / groups) * LK + st / SUMS;
+            if (groups == 1u && kt < channels) {
+                partials[kt * ROUNDED_WORDS + st % SUMS] = floatBitsToInt(exact_to_float(st));
+                if (st % SUMS == 0u) {
+                    partials[kt * ROUNDED_WORDS + SUMS] = floatBitsToInt(shift_of[st / SUMS]);
+                }
+            }
+        }
         barrier();
-        for (uint w = t; w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
+        for (uint w = t; groups > 1u && w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
             const uint st = w / PARTIAL_WORDS, i = w % PARTIAL_WORDS;
             const uint kt = (item / groups) * LK + st / SUMS;
             if (kt < channels) {

@@ -104,7 +104,9 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
                  constants=dict(common, **constants),
                  push=dict(channels=channels, reduced=n, groups=groups, end=end, first=first))
         for first, end, workgroups in grid_slices(items, 1, limits, loops))
-    return Sums(dispatches, groups, channels * groups * sums * PARTIAL_WORDS * 4)
+    # One group per channel: stage 1 stores the rounded sums and the shift (sums + 1 words).
+    words = sums + 1 if groups == 1 else groups * sums * PARTIAL_WORDS
+    return Sums(dispatches, groups, channels * words * 4)
 
 
 def stage_two(kernel: str, axes: Axes, limits: Limits, sums: int, groups: int,
