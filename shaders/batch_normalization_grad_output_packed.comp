@@ -39,10 +39,16 @@ const uint WIDTH = IS_F16 ? 8u : 4u;
 
 #define ADD_OFFSETS(D, c) o += (c) * uvec2(SCALE_STRIDES##D, VARIANCE_STRIDES##D);
 
-// Scale / sqrt(Variance + Epsilon) of element i's channel (past the end: the last element's).
-float coefficient(uint i) {
+// The statistics' offsets (Scale, Variance) of element i's channel (past the end: the last
+// element's).
+uvec2 stat_offsets(uint i) {
     uvec2 o = uvec2(0u);
     FOR_EACH_COORDINATE8(SIZES, min(i, count - 1u), ADD_OFFSETS)
+    return o;
+}
+
+// Scale / sqrt(Variance + Epsilon) at statistics offsets o.
+float coefficient_at(uvec2 o) {
     return cr_div(LOAD(scale, o.x), cr_sqrt(LOAD(variance, o.y) + EPSILON));
 }
 
@@ -51,22 +57,33 @@ void main() {
         const uvec4 gw = dy[v];
         const uint base = v * WIDTH;
         uvec4 outw;
+        // A vector's elements mostly share the first's or the last's channel (a run of a few
+        // dozen elements holds many vectors): their coefficients are computed once each, any
+        // other element's on its own. The same value either way.
+        const uvec2 o_first = stat_offsets(base), o_last = stat_offsets(base + WIDTH - 1u);
+        const float c_first = coefficient_at(o_first);
+        const float c_last = SAME ? c_first : coefficient_at(o_last);
         if (SAME) {
-            const float s = coefficient(base);
             if (IS_F16) {
-                for (uint w = 0u; w < 4u; ++w) outw[w] = packHalf2x16(unpackHalf2x16(gw[w]) * s);
+                for (uint w = 0u; w < 4u; ++w) {
+                    outw[w] = packHalf2x16(unpackHalf2x16(gw[w]) * c_first);
+                }
             } else {
-                outw = floatBitsToUint(uintBitsToFloat(gw) * s);
-            }
-        } else if (IS_F16) {
-            for (uint w = 0u; w < 4u; ++w) {
-                const vec2 s = vec2(coefficient(base + 2u * w), coefficient(base + 2u * w + 1u));
-                outw[w] = packHalf2x16(unpackHalf2x16(gw[w]) * s);
+                outw = floatBitsToUint(uintBitsToFloat(gw) * c_first);
             }
         } else {
-            const vec4 s = vec4(coefficient(base), coefficient(base + 1u),
-                                coefficient(base + 2u), coefficient(base + 3u));
-            outw = floatBitsToUint(uintBitsToFloat(gw) * s);
+            float c[8];
+            for (uint e = 0u; e < WIDTH; ++e) {
+                const uvec2 o = e == 0u ? o_first : stat_offsets(base + e);
+                c[e] = o == o_first ? c_first : o == o_last ? c_last : coefficient_at(o);
+            }
+            if (IS_F16) {
+                for (uint w = 0u; w < 4u; ++w) {
+                    outw[w] = packHalf2x16(unpackHalf2x16(gw[w]) * vec2(c[2u * w], c[2u * w + 1u]));
+                }
+            } else {
+                outw = floatBitsToUint(uintBitsToFloat(gw) * vec4(c[0], c[1], c[2], c[3]));
+            }
         }
         STORE_VECTOR(dx, dx_uint, v, outw, count)
     }
