@@ -161,29 +161,6 @@ def commands_ns(device, record, repeat, what="timed commands"):
     return statistics.median(times[1:])
 
 
-def warm_up(device, seconds, nbytes=64 * 2**20):
-    """Keep the GPU busy copying `nbytes` for `seconds` of wall time before a case is timed,
-    and return the copies submitted. NVIDIA's driver lets the SM clock fall between short
-    bursts of Vulkan work (to 345 MHz against 1980 MHz on an H200) and raises it only under
-    sustained load; a process holding a CUDA context keeps it up, a numpy user's does not
-    (issue 33: the same kernel ran 1.7x slower). Nothing to do on a CPU device."""
-    if seconds <= 0 or device.info.device_type == "cpu":
-        return 0
-    runtime = device.runtime()
-    src, dst = runtime.buffer(nbytes), runtime.buffer(nbytes)
-    commands = runtime.commands(2)
-    for _ in range(8):
-        commands.copy(src, dst)
-    submitted, end = 0, time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        commands.submit("warm-up")
-        submitted += 8
-    commands.destroy()
-    src.destroy()
-    dst.destroy()
-    return submitted
-
-
 def copy_roofline(device, nbytes, repeat, by_method=None):
     """Bytes read + written per second of the fastest device-to-device copy of `nbytes`:
     vkCmdCopyBuffer or a compute kernel streaming 16-byte vectors (through the runtime seam).

@@ -20,10 +20,7 @@ own). pyvkgrad is timed in a process that has not imported torch (asserted); PyT
 (its kernel times, its copy roofline, its round trips) runs afterwards in a process of its
 own (--torch-side), which never opens the Vulkan device. With --isolate every case runs in a
 fresh process, pyvkgrad's and PyTorch's each in their own. The wait strategy (the fence
-polling budget, PYVKGRAD_WAIT_SPIN_US) is printed and stored. Before each kernel case the GPU
-copies for --warm-up seconds (default 0.3), so that its clock is up as under sustained load
-(issue 33: NVIDIA's driver otherwise ran some cases at a fallen SM clock in a process without
-CUDA). --ops iree adds IREE as a peer
+polling budget, PYVKGRAD_WAIT_SPIN_US) is printed and stored. --ops iree adds IREE as a peer
 (bench_iree.py), where iree.runtime is importable.
 
 This file is the command line, the orchestration and the report; the cases are in
@@ -54,7 +51,7 @@ from pyvkgrad import operators  # noqa: E402
 from bench_cases import (ALIASES, GROUPS, benchmark_cases, chain, host_overhead,  # noqa: E402
                          roundtrip)
 from bench_timing import (MiB, Torch, copy_roofline, progress,  # noqa: E402
-                          vulkan_time, wait_strategy, warm_up, write_roofline)
+                          vulkan_time, wait_strategy, write_roofline)
 
 
 # ---- results -----------------------------------------------------------------------------------
@@ -77,7 +74,6 @@ class Result:
 # ---- one case ---------------------------------------------------------------------------------
 
 CUDA_FIRST = False  # --cuda-first: this process started CUDA before timing
-WARM_UP_SECONDS = 0.3  # --warm-up: GPU copies before each case is timed
 
 def _copy_bytes(nbytes, max_range=None):
     """The bytes a copy moves to match a kernel moving `nbytes` (read + written)."""
@@ -97,7 +93,6 @@ def run_case(dev, entry, repeat, seed):
     except (ValueError, NotImplementedError) as e:
         progress(f"    skipped: {e}")
         return None
-    warm_up(dev, WARM_UP_SECONDS)
     ns, _ = vulkan_time(dev, op, tensors, repeat)
     # The same bytes moved by the fastest copy (read + written), or filled by the fastest fill
     # where the kernel only writes; PyTorch's side measures its own (torch_case).
@@ -221,15 +216,10 @@ def main(argv=None):
                     help="start CUDA in the timing process first (RESULTS.md's tables before "
                          "2026-11-25 were measured so: NVIDIA's driver then runs Vulkan at full "
                          "speed; a numpy user's process has no CUDA)")
-    ap.add_argument("--warm-up", type=float, default=0.3, metavar="SECONDS",
-                    help="keep the GPU copying this long before each kernel case is timed, so "
-                         "that its clock is up as under sustained load (0: off; issue 33)")
     ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--torch-side", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--roof-bytes", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    global WARM_UP_SECONDS
-    WARM_UP_SECONDS = args.warm_up
     ops = [name for op in args.ops.split(",") for name in ALIASES.get(op, [op])]
     unknown = set(ops) - set(operators.BY_NAME) - set(GROUPS) - {"iree"}
     if unknown:
@@ -294,7 +284,7 @@ def main(argv=None):
                  f"{'fill' if r.extra.get('roofline') == 'write' else 'copy'}"
                  + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
                     if r.torch_ns else ""))
-    extra = {"wait": wait, "statistic": "median", "warm_up_seconds": args.warm_up,
+    extra = {"wait": wait, "statistic": "median",
              "processes": "pyvkgrad without torch; PyTorch in a separate process"
                           + ("; every case in its own process" if args.isolate else "")}
     if "overhead" in ops:

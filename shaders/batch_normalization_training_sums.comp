@@ -55,10 +55,6 @@ DIMS8_4(uint, K_DY_STRIDES, K_MEAN_STRIDES, K_VARIANCE_STRIDES, K_SCALE_STRIDES,
 DIMS8(uint, R_DY_STRIDES, 73, 0)
 
 const uint LR = WG / LK;
-// At most two reduced dimensions after coalescing (NCHW, NCDHW, NC): chunk_sums addresses
-// each element directly instead of walking runs.
-const bool TWO_DIMS = R_SIZES0 == 1u && R_SIZES1 == 1u && R_SIZES2 == 1u && R_SIZES3 == 1u &&
-                      R_SIZES4 == 1u && R_SIZES5 == 1u;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 #define EXACT_SLOTS (SUMS * LK)
 #include "exact_sums.glsl"
@@ -126,18 +122,7 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     const uvec2 step = 32u * uvec2(R_X_STRIDES7, R_DY_STRIDES7);
     uint inner = r0 % R_SIZES7;
     uvec2 o = base + element_offsets(r0);
-    if (TWO_DIMS) {
-        // Element r = q R_SIZES7 + p at q (stride 6) + p (stride 7): divisions by a constant.
-        const uvec2 outer = uvec2(R_X_STRIDES6, R_DY_STRIDES6);
-        const uvec2 inner_step = uvec2(R_X_STRIDES7, R_DY_STRIDES7);
-        const uint q0 = r0 / R_SIZES7, p0 = r0 - q0 * R_SIZES7;
-        const bool all_in = r0 + 480u < reduced;
-        for (uint i = 0u; i < 16u; ++i) {
-            const uint p = p0 + 32u * i, wraps = p / R_SIZES7;
-            const uvec2 oi = base + (q0 + wraps) * outer + (p - wraps * R_SIZES7) * inner_step;
-            take(i, oi, all_in || r0 + 32u * i < reduced, shift, dx_factor, a, g);
-        }
-    } else if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
+    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
         for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, dx_factor, a, g);
     } else {

@@ -3,8 +3,10 @@
 # commit before, pyvkgrad and benchmarks/, for the same-run comparison; optional):
 #     bash benchmarks/investigations/h100_bn_grads_exact.sh      (results under $OUT)
 # Steps: the fingerprint check (the same bits as lavapipe); the BatchNorm grad rows now, before
-# (.old-main) and now again, with --cuda-first; ReLU grad's rows in a torch-free process with
-# and without the benchmark's warm-up; the host-overhead and round-trip groups.
+# (.old-main) and now again, with --cuda-first; ReLU grad's rows in a torch-free process and
+# with --cuda-first; the host-overhead and round-trip groups. (Run 2 of
+# results/h200-2026-11-28-bn-grads-exact/ tried a 0.3 s copy warm-up before each case instead
+# of --cuda-first: no change, so the benchmark has none.)
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
@@ -30,10 +32,11 @@ if [[ " ${STEPS:-fp bn relu host} " == *" bn "* ]]; then
   grep -h "^BATCH" $OUT/bn-new.txt $OUT/bn-old.txt $OUT/bn-new2.txt
 fi
 if [[ " ${STEPS:-fp bn relu host} " == *" relu "* ]]; then
-  run relu-nowarm 150 python3 benchmarks/run.py --repeat 20 --ops relu --no-torch --warm-up 0 \
-    --out $OUT/relu-nowarm
-  run relu-warm 150 python3 benchmarks/run.py --repeat 20 --ops relu --no-torch --out $OUT/relu-warm
-  grep -h "^ACTIVATION" $OUT/relu-nowarm.txt $OUT/relu-warm.txt
+  run relu-plain 150 python3 benchmarks/run.py --repeat 20 --ops relu --no-torch \
+    --out $OUT/relu-plain
+  run relu-cuda 150 python3 benchmarks/run.py --cuda-first --repeat 20 --ops relu --no-torch \
+    --out $OUT/relu-cuda
+  grep -h "^ACTIVATION" $OUT/relu-plain.txt $OUT/relu-cuda.txt
 fi
 if [[ " ${STEPS:-fp bn relu host} " == *" host "* ]]; then
   run host 150 python3 benchmarks/run.py --ops overhead,roundtrip --out $OUT/host
