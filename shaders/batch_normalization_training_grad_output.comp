@@ -1,7 +1,10 @@
-// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD (batch_normalization_training_grad),
+// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD (batch_normalization_training_grad), and with
+// CONSTANT_STATISTICS DML_OPERATOR_BATCH_NORMALIZATION_GRAD (batch_normalization_grad),
 // OutputGradient, general strided form.
 //
 //   dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)            (docs/semantics.md §5)
+//   CONSTANT_STATISTICS: dX = dY * coefficients[2k].x (Scale / sqrt(Variance + Epsilon),
+//   correctly rounded; §5.1); X is not read.
 //
 // with the per-channel coefficients of the reduction's stage 2:
 //   coefficients[2k] = (alpha = Scale / sqrt(Var + eps), q = mean_R(Coef1) / (Var + eps),
@@ -20,6 +23,7 @@
 layout(constant_id = 1) const bool IS_F16 = false;
 DIMS8(uint, SIZES, 2, 1)
 DIMS8_4(uint, X_STRIDES, DY_STRIDES, DX_STRIDES, CHANNEL_STRIDES, 10, 0)
+layout(constant_id = 42) const bool CONSTANT_STATISTICS = false;
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };  // InputGradientTensor
@@ -33,7 +37,8 @@ layout(push_constant) uniform Push { uint count; uint first; };
 void element(uvec4 o) {
     const vec4 a = coefficients[2u * o.w];
     const float mdy = coefficients[2u * o.w + 1u].x;
-    STORE(dx, o.z, training_dx(LOAD(x, o.x), LOAD(dy, o.y), a, mdy))
+    const float gy = LOAD(dy, o.y);
+    STORE(dx, o.z, CONSTANT_STATISTICS ? gy * a.x : training_dx(LOAD(x, o.x), gy, a, mdy))
 }
 
 #define ADD_OFFSETS(D, c)                                                               \

@@ -1,7 +1,10 @@
-// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD (batch_normalization_training_grad),
+// DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD (batch_normalization_training_grad), and with
+// CONSTANT_STATISTICS DML_OPERATOR_BATCH_NORMALIZATION_GRAD (batch_normalization_grad),
 // OutputGradient, fast path for X, dY and dX sharing one packed layout.
 //
 //   dX = alpha * ((dY - mean_R(dY)) - ((X - Mean) - ma) * q)            (docs/semantics.md §5)
+//   CONSTANT_STATISTICS: dX = dY * f, f = Scale / sqrt(Variance + Epsilon), correctly rounded
+//   by batch_normalization_grad_finalize into coefficients[2k].x (§5.1); X is not read.
 //
 // Coefficients per channel as in the strided form, batch_normalization_training_grad_output.
 // Word w of the three tensors holds the same elements, so each invocation streams one 16-byte
@@ -29,6 +32,7 @@ DIMS8(uint, CHANNEL_STRIDES, 11, 0)
 // REVERSE: invocation i takes vector `LAST - i` (the last vector of all), last first: what the
 // reduction read last is still in L2 when this pass starts.
 layout(constant_id = 19) const bool REVERSE = false;
+layout(constant_id = 20) const bool CONSTANT_STATISTICS = false;
 
 layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
@@ -54,13 +58,14 @@ vec4 coefficients_of(uint k) { return coefficients[2u * k]; }
 float mean_dy(uint k) { return coefficients[2u * k + 1u].x; }
 
 float grad(float xv, float gy, uint k) {
+    if (CONSTANT_STATISTICS) return gy * coefficients_of(k).x;
     return training_dx(xv, gy, coefficients_of(k), mean_dy(k));
 }
 
 void main() {
     GRID_STRIDE_LOOP_FROM(i, first, vectors) {
         const uint v = REVERSE ? LAST - i : i;
-        const uvec4 xw = x[v];
+        const uvec4 xw = CONSTANT_STATISTICS ? uvec4(0u) : x[v];
         const uvec4 gw = dy[v];
         const uint base = v * WIDTH;
         uvec4 outw;
@@ -72,12 +77,14 @@ void main() {
                 for (uint w = 0u; w < 4u; ++w) {
                     const vec2 xs = unpackHalf2x16(xw[w]);
                     const vec2 gs = unpackHalf2x16(gw[w]);
-                    outw[w] = pack_halves(training_dx(xs, gs, a, mdy));
+                    outw[w] = pack_halves(CONSTANT_STATISTICS ? gs * a.x
+                                                              : training_dx(xs, gs, a, mdy));
                 }
             } else {
                 const vec4 xs = uintBitsToFloat(xw);
                 const vec4 gs = uintBitsToFloat(gw);
-                outw = floatBitsToUint(training_dx(xs, gs, a, mdy));
+                outw = floatBitsToUint(CONSTANT_STATISTICS ? gs * a.x
+                                                           : training_dx(xs, gs, a, mdy));
             }
         } else if (IS_F16) {
             for (uint w = 0u; w < 4u; ++w) {

@@ -424,15 +424,16 @@ def test_plan_nchw_and_nhwc():
     # Lanes along the reduced run, one channel per workgroup.
     assert (sums.constant("K_FAST"), sums.constant("LK")) == (False, 1)
     # Float16: single float16 stores would need atomics, so the element-wise kernel writes
-    # dX, beside the reduction (it reads nothing the reduction writes: no barrier).
+    # dX, from the factor the finalize stage stores (CONSTANT_STATISTICS).
     h = plan_of(GRAD, (8, 64, 14, 14), (1, 64, 1, 1), dtype=F16,
                 strides=(14 * 14 * 64, 1, 14 * 64, 64))
     assert [d.kernel for d in h.dispatches] == ["batch_normalization_training_sums",
-                                                "batch_normalization_grad_output",
-                                                "batch_normalization_grad_finalize"]
+                                                "batch_normalization_grad_finalize",
+                                                "batch_normalization_training_grad_output"]
     assert not h.dispatches[0].constant("WRITE_DX")
     assert dict(h.dispatches[0].bindings)["dx"] == "partials"
-    assert not set(h.dispatches[1].reads) & set(h.dispatches[0].writes)
+    assert h.dispatches[2].constant("CONSTANT_STATISTICS")
+    assert "coefficients" in h.dispatches[2].reads
     packed = plan_of(TRAINING, (32, 64, 112, 112), (1, 64, 1, 1))
     assert packed.dispatches[2].kernel == "batch_normalization_training_grad_output_packed"
     assert packed.dispatches[2].constant("SAME")  # a vector never straddles two channels

@@ -92,8 +92,8 @@ def test_interface_of_the_relu_and_partials_kernels():
     # dx read-write: a tail vector's float16 halves are stored with atomics on their words.
     assert packed.access == {"x": "read", "dy": "read", "dx": "read_write"}
     # One binding viewed through three blocks is one binding, named after its first view.
-    out = kernels.interface("batch_normalization_grad_output_packed")
-    assert [b.name for b in out.bindings] == ["dy", "scale", "variance", "dx"]
+    out = kernels.interface("batch_normalization_training_grad_output_packed")
+    assert [b.name for b in out.bindings] == ["x", "dy", "coefficients", "dx"]
     assert out.bindings[3].views == ("uvec4 dx", "uint dx_uint")
     direct = kernels.interface("batch_normalization_grad_direct")
     assert {c.name: c.type for c in direct.constants}["EPSILON"] == "float"
@@ -112,25 +112,29 @@ def test_specialization_and_binding_order_follow_the_kernel():
     assert (words[ids["SIZES6"]], words[ids["SIZES7"]], words[ids["X_STRIDES7"]]) == (5, 7, 5)
     assert kernels.binding_order(d.kernel, dict(dx="c", x="a", dy="b")) == ("a", "b", "c")
     # Floats are sent as their float32 bits, bools as 0/1.
-    eps = Dispatch("batch_normalization_grad_output", dict(
-        dy="input_gradient_tensor", scale="scale_tensor", variance="variance_tensor",
-        dx="output_gradient_tensor"), 1, constants=dict(
-            WG=64, IS_F16=True, EPSILON=1e-5, SIZES=(1,) * 8, DY_STRIDES=(0,) * 8,
-            DX_STRIDES=(0,) * 8, SCALE_STRIDES=(0,) * 8, VARIANCE_STRIDES=(0,) * 8),
-        push=dict(count=1, first=0))
+    eps = Dispatch("batch_normalization_grad_finalize", FINALIZE_BINDINGS, 1,
+                   constants=dict(FINALIZE_CONSTANTS, IS_F16=True), push=FINALIZE_PUSH)
     words = kernels.specialization(eps.kernel, eps.constants)
     by_name = {c.name: words[c.id] for c in kernels.interface(eps.kernel).constants}
     assert by_name["EPSILON"] == np.float32(1e-5).view(np.uint32) and by_name["IS_F16"] == 1
 
 
+# BATCH_NORMALIZATION_GRAD's finalize kernel: a float (EPSILON) and bools (IS_F16, TRAINING).
+FINALIZE_BINDINGS = dict(partials="partials", mean="mean_tensor", variance="variance_tensor",
+                         scale="scale_tensor", dscale="output_scale_gradient_tensor",
+                         dbias="output_bias_gradient_tensor", coefficients="coefficients")
+FINALIZE_CONSTANTS = dict(WG=64, IS_F16=False, EPSILON=1e-5, N_R=1.0, TRAINING=False,
+                          K_SIZES=(1,) * 8, K_MEAN_STRIDES=(0,) * 8,
+                          K_VARIANCE_STRIDES=(0,) * 8, K_SCALE_STRIDES=(0,) * 8,
+                          K_DSCALE_STRIDES=(0,) * 8, K_DBIAS_STRIDES=(0,) * 8)
+FINALIZE_PUSH = dict(end=1, first=0, groups=1)
+
+
 def test_a_bool_constant_takes_only_bools():
     """(The ReLU grad's kernels took IS_F16, a bool, before they took DATA_TYPE.)"""
-    constants = dict(WG=64, IS_F16=2, EPSILON=1e-5, SIZES=(1,) * 8, DY_STRIDES=(0,) * 8,
-                     DX_STRIDES=(0,) * 8, SCALE_STRIDES=(0,) * 8, VARIANCE_STRIDES=(0,) * 8)
     with pytest.raises(InterfaceError, match="IS_F16 is a bool"):
-        Dispatch("batch_normalization_grad_output", dict(
-            dy="input_gradient_tensor", scale="scale_tensor", variance="variance_tensor",
-            dx="output_gradient_tensor"), 1, constants=constants, push=dict(count=1, first=0))
+        Dispatch("batch_normalization_grad_finalize", FINALIZE_BINDINGS, 1,
+                 constants=dict(FINALIZE_CONSTANTS, IS_F16=2), push=FINALIZE_PUSH)
 
 
 def test_a_kernels_hash_covers_exactly_the_files_it_includes(tmp_path, monkeypatch):

@@ -115,8 +115,3 @@ def packed_dims(axes, *stride_lists):
     def same(width):
         return inner_reduced and (sizes[-1] % width == 0 or len(sizes) == 1)
     return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides], same
-
-
-def stat_strides(axes, stat: TensorDesc):
-    """A statistic's strides seen from the input: its own on kept dimensions, 0 on reduced."""
-    return [s if d in axes.kept else 0 for d, s in enumerate(stat.element_strides)]

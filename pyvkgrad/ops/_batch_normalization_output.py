@@ -1,42 +1,20 @@
-"""BatchNorm grad's OutputGradient dispatches, element-wise over dX: with constant statistics
-(`batch_normalization_grad_output[_packed]`, BATCH_NORMALIZATION_GRAD) or from the training
-grad's per-channel coefficients (`batch_normalization_training_grad_output[_packed]`); the
-packed kernels where every tensor they walk is packed, else the strided ones. The plan
-(`_batch_normalization_plan.py`) places them among the reduction's dispatches.
+"""BatchNorm grads' OutputGradient dispatches, element-wise over dX from the per-channel
+coefficients the finalize stage wrote (`batch_normalization_training_grad_output[_packed]`,
+with CONSTANT_STATISTICS for BATCH_NORMALIZATION_GRAD); the packed kernel where every tensor
+it walks is packed, else the strided one. The plan (`_batch_normalization_plan.py`) places
+them after the reduction.
 """
 
 from __future__ import annotations
 
 from ..plan import Dispatch, grid_slices, right_align
-from ._batch_normalization_axes import bind, elementwise_dims, packed_dims, stat_strides
+from ._batch_normalization_axes import bind, elementwise_dims, packed_dims
 
 
-def grad_output(desc, axes, limits, is_f16, eps):
-    """BATCH_NORMALIZATION_GRAD's dX = dY * Scale / sqrt(Variance + Epsilon)."""
-    dy, dx = desc.input_gradient_tensor, desc.output_gradient_tensor
-    ss = stat_strides(axes, desc.scale_tensor)
-    vs = stat_strides(axes, desc.variance_tensor)
-    wg, count = limits.local_size, dy.element_count
-    bindings = bind("dy", "scale", "variance", "dx")
-    if dy.is_packed and dx.is_packed:
-        sizes, (s1, s2), same = packed_dims(axes, ss, vs)
-        width = 8 if is_f16 else 4
-        return _packed_output("batch_normalization_grad_output_packed", bindings,
-                              dict(WG=wg, IS_F16=is_f16, SAME=same(width), EPSILON=eps,
-                                   SIZES=sizes, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
-                              count, width, limits)
-    sizes, strides = elementwise_dims(axes, desc, dy, dx, extra=(ss, vs))
-    sdy, sdx, s1, s2 = (right_align(s, 8, 0) for s in strides)
-    return _strided_output("batch_normalization_grad_output", bindings,
-                           dict(WG=wg, IS_F16=is_f16, EPSILON=eps,
-                                SIZES=right_align(sizes, 8, 1), DY_STRIDES=sdy,
-                                DX_STRIDES=sdx, SCALE_STRIDES=s1, VARIANCE_STRIDES=s2),
-                           count, limits)
-
-
-def training_output(desc, axes, limits, is_f16, reverse):
-    """The training grad's dX from X, dY and the `coefficients` stage 2 wrote; `reverse`: the
-    packed kernel starts from the last vector (REVERSE, the plan's L2_ORDER)."""
+def training_output(desc, axes, limits, is_f16, reverse, constant_statistics=False):
+    """The training grad's dX from X, dY and the `coefficients` stage 2 wrote (with
+    `constant_statistics`, BATCH_NORMALIZATION_GRAD's dY times its factor there); `reverse`:
+    the packed kernel starts from the last vector (REVERSE, the plan's L2_ORDER)."""
     x, dy, dx = desc.input_tensor, desc.input_gradient_tensor, desc.output_gradient_tensor
     wg, count = limits.local_size, x.element_count
     bindings = bind("x", "dy", "coefficients", "dx")
@@ -45,14 +23,15 @@ def training_output(desc, axes, limits, is_f16, reverse):
         width = 8 if is_f16 else 4
         return _packed_output("batch_normalization_training_grad_output_packed", bindings,
                               dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
-                                   CHANNEL_STRIDES=ts, REVERSE=reverse),
+                                   CHANNEL_STRIDES=ts, REVERSE=reverse,
+                                   CONSTANT_STATISTICS=constant_statistics),
                               count, width, limits)
     sizes, strides = elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))
     sx, sdy, sdx, sc = (right_align(s, 8, 0) for s in strides)
     return _strided_output("batch_normalization_training_grad_output", bindings,
                            dict(WG=wg, IS_F16=is_f16, SIZES=right_align(sizes, 8, 1),
                                 X_STRIDES=sx, DY_STRIDES=sdy, DX_STRIDES=sdx,
-                                CHANNEL_STRIDES=sc),
+                                CHANNEL_STRIDES=sc, CONSTANT_STATISTICS=constant_statistics),
                            count, limits)
 
 

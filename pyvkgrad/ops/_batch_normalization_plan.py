@@ -16,10 +16,10 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
   2. `batch_normalization_grad_finalize`: per channel the sums added exactly and rounded once,
      the scale and bias gradients, and the training grad's coefficients (`coefficients`
      scratch);
-  3. OutputGradient, element-wise: `batch_normalization_grad_output[_packed]` (constant
-     statistics; it needs no reduction, so it sits between stages 1 and 2; none with
-     WRITE_DX) or `batch_normalization_training_grad_output[_packed]` (after stage 2; the
-     packed one starts from the end, where stage 1 read last: L2_ORDER).
+  3. OutputGradient, element-wise, after stage 2: `batch_normalization_training_grad_output
+     [_packed]` from the coefficients (BATCH_NORMALIZATION_GRAD: CONSTANT_STATISTICS, dY
+     times the channel's correctly rounded factor; none with WRITE_DX); the packed one starts
+     from the end, where stage 1 read last: L2_ORDER.
 
 Every sum's value is fixed by the problem (the chunk sums are added exactly), and every other
 operation rounds once the same way on every device (`precise`, correctly rounded division and
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from ..plan import Dispatch, Limits, Plan, Scratch, grid_slices
 from ._batch_normalization_axes import FIELDS, KERNEL_NAMES, Axes, bind
-from ._batch_normalization_output import grad_output, training_output
+from ._batch_normalization_output import training_output
 from ._batch_normalization_sums import stage_one, stage_two
 
 DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
@@ -78,11 +78,9 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
              K_DSCALE_STRIDES=fds, K_DBIAS_STRIDES=fdb), {})
     scratch = (Scratch("partials", sums.partials_bytes),
                Scratch("coefficients", axes.channels * 32))
-    if training:
-        output = training_output(desc, axes, limits, is_f16, reverse=L2_ORDER)
-        return Plan(sums.dispatches + finalize + output, scratch, tensors=tensors)
-    output = () if write_dx else grad_output(desc, axes, limits, is_f16, eps)
-    return Plan(sums.dispatches + output + finalize, scratch, tensors=tensors)
+    output = () if write_dx else training_output(desc, axes, limits, is_f16, reverse=L2_ORDER,
+                                                 constant_statistics=not training)
+    return Plan(sums.dispatches + finalize + output, scratch, tensors=tensors)
 
 
 def _direct(desc, axes, limits: Limits, training: bool) -> Plan:

@@ -89,14 +89,17 @@ vec4 dx_coefficients(ChannelGrad g, float shift) { return vec4(g.alpha, g.q, shi
 #ifdef BATCH_NORMALIZATION_FINISH
 // Channel k's OutputBiasGradient and OutputScaleGradient (at offsets dscale_at, dbias_at) and
 // the coefficients of the training grad's dX, from its sums s around `shift`:
-//   coefficients[2k]     = (alpha, q, shift, ma)
+//   coefficients[2k]     = (alpha, q, shift, ma)  (BATCH_NORMALIZATION_GRAD: (its dX factor, 0, 0, 0))
 //   coefficients[2k + 1] = (mean_R(dY), 0, 0, 0)
 void finish_channel(uint k, vec3 s, float shift, float mean_value, float ve, float scale_value,
                     uint dscale_at, uint dbias_at) {
     const ChannelGrad g = channel_grad(s, shift, mean_value, ve, scale_value);
     STORE(dbias, dbias_at, g.dbias)
     STORE(dscale, dscale_at, g.dscale)
-    coefficients[2u * k] = dx_coefficients(g, shift);
+    // BATCH_NORMALIZATION_GRAD's dX factor Scale / sqrt(Variance + Epsilon), for its output
+    // kernel (CONSTANT_STATISTICS).
+    coefficients[2u * k] = TRAINING ? dx_coefficients(g, shift)
+                                    : vec4(cr_div(scale_value, cr_sqrt(ve)), 0.0, 0.0, 0.0);
     coefficients[2u * k + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
 }
 #endif
