@@ -81,6 +81,11 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
     per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
+    if axes.kept_innermost:
+        # Few lanes per channel: a lane takes as many chunks as it may, so that a channel has
+        # few chunk groups (each group's partials take 312 bytes: many groups of a short
+        # channel would make the scratch buffer larger than the channel's elements).
+        per_lane = max(per_lane, min(CHUNKS_PER_LANE_MAX, -(-chunks // lr)))
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
     if lr * (per_lane + 1) > GROUPS_MAX:
         fail(operator, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
