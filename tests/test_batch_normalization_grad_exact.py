@@ -174,3 +174,19 @@ def test_non_finite_and_far_from_zero(device, rng, training):
         assert np.isnan(got[0][:, 0]).all() and np.isfinite(got[0][:, 1:]).all()
     args = problem(rng, (64, 4, 300), (1, 4, 1), F32, training, loc=1e4)
     same_bits(FUNCTIONS[training](*args, 0.0, device=device), model(*args, 0.0, training))
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["grad", "training"])
+def test_partials_no_larger_than_the_input(training):
+    """Short channels, side by side or over a narrow workgroup: the exact sums' scratch buffer
+    stays no larger than X, so a problem the one-call function cuts to fit a buffer limit
+    fits with its scratch (a 35-element NHWC channel once took 2 groups of 312 bytes)."""
+    for sizes, stats in [((5, 7, 4, 3), (1, 1, 4, 3)), ((40, 3), (1, 3)), ((2, 600), (1, 600)),
+                         ((33,), (1,)), ((3, 5, 700), (1, 5, 1))]:
+        x = TensorDesc(pyvkgrad.DataType.FLOAT16, sizes)
+        m = TensorDesc(pyvkgrad.DataType.FLOAT16, stats)
+        for width in (1, 16, 256):
+            plan = DESCS[training](x, x, m, m, m, x, m, m, 1e-5).plan(
+                Limits(local_size=width, max_local_size=width))
+            partials = {s.name: s.nbytes for s in plan.scratch}.get("partials", 0)
+            assert partials <= x.total_tensor_size_in_bytes, (sizes, width, partials)

@@ -81,11 +81,12 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
     per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
-    if axes.kept_innermost:
-        # Few lanes per channel: a lane takes as many chunks as it may, so that a channel has
-        # few chunk groups (each group's partials take 312 bytes: many groups of a short
-        # channel would make the scratch buffer larger than the channel's elements).
-        per_lane = max(per_lane, min(CHUNKS_PER_LANE_MAX, -(-chunks // lr)))
+    # A channel's partials (sums * PARTIAL_WORDS words a group) no larger than its elements,
+    # so that the scratch buffer is no larger than X (a one-call problem cut to fit a buffer
+    # limit fits with it): short channels over few lanes (channels side by side, a narrow
+    # workgroup) take more chunks per lane, one group where a group is larger than X's share.
+    max_groups = max(1, n * x.data_type.element_size // (sums * PARTIAL_WORDS * 4))
+    per_lane = max(per_lane, -(-chunks // (lr * max_groups)))
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
     if lr * (per_lane + 1) > GROUPS_MAX:
         fail(operator, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
