@@ -4,7 +4,8 @@
 #     bash benchmarks/investigations/h100_bn_grads_exact.sh      (results under $OUT)
 # Steps: the fingerprint check (the same bits as lavapipe); the BatchNorm grad rows now, before
 # (.old-main) and now again, with --cuda-first; ReLU grad's rows in a torch-free process and
-# with --cuda-first; the host-overhead and round-trip groups. (Run 2 of
+# with --cuda-first; the host-overhead and round-trip groups; with STEPS naming `parts`, the
+# grads' parts and plan variants (bn_grad_variants.py). (Run 2 of
 # results/h200-2026-11-28-bn-grads-exact/ tried a 0.3 s copy warm-up before each case instead
 # of --cuda-first: no change, so the benchmark has none.)
 set -o pipefail
@@ -30,6 +31,10 @@ if [[ " ${STEPS:-fp bn relu host} " == *" bn "* ]]; then
   run bn-new2 200 python3 benchmarks/run.py --cuda-first --repeat 20 --ops bn --no-torch \
     --out $OUT/bn-new2
   grep -h "^BATCH" $OUT/bn-new.txt $OUT/bn-old.txt $OUT/bn-new2.txt
+fi
+if [[ " ${STEPS:-fp bn relu host} " == *" parts "* ]]; then
+  run parts 300 python3 benchmarks/investigations/bn_grad_variants.py --cuda-first --repeat 10
+  cat $OUT/parts.txt
 fi
 if [[ " ${STEPS:-fp bn relu host} " == *" relu "* ]]; then
   run relu-plain 150 python3 benchmarks/run.py --repeat 20 --ops relu --no-torch \
