@@ -1,0 +1,243 @@
+"""cr_div and cr_sqrt (shaders/include/correctly_rounded.glsl) against numpy, bit for bit.
+
+The functions promise the correctly rounded float32 quotient and square root (round to nearest
+even) with IEEE special cases, NaN results as 0x7FC00000, on every device. numpy's float64
+division and square root of float32 operands, rounded to float32, are those results: 53 >=
+2 * 24 + 2, so rounding twice never differs from rounding once. The benchmark kernel cr_ops
+(benchmarks/shaders/cr_ops.comp) applies the functions per element; PREVIOUS runs the versions
+before the fast paths (benchmarks/shaders/correctly_rounded_previous.glsl), which must give the
+same bits. Inputs: random bit patterns over the whole range, subnormals, results near overflow
+and underflow and at the fast path's exponent limits, exact quotients and squares, quotients
+and roots within a hair of a half-way point (constructed in integers), exact ties (subnormal
+quotients), powers of two, and every pair of special values.
+"""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyvkgrad import kernels
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_timing import benchmark_kernel  # noqa: E402
+
+sys.path.remove(str(ROOT / "benchmarks"))
+
+NAN = 0x7FC00000
+SPECIALS = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001,
+                     0xFFBFFFFF, 1, 0x80000001, 2, 0x7FFFFF, 0x807FFFFF, 0x400000, 0x800000,
+                     0x80800000, 0x800001, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F7FFFFE, 0x7F000000,
+                     0x3F800000, 0xBF800000, 0x40000000, 0x3F000000, 0x40400000, 0x3FFFFFFF,
+                     0x3F7FFFFF, 0x00FFFFFF, 0x01000000, 0x34000000, 0x4B000000, 0x3F800001,
+                     0x3F800002, 0x3F7FFFFE, 0x40000001, 0x407FFFFF, 0x3FFFFFFE, 0x00800001],
+                    dtype=np.uint32)
+
+
+def run_cr_ops(device, a, b, previous, skew):
+    """(quotient bits, root bits) of cr_ops on the uint32 arrays a and b."""
+    spirv, iface = benchmark_kernel("cr_ops")
+    runtime = device.runtime()
+    n = a.size
+    padded = -(-n // 4) * 4  # buffers hold whole 16-byte vectors
+    words = [np.zeros(padded, np.uint32) for _ in range(2)]
+    words[0][:n], words[1][:n] = a, b
+    buffers = dict(a=runtime.buffer(4 * padded, words=words[0]),
+                   b=runtime.buffer(4 * padded, words=words[1]),
+                   quotient=runtime.buffer(4 * padded), root=runtime.buffer(4 * padded))
+    bound = [buffers[name] for name in kernels.binding_order(iface, {k: k for k in buffers})]
+    wg = device.limits.local_size
+    push = np.array(kernels.push_words(iface, {"count": n}), dtype=np.uint32)
+    program = runtime.program(bound, spirv, min(-(-n // wg), 65535),
+                              kernels.specialization(iface, {"WG": wg, "PREVIOUS": previous,
+                                                             "REPEAT": 1, "SKEW": skew}),
+                              len(push))
+    commands = runtime.commands()
+    commands.upload([buffers["a"], buffers["b"]])
+    commands.dispatch(program, push)
+    commands.download([buffers["quotient"], buffers["root"]])
+    commands.submit("cr_ops")
+    out = tuple(buffers[k].words()[:n].copy() for k in ("quotient", "root"))
+    for obj in (commands, program, *buffers.values()):
+        obj.destroy()
+    return out
+
+
+def numpy_bits(values):
+    """float64 results rounded to float32, as bits; every NaN as 0x7FC00000."""
+    with np.errstate(over="ignore"):
+        f = values.astype(np.float32)
+    bits = f.view(np.uint32).copy()
+    bits[np.isnan(f)] = NAN
+    return bits
+
+
+def exact(a, b):
+    """a / b and sqrt(a) in float64 (exact in the first case, within 2^-53 in the others)."""
+    with np.errstate(all="ignore"):
+        fa, fb = (x.view(np.float32).astype(np.float64) for x in (a, b))
+        return fa / fb, np.sqrt(fa)
+
+
+def expected(a, b):
+    return tuple(numpy_bits(x) for x in exact(a, b))
+
+
+def compose(sign, field, significand):
+    return ((sign.astype(np.uint32) << 31) | (field.astype(np.uint32) << 23)
+            | (significand.astype(np.uint32) & 0x7FFFFF))
+
+
+def with_exponents(rng, ma, mb, d_range):
+    """a, b with significands ma, mb (24-bit, the implicit bit included), random signs and
+    normal exponent fields fa, fb drawn so that d = fa - fb + 127 (the quotient's biased
+    exponent, or one above it) is uniform in d_range."""
+    n = ma.size
+    d = rng.integers(d_range[0], d_range[1] + 1, n)
+    low, high = np.maximum(1, 128 - d), np.minimum(254, 381 - d)  # 1 <= fa, fb <= 254
+    fb = low + (rng.random(n) * (high - low + 1)).astype(np.int64)
+    return (compose(rng.integers(0, 2, n), fb + d - 127, ma),
+            compose(rng.integers(0, 2, n), fb, mb))
+
+
+def near_half_quotients(rng, n):
+    """Significands with ma / mb within a hair of a half-way point between two float32:
+    ma 2^k = t mb - delta for odd t in [2^24, 2^25) and small odd delta (k = 24: the quotient in
+    [1, 2), t / 2^24 half-way between two of its floats; k = 25: in [1/2, 1)). Odd mb is
+    invertible modulo 2^k, so t = delta / mb mod 2^k, kept where it lies in range."""
+    mas, mbs = [], []
+    while len(mas) < n:
+        mb = int(rng.integers(1 << 23, 1 << 24)) | 1
+        k = int(rng.choice([24, 25]))
+        delta = int(rng.choice([-3, -1, 1, 3]))
+        t = delta * pow(mb, -1, 1 << k) % (1 << k)
+        if t & 1 and (1 << 24) <= t < (1 << 25):
+            ma = (t * mb - delta) >> k
+            assert ma << k == t * mb - delta
+            if (1 << 23) <= ma < (1 << 24):
+                mas.append(ma)
+                mbs.append(mb)
+    return np.array(mas, np.uint32), np.array(mbs, np.uint32)
+
+
+def near_half_roots(n, odd):
+    """Significands A (times 2^(2j + odd) for any j) with sqrt(A 2^odd) within a hair of a
+    half-way point: A 2^(26 + odd) = t^2 - delta for odd t in [2^24, 2^25) and delta = 1 mod 8
+    (an odd square modulo 2^m: t by Hensel lifting), so sqrt(A 2^odd) is t / 2^13 (half-way
+    between two float32 in [2^11, 2^12)) less about delta / 2^26 units."""
+    m, out = 26 + odd, []
+    for delta in (d for k in range(1, 4000) for d in (8 * k + 1, 1 - 8 * k)):
+        x = 1
+        for i in range(3, m):  # x^2 = delta modulo 2^(i + 1)
+            if (x * x - delta) % (1 << (i + 1)):
+                x += 1 << (i - 1)
+        half = 1 << (m - 1)
+        for t in {x, -x % (2 * half), (x + half) % (2 * half), (half - x) % (2 * half)}:
+            if (1 << 24) <= t < (1 << 25):
+                assert (t * t - delta) % (1 << m) == 0
+                out.append((t * t - delta) >> m)
+        if len(out) >= n:
+            break
+    return np.array(out[:n], np.float64)
+
+
+def signed(rng, low, high, n):
+    """n uint32 in [low, high) with a random sign bit."""
+    return (rng.integers(low, high, n, dtype=np.uint32)
+            | (rng.integers(0, 2, n, dtype=np.uint32) << 31))
+
+
+def cases(rng):
+    """(a, b) uint32 arrays: every family of the module docstring."""
+    n = 1 << 19
+    parts = [rng.integers(0, 1 << 32, (2, 4 * n), dtype=np.uint32)]  # every bit pattern
+    a, b = np.meshgrid(SPECIALS, SPECIALS)
+    parts.append(np.stack([a.ravel(), b.ravel()]))
+    # Subnormal operands (either, both), against normal ones and each other.
+    sub, normal = (0x1, 0x800000), (0x800000, 0x7F800000)
+    for x, y in ((sub, normal), (normal, sub), (sub, sub)):
+        parts.append(np.stack([signed(rng, *x, n), signed(rng, *y, n)]))
+    # Results near overflow, near and below the smallest normal, at the fast path's limits.
+    for d_range in ((-30, 4), (250, 260), (0, 3), (252, 255), (2, 253)):
+        ma, mb = rng.integers(0x800000, 0x1000000, (2, n), dtype=np.uint32)
+        parts.append(np.stack(with_exponents(rng, ma, mb, d_range)))
+    # Exact quotients: a = q b with 12-bit significands (the product exact in float32).
+    q = rng.integers(1 << 11, 1 << 12, n, dtype=np.uint32) << 12
+    mb = rng.integers(1 << 11, 1 << 12, n, dtype=np.uint32) << 12
+    product = q.astype(np.uint64) * mb.astype(np.uint64)  # in [2^46, 2^48)
+    high = product >= (1 << 47)
+    ma = np.where(high, product >> 24, product >> 23).astype(np.uint32)
+    a, b = with_exponents(rng, ma, mb, (1, 256))
+    parts.append(np.stack([a, b]))
+    parts.append(np.stack(with_exponents(rng, ma, q, (1, 256))))  # a / q = mb
+    # Quotients a hair from half-way.
+    parts.append(np.stack(with_exponents(rng, *near_half_quotients(rng, n // 4), (-30, 260))))
+    # Exact ties: subnormal quotients t 2^-150 (t odd), a = t 2^(j - 150), b = 2^j.
+    t = rng.integers(0, 1 << 22, n // 4, dtype=np.uint32) * 2 + 1
+    j = rng.integers(1, 100, n // 4)
+    a = (t.astype(np.float64) * np.exp2(j - 150.0)).astype(np.float32)
+    assert (a.astype(np.float64) == t * np.exp2(j - 150.0)).all()
+    parts.append(np.stack([a.view(np.uint32), np.exp2(j).astype(np.float32).view(np.uint32)]))
+    # Powers of two over each other, every pair of exponents.
+    fields = np.arange(0, 256, dtype=np.uint32)
+    fa, fb = np.meshgrid(fields, fields)
+    parts.append(np.stack([fa.ravel() << 23, fb.ravel() << 23]))
+    # Square roots: exact squares (12-bit roots) and roots a hair from half-way, scaled by
+    # even and odd powers of two (the b's are random normals).
+    s = rng.integers(1 << 11, 1 << 12, n, dtype=np.uint32).astype(np.float64)
+    scale = np.exp2(rng.integers(-86, 51, n) * 2.0)  # a in [2^-150, 2^126)
+    squares = (s * s * scale).astype(np.float32).view(np.uint32)
+    parts.append(np.stack([squares, signed(rng, *normal, n)]))
+    for odd in (0, 1):
+        roots = near_half_roots(n // 8, odd)
+        k = roots.size
+        scale = np.exp2(rng.integers(-86, 51, k) * 2.0 + odd)
+        parts.append(np.stack([(roots * scale).astype(np.float32).view(np.uint32),
+                               signed(rng, *normal, k)]))
+    a, b = np.concatenate(parts, axis=1)
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return cases(np.random.default_rng(20261128))
+
+
+@pytest.mark.parametrize("previous, skew", [(False, False), (True, False), (False, True)],
+                         ids=["current", "previous", "current-skewed"])
+def test_cr_div_and_cr_sqrt_round_correctly(device, inputs, previous, skew):
+    """Every input's bits; `skew`: with the fast paths' first estimates moved by up to 15
+    units (Vulkan's bounds allow a few), which the steps after them must absorb."""
+    a, b = inputs
+    quotient, root = run_cr_ops(device, a, b, previous, skew)
+    want_quotient, want_root = expected(a, b)
+    for name, got, want, args in (("cr_div", quotient, want_quotient, (a, b)),
+                                  ("cr_sqrt", root, want_root, (a,))):
+        wrong = np.flatnonzero(got != want)
+        shown = ", ".join(f"{name}({', '.join(f'{x[i]:#010x}' for x in args)}) = "
+                          f"{got[i]:#010x}, not {want[i]:#010x}" for i in wrong[:8])
+        assert wrong.size == 0, f"{wrong.size} of {a.size} wrong: {shown}"
+
+
+def test_the_inputs_reach_every_case(inputs):
+    """The families hit what they are for: subnormal and overflowing quotients, ties, and
+    quotients and roots a hair from half-way (within 2^-20 of a unit; roots within 2^-10)."""
+    a, b = inputs
+    q, r = exact(a, b)
+    finite = np.isfinite(q) & (q != 0)
+    assert (np.abs(q[finite]) < 2.0**-126).sum() > 10000
+    with np.errstate(over="ignore"):
+        assert (np.isinf(q.astype(np.float32)) & np.isfinite(q)).sum() > 10000
+
+    def from_half(x):
+        """How far x is from the nearest half-way point, in its float32's units."""
+        x = np.abs(x[np.isfinite(x) & (x >= 2.0**-126)])
+        unit = np.exp2(np.floor(np.log2(x)) - 23)
+        return np.abs(x / unit - np.floor(x / unit) - 0.5)
+
+    assert (from_half(q) < 2.0**-20).sum() > 10000
+    assert (from_half(r) < 2.0**-10).sum() > 10000
+    ties = np.isfinite(q) & (np.abs(q) < 2.0**-126)
+    assert (q[ties] / 2.0**-150 % 2 == 1).sum() > 10000
