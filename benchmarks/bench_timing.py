@@ -109,6 +109,22 @@ def benchmark_kernel(name):
     return data, kernels.interface_of(name, entry)
 
 
+def benchmark_program(device, name, buffers, constants, count):
+    """(program, push words) of the benchmark-only kernel `name` (benchmark_kernel) bound to
+    `buffers` (binding name -> runtime Buffer), specialised with `constants` and the device's
+    workgroup width, over `count` items (its push constant `count`, a grid-stride loop over
+    at most 65535 workgroups)."""
+    from pyvkgrad import kernels
+    spirv, iface = benchmark_kernel(name)
+    wg = device.limits.local_size
+    bound = [buffers[n] for n in kernels.binding_order(iface, {n: n for n in buffers})]
+    push = np.array(kernels.push_words(iface, {"count": count}), dtype=np.uint32)
+    program = device.runtime().program(bound, spirv, min(-(-count // wg), 65535),
+                                       kernels.specialization(iface, dict(constants, WG=wg)),
+                                       len(push))
+    return program, push
+
+
 def same_bytes_roofline(dev, T, nbytes, repeat):
     """The roofline for a kernel moving `nbytes` (read + written): the best copy that moves
     as many, Vulkan's or PyTorch's (T, a Torch), in bytes per second."""

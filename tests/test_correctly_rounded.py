@@ -18,11 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyvkgrad import kernels
-
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_timing import benchmark_kernel  # noqa: E402
+from bench_timing import benchmark_program  # noqa: E402
 
 sys.path.remove(str(ROOT / "benchmarks"))
 
@@ -38,7 +36,6 @@ SPECIALS = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC000
 
 def run_cr_ops(device, a, b, previous, skew):
     """(quotient bits, root bits) of cr_ops on the uint32 arrays a and b."""
-    spirv, iface = benchmark_kernel("cr_ops")
     runtime = device.runtime()
     n = a.size
     padded = -(-n // 4) * 4  # buffers hold whole 16-byte vectors
@@ -47,13 +44,8 @@ def run_cr_ops(device, a, b, previous, skew):
     buffers = dict(a=runtime.buffer(4 * padded, words=words[0]),
                    b=runtime.buffer(4 * padded, words=words[1]),
                    quotient=runtime.buffer(4 * padded), root=runtime.buffer(4 * padded))
-    bound = [buffers[name] for name in kernels.binding_order(iface, {k: k for k in buffers})]
-    wg = device.limits.local_size
-    push = np.array(kernels.push_words(iface, {"count": n}), dtype=np.uint32)
-    program = runtime.program(bound, spirv, min(-(-n // wg), 65535),
-                              kernels.specialization(iface, {"WG": wg, "PREVIOUS": previous,
-                                                             "REPEAT": 1, "SKEW": skew}),
-                              len(push))
+    program, push = benchmark_program(device, "cr_ops", buffers,
+                                      dict(PREVIOUS=previous, REPEAT=1, SKEW=skew), n)
     commands = runtime.commands()
     commands.upload([buffers["a"], buffers["b"]])
     commands.dispatch(program, push)

@@ -161,9 +161,10 @@ float cr_div(float a, float b) {
     const uint fa = (ua >> 23) & 0xFFu, fb = (ub >> 23) & 0xFFu;  // exponent fields
     // Biased exponent of a / b when ma >= mb (one less otherwise); the fast path wants both
     // operands normal (fields 1 to 254) and this in [2, 253], so the result is normal and
-    // no carry reaches Inf.
+    // no carry reaches Inf (one vector comparison: no short-circuit branches).
     const int d = int(fa) - int(fb) + 127;
-    if (fa - 1u >= 254u || fb - 1u >= 254u || uint(d - 2) >= 252u) return cr_div_general(a, b);
+    if (any(greaterThanEqual(uvec3(fa - 1u, fb - 1u, uint(d - 2)), uvec3(254u, 254u, 252u))))
+        return cr_div_general(a, b);
     const uint sign = (ua ^ ub) & 0x80000000u;
     // |a| / |b| = X 2^(fa - fb), X = ma / mb in (1/2, 2); the significands as integers (in
     // [2^23, 2^24)) and as floats in [1, 2) (exponent field 127: exact, no conversion).

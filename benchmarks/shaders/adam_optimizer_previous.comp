@@ -1,0 +1,1 @@
+../../shaders/adam_optimizer.comp
