@@ -38,7 +38,6 @@ from pyvkgrad import kernels  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
-MiB = bench_timing.MiB
 VARIANTS = ("previous", "current")
 ADAM_OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
                 "input_second_moment_tensor")  # in place: the outputs are these tensors
