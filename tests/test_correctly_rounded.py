@@ -12,11 +12,14 @@ and roots within a hair of a half-way point (constructed in integers), exact tie
 quotients), powers of two, and every pair of special values.
 """
 
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import seed_of
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -194,7 +197,9 @@ def cases(rng):
 
 @pytest.fixture(scope="module")
 def inputs():
-    return cases(np.random.default_rng(20261128))
+    """The cases, drawn once for the module's tests (seeded as conftest's rng is)."""
+    return cases(np.random.default_rng(seed_of(__name__)
+                                       ^ int(os.environ.get("PYVKGRAD_TEST_SEED", "0"))))
 
 
 @pytest.mark.parametrize("previous, skew", [(False, False), (True, False), (False, True)],
