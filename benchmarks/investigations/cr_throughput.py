@@ -69,7 +69,11 @@ def adam_rows(dev, quick, repeat):
         outputs, roofline = {}, None
         for variant in VARIANTS:
             with adam_kernel(variant):
-                op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
+                try:
+                    op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
+                except ValueError as e:  # past the device's storage buffer range (lavapipe)
+                    print(f"{operator} {label} {dt}: skipped ({e})")
+                    break
                 ns, rec = bench_timing.vulkan_time(dev, op, tensors, repeat)
             outputs[variant] = [tensors[k].numpy().view(np.uint8) for k in ADAM_OUTPUTS]
             if roofline is None:
@@ -82,9 +86,10 @@ def adam_rows(dev, quick, repeat):
             rec.close()
             op.close()
             del tensors
-        same = all(np.array_equal(a, b) for a, b in zip(*outputs.values()))
-        for row in rows[-len(VARIANTS):]:
-            row["same_bits"] = same
+        if len(outputs) == len(VARIANTS):
+            same = all(np.array_equal(a, b) for a, b in zip(*outputs.values()))
+            for row in rows[-len(VARIANTS):]:
+                row["same_bits"] = same
     return rows
 
 
