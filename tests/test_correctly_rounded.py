@@ -4,9 +4,9 @@ The functions promise the correctly rounded float32 quotient and square root (ro
 even) with IEEE special cases, NaN results as 0x7FC00000, on every device. numpy's float64
 division and square root of float32 operands, rounded to float32, are those results: 53 >=
 2 * 24 + 2, so rounding twice never differs from rounding once. The benchmark kernel cr_ops
-(benchmarks/shaders/cr_ops.comp) applies the functions per element; PREVIOUS runs the versions
-before the fast paths (benchmarks/shaders/correctly_rounded_previous.glsl), which must give the
-same bits. Inputs: random bit patterns over the whole range, subnormals, results near overflow
+(benchmarks/shaders/cr_ops.comp) applies the functions per element; PREVIOUS runs them as they
+were before the fast paths, i.e. their general paths (cr_div_general, cr_sqrt_general) for
+every input, which must give the same bits. Inputs: random bit patterns over the whole range, subnormals, results near overflow
 and underflow and at the fast path's exponent limits, exact quotients and squares, quotients
 and roots within a hair of a half-way point (constructed in integers), exact ties (subnormal
 quotients), powers of two, and every pair of special values.

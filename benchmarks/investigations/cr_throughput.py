@@ -3,9 +3,9 @@
 (issue 30: Adam ran at 57% of the copy roofline in float32 and 27% in float16 on an H200, the
 same ~78 G elements/s in both, so bound by instructions).
 
-"previous" is shaders/include/correctly_rounded.glsl before the fast paths
-(benchmarks/shaders/correctly_rounded_previous.glsl); both are built into SPIR-V ahead (no
-shader compiler is needed here):
+"previous" is cr_div and cr_sqrt before their fast paths: today's general paths
+(cr_div_general, cr_sqrt_general, the previous code unchanged) for every input. Both are built
+into SPIR-V ahead (no shader compiler is needed here):
 - ADAM_OPTIMIZER: the benchmark's cases (bench_cases.adam_cases: 16 and 256 MiB per tensor,
   float32 and float16, in place), the operator as compiled, its kernel served from
   benchmarks/spirv/adam_optimizer_previous.spv for "previous"; Vulkan-timestamp medians

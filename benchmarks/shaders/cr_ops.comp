@@ -1,14 +1,15 @@
-// cr_div and cr_sqrt (shaders/include/correctly_rounded.glsl) per element, or their previous
-// versions (correctly_rounded_previous.glsl beside this file): tests/test_correctly_rounded.py
-// compares their bits with numpy's correctly rounded float32, and
-// benchmarks/investigations/cr_throughput.py times them. Benchmark only: built by
-// tools/build_shaders.py into benchmarks/spirv/, not shipped.
+// cr_div and cr_sqrt (shaders/include/correctly_rounded.glsl) per element, or with PREVIOUS the
+// functions before their fast paths, which are today's general paths (cr_div_general,
+// cr_sqrt_general) called for every input: tests/test_correctly_rounded.py compares their bits
+// with numpy's correctly rounded float32, and benchmarks/investigations/cr_throughput.py
+// times them. Benchmark only: built by tools/build_shaders.py into benchmarks/spirv/, not
+// shipped.
 //
 //   quotient[i] = cr_div(a[i], b[i]), root[i] = cr_sqrt(a[i])                 (REPEAT = 1)
 //   then REPEAT - 1 times: root = cr_sqrt(quotient), quotient = cr_div(root, b[i])
 // (the repeats keep inputs in [1, 2) normal: a throughput test of the common path).
 //
-// Constants: PREVIOUS (the previous functions), REPEAT, SKEW (a test of the fast paths'
+// Constants: PREVIOUS (the general paths alone), REPEAT, SKEW (a test of the fast paths'
 //   tolerance: their first estimates moved, CR_SKEW in correctly_rounded.glsl).
 // Push constants: count (elements).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the elements.
@@ -25,7 +26,6 @@ layout(constant_id = 3) const bool SKEW = false;
 // By path: a correctly_rounded.glsl beside this file (the shim for
 // adam_optimizer_previous.comp) would be found first.
 #include "../../shaders/include/correctly_rounded.glsl"
-#include "correctly_rounded_previous.glsl"
 
 layout(set = 0, binding = 0) readonly buffer A { uint a[]; };
 layout(set = 0, binding = 1) readonly buffer B { uint b[]; };
@@ -34,11 +34,11 @@ layout(set = 0, binding = 3) writeonly buffer ROOT { uint root[]; };
 layout(push_constant) uniform Push { uint count; };
 
 float divide(float x, float y) {
-    return PREVIOUS ? cr_div_previous(x, y) : cr_div(x, y);
+    return PREVIOUS ? cr_div_general(x, y) : cr_div(x, y);
 }
 
 float square_root(float x) {
-    return PREVIOUS ? cr_sqrt_previous(x) : cr_sqrt(x);
+    return PREVIOUS ? cr_sqrt_general(x) : cr_sqrt(x);
 }
 
 void main() {
