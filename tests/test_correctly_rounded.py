@@ -6,10 +6,12 @@ division and square root of float32 operands, rounded to float32, are those resu
 2 * 24 + 2, so rounding twice never differs from rounding once. The benchmark kernel cr_ops
 (benchmarks/shaders/cr_ops.comp) applies the functions per element; PREVIOUS runs them as they
 were before the fast paths, i.e. their general paths (cr_div_general, cr_sqrt_general) for
-every input, which must give the same bits. Inputs: random bit patterns over the whole range, subnormals, results near overflow
-and underflow and at the fast path's exponent limits, exact quotients and squares, quotients
-and roots within a hair of a half-way point (constructed in integers), exact ties (subnormal
-quotients), powers of two, and every pair of special values.
+every input, which must give the same bits. Inputs: random bit patterns over the whole range,
+subnormals, results near overflow and underflow and at the fast path's exponent limits, exact
+quotients and squares, quotients and roots within a hair of a half-way point (constructed in
+integers), exact ties (subnormal quotients), powers of two, every pair of special values; and
+every case of the fast paths' arithmetic for cr_sqrt (every significand, both exponent
+parities) and for cr_div against a few divisors (every dividend significand).
 """
 
 import os
@@ -206,7 +208,8 @@ def inputs():
                          ids=["current", "previous", "current-skewed"])
 def test_cr_div_and_cr_sqrt_round_correctly(device, inputs, previous, skew):
     """Every input's bits; `skew`: with the fast paths' first estimates moved by up to 15
-    units (Vulkan's bounds allow a few), which the steps after them must absorb."""
+    units and their reciprocals up to 15 ulp wrong (Vulkan's bounds allow a few ulp), which
+    the steps after them must absorb."""
     a, b = inputs
     quotient, root = run_cr_ops(device, a, b, previous, skew)
     want_quotient, want_root = expected(a, b)
@@ -238,3 +241,39 @@ def test_the_inputs_reach_every_case(inputs):
     assert (from_half(r) < 2.0**-10).sum() > 10000
     ties = np.isfinite(q) & (np.abs(q) < 2.0**-126)
     assert (q[ties] / 2.0**-150 % 2 == 1).sum() > 10000
+
+
+@pytest.mark.parametrize("skew", [False, True], ids=["current", "current-skewed"])
+def test_cr_sqrt_every_significand(device, skew):
+    """cr_sqrt's fast path reads a positive normal a as its 24-bit significand and the parity
+    of its exponent; the rest only moves the result's exponent field. So every float32 in
+    [1, 4) (exponent fields 127 and 128: 2^24 inputs) is every case of its arithmetic (and of
+    cr_div's by 1)."""
+    a = np.arange(0x3F800000, 0x40800000, dtype=np.uint32)
+    b = np.full_like(a, 0x3F800000)
+    quotient, root = run_cr_ops(device, a, b, False, skew)
+    np.testing.assert_array_equal(quotient, a)
+    want = numpy_bits(np.sqrt(a.view(np.float32).astype(np.float64)))
+    wrong = np.flatnonzero(root != want)
+    assert wrong.size == 0, (f"{wrong.size} wrong, e.g. cr_sqrt({a[wrong[0]]:#010x}) = "
+                             f"{root[wrong[0]]:#010x}, not {want[wrong[0]]:#010x}")
+
+
+@pytest.mark.parametrize("divisor, skew", [(0x3F800001, False), (0x3FFFFFFF, False),
+                                           (0x3FC00000, False), (0x3FAAAAAB, False),
+                                           (0x3FB504F3, False), (0x3F9E3779, True),
+                                           (0x3FF0F0F1, True)])
+def test_cr_div_every_dividend_significand(device, divisor, skew):
+    """cr_div's fast path reads normal operands as their 24-bit significands; the exponents
+    only move the result's exponent field. So every dividend in [1, 2) (2^23 of them; the
+    quotient in both of its binades) against a divisor in [1, 2) is every case of its
+    arithmetic for that divisor: divisors next to 1 and 2, 1.5, 4/3, sqrt(2) and two more,
+    the last two with skewed estimates."""
+    a = np.arange(0x3F800000, 0x40000000, dtype=np.uint32)
+    b = np.full_like(a, divisor)
+    quotient, _ = run_cr_ops(device, a, b, False, skew)
+    want, _ = expected(a, b)
+    wrong = np.flatnonzero(quotient != want)
+    assert wrong.size == 0, (f"{wrong.size} wrong, e.g. cr_div({a[wrong[0]]:#010x}, "
+                             f"{divisor:#010x}) = {quotient[wrong[0]]:#010x}, not "
+                             f"{want[wrong[0]]:#010x}")

@@ -10,7 +10,8 @@
 // (the repeats keep inputs in [1, 2) normal: a throughput test of the common path).
 //
 // Constants: PREVIOUS (the general paths alone), REPEAT, SKEW (a test of the fast paths'
-//   tolerance: their first estimates moved, CR_SKEW in correctly_rounded.glsl).
+//   tolerance: their estimates and reciprocals moved, CR_SKEW and CR_SKEW_RECIPROCAL in
+//   correctly_rounded.glsl).
 // Push constants: count (elements).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the elements.
 #version 450
@@ -21,8 +22,12 @@ layout(constant_id = 1) const bool PREVIOUS = false;
 layout(constant_id = 2) const uint REPEAT = 1u;
 layout(constant_id = 3) const bool SKEW = false;
 
-// SKEW: the fast paths' first estimates moved by -15 to 15 units (by invocation).
-#define CR_SKEW(y) ((y) + (SKEW ? uint(int(gl_GlobalInvocationID.x % 31u) - 15) : 0u))
+// SKEW: the fast paths' first estimates moved by -15 to 15 units, and their reciprocals made
+// -15 to 15 ulp wrong (so the estimates more, and the correction step over- or undershoots),
+// both by invocation, independently.
+#define CR_SKEW_BY(k) (SKEW ? int(gl_GlobalInvocationID.x / (k) % 31u) - 15 : 0)
+#define CR_SKEW(y) ((y) + uint(CR_SKEW_BY(1u)))
+#define CR_SKEW_RECIPROCAL(x) ((x) * (1.0 + float(CR_SKEW_BY(31u)) * (1.0 / 8388608.0)))
 // By path: a correctly_rounded.glsl beside this file (the shim for
 // adam_optimizer_previous.comp) would be found first.
 #include "../../shaders/include/correctly_rounded.glsl"

@@ -142,10 +142,14 @@ const float CR_MAGIC = 12582912.0;
 const uint CR_MAGIC_BITS = 0x4B400000u;
 
 // tests/test_correctly_rounded.py (through benchmarks/shaders/cr_ops.comp) defines CR_SKEW(y)
-// to move the fast paths' first estimates by up to 15 units, far past what Vulkan's error
+// to move the fast paths' first estimates by up to 15 units and CR_SKEW_RECIPROCAL(x) to make
+// their reciprocals (1 / b, 1 / sqrt(a)) up to 15 ulp wrong, far past what Vulkan's error
 // bounds allow, and checks that the steps after them still give the same bits.
 #ifndef CR_SKEW
 #define CR_SKEW(y) (y)
+#endif
+#ifndef CR_SKEW_RECIPROCAL
+#define CR_SKEW_RECIPROCAL(x) (x)
 #endif
 
 // round((r >> 9) scale) as an integer, for |r| < 2^31: the fast paths' correction step (r >> 9
@@ -175,7 +179,7 @@ float cr_div(float a, float b) {
     const uint shift = high ? 23u : 24u;
     // 1. The estimate (a few ulp), clamped into X's binade (X and its rounding lie there, so
     //    clamping only brings it closer), read as y in [2^23, 2^24) from its bits.
-    precise float reciprocal = 1.0 / xb;
+    precise float reciprocal = CR_SKEW_RECIPROCAL(1.0 / xb);
     precise float estimate = xa * reciprocal;
     estimate = clamp(estimate, high ? 1.0 : 0.5,
                      uintBitsToFloat(high ? 0x3FFFFFFFu : 0x3F7FFFFFu));  // 2 - 2^-23, 1 - 2^-24
@@ -205,7 +209,7 @@ float cr_sqrt(float a) {
     const uint mx = ((u & 0x7FFFFFu) | 0x800000u) << odd;
     const float x = uintBitsToFloat((u & 0x7FFFFFu) + ((127u + odd) << 23));
     // 1. The estimate x / sqrt(x) (a few ulp) clamped to [1, 2), read as y in [2^23, 2^24).
-    precise float inverse_root = inversesqrt(x);
+    precise float inverse_root = CR_SKEW_RECIPROCAL(inversesqrt(x));
     precise float estimate = x * inverse_root;
     estimate = clamp(estimate, 1.0, uintBitsToFloat(0x3FFFFFFFu));
     uint y = CR_SKEW((floatBitsToUint(estimate) & 0x7FFFFFu) | 0x800000u);
