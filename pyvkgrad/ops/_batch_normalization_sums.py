@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
-from ..plan import Dispatch, Limits, grid_slices, right_align
+from ..plan import LOOP_MARGIN, Dispatch, Limits, grid_slices, right_align
 from ..tensor import TensorDesc, coalesce, fail
 from ._batch_normalization_axes import Axes, pow2_ceil
 
@@ -34,6 +34,9 @@ FINALIZE_WG_MAX = 64
 # Words per (channel, chunk group, sum) in `partials`: 24 digits, flags, the shift
 # (shaders/include/batch_normalization_training.glsl).
 PARTIAL_WORDS = 26
+# Stage 2's loop iterations per channel besides the groups' words: normalising and rounding
+# (3 x 24), the clears, and finish's correctly rounded arithmetic.
+FINALIZE_FIXED_LOOPS = 3 * 24 + 200
 # A digit takes at most 2^16 per group (stage 1 normalises them): 32768 groups stay below 2^31.
 GROUPS_MAX = 32768
 
@@ -86,6 +89,12 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     # limit fits with it): short channels over few lanes (channels side by side, a narrow
     # workgroup) take more chunks per lane, one group where a group is larger than X's share.
     max_groups = max(1, n * x.data_type.element_size // (sums * PARTIAL_WORDS * 4))
+    if limits.max_loop_iterations:
+        # Stage 2 adds a channel's groups in one work item: its loop over their words must
+        # stay below a driver's loop limit (lavapipe's 65535), however narrow the workgroup.
+        budget = limits.max_loop_iterations - LOOP_MARGIN - FINALIZE_FIXED_LOOPS
+        fwg = min(FINALIZE_WG_MAX, wg)
+        max_groups = min(max_groups, max(1, budget * fwg // (sums * PARTIAL_WORDS)))
     per_lane = max(per_lane, -(-chunks // (lr * max_groups)))
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
     if lr * (per_lane + 1) > GROUPS_MAX:
@@ -96,6 +105,10 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
     # shift's chunk once, the flushes' pieces, the digits' clear, normalisation and stores.
     loops = 1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + sums * SLOTS_MAX * PARTIAL_WORDS
+    if limits.max_loop_iterations and loops > limits.max_loop_iterations - LOOP_MARGIN:
+        fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
+             f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
+             n, RuntimeError)
     # The forward passes none of the grads' constants: theirs stay off (`constants` may set
     # them).
     unused = right_align([], 8, 0)
@@ -120,7 +133,7 @@ def stage_two(kernel: str, axes: Axes, limits: Limits, sums: int, groups: int,
     """Stage 2, `kernel` with one workgroup per channel over `groups` chunk groups of `sums`
     sums each; `constants` and `push` complete its own."""
     fwg = min(FINALIZE_WG_MAX, limits.local_size)
-    loops = 1 + -(-groups * sums * PARTIAL_WORDS // fwg) + 3 * 24 + 200
+    loops = 1 + -(-groups * sums * PARTIAL_WORDS // fwg) + FINALIZE_FIXED_LOOPS
     return tuple(
         Dispatch(kernel, bindings, workgroups, constants=dict(WG=fwg, **constants),
                  push=dict(push, end=end, first=first, groups=groups))
