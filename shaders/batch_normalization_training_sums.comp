@@ -119,7 +119,11 @@ void take(uint i, uvec2 o, bool in_channel, float shift, float dx_factor, inout 
 // leave it.
 vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     precise vec4 a[4], g[4];
-    const uvec2 step = 32u * uvec2(R_X_STRIDES7, R_DY_STRIDES7);
+    // 32 elements on, in X and dY: built at run time, component by component (the validation
+    // layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
+    uvec2 step = uvec2(0u);
+    step.x = 32u * R_X_STRIDES7;
+    step.y = 32u * R_DY_STRIDES7;
     uint inner = r0 % R_SIZES7;
     uvec2 o = base + element_offsets(r0);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
