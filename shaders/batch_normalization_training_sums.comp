@@ -36,7 +36,6 @@
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
 
@@ -117,9 +116,7 @@ void take(uint i, uvec2 o, bool in_channel, float shift, float dx_factor, inout 
 // Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
 // forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
 // innermost reduced dimension while they stay in its run, and are decomposed anew where they
-// leave it. Both loops are unrolled, so that the 16 loads (32 with dY) are independent and in
-// flight at once: a rolled loop over a short run (14x14, 7x7) took one load at a time
-// (float32 [256,256,14,14] read at 55% of the copy rate against 82% for 112x112 on an H200).
+// leave it.
 vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     precise vec4 a[4], g[4];
     // 32 elements on, in X and dY: built at run time, component by component (the validation
@@ -131,25 +128,20 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     uvec2 o = base + element_offsets(r0);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-            take(i, o + i * step, true, shift, dx_factor, a, g);
-        }
+        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, dx_factor, a, g);
     } else {
-        // The offsets first, then the loads.
-        uvec2 at[16];
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-            at[i] = o;
-            inner += 32u;
-            if (inner < R_SIZES7) {
-                o += step;
-            } else {
-                const uint r = r0 + 32u * (i + 1u);
-                inner = r % R_SIZES7;
-                o = base + element_offsets(r);
+        for (uint i = 0u; i < 16u; ++i) {
+            const uint r = r0 + 32u * i;
+            if (i > 0u) {
+                inner += 32u;
+                if (inner < R_SIZES7) {
+                    o += step;
+                } else {
+                    inner = r % R_SIZES7;
+                    o = base + element_offsets(r);
+                }
             }
-        }
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-            take(i, at[i], r0 + 32u * i < reduced, shift, dx_factor, a, g);
+            take(i, o, r < reduced, shift, dx_factor, a, g);
         }
     }
     if (GRAD) {
