@@ -22,13 +22,13 @@ run() {  # run NAME SECONDS COMMAND...
   run fingerprint 200 python3 -m pyvkgrad fingerprint --check tests/fingerprints.json
   tail -3 $OUT/fingerprint.txt; }
 if [[ " ${STEPS:-fp bn relu host} " == *" bn "* ]]; then
-  run bn-new 200 python3 benchmarks/run.py --cuda-first --repeat 20 --ops bn --out $OUT/bn-new
+  run bn-new 200 python3 benchmarks/run.py --cuda-first --repeat 20 --ops ${BN_OPS:-bn} --out $OUT/bn-new
   if [ -d .old-main ]; then
     cp pyvkgrad/_kompute.*.so .old-main/pyvkgrad/
     (cd .old-main && export PYTHONPATH=$PWD && run bn-old 200 python3 benchmarks/run.py --cuda-first \
-       --repeat 20 --ops bn --no-torch --out $OUT/bn-old)
+       --repeat 20 --ops ${BN_OPS:-bn} --no-torch --out $OUT/bn-old)
   fi
-  run bn-new2 200 python3 benchmarks/run.py --cuda-first --repeat 20 --ops bn --no-torch \
+  run bn-new2 200 python3 benchmarks/run.py --cuda-first --repeat 20 --ops ${BN_OPS:-bn} --no-torch \
     --out $OUT/bn-new2
   grep -h "^BATCH" $OUT/bn-new.txt $OUT/bn-old.txt $OUT/bn-new2.txt
 fi
