@@ -28,8 +28,7 @@
 // consecutive channels, for a channel dimension innermost in memory). Work item `item` is
 // channel group item / groups (channels LK * that + slot) and chunk group item % groups,
 // whose chunks g LR CHUNKS_PER_LANE + lane + LR c (c < CHUNKS_PER_LANE) the lanes take.
-// partials: batch_normalization_training.glsl's layout. COPIES: the lanes of a slot flush into
-// that many copies of its digits (exact_sums.glsl), lane % COPIES.
+// partials: batch_normalization_training.glsl's layout.
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
 // Mean, Variance, Scale), R_SIZES and the strides over the reduced dimensions of X (and dY),
@@ -54,12 +53,10 @@ layout(constant_id = 39) const float EPSILON = 0.0;
 layout(constant_id = 40) const bool WRITE_DX = false;
 DIMS8_4(uint, K_DY_STRIDES, K_MEAN_STRIDES, K_VARIANCE_STRIDES, K_SCALE_STRIDES, 41, 0)
 DIMS8(uint, R_DY_STRIDES, 73, 0)
-layout(constant_id = 81) const uint COPIES = 1u;  // copies of the digits (exact_sums.glsl)
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 #define EXACT_SLOTS (SUMS * LK)
-#define EXACT_COPIES COPIES
 #include "exact_sums.glsl"
 #include "batch_normalization_training.glsl"
 
@@ -172,7 +169,6 @@ void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
     const uint per_group = LR * CHUNKS_PER_LANE;
-    exact_copy = lane % EXACT_COPIES;  // a slot's lanes spread over the copies
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
         const uint k = (item / groups) * LK + slot, g = item % groups;
         const bool live = k < channels;
@@ -219,8 +215,6 @@ void main() {
         exact_finish(w0, SUMS * slot);
         exact_finish(w1, SUMS * slot + 1u);
         if (GRAD) exact_finish(w2, SUMS * slot + 2u);
-        barrier();
-        exact_gather();
         barrier();
         // Each slot's sums normalised (so that the finalize stage may add up to 32768 groups),
         // then stored by the whole workgroup; with one group, rounded and stored as floats.

@@ -31,11 +31,6 @@ TARGET_ITEMS = 512
 SLOTS_MAX = 16
 # Stage 2 reads each channel's partials with one workgroup of this width at most.
 FINALIZE_WG_MAX = 64
-# Stage 1's copies of each slot's digits (exact_sums.glsl's EXACT_COPIES): a slot's lanes flush
-# into lane % copies of them, so that fewer lanes contend for one shared word (on an H200 the
-# lanes' final flushes into one copy cost stage 1 about 15-25 us): up to one per lane of a
-# 32-lane subgroup, within COPIES_BYTES of shared memory (Vulkan guarantees 16 KiB in all).
-COPIES_MAX, COPIES_BYTES = 32, 12288
 # Words per (channel, chunk group, sum) in `partials`: 24 digits, flags, the shift
 # (shaders/include/batch_normalization_training.glsl).
 PARTIAL_WORDS = 26
@@ -85,10 +80,6 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     else:
         lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
     lk = wg // lr
-    copies = 1
-    while (copies * 2 <= min(COPIES_MAX, lr)
-           and copies * 2 * (sums * lk * 24 + 1) * 4 <= COPIES_BYTES):
-        copies *= 2
     channel_groups = -(-channels // lk)
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
@@ -112,10 +103,8 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     groups = -(-chunks // (lr * per_lane))
     items = channel_groups * groups
     # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
-    # shift's chunk once, the flushes' pieces, the digits' clear, normalisation and stores,
-    # and the copies' clear and gather.
-    loops = (1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + sums * SLOTS_MAX * PARTIAL_WORDS
-             + 2 * copies * (1 + (sums * lk * 24 + 1) // wg))
+    # shift's chunk once, the flushes' pieces, the digits' clear, normalisation and stores.
+    loops = 1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + sums * SLOTS_MAX * PARTIAL_WORDS
     if limits.max_loop_iterations and loops > limits.max_loop_iterations - LOOP_MARGIN:
         fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
              f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
@@ -123,7 +112,7 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
     # The forward passes none of the grads' constants: theirs stay off (`constants` may set
     # them).
     unused = right_align([], 8, 0)
-    common = dict(WG=wg, IS_F16=x.data_type.element_size == 2, LK=lk, COPIES=copies,
+    common = dict(WG=wg, IS_F16=x.data_type.element_size == 2, LK=lk,
                   K_FAST=axes.kept_innermost, CHUNKS_PER_LANE=per_lane,
                   R_SIZES=right_align(rsizes, 8, 1), R_X_STRIDES=rstrides[0],
                   R_DY_STRIDES=rstrides[1] if dy is not None else unused, GRAD=False,

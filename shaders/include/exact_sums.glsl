@@ -15,33 +15,18 @@
 // 2^16 terms fit in 96 bits between flushes.
 //
 // The including kernel defines EXACT_SLOTS (the number of sums a workgroup keeps) before
-// including this, and may define EXACT_COPIES (default 1); the digits of slot s are
-// exact_digits[s * EXACT_DIGITS ...]. A flush adds 7 pieces of at most 2^16 each, so a digit
-// takes at least 32768 flushes before its 32-bit integer could overflow: the plans bound
-// flushes per workgroup and slot below that, and normalise (exact_normalize) before adding
-// workgroups' digits together.
-//
-// Copies: lanes that flush into one slot at once contend for the same shared words, and a
-// GPU serialises atomics on one word (an H200's stage 1 spent 15-25 us on its lanes' final
-// flushes, 256 lanes into each slot's 7 digits). With EXACT_COPIES > 1 the digits have that
-// many copies, lane copy `exact_copy` (the kernel sets it, e.g. its lane index modulo
-// EXACT_COPIES) flushes into its own, and exact_gather adds the copies into copy 0, the
-// digits every later step reads. Integer addition is exact, so the copies change no bits.
+// including this; the digits of slot s are exact_digits[s * EXACT_DIGITS ...]. A flush adds
+// 7 pieces of at most 2^16 each, so a digit takes at least 32768 flushes before its 32-bit
+// integer could overflow: the plans bound flushes per workgroup and slot below that, and
+// normalise (exact_normalize) before adding workgroups' digits together.
 
 const uint EXACT_DIGITS = 24u;
 const uint EXACT_NAN = 1u, EXACT_POS_INF = 2u, EXACT_NEG_INF = 4u;
 const int WINDOW_SPAN = 55;
 const int EMPTY_ANCHOR = -1000;  // no window yet: every term re-anchors
 
-#ifndef EXACT_COPIES
-#define EXACT_COPIES 1u
-#endif
-// Copy c of slot s's digits start at c EXACT_COPY_STRIDE + s EXACT_DIGITS; the odd stride puts
-// the copies of one digit in different shared-memory banks.
-const uint EXACT_COPY_STRIDE = EXACT_SLOTS * EXACT_DIGITS + 1u;
-shared int exact_digits[EXACT_COPIES * EXACT_COPY_STRIDE];
+shared int exact_digits[EXACT_SLOTS * EXACT_DIGITS];
 shared uint exact_flags[EXACT_SLOTS];
-uint exact_copy = 0u;  // this lane's copy, below EXACT_COPIES
 
 struct ExactWindow {
     uvec3 w;
@@ -51,10 +36,9 @@ struct ExactWindow {
 
 ExactWindow exact_empty() { return ExactWindow(uvec3(0u), EMPTY_ANCHOR, 0u); }
 
-// Zero the workgroup's digits (every copy) and flags; every invocation calls it, a barrier
-// must follow.
+// Zero the workgroup's digits and flags; every invocation calls it, a barrier must follow.
 void exact_clear() {
-    for (uint i = gl_LocalInvocationIndex; i < EXACT_COPIES * EXACT_COPY_STRIDE; i += WG) {
+    for (uint i = gl_LocalInvocationIndex; i < EXACT_SLOTS * EXACT_DIGITS; i += WG) {
         exact_digits[i] = 0;
     }
     for (uint i = gl_LocalInvocationIndex; i < EXACT_SLOTS; i += WG) exact_flags[i] = 0u;
@@ -64,8 +48,7 @@ void exact_clear() {
 // unsigned 16-bit pieces and a signed top piece, at digit anchor / 16 upwards.
 void exact_flush(inout ExactWindow a, uint slot) {
     if (a.w == uvec3(0u)) return;
-    const uint o = uint(a.anchor) & 15u;
-    const uint base = exact_copy * EXACT_COPY_STRIDE + slot * EXACT_DIGITS + (uint(a.anchor) >> 4);
+    const uint o = uint(a.anchor) & 15u, base = slot * EXACT_DIGITS + (uint(a.anchor) >> 4);
     const uint back = 32u - o;  // o = 0 shifts nothing in from below
     const uint s0 = a.w.x << o;
     const uint s1 = (a.w.y << o) | (o == 0u ? 0u : a.w.x >> back);
@@ -125,17 +108,6 @@ void exact_add(inout ExactWindow a, float x, uint slot) {
 void exact_finish(inout ExactWindow a, uint slot) {
     exact_flush(a, slot);
     if (a.flags != 0u) atomicOr(exact_flags[slot], a.flags);
-}
-
-// Add the copies of every slot's digits into copy 0; every invocation calls it, between the
-// barrier that completes the flushes and one before the digits are read.
-void exact_gather() {
-    for (uint i = gl_LocalInvocationIndex; EXACT_COPIES > 1u && i < EXACT_SLOTS * EXACT_DIGITS;
-         i += WG) {
-        int v = exact_digits[i];
-        for (uint c = 1u; c < EXACT_COPIES; ++c) v += exact_digits[c * EXACT_COPY_STRIDE + i];
-        exact_digits[i] = v;
-    }
 }
 
 // Carry slot `slot`'s digits in place so that every digit but the top one lies in [0, 2^16)
