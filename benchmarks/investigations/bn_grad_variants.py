@@ -38,8 +38,13 @@ def main():
     print(dev.name)
     shapes = ([(4, 64, 28, 28)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
-    variants = [(512, 16), (2048, 16), (1024, 8), (256, 16)]  # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX)
-    defaults = (bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX)
+    # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, SHORT_RUN_SLOTS)
+    variants = [(512, 16, 1), (512, 16, 2), (512, 16, 4), (512, 16, 8), (512, 16, 16),
+                (1024, 16, 4), (256, 16, 4)]
+    if os.environ.get("BN_VARIANTS"):
+        variants = [tuple(int(v) for v in x.split(":"))
+                    for x in os.environ["BN_VARIANTS"].split(",")]
+    defaults = (bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX, bn_sums.SHORT_RUN_SLOTS)
     rng = np.random.default_rng(0)
     for base in (pyvkgrad.BatchNormalizationGradDesc, pyvkgrad.BatchNormalizationTrainingGradDesc):
         for shape in shapes:
@@ -58,8 +63,9 @@ def main():
                 nbytes = 3 * arrays[0].nbytes
                 roof = copy_roofline(dev, arrays[0].nbytes * 3 // 2 // 16 * 16, args.repeat)
                 bits = None
-                for target, per_lane in variants:
+                for target, per_lane, short in variants:
                     bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = target, per_lane
+                    bn_sums.SHORT_RUN_SLOTS = short
                     times = {}
                     for keep in (None, "sums", "finalize", "output"):
                         class Part(base):
@@ -81,7 +87,8 @@ def main():
                         if keep is None:
                             sums = [d for d in op.plan.dispatches if d.kernel.endswith("_sums")]
                             shape_of = (sums[0].workgroups, dict(sums[0].push)["groups"],
-                                        dict(sums[0].constants)["CHUNKS_PER_LANE"])
+                                        dict(sums[0].constants)["CHUNKS_PER_LANE"],
+                                        dict(sums[0].constants)["LK"])
                             out = [tensors[n].numpy().tobytes() for n in
                                    ("output_gradient_tensor", "output_scale_gradient_tensor",
                                     "output_bias_gradient_tensor")]
@@ -91,13 +98,14 @@ def main():
                         op.close()
                     pct = 100 * nbytes / (times["all"] * 1e-6) / roof
                     print(f"{base.OPERATOR} {dt.name} {list(shape)} target {target} per-lane "
-                          f"{per_lane} (workgroups, groups, chunks/lane) {shape_of}: all "
+                          f"{per_lane} short-run slots {short} (workgroups, groups, chunks/lane, "
+                          f"slots) {shape_of}: all "
                           f"{times['all']:.1f} us ({pct:.1f}% of copy), sums {times['sums']:.1f}, "
                           f"finalize {times['finalize']:.1f}, output {times['output']:.1f}; "
                           f"same bits {same}", flush=True)
                 for t in tensors.values():
                     t.close()
-    bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = defaults
+    bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX, bn_sums.SHORT_RUN_SLOTS = defaults
 
 
 if __name__ == "__main__":

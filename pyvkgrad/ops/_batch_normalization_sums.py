@@ -29,6 +29,10 @@ CHUNKS_PER_LANE_MAX = 16
 TARGET_ITEMS = 512
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
+# Channel slots per workgroup where the innermost reduced run is short (below SHORT_RUN
+# elements) and the channels are not innermost: a workgroup then reads SHORT_RUN_SLOTS
+# neighbouring channels' runs at once (an investigation knob; 1 = as many as the chunks need).
+SHORT_RUN, SHORT_RUN_SLOTS = 1024, 1
 # Stage 2 reads each channel's partials with one workgroup of this width at most.
 FINALIZE_WG_MAX = 64
 # Words per (channel, chunk group, sum) in `partials`: 24 digits, flags, the shift
@@ -79,6 +83,8 @@ def stage_one(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: in
         lr = max(wg // min(SLOTS_MAX, pow2_ceil(channels)), 1)
     else:
         lr = min(wg, max(pow2_ceil(chunks), wg // SLOTS_MAX, 1))
+        if rsizes[-1] < SHORT_RUN:
+            lr = min(lr, max(wg // SHORT_RUN_SLOTS, 1))
     lk = wg // lr
     channel_groups = -(-channels // lk)
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
