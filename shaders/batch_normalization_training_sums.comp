@@ -1,10 +1,19 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_TRAINING (batch_normalization_training), and with GRAD
 // DML_OPERATOR_BATCH_NORMALIZATION_GRAD and DML_OPERATOR_BATCH_NORMALIZATION_TRAINING_GRAD
-// (batch_normalization_grad, batch_normalization_training_grad), stage 1: per channel, exact
-// sums over a range of the channel's chunks, as digits (exact_sums.glsl) in the `partials`
-// scratch buffer:
+// (batch_normalization_grad, batch_normalization_training_grad): per channel, the exact sums
 //   the forward:  a = X - shift and a^2
 //   GRAD:         dY, a = X - shift and dY a
+// each rounded once, and from them the channel's results (`finish`): the forward's
+// OutputMean, OutputVariance and its Output pass's coefficients; the grads' OutputScaleGradient,
+// OutputBiasGradient and the dX pass's coefficients.
+//
+// A work item sums a range of one channel's chunks (a chunk group) as digits (exact_sums.glsl).
+// With one group per channel it rounds them and finishes the channel itself. With more, it
+// stores them in the `partials` scratch buffer and counts itself in the channel's `counters`
+// word; the item that counts last (whichever it is: the sums are exact, so the order in which
+// items arrive changes no bits) adds every group's digits, rounds, finishes the channel and
+// zeroes its count. One dispatch, where a second (one workgroup per channel) cost 8-14 us of
+// fixed latency on an H200.
 //
 // The canonical order (docs/semantics.md §18), fixed by the problem alone: a channel's n
 // elements, in row-major order over the reduced dimensions (r = 0 .. n-1), fall in blocks of
@@ -17,8 +26,8 @@
 // shift: the forward's is the mean of chunk (0, 0) (its tree sum divided by its element count,
 // correctly rounded; 0 where not finite), so that a is small where the data sit far from 0; its
 // first 16 lanes load chunk (0, 0) at once. BATCH_NORMALIZATION_GRAD's is the supplied Mean;
-// the training grad's is `training_shift` (batch_normalization_grad.glsl). Every work item
-// stores the shift with its partials.
+// the training grad's is `training_shift` (batch_normalization_grad.glsl). Every work item of
+// the channel computes the same shift.
 //
 // WRITE_DX (BATCH_NORMALIZATION_GRAD, float32, dX laid out as dY): also store
 // dX = dY * (Scale / sqrt(Variance + Epsilon)) while dY is in registers (it needs no
@@ -31,7 +40,7 @@
 // partials: batch_normalization_training.glsl's layout.
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
-// Mean, Variance, Scale), R_SIZES and the strides over the reduced dimensions of X (and dY),
+// Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the reduced dimensions of X (and dY),
 // 8 dimensions each, right-aligned, in elements. With WRITE_DX dX has dY's strides.
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
@@ -53,6 +62,11 @@ layout(constant_id = 39) const float EPSILON = 0.0;
 layout(constant_id = 40) const bool WRITE_DX = false;
 DIMS8_4(uint, K_DY_STRIDES, K_MEAN_STRIDES, K_VARIANCE_STRIDES, K_SCALE_STRIDES, 41, 0)
 DIMS8(uint, R_DY_STRIDES, 73, 0)
+layout(constant_id = 81) const float N_R = 1.0;  // the channel's element count as a float
+// The finish's outputs: the forward's BiasTensor, OutputMeanTensor and OutputVarianceTensor;
+// the grads' OutputScaleGradientTensor and OutputBiasGradientTensor.
+DIMS8_5(uint, K_BIAS_STRIDES, K_OUTPUT_MEAN_STRIDES, K_OUTPUT_VARIANCE_STRIDES, K_DSCALE_STRIDES,
+        K_DBIAS_STRIDES, 82, 0)
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -61,7 +75,8 @@ const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 #include "batch_normalization_training.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
-layout(set = 0, binding = 1) writeonly buffer PARTIALS { int partials[]; };  // scratch
+// scratch, read back by the item that completes a channel (coherent: other workgroups wrote it)
+layout(set = 0, binding = 1) coherent buffer PARTIALS { int partials[]; };
 // GRAD: InputGradientTensor, MeanTensor, VarianceTensor, ScaleTensor, and (WRITE_DX)
 // OutputGradientTensor; the forward binds them to buffers it never reads or writes.
 layout(set = 0, binding = 2) readonly buffer DY { uint dy[]; };
@@ -69,19 +84,38 @@ layout(set = 0, binding = 3) readonly buffer MEAN { uint mean[]; };
 layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };
 layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };
 layout(set = 0, binding = 6) buffer DX { uint dx[]; };
+// The finish: the forward's BiasTensor, OutputMeanTensor and OutputVarianceTensor; the grads'
+// OutputScaleGradientTensor and OutputBiasGradientTensor (float16 stores use integer atomics
+// on shared words); the coefficients of the Output or dX pass (scratch: the forward's one vec4
+// per channel, the grads' two); per channel a count of its finished items (scratch, zero
+// between calls: the completing item resets it).
+layout(set = 0, binding = 7) readonly buffer BIAS { uint bias[]; };
+layout(set = 0, binding = 8) buffer OUTPUT_MEAN { uint output_mean[]; };
+layout(set = 0, binding = 9) buffer OUTPUT_VARIANCE { uint output_variance[]; };
+layout(set = 0, binding = 10) buffer DSCALE { uint dscale[]; };
+layout(set = 0, binding = 11) buffer DBIAS { uint dbias[]; };
+layout(set = 0, binding = 12) writeonly buffer COEFFICIENTS { vec4 coefficients[]; };
+layout(set = 0, binding = 13) coherent buffer COUNTERS { uint counters[]; };
 layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; uint end;
                                      uint first; };
 
-#define BATCH_NORMALIZATION_SHIFT_ONLY
+#define BATCH_NORMALIZATION_FINISH
 #include "batch_normalization_grad.glsl"
 
 shared float first_x[16u * LK];  // the forward: chunk (0, 0) of each slot's channel
 shared float shift_of[LK];
 shared float dx_factor_of[LK];  // WRITE_DX
+shared bool completes[LK];  // this item completes the slot's channel
+shared float rounded[SUMS * LK];  // a completed channel's sums, rounded
 
 #define ADD_K(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
                                      K_VARIANCE_STRIDES##D);
 #define ADD_K_SCALE(D, c) o += (c) * K_SCALE_STRIDES##D;
+#define ADD_K_FINISH(D, c)                                                                    \
+    a += (c) * uvec4(K_MEAN_STRIDES##D, K_VARIANCE_STRIDES##D, K_SCALE_STRIDES##D,           \
+                     K_BIAS_STRIDES##D);                                                      \
+    b += (c) * uvec4(K_OUTPUT_MEAN_STRIDES##D, K_OUTPUT_VARIANCE_STRIDES##D,                 \
+                     K_DSCALE_STRIDES##D, K_DBIAS_STRIDES##D);
 #define ADD_R(D, c) o += (c) * uvec2(R_X_STRIDES##D, R_DY_STRIDES##D);
 
 // Channel k's offsets in X, dY, Mean and Variance.
@@ -165,6 +199,37 @@ float chunk_mean_shift(uint slot) {
     return isinf(mean0) || isnan(mean0) ? 0.0 : mean0;
 }
 
+// Channel k's results from its rounded sums s around `shift` (every operation correctly
+// rounded, so the same bits on every device):
+//   the forward (docs/semantics.md §18): d = s.x / n, Mean = shift + d,
+//     Variance = max(s.y / n - d^2, 0), coefficients[k] = (Mean, Scale / sqrt(Variance +
+//     Epsilon), Bias, 0); OutputMean and OutputVariance round once to the tensors' type;
+//   the grads: batch_normalization_grad.glsl's finish_channel.
+void finish(uint k, vec3 s, float shift) {
+    uvec4 a = uvec4(0u), b = uvec4(0u);
+    FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_FINISH)
+    if (GRAD) {
+        precise float ve = LOAD(variance, a.y) + EPSILON;
+        finish_channel(k, s, shift, LOAD(mean, a.x), ve, LOAD(scale, a.z), b.z, b.w);
+        return;
+    }
+    precise float dm = cr_div(s.x, N_R);
+    precise float mean_value = shift + dm;
+    precise float v = cr_div(s.y, N_R) - dm * dm;
+    // Rounding can take a variance of nearly 0 below it; NaN stays NaN.
+    const float var_value = v < 0.0 ? 0.0 : v;
+    precise float ve = var_value + EPSILON;
+    coefficients[k] = vec4(mean_value, cr_div(LOAD(scale, a.z), cr_sqrt(ve)), LOAD(bias, a.w),
+                           0.0);
+    if (IS_F16) {
+        STORE_HALF_BITS(output_mean, b.x, half_from_float(mean_value))
+        STORE_HALF_BITS(output_variance, b.y, half_from_float(var_value))
+    } else {
+        output_mean[b.x] = floatBitsToUint(mean_value);
+        output_variance[b.y] = floatBitsToUint(var_value);
+    }
+}
+
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
@@ -216,27 +281,63 @@ void main() {
         exact_finish(w1, SUMS * slot + 1u);
         if (GRAD) exact_finish(w2, SUMS * slot + 2u);
         barrier();
-        // Each slot's sums normalised (so that the finalize stage may add up to 32768 groups),
-        // then stored by the whole workgroup; with one group, rounded and stored as floats.
+        // Each slot's sums normalised (so that up to 32768 groups' digits may be added); with
+        // one group the item holds its channels' whole sums, rounded here.
         for (uint st = t; st < EXACT_SLOTS; st += WG) {
             exact_normalize(st);
-            const uint kt = (item / groups) * LK + st / SUMS;
-            if (groups == 1u && kt < channels) {
-                partials[kt * ROUNDED_WORDS + st % SUMS] = floatBitsToInt(exact_to_float(st));
-                if (st % SUMS == 0u) {
-                    partials[kt * ROUNDED_WORDS + SUMS] = floatBitsToInt(shift_of[st / SUMS]);
+            if (groups == 1u) rounded[st] = exact_to_float(st);
+        }
+        for (uint i = t; i < LK; i += WG) completes[i] = (item / groups) * LK + i < channels;
+        barrier();
+        if (groups > 1u) {
+            // The digits and flags to `partials`, then the channel's count of finished items:
+            // the item that brings it to `groups` completes the channel. Its lanes then add
+            // every group's digits (the fences make the other items' stores visible to them).
+            for (uint w = t; w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
+                const uint st = w / PARTIAL_WORDS, i = w % PARTIAL_WORDS;
+                const uint kt = (item / groups) * LK + st / SUMS;
+                if (kt < channels) {
+                    partials[((kt * groups + g) * SUMS + st % SUMS) * PARTIAL_WORDS + i] =
+                        i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
+                                         : int(exact_flags[st]);
                 }
             }
+            memoryBarrierBuffer();
+            barrier();
+            for (uint i = t; i < LK; i += WG) {
+                const uint kt = (item / groups) * LK + i;
+                completes[i] = kt < channels && atomicAdd(counters[kt], 1u) == groups - 1u;
+            }
+            memoryBarrierBuffer();
+            barrier();
+            bool any = false;
+            for (uint i = 0u; i < LK; ++i) any = any || completes[i];
+            if (any) {  // the same for every invocation: a uniform branch
+                exact_clear();
+                barrier();
+                const uint words = groups * SUMS * PARTIAL_WORDS;  // a channel's
+                for (uint w = t; w < LK * words; w += WG) {
+                    const uint i = w / words, kt = (item / groups) * LK + i;
+                    if (completes[i]) {
+                        deposit_partial(SUMS * i, w % words, partials[kt * words + w % words]);
+                    }
+                }
+                barrier();
+                for (uint st = t; st < EXACT_SLOTS; st += WG) {
+                    if (completes[st / SUMS]) {
+                        exact_normalize(st);
+                        rounded[st] = exact_to_float(st);
+                    }
+                }
+                barrier();
+            }
         }
-        barrier();
-        for (uint w = t; groups > 1u && w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
-            const uint st = w / PARTIAL_WORDS, i = w % PARTIAL_WORDS;
-            const uint kt = (item / groups) * LK + st / SUMS;
-            if (kt < channels) {
-                const int word = i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
-                                 : i == EXACT_DIGITS ? int(exact_flags[st])
-                                                     : floatBitsToInt(shift_of[st / SUMS]);
-                partials[((kt * groups + g) * SUMS + st % SUMS) * PARTIAL_WORDS + i] = word;
+        for (uint i = t; i < LK; i += WG) {
+            if (completes[i]) {
+                const uint kt = (item / groups) * LK + i;
+                finish(kt, vec3(rounded[SUMS * i], rounded[SUMS * i + 1u],
+                                GRAD ? rounded[SUMS * i + 2u] : 0.0), shift_of[i]);
+                if (groups > 1u) counters[kt] = 0u;  // zero again for the next call
             }
         }
     }

@@ -415,36 +415,34 @@ def plan_of(op, sizes, stat, strides=None, dtype=F32, limits=Limits(local_size=2
 
 def test_plan_nchw_and_nhwc():
     p = plan_of(GRAD, (32, 64, 112, 112), (1, 64, 1, 1))
-    # The constant-statistics dX needs no reduction: stage 1 writes it as it reads dY.
-    assert [d.kernel for d in p.dispatches] == ["batch_normalization_training_sums",
-                                                "batch_normalization_grad_finalize"]
+    # The constant-statistics dX needs no reduction: the sums kernel writes it as it reads
+    # dY, and finishes each channel as its sums complete: one dispatch.
+    assert [d.kernel for d in p.dispatches] == ["batch_normalization_training_sums"]
     sums = p.dispatches[0]
     assert sums.constant("WRITE_DX") and sums.constant("GRAD") and not sums.constant("TRAINING")
     assert dict(sums.bindings)["dx"] == "output_gradient_tensor"
     # Lanes along the reduced run, one channel per workgroup.
     assert (sums.constant("K_FAST"), sums.constant("LK")) == (False, 1)
     # Float16: single float16 stores would need atomics, so the element-wise kernel writes
-    # dX, from the factor the finalize stage stores (CONSTANT_STATISTICS).
+    # dX, from the factor the sums kernel stores as it finishes a channel (CONSTANT_STATISTICS).
     h = plan_of(GRAD, (8, 64, 14, 14), (1, 64, 1, 1), dtype=F16,
                 strides=(14 * 14 * 64, 1, 14 * 64, 64))
     assert [d.kernel for d in h.dispatches] == ["batch_normalization_training_sums",
-                                                "batch_normalization_grad_finalize",
                                                 "batch_normalization_training_grad_output"]
     assert not h.dispatches[0].constant("WRITE_DX")
     assert dict(h.dispatches[0].bindings)["dx"] == "partials"
-    assert h.dispatches[2].constant("CONSTANT_STATISTICS")
-    assert "coefficients" in h.dispatches[2].reads
+    assert h.dispatches[1].constant("CONSTANT_STATISTICS")
+    assert "coefficients" in h.dispatches[1].reads
     packed = plan_of(TRAINING, (32, 64, 112, 112), (1, 64, 1, 1))
-    assert packed.dispatches[2].kernel == "batch_normalization_training_grad_output_packed"
-    assert packed.dispatches[2].constant("SAME")  # a vector never straddles two channels
+    assert packed.dispatches[1].kernel == "batch_normalization_training_grad_output_packed"
+    assert packed.dispatches[1].constant("SAME")  # a vector never straddles two channels
     nhwc = plan_of(TRAINING, (8, 64, 14, 14), (1, 64, 1, 1),
                    strides=(14 * 14 * 64, 1, 14 * 64, 64))
     assert [d.kernel for d in nhwc.dispatches] == ["batch_normalization_training_sums",
-                                                   "batch_normalization_grad_finalize",
                                                    "batch_normalization_training_grad_output"]
     # Consecutive lanes on consecutive channels.
     assert (nhwc.dispatches[0].constant("K_FAST"), nhwc.dispatches[0].constant("LK")) == (True, 16)
-    assert "coefficients" in nhwc.dispatches[2].reads
+    assert "coefficients" in nhwc.dispatches[1].reads
 
 
 @pytest.mark.parametrize("sizes, stat, kernel", [
@@ -465,9 +463,8 @@ def test_plan_spreads_few_large_channels_over_many_workgroups():
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", [F32, F16], ids=["float32", "float16"])
 def test_plan_within_a_loop_limit(op, dtype):
-    """Under a loop limit on a device of few workgroups, the sums and the finalize split into
-    several dispatches, each taking as many work items as keep every invocation within the
-    limit."""
+    """Under a loop limit on a device of few workgroups, the sums split into several
+    dispatches, each taking as many work items as keep every invocation within the limit."""
     few = Limits(local_size=64, max_local_size=64, max_workgroups=2, max_loop_iterations=65535)
     p = plan_of(op, (32, 64, 112, 112), (1, 64, 1, 1), dtype=dtype, limits=few)
     sums = [d for d in p.dispatches if d.kernel == "batch_normalization_training_sums"]
@@ -520,8 +517,7 @@ def test_constant_grad_writes_dx_in_its_reduction(device, rng):
     rec = device.record()
     rec.execute(op, **tensors)
     labels = [lab.split(":")[-1] for lab in rec.labels]
-    assert labels == ["batch_normalization_training_sums", "barrier",
-                      "batch_normalization_grad_finalize"]
+    assert labels == ["batch_normalization_training_sums"]
     rec.submit()
 
 

@@ -179,9 +179,9 @@ def test_property_pieces_equal_the_whole(device, data):
 
 def test_kernels_beyond_the_storage_buffer_limit_are_refused(device, monkeypatch, rng):
     """A device that lets a shader bind fewer storage buffers than a kernel of the plan binds
-    (Vulkan guarantees 4; the BatchNorm grads' direct kernel binds 8, the sums 7) gets a clear
-    error while the
-    operator compiles, before any device work: Vulkan leaves such a binding undefined."""
+    (Vulkan guarantees 4; the BatchNorm grads' direct kernel binds 8, the sums 14) gets a clear
+    error while the operator compiles, before any device work: Vulkan leaves such a binding
+    undefined."""
     x, stat = (3, 5, 7, 11), (1, 5, 1, 1)
     monkeypatch.setattr(device, "info", dataclasses.replace(
         device.info, max_per_stage_descriptor_storage_buffers=6))
@@ -193,7 +193,7 @@ def test_kernels_beyond_the_storage_buffer_limit_are_refused(device, monkeypatch
                                                f32(x), f32(stat), f32(stat), 1e-5)
     refused = (r"^BATCH_NORMALIZATION_GRAD: kernel batch_normalization_training_sums binds more "
                r"storage buffers than .* allows a shader \(maxPerStageDescriptorStorageBuffers\)"
-               r": expected <= 6, got 7$")
+               r": expected <= 6, got 14$")
     with pytest.raises(RuntimeError, match=refused):
         device.compile(desc)
     arrays = [rng.standard_normal(s).astype(np.float32) for s in (x, x, stat, stat, stat)]
@@ -215,13 +215,13 @@ def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, monkeyp
     """A device without subgroup arithmetic in compute shaders (Vulkan 1.1 promises only
     basic operations) gets a clear error for a kernel that uses subgroupAdd, while the
     operator compiles, before any device work; kernels that use no subgroup operations still
-    compile. No kernel uses subgroup operations since the exact sums, so BatchNorm's finalize
+    compile. No kernel uses subgroup operations since the exact sums, so BatchNorm's sums
     kernel claims them here (as the reductions before the exact sums did)."""
     real = kernels.interface
     monkeypatch.setattr(kernels, "interface", lambda name: dataclasses.replace(
         real(name), capabilities=real(name).capabilities + (
             "GroupNonUniform", "GroupNonUniformArithmetic"))
-        if name == "batch_normalization_grad_finalize" else real(name))
+        if name == "batch_normalization_training_sums" else real(name))
     fake = pyvkgrad.device.Device(dataclasses.replace(
         device.info, subgroup_operations=operations, subgroup_stages=stages))
     opened = []  # no device work: the Vulkan device is never opened for the refusals
@@ -233,7 +233,7 @@ def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, monkeyp
                      "BATCH_NORMALIZATION_TRAINING_GRAD")):
         desc = cls(f32(x), f32(x), f32(stat), f32(stat), f32(stat), f32(x), f32(stat), f32(stat),
                    1e-5)
-        refused = (rf"^{op}: kernel batch_normalization_grad_finalize uses subgroup "
+        refused = (rf"^{op}: kernel batch_normalization_training_sums uses subgroup "
                    rf"operations that .* lacks in compute shaders \({missing}; "
                    rf"VkPhysicalDeviceSubgroupProperties\): expected basic, arithmetic, got "
                    rf"{have}$")
@@ -246,7 +246,7 @@ def test_kernels_beyond_the_subgroup_operations_are_refused(device, rng, monkeyp
     monkeypatch.undo()
     try:
         fake.compile(pyvkgrad.ActivationReluGradDesc(f32(x), f32(x), f32(x)))
-        assert kernels.interface("batch_normalization_grad_finalize").subgroup_features == ()
+        assert kernels.interface("batch_normalization_training_sums").subgroup_features == ()
         short = (3, 5)  # 3 elements per channel: the direct kernel
         fake.compile(pyvkgrad.BatchNormalizationGradDesc(
             f32(short), f32(short), f32((1, 5)), f32((1, 5)), f32((1, 5)), f32(short),

@@ -112,29 +112,29 @@ def test_specialization_and_binding_order_follow_the_kernel():
     assert (words[ids["SIZES6"]], words[ids["SIZES7"]], words[ids["X_STRIDES7"]]) == (5, 7, 5)
     assert kernels.binding_order(d.kernel, dict(dx="c", x="a", dy="b")) == ("a", "b", "c")
     # Floats are sent as their float32 bits, bools as 0/1.
-    eps = Dispatch("batch_normalization_grad_finalize", FINALIZE_BINDINGS, 1,
-                   constants=dict(FINALIZE_CONSTANTS, IS_F16=True), push=FINALIZE_PUSH)
+    eps = direct_dispatch(IS_F16=True)
     words = kernels.specialization(eps.kernel, eps.constants)
     by_name = {c.name: words[c.id] for c in kernels.interface(eps.kernel).constants}
     assert by_name["EPSILON"] == np.float32(1e-5).view(np.uint32) and by_name["IS_F16"] == 1
 
 
-# BATCH_NORMALIZATION_GRAD's finalize kernel: a float (EPSILON) and bools (IS_F16, TRAINING).
-FINALIZE_BINDINGS = dict(partials="partials", mean="mean_tensor", variance="variance_tensor",
-                         scale="scale_tensor", dscale="output_scale_gradient_tensor",
-                         dbias="output_bias_gradient_tensor", coefficients="coefficients")
-FINALIZE_CONSTANTS = dict(WG=64, IS_F16=False, EPSILON=1e-5, N_R=1.0, TRAINING=False,
-                          K_SIZES=(1,) * 8, K_MEAN_STRIDES=(0,) * 8,
-                          K_VARIANCE_STRIDES=(0,) * 8, K_SCALE_STRIDES=(0,) * 8,
-                          K_DSCALE_STRIDES=(0,) * 8, K_DBIAS_STRIDES=(0,) * 8)
-FINALIZE_PUSH = dict(end=1, first=0, groups=1)
+def direct_dispatch(**constants):
+    """BATCH_NORMALIZATION_GRAD's direct kernel (a float, EPSILON, and bools, IS_F16 and
+    TRAINING), as its plan dispatches it for 4 elements per channel, with `constants`
+    changed."""
+    big, small = TensorDesc(DataType.FLOAT32, (4, 3)), TensorDesc(DataType.FLOAT32, (1, 3))
+    desc = pyvkgrad.BatchNormalizationGradDesc(big, big, small, small, small, big, small, small,
+                                               1e-5)
+    d = desc.plan(Limits()).dispatches[0]
+    assert d.kernel == "batch_normalization_grad_direct"
+    return Dispatch(d.kernel, dict(d.bindings), 1, constants=dict(d.constants, **constants),
+                    push=dict(d.push))
 
 
 def test_a_bool_constant_takes_only_bools():
     """(The ReLU grad's kernels took IS_F16, a bool, before they took DATA_TYPE.)"""
     with pytest.raises(InterfaceError, match="IS_F16 is a bool"):
-        Dispatch("batch_normalization_grad_finalize", FINALIZE_BINDINGS, 1,
-                 constants=dict(FINALIZE_CONSTANTS, IS_F16=2), push=FINALIZE_PUSH)
+        direct_dispatch(IS_F16=2)
 
 
 def test_a_kernels_hash_covers_exactly_the_files_it_includes(tmp_path, monkeypatch):
@@ -410,7 +410,6 @@ def test_every_kernel_of_an_operator_is_found_by_grepping_its_name():
     that operator's name (`assert_named_after_their_operators`)."""
     used = plans_by_operator()
     assert used["batch_normalization_training_grad"] >= {"batch_normalization_training_sums",
-                                                          "batch_normalization_grad_finalize",
                                                           "batch_normalization_grad_direct"}
     assert used["activation_relu_grad"] == {RELU, f"{RELU}_packed"}
     assert_named_after_their_operators(used, {n: kernels.manifest_entry(n)

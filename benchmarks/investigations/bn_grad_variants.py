@@ -1,5 +1,5 @@
 """The BatchNorm grads' exact-sum plan on a real GPU: the kernel time of the whole operator and
-of each part (the sums, the finalize, the dX pass) for several work-item targets
+of each part (the sums with each channel's finish, the dX pass) for several work-item targets
 (TARGET_ITEMS) and chunks per lane (CHUNKS_PER_LANE_MAX), against the copy roofline of the
 operator's bytes (X and dY read, dX written). Every variant gives the same bits (exact sums);
 this checks it too.
@@ -22,7 +22,7 @@ from pyvkgrad.plan import Plan  # noqa: E402
 
 from bench_timing import copy_roofline, vulkan_time  # noqa: E402
 
-PARTS = {"sums": "_sums", "finalize": "_finalize", "output": ("_output", "_output_packed")}
+PARTS = {"sums": "_sums", "output": ("_output", "_output_packed")}
 
 
 def main():
@@ -38,13 +38,11 @@ def main():
     print(dev.name)
     shapes = ([(4, 64, 28, 28)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
-    # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, SHORT_RUN_SLOTS)
-    variants = [(512, 16, 1), (512, 16, 2), (512, 16, 4), (512, 16, 8), (512, 16, 16),
-                (1024, 16, 4), (256, 16, 4)]
-    if os.environ.get("BN_VARIANTS"):
+    variants = [(512, 16), (2048, 16), (256, 16)]  # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX)
+    if os.environ.get("BN_VARIANTS"):  # e.g. 512:16,1024:8
         variants = [tuple(int(v) for v in x.split(":"))
                     for x in os.environ["BN_VARIANTS"].split(",")]
-    defaults = (bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX, bn_sums.SHORT_RUN_SLOTS)
+    defaults = (bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX)
     rng = np.random.default_rng(0)
     for base in (pyvkgrad.BatchNormalizationGradDesc, pyvkgrad.BatchNormalizationTrainingGradDesc):
         for shape in shapes:
@@ -63,11 +61,10 @@ def main():
                 nbytes = 3 * arrays[0].nbytes
                 roof = copy_roofline(dev, arrays[0].nbytes * 3 // 2 // 16 * 16, args.repeat)
                 bits = None
-                for target, per_lane, short in variants:
+                for target, per_lane in variants:
                     bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = target, per_lane
-                    bn_sums.SHORT_RUN_SLOTS = short
                     times = {}
-                    for keep in (None, "sums", "finalize", "output"):
+                    for keep in (None, "sums", "output"):
                         class Part(base):
                             def plan(self, limits, keep=keep):
                                 p = bn_plan(self, limits, self.TRAINING)
@@ -98,14 +95,14 @@ def main():
                         op.close()
                     pct = 100 * nbytes / (times["all"] * 1e-6) / roof
                     print(f"{base.OPERATOR} {dt.name} {list(shape)} target {target} per-lane "
-                          f"{per_lane} short-run slots {short} (workgroups, groups, chunks/lane, "
+                          f"{per_lane} (workgroups, groups, chunks/lane, "
                           f"slots) {shape_of}: all "
                           f"{times['all']:.1f} us ({pct:.1f}% of copy), sums {times['sums']:.1f}, "
-                          f"finalize {times['finalize']:.1f}, output {times['output']:.1f}; "
+                          f"output {times['output']:.1f}; "
                           f"same bits {same}", flush=True)
                 for t in tensors.values():
                     t.close()
-    bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX, bn_sums.SHORT_RUN_SLOTS = defaults
+    bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = defaults
 
 
 if __name__ == "__main__":

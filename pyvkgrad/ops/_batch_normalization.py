@@ -10,7 +10,7 @@ from typing import ClassVar, Dict, NamedTuple, Tuple
 
 import numpy as np
 
-from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
+from ..plan import WRITE, Limits, OperatorDesc, Plan
 from ..tensor import (TensorDesc, check_desc, check_float, check_float_type, check_output,
                       check_rank, check_same, fail)
 from . import _one_call

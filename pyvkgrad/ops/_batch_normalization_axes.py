@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ..plan import READ, WRITE, right_align
-from ..tensor import TensorDesc, coalesce
+from ..tensor import coalesce
 
 
 # (descriptor field, DirectML field, access), in DirectML's order.

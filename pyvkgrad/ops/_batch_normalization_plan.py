@@ -9,17 +9,15 @@ Plans (all kernels float32 inside; float16 tensors are read and written packed t
   sums in the channel's element order;
 * otherwise the exact sums BATCH_NORMALIZATION_TRAINING uses (`_batch_normalization_sums.py`,
   docs/semantics.md §18), then an element-wise pass:
-  1. `batch_normalization_training_sums` with GRAD: per channel and chunk group the exact sums
-     of dY, a = X - shift and dY a into the `partials` scratch buffer; for
+  1. `batch_normalization_training_sums` with GRAD: per channel the exact sums of dY,
+     a = X - shift and dY a, each rounded once, and from them the scale and bias gradients
+     and the training grad's coefficients (`coefficients` scratch); for
      BATCH_NORMALIZATION_GRAD in float32 with dX laid out as dY, it also stores dX as it reads
      dY (WRITE_DX), so dY is read once;
-  2. `batch_normalization_grad_finalize`: per channel the sums added exactly and rounded once,
-     the scale and bias gradients, and the training grad's coefficients (`coefficients`
-     scratch);
-  3. OutputGradient, element-wise, after stage 2: `batch_normalization_training_grad_output
-     [_packed]` from the coefficients (BATCH_NORMALIZATION_GRAD: CONSTANT_STATISTICS, dY
-     times the channel's correctly rounded factor; none with WRITE_DX); the packed one starts
-     from the end, where stage 1 read last: L2_ORDER.
+  2. OutputGradient, element-wise: `batch_normalization_training_grad_output[_packed]` from
+     the coefficients (BATCH_NORMALIZATION_GRAD: CONSTANT_STATISTICS, dY times the channel's
+     correctly rounded factor; none with WRITE_DX); the packed one starts from the end, where
+     the sums read last: L2_ORDER.
 
 Every sum's value is fixed by the problem (the chunk sums are added exactly), and every other
 operation rounds once the same way on every device (`precise`, correctly rounded division and
@@ -33,10 +31,10 @@ batch_normalization_training_grad shaders/*.comp` lists all of the training grad
 
 from __future__ import annotations
 
-from ..plan import Dispatch, Limits, Plan, Scratch, grid_slices
+from ..plan import Dispatch, Limits, Plan, grid_slices
 from ._batch_normalization_axes import FIELDS, KERNEL_NAMES, Axes, bind
 from ._batch_normalization_output import training_output
-from ._batch_normalization_sums import stage_one, stage_two
+from ._batch_normalization_sums import sums_and_finish
 
 DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
 # The training grad's L2 order: the packed dX pass starts from the last vector (REVERSE), so
@@ -52,35 +50,32 @@ def plan(desc, limits: Limits, training: bool) -> Plan:
         return _direct(desc, axes, limits, training)
     x, dy, dx = desc.input_tensor, desc.input_gradient_tensor, desc.output_gradient_tensor
     is_f16 = x.data_type.element_size == 2
-    eps, n = desc.epsilon, axes.reduced_count
+    eps = desc.epsilon
     tensors = tuple(name for name, _, _ in FIELDS)
-    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: stage 1 stores it as it reads dY where
-    # dX has dY's strides (float16 pairs would need atomics: there the element-wise pass does).
+    # BATCH_NORMALIZATION_GRAD's dX needs no reduction: the sums kernel stores it as it reads
+    # dY where dX has dY's strides (float16 pairs would need atomics: there the element-wise
+    # pass does).
     live = [d for d in range(x.rank) if x.sizes[d] > 1]
     write_dx = (not training and not is_f16
                 and all(dx.element_strides[d] == dy.element_strides[d] for d in live))
-    ksizes, (kx, kdy, km, kv, ks) = axes.over(axes.kept, x, dy, desc.mean_tensor,
-                                              desc.variance_tensor, desc.scale_tensor)
-    bindings = bind("x", "dy", "mean", "variance", "scale", "partials")
-    bindings["dx"] = "output_gradient_tensor" if write_dx else "partials"
-    sums = stage_one(desc.OPERATOR, axes, x, limits, 3, bindings,
-                     dict(K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy, K_MEAN_STRIDES=km,
-                          K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks, GRAD=True,
-                          TRAINING=training, EPSILON=eps, WRITE_DX=write_dx), dy=dy)
-    fsizes, (fm, fv, fs, fds, fdb) = axes.over(
-        axes.kept, desc.mean_tensor, desc.variance_tensor, desc.scale_tensor,
+    ksizes, (kx, kdy, km, kv, ks, kds, kdb) = axes.over(
+        axes.kept, x, dy, desc.mean_tensor, desc.variance_tensor, desc.scale_tensor,
         desc.output_scale_gradient_tensor, desc.output_bias_gradient_tensor)
-    finalize = stage_two(
-        "batch_normalization_grad_finalize", axes, limits, 3, sums.groups,
-        bind("partials", "mean", "variance", "scale", "dscale", "dbias", "coefficients"),
-        dict(IS_F16=is_f16, EPSILON=eps, N_R=float(n), TRAINING=training, K_SIZES=fsizes,
-             K_MEAN_STRIDES=fm, K_VARIANCE_STRIDES=fv, K_SCALE_STRIDES=fs,
-             K_DSCALE_STRIDES=fds, K_DBIAS_STRIDES=fdb), {})
-    scratch = (Scratch("partials", sums.partials_bytes),
-               Scratch("coefficients", axes.channels * 32))
+    bindings = bind("x", "dy", "mean", "variance", "scale", "dscale", "dbias")
+    # The forward's bindings, which the grads never touch: Bias read, the statistics written
+    # (to the coefficients scratch, never to a tensor of the caller's).
+    bindings.update(dx="output_gradient_tensor" if write_dx else "partials",
+                    bias="scale_tensor", output_mean="coefficients",
+                    output_variance="coefficients")
+    sums = sums_and_finish(desc.OPERATOR, axes, x, limits, 3, bindings,
+                           dict(K_SIZES=ksizes, K_X_STRIDES=kx, K_DY_STRIDES=kdy,
+                                K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv, K_SCALE_STRIDES=ks,
+                                K_DSCALE_STRIDES=kds, K_DBIAS_STRIDES=kdb, GRAD=True,
+                                TRAINING=training, EPSILON=eps, WRITE_DX=write_dx),
+                           coefficients=2, dy=dy)
     output = () if write_dx else training_output(desc, axes, limits, is_f16, reverse=L2_ORDER,
                                                  constant_statistics=not training)
-    return Plan(sums.dispatches + finalize + output, scratch, tensors=tensors)
+    return Plan(sums.dispatches + output, sums.scratch, tensors=tensors)
 
 
 def _direct(desc, axes, limits: Limits, training: bool) -> Plan:

@@ -10,29 +10,27 @@ Act is the identity or ReLU (`fused_activation="ACTIVATION_RELU"`). The sums are
 (shaders/include/exact_sums.glsl): a channel's elements are summed in float32 in chunks of 16
 whose membership and tree are fixed by the problem, and the chunk sums are added as integers,
 so the results are the same bits on every device, whatever its subgroup size, the workgroup
-width or the plan. Three dispatches: the sums per chunk group
-(batch_normalization_training_sums), per channel the statistics
-(batch_normalization_training_finalize), and Output, element-wise
+width or the plan. Two dispatches: the sums and, as each channel's sums complete, its
+statistics (batch_normalization_training_sums), then Output, element-wise
 (batch_normalization_training_output).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, ClassVar, Optional, Tuple
 
 import numpy as np
 
-from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid_slices,
+from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices,
                     right_align)
 from ..tensor import (TensorDesc, check_desc, check_float_type, check_output, check_rank,
                       check_same, coalesce, fail)
 from . import _one_call
 from ._batch_normalization import BatchNormalizationTrainingResult, check_epsilon
 from ._batch_normalization_axes import Axes
-from ._batch_normalization_sums import stage_one, stage_two
+from ._batch_normalization_sums import sums_and_finish
 
 if TYPE_CHECKING:
     from ..device import DeviceLike
@@ -118,28 +116,24 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     x, scale = desc.input_tensor, desc.scale_tensor
     is_f16 = x.data_type.element_size == 2
     axes = Axes(SimpleNamespace(input_tensor=x, input_gradient_tensor=x, mean_tensor=scale))
-    channels, n = axes.channels, axes.reduced_count
     wg = limits.local_size
     tensors = tuple(name for name, _ in desc.tensor_fields())
 
-    # Stage 1, the sums of a = X - shift and a^2, and stage 2, the statistics. The kernel's
-    # grad bindings (dY, Mean, Variance, Scale, dX) name buffers it does not touch.
+    # The sums of a = X - shift and a^2, and as each channel's complete, its statistics. The
+    # kernel's grad bindings (dY, Mean, Variance read; dX and the parameter gradients written)
+    # name buffers it does not touch: inputs and the scratch.
     ksizes, (kx, ks, kb, km, kv) = axes.over(axes.kept, x, scale, desc.bias_tensor,
                                              desc.output_mean_tensor,
                                              desc.output_variance_tensor)
-    sums = stage_one(OPERATOR, axes, x, limits, 2,
-                     dict(x="input_tensor", partials="partials", dy="input_tensor",
-                          mean="scale_tensor", variance="scale_tensor", scale="scale_tensor",
-                          dx="partials"),
-                     dict(K_SIZES=ksizes, K_X_STRIDES=kx))
-    finalize = stage_two(
-        "batch_normalization_training_finalize", axes, limits, 2, sums.groups,
-        dict(partials="partials", scale="scale_tensor", bias="bias_tensor",
-             mean="output_mean_tensor", variance="output_variance_tensor",
-             coefficients="coefficients"),
-        dict(IS_F16=is_f16, EPSILON=desc.epsilon, K_SIZES=ksizes, K_SCALE_STRIDES=ks,
-             K_BIAS_STRIDES=kb, K_MEAN_STRIDES=km, K_VARIANCE_STRIDES=kv),
-        dict(reduced=n))
+    sums = sums_and_finish(
+        OPERATOR, axes, x, limits, 2,
+        dict(x="input_tensor", dy="input_tensor", mean="scale_tensor", variance="scale_tensor",
+             scale="scale_tensor", bias="bias_tensor", output_mean="output_mean_tensor",
+             output_variance="output_variance_tensor", dx="partials", dscale="partials",
+             dbias="partials"),
+        dict(K_SIZES=ksizes, K_X_STRIDES=kx, K_SCALE_STRIDES=ks, K_BIAS_STRIDES=kb,
+             K_OUTPUT_MEAN_STRIDES=km, K_OUTPUT_VARIANCE_STRIDES=kv, EPSILON=desc.epsilon),
+        coefficients=1)
 
     # Output, element-wise, in Output's memory order (PAIRS: float16 words of a packed Output).
     y, fused = desc.output_tensor, desc.fused_add_tensor
@@ -172,8 +166,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
                  workgroups, constants=constants,
                  push=dict(count=end, first=first, elements=x.element_count))
         for first, end, workgroups in grid_slices(count, wg, limits))
-    scratch = (Scratch("partials", sums.partials_bytes), Scratch("coefficients", channels * 16))
-    return Plan(sums.dispatches + finalize + output, scratch, tensors=tensors)
+    return Plan(sums.dispatches + output, sums.scratch, tensors=tensors)
 
 
 # ---- the one-call function ----------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // The including kernel declares TRAINING and N_R (N_R as a float) and includes
 // correctly_rounded.glsl; one that defines BATCH_NORMALIZATION_FINISH first also declares
 // dscale, dbias and the coefficients scratch, and gets finish_channel, which stores a channel's
-// results (the kernels that end a reduction: batch_normalization_grad_finalize and _direct).
+// results (the kernels that end a reduction: batch_normalization_training_sums and
+// batch_normalization_grad_direct).
 // A kernel that only applies the training grad's dX formula (the output kernels) defines
 // BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone; one that only needs
 // the shift (batch_normalization_training_sums) defines BATCH_NORMALIZATION_SHIFT_ONLY.
