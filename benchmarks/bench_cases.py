@@ -146,7 +146,7 @@ def _resample(dev, rng, n, c, h, w, oh, ow, mode, algorithm, dt, nhwc=False, rou
 
 def bn_cases(training):
     def cases(quick):
-        # [256,512,7,7]: rows of 49 elements, so stage 1 loads single elements (VEC 1).
+        # [256,512,7,7]: rows of 49 elements, a short run for the sums to walk.
         shapes = [(4, 64, 56, 56), (32, 256, 14, 14)] if quick else [(32, 64, 112, 112),
                                                                      (256, 256, 14, 14),
                                                                      (256, 512, 7, 7)]

@@ -6,7 +6,7 @@
 //   CONSTANT_STATISTICS: dX = dY * coefficients[2k].x (Scale / sqrt(Variance + Epsilon),
 //   correctly rounded; §5.1); X is not read.
 //
-// with the per-channel coefficients of the reduction's stage 2:
+// with the per-channel coefficients the sums kernel stored as it finished the channel:
 //   coefficients[2k] = (alpha = Scale / sqrt(Var + eps), q = mean_R(Coef1) / (Var + eps),
 //   Mean, ma), coefficients[2k + 1].x = mean_R(dY), ma = mean_R(X) - Mean. Mean is subtracted
 //   before ma so that X - mean_R(X) keeps float32 precision when the data sit far from zero.

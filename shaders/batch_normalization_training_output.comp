@@ -1,5 +1,5 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_TRAINING (batch_normalization_training), OutputTensor,
-// element-wise after stage 2 (docs/semantics.md §18):
+// element-wise after the sums (docs/semantics.md §18):
 //
 //   Output = Act((X - Mean) * c + Bias [+ FusedAdd]),  c = Scale / sqrt(Variance + Epsilon)
 //

@@ -1,5 +1,5 @@
 """BatchNorm grads' OutputGradient dispatches, element-wise over dX from the per-channel
-coefficients the finalize stage wrote (`batch_normalization_training_grad_output[_packed]`,
+coefficients the sums kernel wrote (`batch_normalization_training_grad_output[_packed]`,
 with CONSTANT_STATISTICS for BATCH_NORMALIZATION_GRAD); the packed kernel where every tensor
 it walks is packed, else the strided one. The plan (`_batch_normalization_plan.py`) places
 them after the reduction.
@@ -12,7 +12,7 @@ from ._batch_normalization_axes import bind, elementwise_dims, packed_dims
 
 
 def training_output(desc, axes, limits, is_f16, reverse, constant_statistics=False):
-    """The training grad's dX from X, dY and the `coefficients` stage 2 wrote (with
+    """The training grad's dX from X, dY and the `coefficients` the sums kernel wrote (with
     `constant_statistics`, BATCH_NORMALIZATION_GRAD's dY times its factor there); `reverse`:
     the packed kernel starts from the last vector (REVERSE, the plan's L2_ORDER)."""
     x, dy, dx = desc.input_tensor, desc.input_gradient_tensor, desc.output_gradient_tensor

@@ -38,7 +38,7 @@ from ._batch_normalization_sums import sums_and_finish
 
 DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
 # The training grad's L2 order: the packed dX pass starts from the last vector (REVERSE), so
-# that the X and dY that stage 1 read last are read again while still in L2. Same bits either
+# that the X and dY that the sums read last are read again while still in L2. Same bits either
 # way.
 L2_ORDER = True
 
