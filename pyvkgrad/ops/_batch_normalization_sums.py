@@ -94,27 +94,32 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     # limit fits with it): short channels over few lanes (channels side by side, a narrow
     # workgroup) take more chunks per lane, one group where a group is larger than X's share.
     max_groups = max(1, n * x.data_type.element_size // (sums * PARTIAL_WORDS * 4))
-    if limits.max_loop_iterations:
-        # The completing item adds its channels' groups: its loop over their words (LK
-        # channels' over the workgroup, LR lanes a channel) must stay below a driver's loop
-        # limit (lavapipe's 65535), however narrow the workgroup.
-        budget = limits.max_loop_iterations - LOOP_MARGIN - FINISH_FIXED_LOOPS
-        max_groups = min(max_groups, max(1, budget * lr // (sums * PARTIAL_WORDS)))
     per_lane = max(per_lane, -(-chunks // (lr * max_groups)))
+    # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
+    # shift's chunk once, the flushes' pieces, the digits' clear and normalisation, the stores
+    # of its slots' words over the workgroup; and the completing item's: its channels' groups'
+    # words (LK channels' over the workgroup: a channel's over LR lanes), and rounding and
+    # finishing its slots' sums over the workgroup.
+    slot_sums = -(-sums * lk // wg)  # an invocation's share of the slots' sums
+
+    def item_loops(per_lane):
+        groups = -(-chunks // (lr * per_lane))
+        return (1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
+                + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
+
+    # Under a driver's loop limit (lavapipe's 65535 iterations per invocation in all), more
+    # chunks per lane make fewer groups for the completing item to add: the least that fits.
+    most = limits.max_loop_iterations - LOOP_MARGIN if limits.max_loop_iterations else 0
+    while most and item_loops(per_lane) > most and lr * per_lane < chunks:
+        per_lane = max(per_lane + 1, per_lane * 5 // 4)
+    loops = item_loops(per_lane)
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
     if lr * (per_lane + 1) > GROUPS_MAX:
         fail(operator, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
              "fewer elements per channel", n, RuntimeError)
     groups = -(-chunks // (lr * per_lane))
     items = channel_groups * groups
-    # An item's loops: per chunk its element and tree loops (16 + 15 iterations, 6 tests), the
-    # shift's chunk once, the flushes' pieces, the digits' clear and normalisation, the stores
-    # of its slots' words over the workgroup; and the completing item's: its channels' groups'
-    # words, and rounding and finishing its slots' sums over the workgroup.
-    slot_sums = -(-sums * lk // wg)  # an invocation's share of the slots' sums
-    loops = (1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
-             + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
-    if limits.max_loop_iterations and loops > limits.max_loop_iterations - LOOP_MARGIN:
+    if most and loops > most:
         fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
              f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
              n, RuntimeError)
