@@ -83,24 +83,20 @@ void exact_add(inout ExactWindow a, float x, uint slot) {
         a.anchor = max(p - 32, 0);  // room for terms 2^32 smaller and 2^23 larger
         shift = p - a.anchor;
     }
-    uvec3 v;  // m << shift, shift in [0, WINDOW_SPAN]
-    if (shift < 32) {
-        v = uvec3(m << shift, shift == 0 ? 0u : m >> (32 - shift), 0u);
-    } else {
-        v = uvec3(0u, m << (shift - 32), shift == 32 ? 0u : m >> (64 - shift));
-    }
-    uint c0, c1, c2;
-    if ((u >> 31) == 0u) {
-        a.w.x = uaddCarry(a.w.x, v.x, c0);
-        a.w.y = uaddCarry(a.w.y, v.y, c1);
-        a.w.y = uaddCarry(a.w.y, c0, c2);
-        a.w.z = a.w.z + v.z + c1 + c2;
-    } else {
-        a.w.x = usubBorrow(a.w.x, v.x, c0);
-        a.w.y = usubBorrow(a.w.y, v.y, c1);
-        a.w.y = usubBorrow(a.w.y, c0, c2);
-        a.w.z = a.w.z - v.z - c1 - c2;
-    }
+    // v = m << shift (shift in [0, WINDOW_SPAN]) as 96 bits, and W += v, or W += ~v + 1 (that
+    // is, W -= v) for a negative x: selects rather than branches, so that lanes whose terms
+    // differ in sign or position do not diverge.
+    const uint within = uint(shift) & 31u;
+    const uint low = m << within, high = within == 0u ? 0u : m >> (32u - within);
+    uvec3 v = shift < 32 ? uvec3(low, high, 0u) : uvec3(0u, low, high);
+    const bool negative = (u >> 31) != 0u;
+    v = negative ? ~v : v;
+    uint c0, c1, c2, c3;
+    uint w0 = uaddCarry(a.w.x, v.x, c0);
+    a.w.x = uaddCarry(w0, negative ? 1u : 0u, c1);
+    uint w1 = uaddCarry(a.w.y, v.y, c2);
+    a.w.y = uaddCarry(w1, c0 + c1, c3);  // c0 + c1 <= 1: x + v overflowing leaves room for + 1
+    a.w.z = a.w.z + v.z + c2 + c3;
 }
 
 // Flush the window and OR its flags into the slot: the lane's last step before the barrier
