@@ -164,4 +164,5 @@ class DeviceContext:
                       max_storage_buffer_range=self.max_buffer_bytes,
                       local_size=local, max_local_size=local if forced else widest,
                       float_atomic_add=self.float_atomic_add,
-                      max_loop_iterations=self.max_loop_iterations)
+                      max_loop_iterations=self.max_loop_iterations,
+                      narrow_reductions=i.device_type == "cpu" and not forced)

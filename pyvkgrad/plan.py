@@ -41,6 +41,10 @@ class Limits:
     # Loop iterations an invocation may run in total, over all its loops, before the driver
     # ends them (lavapipe: 65535); 0 = no limit. Plans keep every invocation below it.
     max_loop_iterations: int = 0
+    # The device runs a workgroup as a loop over its SIMD groups on CPU threads (lavapipe), so
+    # barriers and idle lanes cost time: kernels that reduce in shared memory take one
+    # subgroup a workgroup there, where PYVKGRAD_LOCAL_SIZE does not force a width.
+    narrow_reductions: bool = False
 
     def __post_init__(self) -> None:
         # A width that is a power of two is a multiple of any subgroup size (Vulkan's are
