@@ -335,8 +335,10 @@ void main() {
         for (uint i = t; i < LK; i += WG) {
             if (completes[i]) {
                 const uint kt = (item / groups) * LK + i;
+                // (The forward has no third sum: its index stays in the array either way.)
                 finish(kt, vec3(rounded[SUMS * i], rounded[SUMS * i + 1u],
-                                GRAD ? rounded[SUMS * i + 2u] : 0.0), shift_of[i]);
+                                GRAD ? rounded[min(SUMS * i + 2u, SUMS * LK - 1u)] : 0.0),
+                       shift_of[i]);
                 if (groups > 1u) counters[kt] = 0u;  // zero again for the next call
             }
         }
