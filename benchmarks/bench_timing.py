@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvkgrad.plan import READ, Plan
+
 MiB = 2**20
 
 
@@ -54,6 +56,36 @@ def vulkan_time(device, op, tensors, repeat):
     with device.record(timestamps=True) as rec:
         rec.execute(op, **tensors)
     return timed_replays(rec, repeat), rec
+
+
+def part_times(device, base, plan, args, parts, tensors, repeat, limits=None):
+    """Median kernel times (us) of an operator, key "all", and of each part alone (`parts`:
+    name -> kernel-name suffixes; a part with no dispatch in the plan takes 0), for the plan
+    choices in force; with the whole operator's plan and its outputs' bytes (to compare
+    variants' bits), read right after its own replays. `base` is the descriptor class, `plan`
+    its plan function (desc, limits), `args` its arguments."""
+    times, whole, bits = {}, None, None
+    for name, suffixes in [("all", None)] + list(parts.items()):
+        class Part(base):  # a class per part: the compile cache never returns another's
+            def plan(self, limits, suffixes=suffixes):
+                p = plan(self, limits)
+                if suffixes is None:
+                    return p
+                return Plan(tuple(d for d in p.dispatches if d.kernel.endswith(suffixes)),
+                            p.scratch, tensors=p.tensors)
+        op = device.compile(Part(*args), *([limits] if limits is not None else []))
+        if not op.plan.dispatches:
+            times[name] = 0.0
+        else:
+            ns, rec = vulkan_time(device, op, tensors, repeat)
+            rec.close()
+            times[name] = ns / 1e3
+            if suffixes is None:
+                whole = op.plan
+                bits = [tensors[f].numpy().tobytes() for f, (_, access) in
+                        Part(*args).tensor_fields() if access != READ]
+        op.close()
+    return times, whole, bits
 
 
 def replay_walls_ns(rec, repeat):

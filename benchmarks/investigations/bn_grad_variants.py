@@ -18,9 +18,8 @@ import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 from pyvkgrad.ops._batch_normalization_plan import plan as bn_plan  # noqa: E402
-from pyvkgrad.plan import Plan  # noqa: E402
 
-from bench_timing import copy_roofline, vulkan_time  # noqa: E402
+from bench_timing import copy_roofline, part_times  # noqa: E402
 
 PARTS = {"sums": "_sums", "output": ("_output", "_output_packed")}
 
@@ -63,43 +62,22 @@ def main():
                 bits = None
                 for target, per_lane in variants:
                     bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = target, per_lane
-                    times = {}
-                    for keep in (None, "sums", "output"):
-                        class Part(base):
-                            def plan(self, limits, keep=keep):
-                                p = bn_plan(self, limits, self.TRAINING)
-                                if keep is None:
-                                    return p
-                                return Plan(tuple(d for d in p.dispatches
-                                                  if d.kernel.endswith(PARTS[keep])),
-                                            p.scratch, tensors=p.tensors)
-                        op = dev.compile(Part(big, big, small, small, small, big, small, small,
-                                              1e-5))
-                        if not op.plan.dispatches:
-                            times[keep] = 0.0
-                            op.close()
-                            continue
-                        ns, rec = vulkan_time(dev, op, tensors, args.repeat)
-                        rec.close()
-                        if keep is None:
-                            sums = [d for d in op.plan.dispatches if d.kernel.endswith("_sums")]
-                            shape_of = (sums[0].workgroups, dict(sums[0].push)["groups"],
-                                        dict(sums[0].constants)["CHUNKS_PER_LANE"],
-                                        dict(sums[0].constants)["LK"])
-                            out = [tensors[n].numpy().tobytes() for n in
-                                   ("output_gradient_tensor", "output_scale_gradient_tensor",
-                                    "output_bias_gradient_tensor")]
-                            same = bits is None or out == bits
-                            bits = bits or out
-                        times[keep or "all"] = ns / 1e3
-                        op.close()
+                    times, whole, out = part_times(
+                        dev, base, lambda d, limits: bn_plan(d, limits, d.TRAINING),
+                        (big, big, small, small, small, big, small, small, 1e-5), PARTS,
+                        tensors, args.repeat)
+                    same = bits is None or out == bits
+                    bits = bits or out
+                    sums = [d for d in whole.dispatches if d.kernel.endswith("_sums")]
+                    shape_of = (sums[0].workgroups, dict(sums[0].push)["groups"],
+                                dict(sums[0].constants)["CHUNKS_PER_LANE"],
+                                dict(sums[0].constants)["LK"])
                     pct = 100 * nbytes / (times["all"] * 1e-6) / roof
                     print(f"{base.OPERATOR} {dt.name} {list(shape)} target {target} per-lane "
-                          f"{per_lane} (workgroups, groups, chunks/lane, "
-                          f"slots) {shape_of}: all "
-                          f"{times['all']:.1f} us ({pct:.1f}% of copy), sums {times['sums']:.1f}, "
-                          f"output {times['output']:.1f}; "
-                          f"same bits {same}", flush=True)
+                          f"{per_lane} (workgroups, groups, chunks/lane, slots) {shape_of}: "
+                          f"all {times['all']:.1f} us ({pct:.1f}% of copy), sums "
+                          f"{times['sums']:.1f}, output {times['output']:.1f}; same bits {same}",
+                          flush=True)
                 for t in tensors.values():
                     t.close()
     bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = defaults

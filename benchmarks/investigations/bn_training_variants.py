@@ -1,5 +1,6 @@
 """BATCH_NORMALIZATION_TRAINING's plan choices on a real GPU: the kernel time of the whole
-operator and of each of its three dispatches, for several work-item targets (TARGET_ITEMS) and
+operator and of each of its two dispatches (the sums with each channel's statistics, Output),
+for several work-item targets (TARGET_ITEMS) and
 chunks per lane (CHUNKS_PER_LANE_MAX), against the copy roofline of the same bytes (X read,
 Output written). Every variant gives the same bits (exact sums); this checks it too.
 
@@ -18,9 +19,10 @@ import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from pyvkgrad.ops import batch_normalization_training as bnt  # noqa: E402
 from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
-from pyvkgrad.plan import Plan  # noqa: E402
 
-from bench_timing import copy_roofline, vulkan_time  # noqa: E402
+from bench_timing import copy_roofline, part_times  # noqa: E402
+
+PARTS = {"sums": "_sums", "output": "_output"}
 
 
 def main():
@@ -58,37 +60,20 @@ def main():
             for target, per_lane, wg in variants:
                 bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = target, per_lane
                 limits = dataclasses.replace(dev.limits, local_size=wg)
-                times = {}
-                for keep in (None, "sums", "finalize", "output"):
-                    class Part(bnt.BatchNormalizationTrainingDesc):
-                        def plan(self, limits, keep=keep):
-                            p = bnt._plan(self, limits)
-                            if keep is None:
-                                return p
-                            return Plan(tuple(d for d in p.dispatches if d.kernel.endswith(keep)),
-                                        p.scratch, tensors=p.tensors)
-                    # A class per variant: the compile cache never returns another variant's.
-                    op = dev.compile(Part(big, small, small, None, big, small, small, 1e-5),
-                                     limits)
-                    ns, rec = vulkan_time(dev, op, tensors, args.repeat)
-                    rec.close()
-                    if keep is None:
-                        sums = [d for d in op.plan.dispatches if d.kernel.endswith("sums")]
-                        items = (sums[0].workgroups, dict(sums[0].constants)["CHUNKS_PER_LANE"],
-                                 dict(sums[0].constants)["LK"])
-                        out = [tensors[n].numpy().tobytes() for n in
-                               ("output_tensor", "output_mean_tensor", "output_variance_tensor")]
-                        same = bits is None or out == bits
-                        bits = bits or out
-                    times[keep or "all"] = ns / 1e3
-                    op.close()
+                times, whole, out = part_times(
+                    dev, bnt.BatchNormalizationTrainingDesc, bnt._plan,
+                    (big, small, small, None, big, small, small, 1e-5), PARTS, tensors,
+                    args.repeat, limits)
+                same = bits is None or out == bits
+                bits = bits or out
+                sums = [d for d in whole.dispatches if d.kernel.endswith("sums")]
+                items = (sums[0].workgroups, dict(sums[0].constants)["CHUNKS_PER_LANE"],
+                         dict(sums[0].constants)["LK"])
                 pct = 100 * nbytes / (times["all"] * 1e-6) / roof
-                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} "
-                      f"wg {wg} "
+                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} wg {wg} "
                       f"(workgroups, chunks/lane, slots) {items}: all {times['all']:.1f} us "
-                      f"({pct:.1f}% of copy), sums {times['sums']:.1f}, finalize "
-                      f"{times['finalize']:.1f}, output {times['output']:.1f}; same bits {same}",
-                      flush=True)
+                      f"({pct:.1f}% of copy), sums {times['sums']:.1f}, output "
+                      f"{times['output']:.1f}; same bits {same}", flush=True)
             for t in tensors.values():
                 t.close()
     bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = defaults
