@@ -58,6 +58,27 @@ def vulkan_time(device, op, tensors, repeat):
     return timed_replays(rec, repeat), rec
 
 
+def variant_script_start():
+    """The plan-variant scripts' common start: their options (--quick, --repeat N, and
+    --cuda-first: CUDA started first, issue 33) and the default device, its name printed.
+    Returns (options, device)."""
+    import argparse
+
+    import pyvkgrad
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--cuda-first", action="store_true",
+                    help="start CUDA first (issue 33: float16 kernels ran slower without)")
+    args = ap.parse_args()
+    if args.cuda_first:
+        import torch
+        torch.zeros(1, device="cuda")
+    dev = pyvkgrad.default_device()
+    print(dev.name)
+    return args, dev
+
+
 def part_times(device, base, plan, args, parts, tensors, repeat, limits=None):
     """Median kernel times (us) of an operator, key "all", and of each part alone (`parts`:
     name -> kernel-name suffixes; a part with no dispatch in the plan takes 0), for the plan

@@ -7,7 +7,6 @@ this checks it too.
     python benchmarks/investigations/bn_grad_variants.py [--quick] [--repeat N] [--cuda-first]
 """
 
-import argparse
 import os
 import sys
 
@@ -19,22 +18,13 @@ from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 from pyvkgrad.ops._batch_normalization_plan import plan as bn_plan  # noqa: E402
 
-from bench_timing import copy_roofline, part_times  # noqa: E402
+from bench_timing import copy_roofline, part_times, variant_script_start  # noqa: E402
 
 PARTS = {"sums": "_sums", "output": ("_output", "_output_packed")}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--cuda-first", action="store_true")
-    args = ap.parse_args()
-    if args.cuda_first:
-        import torch
-        torch.zeros(1, device="cuda")
-    dev = pyvkgrad.default_device()
-    print(dev.name)
+    args, dev = variant_script_start()
     shapes = ([(4, 64, 28, 28)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
     variants = [(512, 16), (2048, 16), (256, 16)]  # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX)

@@ -7,7 +7,6 @@ Output written). Every variant gives the same bits (exact sums); this checks it 
     python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N]
 """
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -15,28 +14,17 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
 from pyvkgrad.ops import batch_normalization_training as bnt  # noqa: E402
 from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 
-from bench_timing import copy_roofline, part_times  # noqa: E402
+from bench_timing import copy_roofline, part_times, variant_script_start  # noqa: E402
 
 PARTS = {"sums": "_sums", "output": "_output"}
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--cuda-first", action="store_true",
-                    help="start CUDA first (issue 33: float16 kernels ran slower without)")
-    args = ap.parse_args()
-    if args.cuda_first:
-        import torch
-        torch.zeros(1, device="cuda")
-    dev = pyvkgrad.default_device()
-    print(dev.name)
+    args, dev = variant_script_start()
     shapes = ([(4, 64, 56, 56)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
     # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, workgroup width)
