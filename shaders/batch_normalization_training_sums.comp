@@ -302,14 +302,19 @@ void main() {
                                          : int(exact_flags[st]);
                 }
             }
+            // Fences on both sides of each barrier: barrier() orders only shared memory, so
+            // the counting lane fences again after it (the other lanes' stores before the
+            // count), and every lane before it reads the partials (the count before them).
             memoryBarrierBuffer();
             barrier();
+            memoryBarrierBuffer();
             for (uint i = t; i < LK; i += WG) {
                 const uint kt = (item / groups) * LK + i;
                 completes[i] = kt < channels && atomicAdd(counters[kt], 1u) == groups - 1u;
             }
             memoryBarrierBuffer();
             barrier();
+            memoryBarrierBuffer();
             bool any = false;
             for (uint i = 0u; i < LK; ++i) any = any || completes[i];
             if (any) {  // the same for every invocation: a uniform branch

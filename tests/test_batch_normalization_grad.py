@@ -461,6 +461,21 @@ def test_plan_spreads_few_large_channels_over_many_workgroups():
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("n, wg", [(5_000_000, 8), (5_600_000, 256), (6_291_456, 256)])
+def test_plan_long_channels_on_lavapipe(op, n, wg):
+    """Lavapipe's limits (the sums one subgroup wide, 65535 loop iterations an invocation): a
+    channel of millions of elements still plans (once refused, or refused with a wrong
+    message): more chunks per lane until the completing item's loops fit, else the full
+    workgroup width."""
+    lavapipe = Limits(subgroup_size=8, local_size=256, max_local_size=256,
+                      max_loop_iterations=65535, narrow_reductions=True)
+    sums = plan_of(op, (n, 8), (1, 8), dtype=F16, limits=lavapipe).dispatches[0]
+    assert sums.kernel == "batch_normalization_training_sums" and sums.constant("WG") == wg
+    per_lane, groups = sums.constant("CHUNKS_PER_LANE"), dict(sums.push)["groups"]
+    assert per_lane * groups * (wg // sums.constant("LK")) >= -(-n // 16)  # every chunk
+
+
+@pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("dtype", [F32, F16], ids=["float32", "float16"])
 def test_plan_within_a_loop_limit(op, dtype):
     """Under a loop limit on a device of few workgroups, the sums split into several

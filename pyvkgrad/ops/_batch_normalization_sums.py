@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+import math
+
 import numpy as np
 
 from ..plan import LOOP_MARGIN, Dispatch, Limits, Scratch, grid_slices, right_align
@@ -62,24 +64,23 @@ class Sums:
     scratch: Tuple[Scratch, ...]
 
 
-def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: int,
-                    bindings: Dict[str, str], constants: dict, coefficients: int,
-                    dy: Optional[TensorDesc] = None) -> Sums:
-    """The sums over `x` (and with `dy` the grads' dY), `sums` sums per channel (2: the
-    forward's; 3: the grads'), and each channel's finish; `bindings` name the kernel's tensors
-    (the scratch buffers are named here) and `constants` complete its own (the K strides,
-    GRAD's); `coefficients`: vec4 per channel of the pass that follows."""
+@dataclass(frozen=True)
+class Lanes:
+    """A workgroup of `wg` lanes: LK channel slots of LR lanes, each taking `per_lane` chunks
+    per work item; `loops`: an item's loop iterations (the completing item's)."""
+
+    lr: int
+    lk: int
+    per_lane: int
+    loops: int
+
+
+def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks: int,
+           most: int) -> Lanes:
+    """The lanes of a `wg`-wide workgroup over channels of `chunks` chunks; under a loop limit
+    (`most` iterations an invocation, 0: none) the fewest chunks per lane that fit, where any
+    do (else the loops of the best, which the caller refuses)."""
     channels, n = axes.channels, axes.reduced_count
-    # On lavapipe one subgroup a workgroup: [32,256,14,14] took 68 ms with 256 lanes, 33 with 8.
-    wg = (min(limits.local_size, limits.subgroup_size) if limits.narrow_reductions
-          else limits.local_size)
-    # The reduced dimensions in their logical (row-major) order: the canonical order.
-    reduced = axes.reduced_logical
-    walked = (x,) if dy is None else (x, dy)
-    rsizes, rstrides = coalesce([x.sizes[d] for d in reduced],
-                                *[[t.element_strides[d] for d in reduced] for t in walked])
-    rstrides = [right_align(s, 8, 0) for s in rstrides]
-    chunks = chunk_count(n)
     if axes.kept_innermost:
         # Channels side by side (K_FAST), as many slots as fit: consecutive invocations read
         # consecutive channels' elements, SLOTS_MAX of them in one memory segment.
@@ -104,27 +105,68 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     # finishing its slots' sums over the workgroup.
     slot_sums = -(-sums * lk // wg)  # an invocation's share of the slots' sums
 
-    def item_loops(per_lane):
-        groups = -(-chunks // (lr * per_lane))
-        return (1 + (per_lane + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
+    def item_loops(p: int) -> int:
+        groups = -(-chunks // (lr * p))
+        return (1 + (p + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
                 + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
 
-    # Under a driver's loop limit (lavapipe's 65535 iterations per invocation in all), more
-    # chunks per lane make fewer groups for the completing item to add: the least that fits.
+    if most and item_loops(per_lane) > most:
+        # More chunks per lane make fewer groups for the completing item to add: the loops
+        # fall until about `best` chunks per lane, then rise. The least per_lane that fits,
+        # by bisection below `best` (every step keeps a per_lane that fits).
+        top = max(per_lane, GROUPS_MAX // lr - 1)
+        best = math.isqrt(chunks * sums * PARTIAL_WORDS // (40 * lr * lr))
+        best = min(top, max(per_lane, best))
+        best = min(range(max(per_lane, best - 2), min(top, best + 2) + 1), key=item_loops)
+        if item_loops(best) <= most:
+            low, high = per_lane, best
+            while low < high:
+                mid = (low + high) // 2
+                if item_loops(mid) <= most:
+                    high = mid
+                else:
+                    low = mid + 1
+            best = high if item_loops(high) <= most else best
+        per_lane = best
+    return Lanes(lr, lk, per_lane, item_loops(per_lane))
+
+
+def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: int,
+                    bindings: Dict[str, str], constants: dict, coefficients: int,
+                    dy: Optional[TensorDesc] = None) -> Sums:
+    """The sums over `x` (and with `dy` the grads' dY), `sums` sums per channel (2: the
+    forward's; 3: the grads'), and each channel's finish; `bindings` name the kernel's tensors
+    (the scratch buffers are named here) and `constants` complete its own (the K strides,
+    GRAD's); `coefficients`: vec4 per channel of the pass that follows."""
+    channels, n = axes.channels, axes.reduced_count
+    # The reduced dimensions in their logical (row-major) order: the canonical order.
+    reduced = axes.reduced_logical
+    walked = (x,) if dy is None else (x, dy)
+    rsizes, rstrides = coalesce([x.sizes[d] for d in reduced],
+                                *[[t.element_strides[d] for d in reduced] for t in walked])
+    rstrides = [right_align(s, 8, 0) for s in rstrides]
+    chunks = chunk_count(n)
     most = limits.max_loop_iterations - LOOP_MARGIN if limits.max_loop_iterations else 0
-    while most and item_loops(per_lane) > most and lr * per_lane < chunks:
-        per_lane = max(per_lane + 1, per_lane * 5 // 4)
-    loops = item_loops(per_lane)
+    # On lavapipe one subgroup a workgroup ([32,256,14,14] took 68 ms with 256 lanes, 33 with
+    # 8), unless a channel is too long for its loop limit at that width.
+    widths = [limits.local_size]
+    if limits.narrow_reductions and limits.subgroup_size < limits.local_size:
+        widths.insert(0, limits.subgroup_size)
+    for wg in widths:
+        lanes = _lanes(axes, x, limits, sums, wg, chunks, most)
+        if not most or lanes.loops <= most:
+            break
+    if most and lanes.loops > most:
+        fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
+             f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
+             n, RuntimeError)
+    lr, lk, per_lane, loops = lanes.lr, lanes.lk, lanes.per_lane, lanes.loops
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
     if lr * (per_lane + 1) > GROUPS_MAX:
         fail(operator, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
              "fewer elements per channel", n, RuntimeError)
     groups = -(-chunks // (lr * per_lane))
-    items = channel_groups * groups
-    if most and loops > most:
-        fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
-             f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
-             n, RuntimeError)
+    items = -(-channels // lk) * groups
     # Each operator passes only its own constants: the others stay off.
     unused = right_align([], 8, 0)
     common = dict(WG=wg, IS_F16=x.data_type.element_size == 2, LK=lk, N_R=float(n),
