@@ -12,7 +12,9 @@
 // stores them in the `partials` scratch buffer and counts itself in the channel's `counters`
 // word; the item that counts last (whichever it is: the sums are exact, so the order in which
 // items arrive changes no bits) adds every group's digits, rounds, finishes the channel and
-// zeroes its count. One dispatch, where a second (one workgroup per channel) cost 8-14 us of
+// zeroes its count. (A dispatch that stops part-way, as on a lost device, would leave counts
+// behind for the next call: the plans keep every invocation within a driver's loop limit so
+// that none stops.) One dispatch, where a second (one workgroup per channel) cost 8-14 us of
 // fixed latency on an H200.
 //
 // The canonical order (docs/semantics.md §18), fixed by the problem alone: a channel's n
