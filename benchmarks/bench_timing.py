@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+import pyvkgrad
 from pyvkgrad.plan import READ, Plan
 
 MiB = 2**20
@@ -62,9 +63,6 @@ def variant_script_start():
     """The plan-variant scripts' common start: their options (--quick, --repeat N, and
     --cuda-first: CUDA started first, issue 33) and the default device, its name printed.
     Returns (options, device)."""
-    import argparse
-
-    import pyvkgrad
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=20)
@@ -103,8 +101,8 @@ def part_times(device, base, plan, args, parts, tensors, repeat, limits=None):
             times[name] = ns / 1e3
             if suffixes is None:
                 whole = op.plan
-                bits = [tensors[f].numpy().tobytes() for f, (_, access) in
-                        Part(*args).tensor_fields() if access != READ]
+                bits = [tensors[f].numpy().tobytes() for f, (_, access) in op.fields.items()
+                        if access != READ]
         op.close()
     return times, whole, bits
 

@@ -42,8 +42,8 @@
 // partials: batch_normalization_training.glsl's layout.
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
-// Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the reduced dimensions of X (and dY),
-// 8 dimensions each, right-aligned, in elements. With WRITE_DX dX has dY's strides.
+// Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the
+// reduced dimensions of X (and dY), 8 dimensions each, right-aligned, in elements. With WRITE_DX dX has dY's strides.
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -237,7 +237,8 @@ void main() {
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
     const uint per_group = LR * CHUNKS_PER_LANE;
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
-        const uint k = (item / groups) * LK + slot, g = item % groups;
+        const uint k0 = (item / groups) * LK;  // the item's first channel
+        const uint k = k0 + slot, g = item % groups;
         const bool live = k < channels;
         const uvec4 base = live ? channel_offsets(k) : uvec4(0u);
         barrier();  // the previous item's digits are stored
@@ -282,22 +283,17 @@ void main() {
         exact_finish(w0, SUMS * slot);
         exact_finish(w1, SUMS * slot + 1u);
         if (GRAD) exact_finish(w2, SUMS * slot + 2u);
-        barrier();
-        // Each slot's sums normalised (so that up to 32768 groups' digits may be added); with
-        // one group the item holds its channels' whole sums, rounded here.
-        for (uint st = t; st < EXACT_SLOTS; st += WG) {
-            exact_normalize(st);
-            if (groups == 1u) rounded[st] = exact_to_float(st);
-        }
-        for (uint i = t; i < LK; i += WG) completes[i] = (item / groups) * LK + i < channels;
+        for (uint i = t; i < LK; i += WG) completes[i] = k0 + i < channels;
         barrier();
         if (groups > 1u) {
-            // The digits and flags to `partials`, then the channel's count of finished items:
-            // the item that brings it to `groups` completes the channel. Its lanes then add
-            // every group's digits (the fences make the other items' stores visible to them).
+            // The digits, normalised (so that up to 32768 groups' may be added), and flags to
+            // `partials`, then the channel's count of finished items: the item that brings it
+            // to `groups` completes the channel and adds every group's digits.
+            for (uint st = t; st < EXACT_SLOTS; st += WG) exact_normalize(st);
+            barrier();
             for (uint w = t; w < EXACT_SLOTS * PARTIAL_WORDS; w += WG) {
                 const uint st = w / PARTIAL_WORDS, i = w % PARTIAL_WORDS;
-                const uint kt = (item / groups) * LK + st / SUMS;
+                const uint kt = k0 + st / SUMS;
                 if (kt < channels) {
                     partials[((kt * groups + g) * SUMS + st % SUMS) * PARTIAL_WORDS + i] =
                         i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
@@ -311,8 +307,7 @@ void main() {
             barrier();
             memoryBarrierBuffer();
             for (uint i = t; i < LK; i += WG) {
-                const uint kt = (item / groups) * LK + i;
-                completes[i] = kt < channels && atomicAdd(counters[kt], 1u) == groups - 1u;
+                completes[i] = completes[i] && atomicAdd(counters[k0 + i], 1u) == groups - 1u;
             }
             memoryBarrierBuffer();
             barrier();
@@ -324,24 +319,26 @@ void main() {
                 barrier();
                 const uint words = groups * SUMS * PARTIAL_WORDS;  // a channel's
                 for (uint w = t; w < LK * words; w += WG) {
-                    const uint i = w / words, kt = (item / groups) * LK + i;
+                    const uint i = w / words;
                     if (completes[i]) {
-                        deposit_partial(SUMS * i, w % words, partials[kt * words + w % words]);
-                    }
-                }
-                barrier();
-                for (uint st = t; st < EXACT_SLOTS; st += WG) {
-                    if (completes[st / SUMS]) {
-                        exact_normalize(st);
-                        rounded[st] = exact_to_float(st);
+                        deposit_partial(SUMS * i, w % words,
+                                        partials[(k0 + i) * words + w % words]);
                     }
                 }
                 barrier();
             }
         }
+        // The completed channels' sums (with one group, every channel's), rounded once.
+        for (uint st = t; st < EXACT_SLOTS; st += WG) {
+            if (completes[st / SUMS]) {
+                exact_normalize(st);
+                rounded[st] = exact_to_float(st);
+            }
+        }
+        barrier();
         for (uint i = t; i < LK; i += WG) {
             if (completes[i]) {
-                const uint kt = (item / groups) * LK + i;
+                const uint kt = k0 + i;
                 // (The forward has no third sum: its index stays in the array either way.)
                 finish(kt, vec3(rounded[SUMS * i], rounded[SUMS * i + 1u],
                                 GRAD ? rounded[min(SUMS * i + 2u, SUMS * LK - 1u)] : 0.0),

@@ -6,8 +6,7 @@
 // results (the kernels that end a reduction: batch_normalization_training_sums and
 // batch_normalization_grad_direct).
 // A kernel that only applies the training grad's dX formula (the output kernels) defines
-// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone; one that only needs
-// the shift (batch_normalization_training_sums) defines BATCH_NORMALIZATION_SHIFT_ONLY.
+// BATCH_NORMALIZATION_TRAINING_DX_ONLY first and gets TRAINING_DX alone.
 //
 // The sums are taken around a shift: s = (sum dY, sum a, sum dY * a) with a = X - shift.
 // BATCH_NORMALIZATION_GRAD shifts by the supplied Mean, so that s.z is its scale gradient's
@@ -57,7 +56,6 @@ float training_shift(float mean_value, float ve, float first_x) {
     return distance <= bound ? mean_value : first_x;
 }
 
-#ifndef BATCH_NORMALIZATION_SHIFT_ONLY
 struct ChannelGrad {
     float dscale;
     float dbias;
@@ -103,6 +101,5 @@ void finish_channel(uint k, vec3 s, float shift, float mean_value, float ve, flo
                                     : vec4(cr_div(scale_value, cr_sqrt(ve)), 0.0, 0.0, 0.0);
     coefficients[2u * k + 1u] = vec4(g.mean_dy, 0.0, 0.0, 0.0);
 }
-#endif
 #endif
 #endif
