@@ -107,6 +107,37 @@ def part_times(device, base, plan, args, parts, tensors, repeat, limits=None):
     return times, whole, bits
 
 
+def hold_clock(device, seconds, nbytes=64 * MiB):
+    """Keep `device` busy for `seconds`: back-to-back replays of a recording of eight float32
+    ReLU grads over `nbytes` tensors (1 MiB on a CPU device). investigations/gpu_clock.py
+    measures whether, and for how long, this raises the clock that later calls run at."""
+    if device.info.device_type == "cpu":
+        nbytes = min(nbytes, MiB)
+    desc = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (nbytes // 4,))
+    op = device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    x = device.upload(np.ones(nbytes // 4, np.float32))
+    with device.record() as rec:
+        for _ in range(8):
+            rec.execute(op, input_tensor=x, input_gradient_tensor=x,
+                        output_gradient_tensor=device.empty(desc))
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        rec.replay()
+    rec.close()
+    op.close()
+
+
+def gpu_clocks():
+    """The GPU's SM and memory clocks and performance state now, from nvidia-smi ("" without
+    it): the benchmark prints them beside host figures, which follow the SM clock."""
+    import shutil
+    if not shutil.which("nvidia-smi"):
+        return ""
+    res = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,pstate",
+                          "--format=csv,noheader"], capture_output=True, text=True)
+    return (res.stdout or res.stderr).strip()
+
+
 def replay_walls_ns(rec, repeat):
     """Host wall time of each of `repeat` replays of a finished recording."""
     walls = []

@@ -50,7 +50,7 @@ import pyvkgrad  # noqa: E402
 from pyvkgrad import operators  # noqa: E402
 from bench_cases import (ALIASES, GROUPS, benchmark_cases, chain, host_overhead,  # noqa: E402
                          roundtrip)
-from bench_timing import (MiB, Torch, copy_roofline, progress,  # noqa: E402
+from bench_timing import (MiB, Torch, copy_roofline, gpu_clocks, hold_clock, progress,  # noqa: E402
                           vulkan_time, wait_strategy, write_roofline)
 
 
@@ -216,6 +216,9 @@ def main(argv=None):
                     help="start CUDA in the timing process first (RESULTS.md's tables before "
                          "2026-11-25 were measured so: NVIDIA's driver then runs Vulkan at full "
                          "speed; a numpy user's process has no CUDA)")
+    ap.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
+                    help="keep the GPU busy this long (bench_timing.hold_clock) before the copy "
+                         "roofline, each case and each group, and print the SM clock")
     ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--torch-side", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--roof-bytes", type=int, default=None, help=argparse.SUPPRESS)
@@ -261,6 +264,16 @@ def main(argv=None):
              f"PYVKGRAD_WAIT_SPIN_US={wait['PYVKGRAD_WAIT_SPIN_US']}); PyTorch: "
              + ("off (--no-torch)" if args.no_torch else "timed in a separate process"))
 
+    def hold(what):
+        if args.hold > 0:
+            hold_clock(dev, args.hold)
+        clocks = gpu_clocks()
+        if clocks:
+            progress(f"    GPU clocks before {what}: {clocks}")
+            extra.setdefault("clocks", {})[what] = clocks
+
+    extra = {}
+    hold("the copy roofline")
     roof_bytes = min(64 * MiB if quick else 1024 * MiB, dev.info.max_storage_buffer_range // 2)
     roof_by_method = {}
     roof = copy_roofline(dev, roof_bytes, repeat, roof_by_method)
@@ -272,6 +285,8 @@ def main(argv=None):
     for i, entry in enumerate(catalogue):
         name, case, dt, _ = entry
         progress(f"[{i + 1}/{len(catalogue)}] {name} {case} {dt}")
+        if not args.isolate:
+            hold(f"case {i}")
         r = run_isolated(i, argv, quick) if args.isolate else run_case(dev, entry, repeat, i)
         if r is None:
             continue
@@ -284,18 +299,21 @@ def main(argv=None):
                  f"{'fill' if r.extra.get('roofline') == 'write' else 'copy'}"
                  + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
                     if r.torch_ns else ""))
-    extra = {"wait": wait, "statistic": "median",
+    extra.update({"wait": wait, "statistic": "median",
              "processes": "pyvkgrad without torch; PyTorch in a separate process"
-                          + ("; every case in its own process" if args.isolate else "")}
+                          + ("; every case in its own process" if args.isolate else "")})
     if "overhead" in ops:
         progress("host overhead (medians)")
+        hold("host overhead")
         extra["host_overhead"] = host_overhead(dev, 200 if not quick else 50)
         progress(f"    {extra['host_overhead']}")
     if "roundtrip" in ops:
         progress("numpy round trips (medians; pyvkgrad here, PyTorch in its own process)")
+        hold("round trips")
         extra["roundtrip"] = roundtrip(dev, None, quick, 50 if not quick else 10)
     if "chain" in ops:
         progress("recorded chain")
+        hold("recorded chain")
         try:
             extra["chain"] = chain(dev, quick, repeat)
             progress(f"    {extra['chain']}")
