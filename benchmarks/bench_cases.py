@@ -518,7 +518,7 @@ def roundtrip(dev, T, quick, repeat):
     rows = []
     for name, ours, theirs in roundtrip_cases(dev, T, quick):
         if dev is not None:
-            row = {"case": name, "pyvkgrad_us": median_wall_ns(ours, repeat) / 1e3}
+            row = {"case": name, "pyvkgrad_us": median_wall_ns(ours, repeat, dev) / 1e3}
         else:
             row = {"case": name,
                    "torch_from_numpy_us": median_wall_ns(lambda: (theirs(), T.sync()),
@@ -553,7 +553,7 @@ def overhead_calls(dev, n=1024):
 def host_overhead(dev, repeat):
     """Median microseconds per call on a 1024-element ReLU grad (overhead_calls), each call
     timed on its own, and the wait strategy they ran with."""
-    out = {name: median_wall_ns(fn, repeat) / 1e3 for name, fn in overhead_calls(dev).items()}
+    out = {name: median_wall_ns(fn, repeat, dev) / 1e3 for name, fn in overhead_calls(dev).items()}
     out["statistic"] = f"median of {repeat} calls"
     out["wait"] = wait_strategy(dev)
     return out

@@ -331,7 +331,7 @@ def _compare(row, device, results, tensors, dtype):
 def run_group(dev, quick, repeat, cache=None):
     """The IREE rows: {"iree", "target", "rows"}, or {"skipped": why}. Missing modules are
     compiled first where the compiler is importable (in a child process: it imports torch)."""
-    from bench_timing import median_wall_ns, progress, vulkan_time
+    from bench_timing import hold_clock, median_wall_ns, progress, vulkan_time
     if importlib.util.find_spec("iree") is None or importlib.util.find_spec("iree.runtime") is None:
         progress("    skipped: iree.runtime is not importable (pip install .[bench], or the "
                  "iree-base-runtime wheel)")
@@ -364,7 +364,7 @@ def run_group(dev, quick, repeat, cache=None):
         arrays = inputs(name, shape, dtype, rng)
         op, tensors = _pyvkgrad_case(dev, name, shape, dtype, arrays)
         row["pyvkgrad_kernel_us"] = float(vulkan_time(dev, op, tensors, repeat)[0]) / 1e3
-        row["pyvkgrad_per_call_us"] = median_wall_ns(lambda: op(**tensors), repeat) / 1e3
+        row["pyvkgrad_per_call_us"] = median_wall_ns(lambda: op(**tensors), repeat, dev) / 1e3
         path, failed = folder / f"{k}.vmfb", folder / f"{k}.failed.txt"
         if path.exists():
             try:
@@ -372,8 +372,9 @@ def run_group(dev, quick, repeat, cache=None):
                 fn = rt.SystemContext(vm_modules=[vm], config=config).modules.module["main"]
                 dev_in = [rt.asdevicearray(device, a) for a in arrays]
                 _compare(row, device, fn(*dev_in), tensors, dtype)
-                row["iree_per_call_us"] = median_wall_ns(lambda: fn(*dev_in), repeat) / 1e3
+                row["iree_per_call_us"] = median_wall_ns(lambda: fn(*dev_in), repeat, dev) / 1e3
                 del dev_in
+                hold_clock(dev)  # the tool runs on the same GPU: at the working clock too
                 row["iree_tool_us"], row["iree_kernel_us"] = _iree_tool_us(path, arrays, repeat)
             except Exception as e:
                 row["iree_error"] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"

@@ -34,6 +34,7 @@ def replay_steps_ns(rec, repeat, before=None):
     """Each recorded step's time (ns, from its timestamps) in each of `repeat` replays of a
     recording; `before`, when given, is called before each replay (e.g. to flush L2)."""
     steps = []
+    hold_clock(rec.device)
     for _ in range(repeat):
         if before:
             before()
@@ -107,24 +108,33 @@ def part_times(device, base, plan, args, parts, tensors, repeat, limits=None):
     return times, whole, bits
 
 
-def hold_clock(device, seconds, nbytes=64 * MiB):
-    """Keep `device` busy for `seconds`: back-to-back replays of a recording of eight float32
-    ReLU grads over `nbytes` tensors (1 MiB on a CPU device). investigations/gpu_clock.py
-    measures whether, and for how long, this raises the clock that later calls run at."""
-    if device.info.device_type == "cpu":
-        nbytes = min(nbytes, MiB)
-    desc = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (nbytes // 4,))
-    op = device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
-    x = device.upload(np.ones(nbytes // 4, np.float32))
-    with device.record() as rec:
-        for _ in range(8):
-            rec.execute(op, input_tensor=x, input_gradient_tensor=x,
-                        output_gradient_tensor=device.empty(desc))
+HOLD_S = 0.0  # seconds of hold_clock before each timed measurement (run.py --hold)
+_holders = {}  # device -> hold_clock's recording, built once
+
+
+def hold_clock(device, seconds=None, nbytes=64 * MiB):
+    """Keep `device` busy for `seconds` (default HOLD_S): back-to-back replays of a recording
+    of eight float32 ReLU grads over `nbytes` tensors (1 MiB on a CPU device). NVIDIA's driver
+    lowers an H200's SM clock from 1980 to 345-570 MHz after 2-3 s with little GPU work and
+    raises it again after about 0.8 s of steady work (investigations/gpu_clock.py); a CUDA
+    context holds it up. The timing helpers call this right before they time, so that kernel
+    and host figures are those of the working clock."""
+    seconds = HOLD_S if seconds is None else seconds
+    if seconds <= 0:
+        return
+    if device not in _holders:
+        if device.info.device_type == "cpu":
+            nbytes = min(nbytes, MiB)
+        desc = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (nbytes // 4,))
+        op = device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+        x, y = device.upload(np.ones(nbytes // 4, np.float32)), device.empty(desc)
+        with device.record() as rec:
+            for _ in range(8):
+                rec.execute(op, input_tensor=x, input_gradient_tensor=x, output_gradient_tensor=y)
+        _holders[device] = rec
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
-        rec.replay()
-    rec.close()
-    op.close()
+        _holders[device].replay()
 
 
 def gpu_clocks():
@@ -141,6 +151,7 @@ def gpu_clocks():
 def replay_walls_ns(rec, repeat):
     """Host wall time of each of `repeat` replays of a finished recording."""
     walls = []
+    hold_clock(rec.device)
     for _ in range(repeat):
         t0 = time.perf_counter_ns()
         rec.replay()
@@ -148,10 +159,12 @@ def replay_walls_ns(rec, repeat):
     return walls
 
 
-def median_wall_ns(fn, repeat):
+def median_wall_ns(fn, repeat, device=None):
     """Median host wall time (ns) of `fn()` over `repeat` calls, each timed on its own, after
-    one untimed call."""
+    one untimed call (and hold_clock on `device`, where given)."""
     fn()
+    if device is not None:
+        hold_clock(device)
     walls = []
     for _ in range(repeat):
         t0 = time.perf_counter_ns()
@@ -250,6 +263,7 @@ def commands_ns(device, record, repeat, what="timed commands"):
     `record(commands)` records, after one warm-up submission."""
     commands = device.runtime().commands(2)
     record(commands)
+    hold_clock(device)
     times = []
     for _ in range(repeat + 1):
         commands.submit(what)

@@ -50,7 +50,8 @@ import pyvkgrad  # noqa: E402
 from pyvkgrad import operators  # noqa: E402
 from bench_cases import (ALIASES, GROUPS, benchmark_cases, chain, host_overhead,  # noqa: E402
                          roundtrip)
-from bench_timing import (MiB, Torch, copy_roofline, gpu_clocks, hold_clock, progress,  # noqa: E402
+import bench_timing  # noqa: E402
+from bench_timing import (MiB, Torch, copy_roofline, gpu_clocks, progress,  # noqa: E402
                           vulkan_time, wait_strategy, write_roofline)
 
 
@@ -216,9 +217,11 @@ def main(argv=None):
                     help="start CUDA in the timing process first (RESULTS.md's tables before "
                          "2026-11-25 were measured so: NVIDIA's driver then runs Vulkan at full "
                          "speed; a numpy user's process has no CUDA)")
-    ap.add_argument("--hold", type=float, default=0.0, metavar="SECONDS",
-                    help="keep the GPU busy this long (bench_timing.hold_clock) before the copy "
-                         "roofline, each case and each group, and print the SM clock")
+    ap.add_argument("--hold", type=float, default=None, metavar="SECONDS",
+                    help="keep the GPU busy this long right before each timed measurement "
+                         "(bench_timing.hold_clock), so that it runs at the working clock: "
+                         "NVIDIA's driver lowers the SM clock after 2-3 s with little work "
+                         "(default 1 on a GPU, 0 on a CPU device)")
     ap.add_argument("--case", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--torch-side", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--roof-bytes", type=int, default=None, help=argparse.SUPPRESS)
@@ -250,6 +253,8 @@ def main(argv=None):
             progress("--cuda-first: this PyTorch has no CUDA device; timing without it")
     dev = pyvkgrad.get_device(args.device)
     quick = args.quick or dev.info.device_type == "cpu"
+    bench_timing.HOLD_S = (args.hold if args.hold is not None
+                           else 0.0 if dev.info.device_type == "cpu" else 1.0)
     repeat = args.repeat if not quick else min(args.repeat, 5)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -261,32 +266,29 @@ def main(argv=None):
         return 0
     progress(f"device: {dev.name} ({dev.info.driver_name} {dev.info.driver_info}); "
              f"fence wait: blocks {wait['blocks']} (wait_spin_us {wait['wait_spin_us']}, "
-             f"PYVKGRAD_WAIT_SPIN_US={wait['PYVKGRAD_WAIT_SPIN_US']}); PyTorch: "
+             f"PYVKGRAD_WAIT_SPIN_US={wait['PYVKGRAD_WAIT_SPIN_US']}); hold before each timing: "
+             f"{bench_timing.HOLD_S} s; PyTorch: "
              + ("off (--no-torch)" if args.no_torch else "timed in a separate process"))
 
-    def hold(what):
-        if args.hold > 0:
-            hold_clock(dev, args.hold)
+    def clocks_after(what):
         clocks = gpu_clocks()
         if clocks:
-            progress(f"    GPU clocks before {what}: {clocks}")
+            progress(f"    GPU clocks after {what}: {clocks}")
             extra.setdefault("clocks", {})[what] = clocks
 
-    extra = {}
-    hold("the copy roofline")
+    extra = {"hold_s": bench_timing.HOLD_S}
     roof_bytes = min(64 * MiB if quick else 1024 * MiB, dev.info.max_storage_buffer_range // 2)
     roof_by_method = {}
     roof = copy_roofline(dev, roof_bytes, repeat, roof_by_method)
     progress(f"copy roofline ({roof_bytes // MiB} MiB): Vulkan {roof / 1e9:.0f} GB/s ("
              + ", ".join(f"{m} {r / 1e9:.1f}" for m, r in roof_by_method.items()) + ")")
+    clocks_after("the copy roofline")
     child_argv = [*(argv if argv is not None else sys.argv[1:]), "--roof-bytes", str(roof_bytes)]
 
     indexed = []  # (catalogue index, Result)
     for i, entry in enumerate(catalogue):
         name, case, dt, _ = entry
         progress(f"[{i + 1}/{len(catalogue)}] {name} {case} {dt}")
-        if not args.isolate:
-            hold(f"case {i}")
         r = run_isolated(i, argv, quick) if args.isolate else run_case(dev, entry, repeat, i)
         if r is None:
             continue
@@ -294,6 +296,8 @@ def main(argv=None):
             side = torch_side(child_argv, f"case:{i}", quick) or {}
             merge_torch(r, (side.get("cases") or {}).get(str(i)))
         indexed.append((i, r))
+        if not args.isolate:
+            clocks_after(f"case {i}")
         progress(f"    {r.vk_ns / 1e3:9.1f} us  {r.vk_gbps:7.1f} GB/s  "
                  f"{100 * r.roofline_fraction:5.1f}% of "
                  f"{'fill' if r.extra.get('roofline') == 'write' else 'copy'}"
@@ -304,18 +308,18 @@ def main(argv=None):
                           + ("; every case in its own process" if args.isolate else "")})
     if "overhead" in ops:
         progress("host overhead (medians)")
-        hold("host overhead")
         extra["host_overhead"] = host_overhead(dev, 200 if not quick else 50)
+        clocks_after("host overhead")
         progress(f"    {extra['host_overhead']}")
     if "roundtrip" in ops:
         progress("numpy round trips (medians; pyvkgrad here, PyTorch in its own process)")
-        hold("round trips")
         extra["roundtrip"] = roundtrip(dev, None, quick, 50 if not quick else 10)
+        clocks_after("round trips")
     if "chain" in ops:
         progress("recorded chain")
-        hold("recorded chain")
         try:
             extra["chain"] = chain(dev, quick, repeat)
+            clocks_after("recorded chain")
             progress(f"    {extra['chain']}")
         except (NotImplementedError, ValueError) as e:
             progress(f"    skipped: {e}")
@@ -343,7 +347,8 @@ def main(argv=None):
     progress(f"device: {dev.name}; PyTorch: {peer.get('torch') or 'not available'}")
 
     print_table(dev, roof, torch_roof, results)
-    print(f"fence wait: blocks {wait['blocks']} (Device.wait_spin_us = {wait['wait_spin_us']})")
+    print(f"fence wait: blocks {wait['blocks']} (Device.wait_spin_us = {wait['wait_spin_us']}); "
+          f"each timing after {bench_timing.HOLD_S} s of steady GPU work (--hold)")
     if "host_overhead" in extra:
         print("host overhead, medians: " + ", ".join(
             f"{k[:-3]} {v:.1f} us" for k, v in extra["host_overhead"].items() if k.endswith("_us")))
