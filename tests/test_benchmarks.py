@@ -98,3 +98,13 @@ def test_iree_peer_group_runs_beside_pyvkgrad(tmp_path):
     for dtype in ("float32", "float16"):  # a select: the same bits
         assert rows[("relu_grad", dtype)]["max_abs_diff"] == [0.0]
     assert "IREE" in res.stdout and "same result" in res.stdout
+
+
+def test_benchmark_holds_the_clock_before_timing(tmp_path, device):
+    # NVIDIA's driver lowers the SM clock after 2-3 s with little GPU work: every timing comes
+    # right after --hold seconds of steady work (default 0 on a CPU device such as lavapipe).
+    res, report = _bench(tmp_path, "--ops", "relu,overhead", "--hold", "0.02")
+    assert report["hold_s"] == 0.02
+    assert "each timing after 0.02 s of steady GPU work" in res.stdout
+    res, report = _bench(tmp_path, "--ops", "overhead")
+    assert report["hold_s"] == (0.0 if device.info.device_type == "cpu" else 1.0)
