@@ -3,7 +3,9 @@
 #     STEPS="fp host relu bn" bash benchmarks/investigations/h200_hold.sh   (results under $OUT)
 # Steps: fp, the fingerprint check; host, the overhead, round-trip and chain groups with
 # PyTorch's side; relu and bn, those kernel rows in a torch-free process (bn: BN_OPS, default
-# bn,batch_normalization_training), and with .old-main carried the same rows of that tree.
+# bn,batch_normalization_training), and with .old-main or .variant carried (a `git archive` of
+# pyvkgrad, benchmarks and tests/fingerprints.json of another commit) that tree's rows and
+# fingerprints; iree, the IREE group (the runtime's wheel in .gpu/wheels).
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,pstate --format=csv | tee $OUT/gpu.txt
@@ -26,12 +28,22 @@ if [[ $steps == *" relu "* ]]; then
 fi
 if [[ $steps == *" bn "* ]]; then
   run bn 250 python3 benchmarks/run.py --ops ${BN_OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/bn
-  if [ -d .old-main ]; then
-    cp pyvkgrad/_kompute.*.so .old-main/pyvkgrad/
-    cp benchmarks/bench_timing.py benchmarks/run.py .old-main/benchmarks/  # the same timing
-    (cd .old-main && export PYTHONPATH=$PWD && run bn-old 250 python3 benchmarks/run.py \
-       --ops ${BN_OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/bn-old)
-  fi
-  grep -h "clocks after the copy\|^BATCH\|copy roofline" $OUT/bn.txt $OUT/bn-old.txt
+  for tree in .old-main .variant; do  # other trees carried for a same-run comparison
+    [ -d $tree ] || continue
+    cp pyvkgrad/_kompute.*.so $tree/pyvkgrad/
+    cp benchmarks/bench_timing.py benchmarks/run.py $tree/benchmarks/  # the same timing
+    (cd $tree && export PYTHONPATH=$PWD && run bn$tree 250 python3 benchmarks/run.py \
+       --ops ${BN_OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/bn$tree
+     [ -f tests/fingerprints.json ] && run fingerprint$tree 200 python3 -m pyvkgrad fingerprint \
+       --check tests/fingerprints.json)
+  done
+  grep -h "clocks after the copy\|^BATCH\|copy roofline\|cases give" $OUT/bn*.txt $OUT/fingerprint*.txt
+fi
+if [[ $steps == *" iree "* ]]; then  # IREE's runtime from .gpu/wheels, the committed modules
+  python3 -m pip install -q --no-index --no-deps --target /tmp/iree-site .gpu/wheels/iree_base_runtime-*.whl \
+    > $OUT/iree-install.txt 2>&1
+  PYTHONPATH=$PYTHONPATH:/tmp/iree-site run iree 420 python3 benchmarks/run.py --ops iree --no-torch \
+    --repeat 20 --out $OUT/iree
+  grep -v "^\[\|^    " $OUT/iree.txt | tail -30
 fi
 rm -f $OUT/*/results.png
