@@ -36,6 +36,16 @@ layout(constant_id = 8) const float ONE_MINUS_BETA2 = 0.001;
 DIMS8(uint, SIZES, 9, 1u)
 DIMS8_4(uint, X_STRIDES, M_STRIDES, V_STRIDES, G_STRIDES, 17, 0u)
 DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
+// The float path's limits (float32 bits; adam()): m, g and v below these (and nonzero) take
+// the exact path, as does x below SUMMAND_LEAST (2^-102); CHECK_INPUTS: whether any of these
+// limits lies above the data type's least nonzero value (float16's inputs never reach them
+// with the usual Betas); EXACT_ONLY: Epsilon is subnormal, every element takes the exact path.
+layout(constant_id = 73) const uint M_LEAST = 0x00800000u;
+layout(constant_id = 74) const uint G_LEAST = 0x00800000u;
+layout(constant_id = 75) const uint V_LEAST = 0x00800000u;
+layout(constant_id = 76) const bool CHECK_INPUTS = true;
+layout(constant_id = 77) const bool EXACT_ONLY = false;
+const uint SUMMAND_LEAST = 0x0C800000u;  // 2^-102
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
 // TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that
@@ -50,21 +60,53 @@ layout(set = 0, binding = 6) buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 7) buffer NEW_V { uint new_v[]; };
 layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
-// One element's step: (x', m', v') from (x, m, v, g) and lr_alpha = LearningRate alpha.
-vec3 adam(float xe, float me, float ve, float ge, float lr_alpha) {
+// The exact path, for elements whose operands or results may lie below 2^-126: every product
+// and sum by integers (correctly_rounded.glsl's ieee_mul and ieee_add), so a device that
+// flushes subnormals in its float arithmetic gives the same bits as one that keeps them.
+vec3 adam_exact(float xe, float me, float ve, float ge, float lr_alpha) {
+    const float new_m = ieee_add(ieee_mul(BETA1, me), ieee_mul(ONE_MINUS_BETA1, ge));
+    const float new_v = ieee_add(ieee_mul(BETA2, ve), ieee_mul(ONE_MINUS_BETA2, ieee_mul(ge, ge)));
+    const float step = cr_div(ieee_mul(lr_alpha, new_m), ieee_add(cr_sqrt(new_v), EPSILON));
+    // x - step as x + (-step), the sign flipped in the bits (no float instruction).
+    const float new_x = ieee_add(xe, uintBitsToFloat(floatBitsToUint(step) ^ 0x80000000u));
+    return vec3(new_x, new_m, new_v);
+}
+
+// Nonzero and below the float32 whose bits are `least` in magnitude (nonnegative floats order
+// as their bits).
+bool below(float v, uint least) { return (floatBitsToUint(v) & 0x7FFFFFFFu) - 1u < least - 1u; }
+
+// One element's step: (x', m', v') from (x, m, v, g), lr_alpha = LearningRate alpha and its
+// exponent field. The float path runs where no operand or result can be subnormal, else
+// adam_exact, with the same result (the host's thresholds, pyvkgrad/ops/adam_optimizer.py):
+// every product that a sum adds is 0 or at least 2^-102, and so is every summand, so every sum
+// is 0 or normal; lr_alpha m' (the division's dividend) is normal or 0; the step x - q is
+// checked as a sum. cr_div and cr_sqrt are exact for every input.
+vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_field) {
+    if (EXACT_ONLY || (CHECK_INPUTS && (below(me, M_LEAST) || below(ge, G_LEAST)
+                                        || below(ve, V_LEAST) || below(xe, SUMMAND_LEAST)))) {
+        return adam_exact(xe, me, ve, ge, lr_alpha);
+    }
     precise float new_m = BETA1 * me + ONE_MINUS_BETA1 * ge;
+    // lr_alpha m' >= 2^(fields' sum - 254): normal where the fields add up to 128 or more.
+    const uint m_bits = floatBitsToUint(new_m) & 0x7FFFFFFFu;
+    if (m_bits != 0u && (m_bits >> 23) + lr_alpha_field < 128u) {
+        return adam_exact(xe, me, ve, ge, lr_alpha);
+    }
     precise float new_v = BETA2 * ve + ONE_MINUS_BETA2 * (ge * ge);
     precise float denominator = cr_sqrt(new_v) + EPSILON;
-    precise float new_x = xe - cr_div(lr_alpha * new_m, denominator);
+    const float step = cr_div(lr_alpha * new_m, denominator);
+    if (below(step, SUMMAND_LEAST)) return adam_exact(xe, me, ve, ge, lr_alpha);
+    precise float new_x = xe - step;
     return vec3(new_x, new_m, new_v);
 }
 
 // PACKED: item i, one word of each tensor (xw, mw, vw, gw: its inputs, loaded before any
 // output is stored).
-void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha) {
+void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uint field) {
     if (!IS_F16) {
         const vec3 r = adam(uintBitsToFloat(xw), uintBitsToFloat(mw), uintBitsToFloat(vw),
-                            uintBitsToFloat(gw), lr_alpha);
+                            uintBitsToFloat(gw), lr_alpha, field);
         new_x[i] = floatBitsToUint(r.x);
         new_m[i] = floatBitsToUint(r.y);
         new_v[i] = floatBitsToUint(r.z);
@@ -72,8 +114,8 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha) {
     }
     const vec2 xs = unpackHalf2x16(xw), ms = unpackHalf2x16(mw);
     const vec2 vs = unpackHalf2x16(vw), gs = unpackHalf2x16(gw);
-    const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha);
-    const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha);
+    const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha, field);
+    const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha, field);
     if (2u * i + 1u < elements) {
         new_x[i] = half_from_float(lo.x) | (half_from_float(hi.x) << 16);
         new_m[i] = half_from_float(lo.y) | (half_from_float(hi.y) << 16);
@@ -94,17 +136,19 @@ void main() {
     const uint t = step[0];
     precise float one_minus_beta1_t = 1.0 - pow_uint(BETA1, t);
     precise float one_minus_beta2_t = 1.0 - pow_uint(BETA2, t);
-    precise float lr_alpha = LEARNING_RATE * cr_div(cr_sqrt(one_minus_beta2_t),
-                                                    one_minus_beta1_t);
+    // (By integers: LearningRate alpha may be subnormal.)
+    const float lr_alpha = ieee_mul(LEARNING_RATE, cr_div(cr_sqrt(one_minus_beta2_t),
+                                                          one_minus_beta1_t));
+    const uint field = (floatBitsToUint(lr_alpha) >> 23) & 0xFFu;
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         if (PACKED) {
-            packed_item(i, x[i], m[i], v[i], g[i], lr_alpha);
+            packed_item(i, x[i], m[i], v[i], g[i], lr_alpha, field);
         } else {
             uvec4 a = uvec4(0u);
             uvec3 b = uvec3(0u);
             FOR_EACH_COORDINATE8(SIZES, i, ADD_OFFSETS)
             const vec3 r = adam(LOAD(x, a.x), LOAD(m, a.y), LOAD(v, a.z), LOAD(g, a.w),
-                                lr_alpha);
+                                lr_alpha, field);
             if (IS_F16) {
                 STORE_HALF_BITS(new_x, b.x, half_from_float(r.x))
                 STORE_HALF_BITS(new_m, b.y, half_from_float(r.y))

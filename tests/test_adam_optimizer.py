@@ -97,6 +97,37 @@ def test_same_bits_as_the_float32_model(device, rng, n, dtype):
         same_bits(got, model(x, m, v, g, t, *scalars), dtype)
 
 
+def _tiny(rng, n):
+    """Magnitudes 1e-45 to 1e-5 (float32's subnormals, the kernel's float-path limits around
+    1e-31 and 1e-14, small normals), with zeros and both signs."""
+    return (rng.choice([-1, 1], n) * 10.0 ** rng.uniform(-45, -5, n)
+            * (rng.random(n) > 0.1)).astype(F32)
+
+
+@pytest.mark.parametrize("lr, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (1e-3, 1e-42),
+                                         (0.5, 0.0)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_subnormal_operands_and_results(device, rng, lr, epsilon, dtype):
+    """Subnormal inputs, products, sums and steps (m, v, g, x tiny; g^2 below 2^-126; steps
+    below 2^-126 against small x; LearningRate alpha or Epsilon subnormal): the IEEE model's
+    bits, subnormals kept. A device that flushes subnormals in its float arithmetic (an H200
+    does) takes the kernel's exact path for these elements and gives the same bits."""
+    n = 3001
+    x, m, g = _tiny(rng, n), _tiny(rng, n), _tiny(rng, n)
+    v = np.abs(_tiny(rng, n))
+    # Every third element normal, so each workgroup mixes the float and exact paths.
+    normal = np.arange(n) % 3 == 0
+    for a in (x, m, g):
+        a[normal] = rng.standard_normal(normal.sum())
+    v[normal] = np.abs(rng.standard_normal(normal.sum()))
+    # Steps below 2^-126 next to small x: m tiny against v of 1.
+    x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
+    x, m, v, g = (a.astype(dtype) for a in (x, m, v, g))
+    for t in (1, 10):
+        got = pyvkgrad.adam_optimizer(x, m, v, g, t, lr, 0.9, 0.999, epsilon, device=device)
+        same_bits(got, model(x, m, v, g, t, lr, 0.9, 0.999, epsilon), dtype)
+
+
 def test_strided_inputs_and_non_finite_gradients(device, rng):
     """Strided views (the strided kernel) give the packed kernel's bits; Inf and NaN in g reach
     all three outputs of their element, as the formula says."""

@@ -1,4 +1,5 @@
-"""cr_div and cr_sqrt (shaders/include/correctly_rounded.glsl) against numpy, bit for bit.
+"""cr_div, cr_sqrt, ieee_mul and ieee_add (shaders/include/correctly_rounded.glsl) against numpy,
+bit for bit.
 
 The functions promise the correctly rounded float32 quotient and square root (round to nearest
 even) with IEEE special cases, NaN results as 0x7FC00000, on every device. numpy's float64
@@ -39,8 +40,9 @@ SPECIALS = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC000
                     dtype=np.uint32)
 
 
-def run_cr_ops(device, a, b, previous, skew):
-    """(quotient bits, root bits) of cr_ops on the uint32 arrays a and b."""
+def run_ops(device, kernel, a, b, outputs, constants):
+    """The output bits (named `outputs`) of the benchmark kernel `kernel` on the uint32 arrays
+    a and b."""
     runtime = device.runtime()
     n = a.size
     padded = -(-n // 4) * 4  # buffers hold whole 16-byte vectors
@@ -48,18 +50,23 @@ def run_cr_ops(device, a, b, previous, skew):
     words[0][:n], words[1][:n] = a, b
     buffers = dict(a=runtime.buffer(4 * padded, words=words[0]),
                    b=runtime.buffer(4 * padded, words=words[1]),
-                   quotient=runtime.buffer(4 * padded), root=runtime.buffer(4 * padded))
-    program, push = benchmark_program(device, "cr_ops", buffers,
-                                      dict(PREVIOUS=previous, REPEAT=1, SKEW=skew), n)
+                   **{k: runtime.buffer(4 * padded) for k in outputs})
+    program, push = benchmark_program(device, kernel, buffers, constants, n)
     commands = runtime.commands()
     commands.upload([buffers["a"], buffers["b"]])
     commands.dispatch(program, push)
-    commands.download([buffers["quotient"], buffers["root"]])
-    commands.submit("cr_ops")
-    out = tuple(buffers[k].words()[:n].copy() for k in ("quotient", "root"))
+    commands.download([buffers[k] for k in outputs])
+    commands.submit(kernel)
+    out = tuple(buffers[k].words()[:n].copy() for k in outputs)
     for obj in (commands, program, *buffers.values()):
         obj.destroy()
     return out
+
+
+def run_cr_ops(device, a, b, previous, skew):
+    """(quotient bits, root bits) of cr_ops on the uint32 arrays a and b."""
+    return run_ops(device, "cr_ops", a, b, ("quotient", "root"),
+                   dict(PREVIOUS=previous, REPEAT=1, SKEW=skew))
 
 
 def numpy_bits(values):
@@ -277,3 +284,43 @@ def test_cr_div_every_dividend_significand(device, divisor, skew):
     assert wrong.size == 0, (f"{wrong.size} wrong, e.g. cr_div({a[wrong[0]]:#010x}, "
                              f"{divisor:#010x}) = {quotient[wrong[0]]:#010x}, not "
                              f"{want[wrong[0]]:#010x}")
+
+
+def ieee_inputs(rng, n):
+    """Pairs for ieee_mul and ieee_add: random bits; subnormals and small normals with each
+    other and with every magnitude; products and sums at and around the subnormal range's
+    edges (2^-126, 2^-149, half of 2^-149); exact cancellations; the special values."""
+    a = [rng.integers(0, 2**32, n, dtype=np.uint32)]
+    b = [rng.integers(0, 2**32, n, dtype=np.uint32)]
+    small = lambda: compose(rng.integers(0, 2, n), rng.integers(0, 40, n),  # noqa: E731
+                            rng.integers(0, 1 << 23, n))
+    anything = lambda: compose(rng.integers(0, 2, n), rng.integers(0, 255, n),  # noqa: E731
+                               rng.integers(0, 1 << 23, n))
+    a += [small(), small(), anything()]
+    b += [small(), anything(), small()]
+    # Products near the subnormal range: exponent fields adding up to 90-140.
+    fa = rng.integers(1, 140, n)
+    fb = np.clip(rng.integers(90, 141, n) - fa, 1, 254)
+    a.append(compose(rng.integers(0, 2, n), fa, rng.integers(0, 1 << 23, n)))
+    b.append(compose(rng.integers(0, 2, n), fb, rng.integers(0, 1 << 23, n)))
+    # Sums of opposite signs within a few units of each other (cancellation), and x - x.
+    x = small() | np.uint32(0)
+    a += [x, x]
+    b += [(x + rng.integers(0, 4, n).astype(np.uint32)) ^ np.uint32(0x80000000),
+          x ^ np.uint32(0x80000000)]
+    sa, sb = np.meshgrid(SPECIALS, SPECIALS)
+    a.append(sa.ravel())
+    b.append(sb.ravel())
+    return np.concatenate(a), np.concatenate(b)
+
+
+def test_ieee_mul_and_add_keep_subnormals(device, rng):
+    a, b = ieee_inputs(rng, 20000)
+    product, total = run_ops(device, "ieee_ops", a, b, ("product", "sum"), {})
+    with np.errstate(all="ignore"):
+        fa, fb = a.view(np.float32), b.view(np.float32)
+        want = (numpy_bits(fa * fb), numpy_bits(fa + fb))  # IEEE float32, subnormals kept
+    for name, got, w in (("ieee_mul", product, want[0]), ("ieee_add", total, want[1])):
+        differ = np.flatnonzero(got != w)
+        assert differ.size == 0, (name, [(hex(a[i]), hex(b[i]), hex(got[i]), hex(w[i]))
+                                         for i in differ[:5]])

@@ -1,11 +1,12 @@
 # One lent-GPU run for issue 33 with the benchmark's hold (each timing after 1 s of steady GPU
 # work, run.py's default on a GPU). From the project root with .gpu carried:
-#     STEPS="fp host relu bn" bash benchmarks/investigations/h200_hold.sh   (results under $OUT)
-# Steps: fp, the fingerprint check; host, the overhead, round-trip and chain groups with
-# PyTorch's side; relu and bn, those kernel rows in a torch-free process (bn: BN_OPS, default
-# bn,batch_normalization_training), and with .old-main or .variant carried (a `git archive` of
-# pyvkgrad, benchmarks and tests/fingerprints.json of another commit) that tree's rows and
-# fingerprints; iree, the IREE group (the runtime's wheel in .gpu/wheels).
+#     STEPS="fp host relu rows" bash benchmarks/investigations/h200_hold.sh  (results under $OUT)
+# Steps: tests, pytest on TESTS (files); fp, the fingerprint check; host, the overhead,
+# round-trip and chain groups with PyTorch's side; relu and rows, kernel rows in a torch-free
+# process (rows: OPS, default bn,batch_normalization_training), and with .old-main or .variant
+# carried (a `git archive` of pyvkgrad, benchmarks and tests/fingerprints.json of another
+# commit) that tree's rows and fingerprints; iree, the IREE group (the runtime's wheel in
+# .gpu/wheels).
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,pstate --format=csv | tee $OUT/gpu.txt
@@ -16,6 +17,8 @@ run() {  # run NAME SECONDS COMMAND...
   echo "== $name rc=$? in $((SECONDS - t0)) s"
 }
 steps=" ${STEPS:-fp host relu} "
+[[ $steps == *" tests "* ]] && { run tests 300 python3 -m pytest -q -p no:cacheprovider $TESTS
+  tail -15 $OUT/tests.txt; }
 [[ $steps == *" fp "* ]] && { run fingerprint 200 python3 -m pyvkgrad fingerprint --check tests/fingerprints.json
   tail -2 $OUT/fingerprint.txt; }
 if [[ $steps == *" host "* ]]; then
@@ -26,18 +29,18 @@ if [[ $steps == *" relu "* ]]; then
   run relu 200 python3 benchmarks/run.py --ops relu --no-torch --repeat 20 --out $OUT/relu
   grep -h "clocks after the copy\|^ACTIVATION\|copy roofline" $OUT/relu.txt
 fi
-if [[ $steps == *" bn "* ]]; then
-  run bn 250 python3 benchmarks/run.py --ops ${BN_OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/bn
+if [[ $steps == *" rows "* ]]; then
+  run rows 250 python3 benchmarks/run.py --ops ${OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/rows
   for tree in .old-main .variant; do  # other trees carried for a same-run comparison
     [ -d $tree ] || continue
     cp pyvkgrad/_kompute.*.so $tree/pyvkgrad/
     cp benchmarks/bench_timing.py benchmarks/run.py $tree/benchmarks/  # the same timing
-    (cd $tree && export PYTHONPATH=$PWD && run bn$tree 250 python3 benchmarks/run.py \
-       --ops ${BN_OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/bn$tree
+    (cd $tree && export PYTHONPATH=$PWD && run rows$tree 250 python3 benchmarks/run.py \
+       --ops ${OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/rows$tree
      [ -f tests/fingerprints.json ] && run fingerprint$tree 200 python3 -m pyvkgrad fingerprint \
        --check tests/fingerprints.json)
   done
-  grep -h "clocks after the copy\|^BATCH\|copy roofline\|cases give" $OUT/bn*.txt $OUT/fingerprint*.txt
+  grep -h "clocks after the copy\|^[A-Z_]* \|copy roofline\|cases give" $OUT/rows*.txt $OUT/fingerprint*.txt
 fi
 if [[ $steps == *" iree "* ]]; then  # IREE's runtime from .gpu/wheels, the committed modules
   python3 -m pip install -q --no-index --no-deps --target /tmp/iree-site .gpu/wheels/iree_base_runtime-*.whl \

@@ -38,6 +38,44 @@ SCALARS = ("learning_rate", "beta1", "beta2", "epsilon")
 # Items (words or elements) an invocation takes where there are enough: it computes alpha
 # (Beta^T, a square root and a division) once for all of them.
 ITEMS_PER_INVOCATION = 4
+# The kernel's float path keeps every sum's terms at 0 or at least 2^-102, so that no operand
+# or result is subnormal (a device may flush those); elements with smaller inputs take its
+# exact path (shaders/adam_optimizer.comp, adam()).
+SUMMAND_LEAST = 2.0 ** -102
+LEAST_NORMAL = 2.0 ** -126
+
+
+def _bits_at_least(value: float) -> int:
+    """The bits of the least float32 >= value (Inf's past the largest float)."""
+    f = np.float32(min(value, 3.5e38))
+    if float(f) < value:
+        f = np.nextafter(f, np.float32(np.inf))
+    return int(np.array(f, np.float32).view(np.uint32))
+
+
+def _least_factor(c: float) -> float:
+    """The least |y| for which c y is 0 or at least 2^-102, y normal."""
+    return LEAST_NORMAL if c == 0 else max(LEAST_NORMAL, SUMMAND_LEAST / abs(c))
+
+
+def float_path_limits(beta1: float, beta2: float, epsilon: float,
+                      data_type: DataType) -> Dict[str, Union[int, bool]]:
+    """The kernel's M_LEAST, G_LEAST, V_LEAST (float32 bits), CHECK_INPUTS and EXACT_ONLY: m
+    below M_LEAST makes Beta1 m too small; g below G_LEAST (1 - Beta1) g or (1 - Beta2) g^2, or
+    g^2 subnormal; v below V_LEAST Beta2 v."""
+    f32 = np.float32
+    one_minus_beta1 = float(f32(1) - f32(beta1))
+    one_minus_beta2 = float(f32(1) - f32(beta2))
+    g_least = max(_least_factor(one_minus_beta1), 2.0 ** -63,
+                  (SUMMAND_LEAST / abs(one_minus_beta2)) ** 0.5 if one_minus_beta2 else 0.0)
+    limits = dict(M_LEAST=_least_factor(beta1), G_LEAST=g_least, V_LEAST=_least_factor(beta2))
+    # float16 inputs are 0 or at least 2^-24.
+    least_input = 2.0 ** -24 if data_type == DataType.FLOAT16 else 0.0
+    return dict({k: _bits_at_least(v * (1 + 2.0 ** -20)) for k, v in limits.items()},
+                CHECK_INPUTS=max(*limits.values(), SUMMAND_LEAST) > least_input,
+                EXACT_ONLY=0 < abs(epsilon) < LEAST_NORMAL)
+
+
 # The tensors' names in the kernel.
 BINDINGS = dict(x="input_parameters_tensor", m="input_first_moment_tensor",
                 v="input_second_moment_tensor", g="gradient_tensor",
@@ -107,7 +145,8 @@ class AdamOptimizerDesc(OperatorDesc):
         constants = dict(WG=wg, IS_F16=size == 2, LEARNING_RATE=self.learning_rate,
                          BETA1=self.beta1, BETA2=self.beta2, EPSILON=self.epsilon,
                          ONE_MINUS_BETA1=float(f32(1) - f32(self.beta1)),
-                         ONE_MINUS_BETA2=float(f32(1) - f32(self.beta2)))
+                         ONE_MINUS_BETA2=float(f32(1) - f32(self.beta2)),
+                         **float_path_limits(self.beta1, self.beta2, self.epsilon, x.data_type))
         sizes, strides = coalesce(x.sizes, *(getattr(self, f).element_strides for f in tensors))
         packed = len(sizes) == 1 and all(s == (1,) for s in strides)
         names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")

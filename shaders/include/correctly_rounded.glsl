@@ -6,6 +6,8 @@
 // contract a * b + c into an fma (GLSL's fma() itself need not be fused). A kernel that must give the same bits everywhere computes:
 //   cr_div(a, b)      a / b, correctly rounded (round to nearest even), IEEE special cases
 //   cr_sqrt(a)        sqrt(a), correctly rounded; NaN for a < 0, -0 for -0
+//   ieee_mul(a, b)    a * b and a + b with IEEE subnormals, by integers (for devices that
+//   ieee_add(a, b)    flush subnormals in float arithmetic)
 //   pow_uint(b, t)    b^t as square-and-multiply: one fixed sequence of correctly rounded
 //                     products (least significant bit of t first), so the same bits everywhere
 // and marks its own products and sums `precise`, so that none is contracted.
@@ -227,6 +229,87 @@ float cr_sqrt(float a) {
     // The result's exponent field is floor((field - 127) / 2) + 127 = (field + 127 - odd) / 2;
     // that minus 1, plus the significand with its leading 1.
     return uintBitsToFloat((((field + 125u - odd) >> 1) << 23) + uint(int(y) + delta));
+}
+
+// a * b and a + b as IEEE 754 float32 (round to nearest even, subnormal operands and results
+// kept) by integer arithmetic alone: Vulkan lets a device flush subnormals to zero in its float
+// arithmetic (an NVIDIA H200 does; lavapipe keeps them), so a kernel whose operands or results
+// may lie below 2^-126 takes these where its checks see that (adam_optimizer.comp), and gives
+// the same bits on both kinds of device. NaN results are 0x7FC00000.
+float ieee_mul(float a, float b) {
+    const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+    const uint sign = (ua ^ ub) & 0x80000000u;
+    const uint aa = ua & 0x7FFFFFFFu, ab = ub & 0x7FFFFFFFu;
+    const uint inf = 0x7F800000u;
+    if (aa > inf || ab > inf) return uintBitsToFloat(0x7FC00000u);
+    if (aa == inf || ab == inf) {
+        return uintBitsToFloat(aa == 0u || ab == 0u ? 0x7FC00000u : sign | inf);
+    }
+    if (aa == 0u || ab == 0u) return uintBitsToFloat(sign);
+    uint ma, mb;
+    int ea, eb;
+    cr_unpack(aa, ma, ea);
+    cr_unpack(ab, mb, eb);
+    // The exact product P = ma mb in [2^46, 2^48) (high and low words); q = P >> s in
+    // [2^24, 2^25), the bits shifted out as sticky.
+    uint high, low;
+    umulExtended(ma, mb, high, low);
+    const uint s = high >= (1u << 15) ? 23u : 22u;
+    const uint q = (high << (32u - s)) | (low >> s);
+    return uintBitsToFloat(sign | cr_round(q, ea + eb + int(s), (low & ((1u << s) - 1u)) != 0u));
+}
+
+float ieee_add(float a, float b) {
+    uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
+    uint aa = ua & 0x7FFFFFFFu, ab = ub & 0x7FFFFFFFu;
+    const uint inf = 0x7F800000u;
+    if (aa > inf || ab > inf) return uintBitsToFloat(0x7FC00000u);
+    if (aa == inf || ab == inf) {  // Inf - Inf is NaN
+        return aa == inf && ab == inf && ua != ub ? uintBitsToFloat(0x7FC00000u)
+                                                  : (aa == inf ? a : b);
+    }
+    if (ab == 0u) return aa == 0u ? uintBitsToFloat(ua & ub) : a;  // -0 only for -0 + -0
+    if (aa == 0u) return b;
+    if (aa < ab) {  // |a| >= |b| (the magnitudes' bits order them)
+        const uint t = ua;
+        ua = ub;
+        ub = t;
+        aa = ua & 0x7FFFFFFFu;
+        ab = ub & 0x7FFFFFFFu;
+    }
+    uint ma, mb;
+    int ea, eb;
+    cr_unpack(aa, ma, ea);
+    cr_unpack(ab, mb, eb);
+    // A = ma 2^6 and B = mb 2^6 aligned to A's exponent (the bits shifted out as sticky):
+    // |a| +- |b| = (A +- B) 2^(ea - 6), below 2^31.
+    const uint d = uint(ea - eb);
+    const uint big = ma << 6u, small = mb << 6u;
+    const uint aligned = d >= 31u ? 0u : small >> d;
+    bool sticky = d >= 31u ? true : (small & ((1u << d) - 1u)) != 0u;
+    uint sum;
+    if (((ua ^ ub) & 0x80000000u) == 0u) {
+        sum = big + aligned;
+    } else {
+        // The shifted-out bits f in (0, 1) are subtracted too: A - B - f = (A - B - 1) + (1 - f).
+        sum = big - aligned - (sticky ? 1u : 0u);
+        if (sum == 0u && !sticky) return 0.0;  // x - x is +0
+    }
+    // q in [2^24, 2^25): the sum shifted right (more sticky bits) or, where exact, left (a
+    // cancellation leaves the sum below 2^24 only when d <= 1, with no bits shifted out).
+    const int top = findMSB(sum);
+    uint q;
+    int e = ea - 6;
+    if (top >= 24) {
+        const uint k = uint(top - 24);
+        sticky = sticky || (sum & ((1u << k) - 1u)) != 0u;
+        q = sum >> k;
+        e += int(k);
+    } else {
+        q = sum << uint(24 - top);
+        e -= 24 - top;
+    }
+    return uintBitsToFloat((ua & 0x80000000u) | cr_round(q, e, sticky));
 }
 
 float pow_uint(float b, uint t) {
