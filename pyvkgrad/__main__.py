@@ -92,12 +92,13 @@ def info() -> int:
 
 def _same_bits(info) -> str:
     """What the same-bits contract (docs/semantics.md §17) needs of a device: nothing beyond
-    conforming Vulkan 1.1; where it may differ: subnormal intermediates and zero signs, which
-    float controls could pin (pyvkgrad's kernels do not request them yet)."""
+    conforming Vulkan 1.1; where it may differ: subnormal intermediates (but in
+    ADAM_OPTIMIZER, which keeps them by integer arithmetic) and zero signs, which float controls
+    could pin where a device offers them (pyvkgrad's kernels do not request them)."""
     def can(flag: bool) -> str:
         return "available" if flag else "not available"
     return (f"yes, for the operators of docs/semantics.md §17 (a conforming Vulkan 1.1 device "
-            f"is all they need); float controls, not yet requested: subnormal preservation "
+            f"is all they need); float controls, not requested: subnormal preservation "
             f"{can(info.denorm_preserve_float32)}, signed zero/Inf/NaN preservation "
             f"{can(info.signed_zero_inf_nan_preserve_float32)}")
 

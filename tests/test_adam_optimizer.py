@@ -19,9 +19,9 @@ NEW_V = [0.01024, 0.001, 0.03996, 0.004]
 
 
 def model(x, m, v, g, t, lr, b1, b2, eps):
-    """The kernel's arithmetic in numpy float32 (IEEE: each operation correctly rounded):
-    Beta^T by square-and-multiply, least significant bit first; results rounded once to the
-    tensors' type."""
+    """The kernel's arithmetic in numpy float32 (IEEE: each operation correctly rounded,
+    subnormals kept): Beta^T by square-and-multiply, least significant bit first; results
+    rounded once to the tensors' type."""
     def power(b, t):
         result, p = F32(1), F32(b)
         while t:
@@ -32,22 +32,34 @@ def model(x, m, v, g, t, lr, b1, b2, eps):
                 p = F32(p * p)
         return result
 
-    lr, b1, b2, eps = (F32(s) for s in (lr, b1, b2, eps))
+    lr, b1, b2 = (F32(s) for s in (lr, b1, b2))
     with np.errstate(all="ignore"):
         alpha = np.sqrt(F32(1) - power(b2, t)) / (F32(1) - power(b1, t))
-        lr_alpha = F32(lr * F32(alpha))
+        return step_model(x, m, v, g, F32(lr * F32(alpha)), b1, b2, eps)
+
+
+def step_model(x, m, v, g, lr_alpha, b1, b2, eps, flush=lambda a: a):
+    """One element's step given lr_alpha = LearningRate alpha; `flush` is applied to every
+    operand and result of the products and sums (a flushing device's float arithmetic)."""
+    b1, b2, eps = (F32(s) for s in (b1, b2, eps))
+    with np.errstate(all="ignore"):
         x, m, v, g = (np.asarray(a).astype(F32) for a in (x, m, v, g))
-        new_m = b1 * m + (F32(1) - b1) * g
-        new_v = b2 * v + (F32(1) - b2) * (g * g)
-        new_x = x - (lr_alpha * new_m) / (np.sqrt(new_v) + eps)
+        f = flush
+        new_m = f(f(f(b1) * f(m)) + f(f(F32(1) - b1) * f(g)))
+        new_v = f(f(f(b2) * f(v)) + f(f(F32(1) - b2) * f(f(g) * f(g))))
+        new_x = f(f(x) - f(f(lr_alpha) * new_m) / f(np.sqrt(new_v) + eps))
     return new_x, new_m, new_v
 
 
-def same_bits(got, want, dtype):
+def same_bits(got, want, dtype, zero_signs=True):
+    """Bitwise equal but for NaN payloads (and, with zero_signs=False, the signs of zeros)."""
     for a, b in zip(got, want):
-        b = np.asarray(b).astype(dtype)
+        with np.errstate(over="ignore"):  # float16 overflows to Inf, as the kernel does
+            b = np.asarray(b).astype(dtype)
         a, b = np.asarray(a), b.reshape(np.shape(a))
         nan = np.isnan(a) & np.isnan(b)
+        if not zero_signs:
+            nan |= (a == 0) & (b == 0)
         differ = (a.view(np.uint16 if dtype == np.float16 else np.uint32)
                   != b.view(np.uint16 if dtype == np.float16 else np.uint32)) & ~nan
         assert not differ.any(), (np.flatnonzero(differ)[:5], a[differ][:5], b[differ][:5])
@@ -104,6 +116,17 @@ def _tiny(rng, n):
             * (rng.random(n) > 0.1)).astype(F32)
 
 
+def _subnormal_steps(x, m, v, g, lr_alpha):
+    """Every seventh element from the third: inputs within the float path's limits and a step
+    of about 8e-39 (subnormal) from x = 2^-102, where IEEE arithmetic gives x - 2^-126 and a
+    flush of the step x (lr_alpha near LearningRate alpha; where the step cannot be made so,
+    v = 1)."""
+    with np.errstate(over="ignore"):
+        want_v = F32((0.9e-30 * float(lr_alpha) / 8e-39) ** 2 / 0.999)
+    x[2::7], m[2::7], g[2::7] = F32(2.0 ** -102), F32(1e-30), F32(0)
+    v[2::7] = want_v if np.isfinite(want_v) and want_v > 1 else F32(1)
+
+
 @pytest.mark.parametrize("lr, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (1e-3, 1e-42),
                                          (0.5, 0.0)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -122,10 +145,65 @@ def test_subnormal_operands_and_results(device, rng, lr, epsilon, dtype):
     v[normal] = np.abs(rng.standard_normal(normal.sum()))
     # Steps below 2^-126 next to small x: m tiny against v of 1.
     x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
+    if dtype == np.float32:  # (float16 holds neither 1e-30 nor the v it takes)
+        _subnormal_steps(x, m, v, g, lr)
     x, m, v, g = (a.astype(dtype) for a in (x, m, v, g))
     for t in (1, 10):
         got = pyvkgrad.adam_optimizer(x, m, v, g, t, lr, 0.9, 0.999, epsilon, device=device)
         same_bits(got, model(x, m, v, g, t, lr, 0.9, 0.999, epsilon), dtype)
+
+
+def _flush(a):
+    """Subnormals to zeros of their sign, as a flushing device's float arithmetic does."""
+    a = np.array(a, F32, copy=True)
+    tiny = (a != 0) & (np.abs(a) < F32(2.0 ** -126))
+    a[tiny] = np.copysign(F32(0), a[tiny])
+    return a
+
+
+@pytest.mark.parametrize("lr_alpha, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (1e-3, 1e-42),
+                                               (0.5, 0.0)])
+def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon):
+    """The kernel's element arithmetic (adam_step.glsl, in benchmarks/shaders/adam_flushing.comp)
+    with every float operation's operands and results flushed, as on an NVIDIA H200: still the
+    IEEE model's bits, because elements that could meet a subnormal take the exact path. The
+    same data through flushing arithmetic alone would differ (checked, so the data reach it)."""
+    from pyvkgrad.ops.adam_optimizer import float_path_limits
+    from test_correctly_rounded import benchmark_program
+    n = 4001
+    x, m, g = _tiny(rng, n), _tiny(rng, n), _tiny(rng, n)
+    v = np.abs(_tiny(rng, n))
+    normal = np.arange(n) % 3 == 0
+    for a in (x, m, g):
+        a[normal] = rng.standard_normal(normal.sum())
+    v[normal] = np.abs(rng.standard_normal(normal.sum()))
+    x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
+    _subnormal_steps(x, m, v, g, lr_alpha)
+    b1, b2, lr_alpha = 0.9, 0.999, F32(lr_alpha)
+    runtime = device.runtime()
+    inputs = dict(x=x, m=m, v=v, g=g)
+    buffers = {k: runtime.buffer(4 * n, words=a.view(np.uint32).copy()) for k, a in inputs.items()}
+    buffers.update({k: runtime.buffer(4 * n) for k in ("new_x", "new_m", "new_v")})
+    constants = dict(BETA1=b1, BETA2=b2, EPSILON=epsilon, LR_ALPHA=float(lr_alpha),
+                     ONE_MINUS_BETA1=float(F32(1) - F32(b1)),
+                     ONE_MINUS_BETA2=float(F32(1) - F32(b2)),
+                     **float_path_limits(b1, b2, epsilon, pyvkgrad.DataType.FLOAT32))
+    program, push = benchmark_program(device, "adam_flushing", buffers, constants, n)
+    commands = runtime.commands()
+    commands.upload([buffers[k] for k in inputs])
+    commands.dispatch(program, push)
+    commands.download([buffers[k] for k in ("new_x", "new_m", "new_v")])
+    commands.submit("adam_flushing")
+    got = [buffers[k].words()[:n].copy().view(F32) for k in ("new_x", "new_m", "new_v")]
+    for obj in (commands, program, *buffers.values()):
+        obj.destroy()
+    want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
+    # Zero signs aside: outside the contract (docs/semantics.md §17); with the simulated
+    # flushes lavapipe gave one -0 where IEEE arithmetic gives +0 (-0 - -0).
+    same_bits(got, want, np.float32, zero_signs=False)
+    flushed = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon, flush=_flush)
+    assert any((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).any()
+               for a, b in zip(flushed, want))
 
 
 def test_strided_inputs_and_non_finite_gradients(device, rng):

@@ -1,0 +1,67 @@
+// ADAM_OPTIMIZER's arithmetic for one element (adam_optimizer.comp; and
+// benchmarks/shaders/adam_flushing.comp, which tests it on a simulated flushing device).
+// The including kernel declares BETA1, BETA2, ONE_MINUS_BETA1, ONE_MINUS_BETA2, EPSILON and
+// the float path's limits M_LEAST, G_LEAST, V_LEAST, CHECK_INPUTS and EXACT_ONLY, and includes
+// correctly_rounded.glsl first.
+//
+// FLOAT_PATH(v) is applied to every operand and result of the float path's products and sums:
+// nothing here; adam_flushing.comp makes it flush subnormals to zero, as a device may.
+#ifndef FLOAT_PATH
+#define FLOAT_PATH(v) (v)
+#endif
+
+const uint SUMMAND_LEAST = 0x0C800000u;  // 2^-102
+
+// The float path's operations, each rounded once (`precise`: no contraction).
+float float_mul(float a, float b) {
+    precise float r = FLOAT_PATH(a) * FLOAT_PATH(b);
+    return FLOAT_PATH(r);
+}
+float float_add(float a, float b) {
+    precise float r = FLOAT_PATH(a) + FLOAT_PATH(b);
+    return FLOAT_PATH(r);
+}
+float float_sub(float a, float b) {
+    precise float r = FLOAT_PATH(a) - FLOAT_PATH(b);
+    return FLOAT_PATH(r);
+}
+
+// The exact path, for elements whose operands or results may lie below 2^-126: every product
+// and sum by integers (correctly_rounded.glsl's ieee_mul and ieee_add), so a device that
+// flushes subnormals in its float arithmetic gives the same bits as one that keeps them.
+vec3 adam_exact(float xe, float me, float ve, float ge, float lr_alpha) {
+    const float new_m = ieee_add(ieee_mul(BETA1, me), ieee_mul(ONE_MINUS_BETA1, ge));
+    const float new_v = ieee_add(ieee_mul(BETA2, ve), ieee_mul(ONE_MINUS_BETA2, ieee_mul(ge, ge)));
+    const float step = cr_div(ieee_mul(lr_alpha, new_m), ieee_add(cr_sqrt(new_v), EPSILON));
+    // x - step as x + (-step), the sign flipped in the bits (no float instruction).
+    const float new_x = ieee_add(xe, uintBitsToFloat(floatBitsToUint(step) ^ 0x80000000u));
+    return vec3(new_x, new_m, new_v);
+}
+
+// Nonzero and below the float32 whose bits are `least` in magnitude (nonnegative floats order
+// as their bits).
+bool below(float v, uint least) { return (floatBitsToUint(v) & 0x7FFFFFFFu) - 1u < least - 1u; }
+
+// One element's step: (x', m', v') from (x, m, v, g), lr_alpha = LearningRate alpha and its
+// exponent field. The float path runs where no operand or result can be subnormal, else
+// adam_exact, with the same result (the host's limits, pyvkgrad/ops/adam_optimizer.py): every
+// product that a sum adds is 0 or at least 2^-102, and so is every summand, so every sum is 0
+// or normal; lr_alpha m' (the division's dividend) is normal or 0; the step x - q is checked
+// as a sum. cr_div and cr_sqrt are exact for every input.
+vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_field) {
+    if (EXACT_ONLY || (CHECK_INPUTS && (below(me, M_LEAST) || below(ge, G_LEAST)
+                                        || below(ve, V_LEAST) || below(xe, SUMMAND_LEAST)))) {
+        return adam_exact(xe, me, ve, ge, lr_alpha);
+    }
+    const float new_m = float_add(float_mul(BETA1, me), float_mul(ONE_MINUS_BETA1, ge));
+    // lr_alpha m' >= 2^(fields' sum - 254): normal where the fields add up to 128 or more.
+    const uint m_bits = floatBitsToUint(new_m) & 0x7FFFFFFFu;
+    if (m_bits != 0u && (m_bits >> 23) + lr_alpha_field < 128u) {
+        return adam_exact(xe, me, ve, ge, lr_alpha);
+    }
+    const float new_v = float_add(float_mul(BETA2, ve),
+                                  float_mul(ONE_MINUS_BETA2, float_mul(ge, ge)));
+    const float step = cr_div(float_mul(lr_alpha, new_m), float_add(cr_sqrt(new_v), EPSILON));
+    if (below(step, SUMMAND_LEAST)) return adam_exact(xe, me, ve, ge, lr_alpha);
+    return vec3(float_sub(xe, step), new_m, new_v);
+}
