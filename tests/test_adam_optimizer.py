@@ -127,6 +127,22 @@ def _subnormal_steps(x, m, v, g, lr_alpha):
     v[2::7] = want_v if np.isfinite(want_v) and want_v > 1 else F32(1)
 
 
+def _subnormal_data(rng, n, lr_alpha, steps):
+    """(x, m, v, g), float32: _tiny values; every third element normal, so that each
+    workgroup mixes the float and exact paths; from the second, every seventh a step below
+    2^-126 next to a small x (m tiny against v of 1); with `steps`, _subnormal_steps."""
+    x, m, g = _tiny(rng, n), _tiny(rng, n), _tiny(rng, n)
+    v = np.abs(_tiny(rng, n))
+    normal = np.arange(n) % 3 == 0
+    for a in (x, m, g):
+        a[normal] = rng.standard_normal(normal.sum())
+    v[normal] = np.abs(rng.standard_normal(normal.sum()))
+    x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
+    if steps:
+        _subnormal_steps(x, m, v, g, lr_alpha)
+    return x, m, v, g
+
+
 @pytest.mark.parametrize("lr, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (1e-3, 1e-42),
                                          (0.5, 0.0)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
@@ -135,19 +151,8 @@ def test_subnormal_operands_and_results(device, rng, lr, epsilon, dtype):
     below 2^-126 against small x; LearningRate alpha or Epsilon subnormal): the IEEE model's
     bits, subnormals kept. A device that flushes subnormals in its float arithmetic (an H200
     does) takes the kernel's exact path for these elements and gives the same bits."""
-    n = 3001
-    x, m, g = _tiny(rng, n), _tiny(rng, n), _tiny(rng, n)
-    v = np.abs(_tiny(rng, n))
-    # Every third element normal, so each workgroup mixes the float and exact paths.
-    normal = np.arange(n) % 3 == 0
-    for a in (x, m, g):
-        a[normal] = rng.standard_normal(normal.sum())
-    v[normal] = np.abs(rng.standard_normal(normal.sum()))
-    # Steps below 2^-126 next to small x: m tiny against v of 1.
-    x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
-    if dtype == np.float32:  # (float16 holds neither 1e-30 nor the v it takes)
-        _subnormal_steps(x, m, v, g, lr)
-    x, m, v, g = (a.astype(dtype) for a in (x, m, v, g))
+    # (float16 holds neither the 1e-30 nor the v of _subnormal_steps)
+    x, m, v, g = (a.astype(dtype) for a in _subnormal_data(rng, 3001, lr, dtype == np.float32))
     for t in (1, 10):
         got = pyvkgrad.adam_optimizer(x, m, v, g, t, lr, 0.9, 0.999, epsilon, device=device)
         same_bits(got, model(x, m, v, g, t, lr, 0.9, 0.999, epsilon), dtype)
@@ -171,14 +176,7 @@ def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon):
     from pyvkgrad.ops.adam_optimizer import float_path_limits
     from test_correctly_rounded import benchmark_program
     n = 4001
-    x, m, g = _tiny(rng, n), _tiny(rng, n), _tiny(rng, n)
-    v = np.abs(_tiny(rng, n))
-    normal = np.arange(n) % 3 == 0
-    for a in (x, m, g):
-        a[normal] = rng.standard_normal(normal.sum())
-    v[normal] = np.abs(rng.standard_normal(normal.sum()))
-    x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
-    _subnormal_steps(x, m, v, g, lr_alpha)
+    x, m, v, g = _subnormal_data(rng, n, lr_alpha, True)
     b1, b2, lr_alpha = 0.9, 0.999, F32(lr_alpha)
     runtime = device.runtime()
     inputs = dict(x=x, m=m, v=v, g=g)

@@ -1,7 +1,10 @@
 # One lent-GPU run for issue 33 with the benchmark's hold (each timing after 1 s of steady GPU
 # work, run.py's default on a GPU). From the project root with .gpu carried:
 #     STEPS="fp host relu rows" bash benchmarks/investigations/h200_hold.sh  (results under $OUT)
-# Steps: tests, pytest on TESTS (files); fp, the fingerprint check; host, the overhead,
+# Steps: clock, gpu_clock.py (host overhead cold, after 0.1-3 s of steady work and 0-3 s after
+# it, nvidia-smi sampling the SM clock every 50 ms) and the overhead and round-trip groups
+# without the hold (--hold 0) and with it; tests, pytest on TESTS (files); fp, the fingerprint
+# check; host, the overhead,
 # round-trip and chain groups with PyTorch's side; relu and rows, kernel rows in a torch-free
 # process (rows: OPS, default bn,batch_normalization_training), and with .old-main or .variant
 # carried (a `git archive` of pyvkgrad, benchmarks and tests/fingerprints.json of another
@@ -17,6 +20,14 @@ run() {  # run NAME SECONDS COMMAND...
   echo "== $name rc=$? in $((SECONDS - t0)) s"
 }
 steps=" ${STEPS:-fp host relu} "
+if [[ $steps == *" clock "* ]]; then
+  run clock 150 python3 benchmarks/investigations/gpu_clock.py --out $OUT/clock
+  grep -v "^{" $OUT/clock.txt | tail -16
+  run host-nohold 150 python3 benchmarks/run.py --ops overhead,roundtrip --no-torch --hold 0 \
+    --out $OUT/host-nohold
+  run host-hold 200 python3 benchmarks/run.py --ops overhead,roundtrip --out $OUT/host-hold
+  grep -h "clocks\|^host\|^round" $OUT/host-nohold.txt $OUT/host-hold.txt
+fi
 [[ $steps == *" tests "* ]] && { run tests 300 python3 -m pytest -q -p no:cacheprovider $TESTS
   tail -15 $OUT/tests.txt; }
 [[ $steps == *" fp "* ]] && { run fingerprint 200 python3 -m pyvkgrad fingerprint --check tests/fingerprints.json
