@@ -39,7 +39,8 @@ DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
 // The float path's limits (float32 bits; adam()): m, g and v below these (and nonzero) take
 // the exact path, as does x below SUMMAND_LEAST (2^-102); CHECK_INPUTS: whether any of these
 // limits lies above the data type's least nonzero value (float16's inputs never reach them
-// with the usual Betas); EXACT_ONLY: Epsilon is subnormal, every element takes the exact path.
+// with the usual Betas); EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal, every element takes
+// the exact path.
 layout(constant_id = 73) const uint M_LEAST = 0x00800000u;
 layout(constant_id = 74) const uint G_LEAST = 0x00800000u;
 layout(constant_id = 75) const uint V_LEAST = 0x00800000u;

@@ -127,10 +127,13 @@ def _subnormal_steps(x, m, v, g, lr_alpha):
     v[2::7] = want_v if np.isfinite(want_v) and want_v > 1 else F32(1)
 
 
-def _subnormal_data(rng, n, lr_alpha, steps):
+def _subnormal_data(rng, n, lr_alpha, extras):
     """(x, m, v, g), float32: _tiny values; every third element normal, so that each
     workgroup mixes the float and exact paths; from the second, every seventh a step below
-    2^-126 next to a small x (m tiny against v of 1); with `steps`, _subnormal_steps."""
+    2^-126 next to a small x (m tiny against v of 1); with `extras` (values float16 does not
+    hold), _subnormal_steps, and from the fifth every eleventh a step from x = 0 (m 3, v 1:
+    subnormal where lr_alpha is), from the sixth m and v 2^100 (Beta m and Beta v normal
+    where a Beta is subnormal), and m = Inf at element 7."""
     x, m, g = _tiny(rng, n), _tiny(rng, n), _tiny(rng, n)
     v = np.abs(_tiny(rng, n))
     normal = np.arange(n) % 3 == 0
@@ -138,13 +141,16 @@ def _subnormal_data(rng, n, lr_alpha, steps):
         a[normal] = rng.standard_normal(normal.sum())
     v[normal] = np.abs(rng.standard_normal(normal.sum()))
     x[1::7], m[1::7], v[1::7] = F32(2.0 ** -100), F32(1e-36), F32(1.0)
-    if steps:
+    if extras:
         _subnormal_steps(x, m, v, g, lr_alpha)
+        x[4::11], m[4::11], v[4::11], g[4::11] = F32(0), F32(3), F32(1), F32(0)
+        x[5::11], m[5::11], v[5::11], g[5::11] = F32(0), F32(2.0 ** 100), F32(2.0 ** 100), F32(0)
+        m[7] = F32(np.inf)
     return x, m, v, g
 
 
-@pytest.mark.parametrize("lr, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (1e-3, 1e-42),
-                                         (0.5, 0.0)])
+@pytest.mark.parametrize("lr, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (2e-38, 1e-8),
+                                         (1e-3, 1e-42), (0.5, 0.0)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_subnormal_operands_and_results(device, rng, lr, epsilon, dtype):
     """Subnormal inputs, products, sums and steps (m, v, g, x tiny; g^2 below 2^-126; steps
@@ -166,9 +172,11 @@ def _flush(a):
     return a
 
 
-@pytest.mark.parametrize("lr_alpha, epsilon", [(1e-3, 1e-8), (1e-38, 1e-8), (1e-3, 1e-42),
-                                               (0.5, 0.0)])
-def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon):
+@pytest.mark.parametrize("lr_alpha, epsilon, b1, b2", [
+    (1e-3, 1e-8, 0.9, 0.999), (1e-38, 1e-8, 0.9, 0.999), (1e-39, 1e-8, 0.9, 0.999),
+    (1e-3, 1e-42, 0.9, 0.999), (0.5, 0.0, 0.9, 0.999), (1e-3, 1e-8, 2.0 ** -140, 0.999),
+    (1e-3, 1e-8, 0.9, 1e-40)])
+def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon, b1, b2):
     """The kernel's element arithmetic (adam_step.glsl, in benchmarks/shaders/adam_flushing.comp)
     with every float operation's operands and results flushed, as on an NVIDIA H200: still the
     IEEE model's bits, because elements that could meet a subnormal take the exact path. The
@@ -177,7 +185,7 @@ def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon):
     from test_correctly_rounded import benchmark_program
     n = 4001
     x, m, v, g = _subnormal_data(rng, n, lr_alpha, True)
-    b1, b2, lr_alpha = 0.9, 0.999, F32(lr_alpha)
+    lr_alpha = F32(lr_alpha)
     runtime = device.runtime()
     inputs = dict(x=x, m=m, v=v, g=g)
     buffers = {k: runtime.buffer(4 * n, words=a.view(np.uint32).copy()) for k, a in inputs.items()}

@@ -47,10 +47,17 @@ LEAST_NORMAL = 2.0 ** -126
 
 def _bits_at_least(value: float) -> int:
     """The bits of the least float32 >= value (Inf's past the largest float)."""
-    f = np.float32(min(value, 3.5e38))
+    if value > float(np.finfo(np.float32).max):
+        return 0x7F800000
+    f = np.float32(value)
     if float(f) < value:
         f = np.nextafter(f, np.float32(np.inf))
     return int(np.array(f, np.float32).view(np.uint32))
+
+
+def _subnormal(value: float) -> bool:
+    """Whether value, rounded to float32, is subnormal (nonzero, below 2^-126)."""
+    return 0 < abs(float(np.float32(value))) < LEAST_NORMAL
 
 
 def _least_factor(c: float) -> float:
@@ -62,8 +69,10 @@ def float_path_limits(beta1: float, beta2: float, epsilon: float,
                       data_type: DataType) -> Dict[str, Union[int, bool]]:
     """The kernel's M_LEAST, G_LEAST, V_LEAST (float32 bits), CHECK_INPUTS and EXACT_ONLY: m
     below M_LEAST makes Beta1 m too small; g below G_LEAST (1 - Beta1) g or (1 - Beta2) g^2, or
-    g^2 subnormal; v below V_LEAST Beta2 v."""
+    g^2 subnormal; v below V_LEAST Beta2 v; EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal
+    in float32."""
     f32 = np.float32
+    beta1, beta2 = float(f32(beta1)), float(f32(beta2))  # the kernel's constants
     one_minus_beta1 = float(f32(1) - f32(beta1))
     one_minus_beta2 = float(f32(1) - f32(beta2))
     g_least = max(_least_factor(one_minus_beta1), 2.0 ** -63,
@@ -73,7 +82,9 @@ def float_path_limits(beta1: float, beta2: float, epsilon: float,
     least_input = 2.0 ** -24 if data_type == DataType.FLOAT16 else 0.0
     return dict({k: _bits_at_least(v * (1 + 2.0 ** -20)) for k, v in limits.items()},
                 CHECK_INPUTS=max(*limits.values(), SUMMAND_LEAST) > least_input,
-                EXACT_ONLY=0 < abs(epsilon) < LEAST_NORMAL)
+                # A subnormal scalar is an operand a flushing device would flush (1 - Beta is
+                # 0 or at least 2^-24; a subnormal LearningRate alpha the kernel sees itself).
+                EXACT_ONLY=any(_subnormal(c) for c in (beta1, beta2, epsilon)))
 
 
 # The tensors' names in the kernel.

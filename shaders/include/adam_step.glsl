@@ -44,13 +44,16 @@ bool below(float v, uint least) { return (floatBitsToUint(v) & 0x7FFFFFFFu) - 1u
 
 // One element's step: (x', m', v') from (x, m, v, g), lr_alpha = LearningRate alpha and its
 // exponent field. The float path runs where no operand or result can be subnormal, else
-// adam_exact, with the same result (the host's limits, pyvkgrad/ops/adam_optimizer.py): every
-// product that a sum adds is 0 or at least 2^-102, and so is every summand, so every sum is 0
-// or normal; lr_alpha m' (the division's dividend) is normal or 0; the step x - q is checked
-// as a sum. cr_div and cr_sqrt are exact for every input.
+// adam_exact, with the same result (the host's limits, pyvkgrad/ops/adam_optimizer.py): the
+// scalars are normal or 0 (the host's EXACT_ONLY for subnormal Betas or Epsilon, and here for
+// a subnormal lr_alpha); every product that a sum adds is 0 or at least 2^-102, and so is
+// every summand, so every sum is 0 or normal; lr_alpha m' (the division's dividend) is normal
+// or 0; the step x - q is checked as a sum. cr_div and cr_sqrt are exact for every input.
 vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_field) {
-    if (EXACT_ONLY || (CHECK_INPUTS && (below(me, M_LEAST) || below(ge, G_LEAST)
-                                        || below(ve, V_LEAST) || below(xe, SUMMAND_LEAST)))) {
+    // (lr_alpha's bits, not a float comparison, which a flushing device may flush too.)
+    if (EXACT_ONLY || (lr_alpha_field == 0u && (floatBitsToUint(lr_alpha) & 0x7FFFFFFFu) != 0u)
+        || (CHECK_INPUTS && (below(me, M_LEAST) || below(ge, G_LEAST) || below(ve, V_LEAST)
+                             || below(xe, SUMMAND_LEAST)))) {
         return adam_exact(xe, me, ve, ge, lr_alpha);
     }
     const float new_m = float_add(float_mul(BETA1, me), float_mul(ONE_MINUS_BETA1, ge));
