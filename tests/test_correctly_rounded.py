@@ -289,7 +289,8 @@ def test_cr_div_every_dividend_significand(device, divisor, skew):
 def ieee_inputs(rng, n):
     """Pairs for ieee_mul and ieee_add: random bits; subnormals and small normals with each
     other and with every magnitude; products and sums at and around the subnormal range's
-    edges (2^-126, 2^-149, half of 2^-149); exact cancellations; the special values."""
+    edges (2^-126, 2^-149, half of 2^-149) and products at the overflow edge; sums with a term
+    22-27 binades below the other (ties); exact cancellations; the special values."""
     a = [rng.integers(0, 2**32, n, dtype=np.uint32)]
     b = [rng.integers(0, 2**32, n, dtype=np.uint32)]
     small = lambda: compose(rng.integers(0, 2, n), rng.integers(0, 40, n),  # noqa: E731
@@ -303,6 +304,17 @@ def ieee_inputs(rng, n):
     fb = np.clip(rng.integers(90, 141, n) - fa, 1, 254)
     a.append(compose(rng.integers(0, 2, n), fa, rng.integers(0, 1 << 23, n)))
     b.append(compose(rng.integers(0, 2, n), fb, rng.integers(0, 1 << 23, n)))
+    # Products at the overflow edge: exponent fields adding up to 375-385.
+    fa = rng.integers(121, 255, n)
+    fb = np.clip(rng.integers(375, 386, n) - fa, 1, 254)
+    a.append(compose(rng.integers(0, 2, n), fa, rng.integers(0, 1 << 23, n)))
+    b.append(compose(rng.integers(0, 2, n), fb, rng.integers(0, 1 << 23, n)))
+    # Sums whose smaller term lies 22 to 27 binades below: half-way and near-half-way cases
+    # (significands of all ones or a single bit), both signs.
+    fa = rng.integers(28, 255, n)
+    low = rng.choice(np.array([0, 0x7FFFFF, 1, 0x400000], np.uint32), n)
+    a.append(compose(rng.integers(0, 2, n), fa, rng.choice(np.array([0, 1, 0x7FFFFF]), n)))
+    b.append(compose(rng.integers(0, 2, n), fa - rng.integers(22, 28, n), low))
     # Sums of opposite signs within a few units of each other (cancellation), and x - x.
     x = small() | np.uint32(0)
     a += [x, x]
