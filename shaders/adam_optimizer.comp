@@ -28,24 +28,14 @@
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool PACKED = false;
 layout(constant_id = 3) const float LEARNING_RATE = 0.001;
-layout(constant_id = 4) const float BETA1 = 0.9;
-layout(constant_id = 5) const float BETA2 = 0.999;
-layout(constant_id = 6) const float EPSILON = 1e-8;
-layout(constant_id = 7) const float ONE_MINUS_BETA1 = 0.1;
-layout(constant_id = 8) const float ONE_MINUS_BETA2 = 0.001;
+// 4-8: BETA1, BETA2, EPSILON, ONE_MINUS_BETA1, ONE_MINUS_BETA2 (adam_step.glsl)
 DIMS8(uint, SIZES, 9, 1u)
 DIMS8_4(uint, X_STRIDES, M_STRIDES, V_STRIDES, G_STRIDES, 17, 0u)
 DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
-// The float path's limits (float32 bits; adam()): m, g and v below these (and nonzero) take
-// the exact path, as does x below SUMMAND_LEAST (2^-102); CHECK_INPUTS: whether any of these
-// limits lies above the data type's least nonzero value (float16's inputs never reach them
-// with the usual Betas); EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal, every element takes
-// the exact path.
-layout(constant_id = 73) const uint M_LEAST = 0x00800000u;
-layout(constant_id = 74) const uint G_LEAST = 0x00800000u;
-layout(constant_id = 75) const uint V_LEAST = 0x00800000u;
-layout(constant_id = 76) const bool CHECK_INPUTS = true;
-layout(constant_id = 77) const bool EXACT_ONLY = false;
+// 73-77: the float path's limits, M_LEAST, G_LEAST, V_LEAST, CHECK_INPUTS, EXACT_ONLY
+// (adam_step.glsl)
+#define ADAM_SCALARS_ID 4
+#define ADAM_LIMITS_ID 73
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
 // TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that

@@ -16,16 +16,9 @@
 #include "common.glsl"
 #include "../../shaders/include/correctly_rounded.glsl"
 
-layout(constant_id = 1) const float BETA1 = 0.9;
-layout(constant_id = 2) const float BETA2 = 0.999;
-layout(constant_id = 3) const float EPSILON = 1e-8;
-layout(constant_id = 4) const float ONE_MINUS_BETA1 = 0.1;
-layout(constant_id = 5) const float ONE_MINUS_BETA2 = 0.001;
-layout(constant_id = 6) const uint M_LEAST = 0x00800000u;
-layout(constant_id = 7) const uint G_LEAST = 0x00800000u;
-layout(constant_id = 8) const uint V_LEAST = 0x00800000u;
-layout(constant_id = 9) const bool CHECK_INPUTS = true;
-layout(constant_id = 10) const bool EXACT_ONLY = false;
+// 1-5: the scalars, 6-10: the float path's limits (adam_step.glsl)
+#define ADAM_SCALARS_ID 1
+#define ADAM_LIMITS_ID 6
 layout(constant_id = 11) const float LR_ALPHA = 0.001;
 
 // v, or a zero of its sign where v is subnormal.

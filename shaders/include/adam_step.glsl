@@ -1,11 +1,27 @@
 // ADAM_OPTIMIZER's arithmetic for one element (adam_optimizer.comp; and
 // benchmarks/shaders/adam_flushing.comp, which tests it on a simulated flushing device).
-// The including kernel declares BETA1, BETA2, ONE_MINUS_BETA1, ONE_MINUS_BETA2, EPSILON and
-// the float path's limits M_LEAST, G_LEAST, V_LEAST, CHECK_INPUTS and EXACT_ONLY, and includes
-// correctly_rounded.glsl first.
+// The including kernel includes correctly_rounded.glsl first and defines ADAM_SCALARS_ID and
+// ADAM_LIMITS_ID, the first specialization constant ids of the two groups declared here.
 //
 // FLOAT_PATH(v) is applied to every operand and result of the float path's products and sums:
 // nothing here; adam_flushing.comp makes it flush subnormals to zero, as a device may.
+// The scalars: 1 - Beta1 and 1 - Beta2 are the host's float32 differences.
+layout(constant_id = ADAM_SCALARS_ID) const float BETA1 = 0.9;
+layout(constant_id = ADAM_SCALARS_ID + 1) const float BETA2 = 0.999;
+layout(constant_id = ADAM_SCALARS_ID + 2) const float EPSILON = 1e-8;
+layout(constant_id = ADAM_SCALARS_ID + 3) const float ONE_MINUS_BETA1 = 0.1;
+layout(constant_id = ADAM_SCALARS_ID + 4) const float ONE_MINUS_BETA2 = 0.001;
+// The float path's limits (float32 bits; adam()): m, g and v below these (and nonzero) take
+// the exact path, as does x below SUMMAND_LEAST (2^-102); CHECK_INPUTS: whether any of these
+// limits lies above the data type's least nonzero value (float16's inputs never reach them
+// with the usual Betas); EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal, every element takes
+// the exact path.
+layout(constant_id = ADAM_LIMITS_ID) const uint M_LEAST = 0x00800000u;
+layout(constant_id = ADAM_LIMITS_ID + 1) const uint G_LEAST = 0x00800000u;
+layout(constant_id = ADAM_LIMITS_ID + 2) const uint V_LEAST = 0x00800000u;
+layout(constant_id = ADAM_LIMITS_ID + 3) const bool CHECK_INPUTS = true;
+layout(constant_id = ADAM_LIMITS_ID + 4) const bool EXACT_ONLY = false;
+
 #ifndef FLOAT_PATH
 #define FLOAT_PATH(v) (v)
 #endif
