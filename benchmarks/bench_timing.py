@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -140,7 +141,6 @@ def hold_clock(device, seconds=None, nbytes=64 * MiB):
 def gpu_clocks():
     """The GPU's SM and memory clocks and performance state now, from nvidia-smi ("" without
     it): the benchmark prints them beside host figures, which follow the SM clock."""
-    import shutil
     if not shutil.which("nvidia-smi"):
         return ""
     res = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,pstate",

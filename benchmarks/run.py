@@ -270,13 +270,14 @@ def main(argv=None):
              f"{bench_timing.HOLD_S} s; PyTorch: "
              + ("off (--no-torch)" if args.no_torch else "timed in a separate process"))
 
+    extra = {"hold_s": bench_timing.HOLD_S}
+
     def clocks_after(what):
         clocks = gpu_clocks()
         if clocks:
             progress(f"    GPU clocks after {what}: {clocks}")
             extra.setdefault("clocks", {})[what] = clocks
 
-    extra = {"hold_s": bench_timing.HOLD_S}
     roof_bytes = min(64 * MiB if quick else 1024 * MiB, dev.info.max_storage_buffer_range // 2)
     roof_by_method = {}
     roof = copy_roofline(dev, roof_bytes, repeat, roof_by_method)
@@ -303,9 +304,9 @@ def main(argv=None):
                  f"{'fill' if r.extra.get('roofline') == 'write' else 'copy'}"
                  + (f"   torch {r.torch_ns / 1e3:9.1f} us  x{r.speedup_vs_torch:.2f}"
                     if r.torch_ns else ""))
-    extra.update({"wait": wait, "statistic": "median",
-             "processes": "pyvkgrad without torch; PyTorch in a separate process"
-                          + ("; every case in its own process" if args.isolate else "")})
+    extra.update(wait=wait, statistic="median",
+                 processes="pyvkgrad without torch; PyTorch in a separate process"
+                           + ("; every case in its own process" if args.isolate else ""))
     if "overhead" in ops:
         progress("host overhead (medians)")
         extra["host_overhead"] = host_overhead(dev, 200 if not quick else 50)

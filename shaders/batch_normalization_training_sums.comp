@@ -43,7 +43,8 @@
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
 // Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the
-// reduced dimensions of X (and dY), 8 dimensions each, right-aligned, in elements. With WRITE_DX dX has dY's strides.
+// reduced dimensions of X (and dY), 8 dimensions each, right-aligned, in elements. With
+// WRITE_DX dX has dY's strides.
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
 #extension GL_GOOGLE_include_directive : require

@@ -181,28 +181,15 @@ def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon, 
     with every float operation's operands and results flushed, as on an NVIDIA H200: still the
     IEEE model's bits, because elements that could meet a subnormal take the exact path. The
     same data through flushing arithmetic alone would differ (checked, so the data reach it)."""
-    from pyvkgrad.ops.adam_optimizer import float_path_limits
-    from test_correctly_rounded import benchmark_program
-    n = 4001
-    x, m, v, g = _subnormal_data(rng, n, lr_alpha, True)
+    from pyvkgrad.ops.adam_optimizer import step_constants
+    from test_correctly_rounded import run_ops
+    x, m, v, g = _subnormal_data(rng, 4001, lr_alpha, True)
     lr_alpha = F32(lr_alpha)
-    runtime = device.runtime()
-    inputs = dict(x=x, m=m, v=v, g=g)
-    buffers = {k: runtime.buffer(4 * n, words=a.view(np.uint32).copy()) for k, a in inputs.items()}
-    buffers.update({k: runtime.buffer(4 * n) for k in ("new_x", "new_m", "new_v")})
-    constants = dict(BETA1=b1, BETA2=b2, EPSILON=epsilon, LR_ALPHA=float(lr_alpha),
-                     ONE_MINUS_BETA1=float(F32(1) - F32(b1)),
-                     ONE_MINUS_BETA2=float(F32(1) - F32(b2)),
-                     **float_path_limits(b1, b2, epsilon, pyvkgrad.DataType.FLOAT32))
-    program, push = benchmark_program(device, "adam_flushing", buffers, constants, n)
-    commands = runtime.commands()
-    commands.upload([buffers[k] for k in inputs])
-    commands.dispatch(program, push)
-    commands.download([buffers[k] for k in ("new_x", "new_m", "new_v")])
-    commands.submit("adam_flushing")
-    got = [buffers[k].words()[:n].copy().view(F32) for k in ("new_x", "new_m", "new_v")]
-    for obj in (commands, program, *buffers.values()):
-        obj.destroy()
+    constants = dict(LR_ALPHA=float(lr_alpha),
+                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT32))
+    inputs = {k: a.view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
+    got = [w.view(F32) for w in run_ops(device, "adam_flushing", inputs,
+                                         ("new_x", "new_m", "new_v"), constants)]
     want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
     # Zero signs aside: outside the contract (docs/semantics.md §17); with the simulated
     # flushes lavapipe gave one -0 where IEEE arithmetic gives +0 (-0 - -0).

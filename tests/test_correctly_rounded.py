@@ -40,20 +40,21 @@ SPECIALS = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC000
                     dtype=np.uint32)
 
 
-def run_ops(device, kernel, a, b, outputs, constants):
-    """The output bits (named `outputs`) of the benchmark kernel `kernel` on the uint32 arrays
-    a and b."""
+def run_ops(device, kernel, inputs, outputs, constants):
+    """The output words (named `outputs`) of the element-wise benchmark kernel `kernel` on
+    `inputs` (binding name -> uint32 array, all of one size)."""
     runtime = device.runtime()
-    n = a.size
+    n = next(iter(inputs.values())).size
     padded = -(-n // 4) * 4  # buffers hold whole 16-byte vectors
-    words = [np.zeros(padded, np.uint32) for _ in range(2)]
-    words[0][:n], words[1][:n] = a, b
-    buffers = dict(a=runtime.buffer(4 * padded, words=words[0]),
-                   b=runtime.buffer(4 * padded, words=words[1]),
-                   **{k: runtime.buffer(4 * padded) for k in outputs})
+    buffers = {}
+    for name, a in inputs.items():
+        words = np.zeros(padded, np.uint32)
+        words[:n] = a
+        buffers[name] = runtime.buffer(4 * padded, words=words)
+    buffers.update({k: runtime.buffer(4 * padded) for k in outputs})
     program, push = benchmark_program(device, kernel, buffers, constants, n)
     commands = runtime.commands()
-    commands.upload([buffers["a"], buffers["b"]])
+    commands.upload([buffers[k] for k in inputs])
     commands.dispatch(program, push)
     commands.download([buffers[k] for k in outputs])
     commands.submit(kernel)
@@ -65,7 +66,7 @@ def run_ops(device, kernel, a, b, outputs, constants):
 
 def run_cr_ops(device, a, b, previous, skew):
     """(quotient bits, root bits) of cr_ops on the uint32 arrays a and b."""
-    return run_ops(device, "cr_ops", a, b, ("quotient", "root"),
+    return run_ops(device, "cr_ops", dict(a=a, b=b), ("quotient", "root"),
                    dict(PREVIOUS=previous, REPEAT=1, SKEW=skew))
 
 
@@ -328,7 +329,7 @@ def ieee_inputs(rng, n):
 
 def test_ieee_mul_and_add_keep_subnormals(device, rng):
     a, b = ieee_inputs(rng, 20000)
-    product, total = run_ops(device, "ieee_ops", a, b, ("product", "sum"), {})
+    product, total = run_ops(device, "ieee_ops", dict(a=a, b=b), ("product", "sum"), {})
     with np.errstate(all="ignore"):
         fa, fb = a.view(np.float32), b.view(np.float32)
         want = (numpy_bits(fa * fb), numpy_bits(fa + fb))  # IEEE float32, subnormals kept

@@ -20,8 +20,6 @@ all of them in --out/f16_process.json. --quick: 1 and 4 MiB (lavapipe).
 """
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 
@@ -31,15 +29,6 @@ sys.path.insert(0, os.path.dirname(BENCHMARKS))  # the project root
 
 MiB = 2**20
 VARIANTS = ("plain", "alone", "cuda_first", "small_allocations_first", "reverse")
-
-
-def clocks():
-    """The GPU's clocks and performance state now, from nvidia-smi (None without it)."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    res = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,pstate",
-                          "--format=csv,noheader"], capture_output=True, text=True)
-    return res.stdout.strip() or res.stderr.strip()
 
 
 def child(variant, sizes, repeat):
@@ -99,7 +88,7 @@ def child(variant, sizes, repeat):
 
 
 def main():
-    from bench_timing import child_row, diagnostic_args
+    from bench_timing import child_row, diagnostic_args, gpu_clocks
     if sys.argv[1:2] == ["--child"]:
         return child(sys.argv[2], [int(s) for s in sys.argv[3].split(",")], int(sys.argv[4]))
     args = diagnostic_args(repeat=20)
@@ -109,11 +98,11 @@ def main():
     from pyvkgrad import _vulkan_info as vi
     result = {"memory_types": vi.memory_types(), "repeat": repeat, "rows": []}
     for variant in VARIANTS:
-        before = clocks()
+        before = gpu_clocks() or None
         t0 = time.time()
         row = child_row([sys.executable, __file__, "--child", variant,
                          ",".join(map(str, sizes)), str(repeat)], {"variant": variant})
-        row.update(clocks_before=before, clocks_after=clocks(), seconds=round(time.time() - t0, 1))
+        row.update(clocks_before=before, clocks_after=gpu_clocks() or None, seconds=round(time.time() - t0, 1))
         print(json.dumps(row), flush=True)
         result["rows"].append(row)
     with open(os.path.join(args.out, "f16_process.json"), "w") as f:

@@ -65,22 +65,26 @@ def _least_factor(c: float) -> float:
     return LEAST_NORMAL if c == 0 else max(LEAST_NORMAL, SUMMAND_LEAST / abs(c))
 
 
-def float_path_limits(beta1: float, beta2: float, epsilon: float,
-                      data_type: DataType) -> Dict[str, Union[int, bool]]:
-    """The kernel's M_LEAST, G_LEAST, V_LEAST (float32 bits), CHECK_INPUTS and EXACT_ONLY: m
-    below M_LEAST makes Beta1 m too small; g below G_LEAST (1 - Beta1) g or (1 - Beta2) g^2, or
-    g^2 subnormal; v below V_LEAST Beta2 v; EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal
-    in float32."""
+def step_constants(beta1: float, beta2: float, epsilon: float,
+                   data_type: DataType) -> Dict[str, Union[float, int, bool]]:
+    """The constants shaders/include/adam_step.glsl declares: BETA1, BETA2, EPSILON,
+    ONE_MINUS_BETA1 and ONE_MINUS_BETA2 (the float32 differences), and the float path's
+    limits M_LEAST, G_LEAST, V_LEAST (float32 bits), CHECK_INPUTS and EXACT_ONLY: m below
+    M_LEAST makes Beta1 m too small; g below G_LEAST (1 - Beta1) g or (1 - Beta2) g^2, or g^2
+    subnormal; v below V_LEAST Beta2 v; EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal in
+    float32."""
     f32 = np.float32
-    beta1, beta2 = float(f32(beta1)), float(f32(beta2))  # the kernel's constants
     one_minus_beta1 = float(f32(1) - f32(beta1))
     one_minus_beta2 = float(f32(1) - f32(beta2))
+    beta1, beta2 = float(f32(beta1)), float(f32(beta2))  # the kernel's constants
     g_least = max(_least_factor(one_minus_beta1), 2.0 ** -63,
                   (SUMMAND_LEAST / abs(one_minus_beta2)) ** 0.5 if one_minus_beta2 else 0.0)
     limits = dict(M_LEAST=_least_factor(beta1), G_LEAST=g_least, V_LEAST=_least_factor(beta2))
     # float16 inputs are 0 or at least 2^-24.
     least_input = 2.0 ** -24 if data_type == DataType.FLOAT16 else 0.0
     return dict({k: _bits_at_least(v * (1 + 2.0 ** -20)) for k, v in limits.items()},
+                BETA1=beta1, BETA2=beta2, EPSILON=epsilon, ONE_MINUS_BETA1=one_minus_beta1,
+                ONE_MINUS_BETA2=one_minus_beta2,
                 CHECK_INPUTS=max(*limits.values(), SUMMAND_LEAST) > least_input,
                 # A subnormal scalar is an operand a flushing device would flush (1 - Beta is
                 # 0 or at least 2^-24; a subnormal LearningRate alpha the kernel sees itself).
@@ -152,12 +156,8 @@ class AdamOptimizerDesc(OperatorDesc):
         x = self.input_parameters_tensor
         wg, size = limits.local_size, x.data_type.element_size
         tensors = INPUTS + OUTPUTS
-        f32 = np.float32
         constants = dict(WG=wg, IS_F16=size == 2, LEARNING_RATE=self.learning_rate,
-                         BETA1=self.beta1, BETA2=self.beta2, EPSILON=self.epsilon,
-                         ONE_MINUS_BETA1=float(f32(1) - f32(self.beta1)),
-                         ONE_MINUS_BETA2=float(f32(1) - f32(self.beta2)),
-                         **float_path_limits(self.beta1, self.beta2, self.epsilon, x.data_type))
+                         **step_constants(self.beta1, self.beta2, self.epsilon, x.data_type))
         sizes, strides = coalesce(x.sizes, *(getattr(self, f).element_strides for f in tensors))
         packed = len(sizes) == 1 and all(s == (1,) for s in strides)
         names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")
