@@ -57,7 +57,7 @@ layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uint field) {
     if (!IS_F16) {
         const vec3 r = adam(uintBitsToFloat(xw), uintBitsToFloat(mw), uintBitsToFloat(vw),
-                            uintBitsToFloat(gw), lr_alpha, field);
+                            uintBitsToFloat(gw), lr_alpha, field, false);
         new_x[i] = floatBitsToUint(r.x);
         new_m[i] = floatBitsToUint(r.y);
         new_v[i] = floatBitsToUint(r.z);
@@ -65,8 +65,8 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uin
     }
     const vec2 xs = unpackHalf2x16(xw), ms = unpackHalf2x16(mw);
     const vec2 vs = unpackHalf2x16(vw), gs = unpackHalf2x16(gw);
-    const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha, field);
-    const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha, field);
+    const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha, field, IS_F16);
+    const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha, field, IS_F16);
     if (2u * i + 1u < elements) {
         new_x[i] = half_from_float(lo.x) | (half_from_float(hi.x) << 16);
         new_m[i] = half_from_float(lo.y) | (half_from_float(hi.y) << 16);
@@ -99,7 +99,7 @@ void main() {
             uvec3 b = uvec3(0u);
             FOR_EACH_COORDINATE8(SIZES, i, ADD_OFFSETS)
             const vec3 r = adam(LOAD(x, a.x), LOAD(m, a.y), LOAD(v, a.z), LOAD(g, a.w),
-                                lr_alpha, field);
+                                lr_alpha, field, IS_F16);
             if (IS_F16) {
                 STORE_HALF_BITS(new_x, b.x, half_from_float(r.x))
                 STORE_HALF_BITS(new_m, b.y, half_from_float(r.y))

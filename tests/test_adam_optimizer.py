@@ -177,18 +177,19 @@ def _flush(a):
     (1e-3, 1e-42, 0.9, 0.999), (0.5, 0.0, 0.9, 0.999), (1e-3, 1e-8, 2.0 ** -140, 0.999),
     (1e-3, 1e-8, 0.9, 1e-40)])
 def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon, b1, b2):
-    """The kernel's element arithmetic (adam_step.glsl, in benchmarks/shaders/adam_flushing.comp)
-    with every float operation's operands and results flushed, as on an NVIDIA H200: still the
+    """The kernel's element arithmetic (adam_step.glsl, in
+    benchmarks/shaders/adam_simulated_device.comp) with every float operation's operands and
+    results flushed, as on an NVIDIA H200: still the
     IEEE model's bits, because elements that could meet a subnormal take the exact path. The
     same data through flushing arithmetic alone would differ (checked, so the data reach it)."""
     from pyvkgrad.ops.adam_optimizer import step_constants
     from test_correctly_rounded import run_ops
     x, m, v, g = _subnormal_data(rng, 4001, lr_alpha, True)
     lr_alpha = F32(lr_alpha)
-    constants = dict(LR_ALPHA=float(lr_alpha),
+    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=False, SKEW=False,
                      **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT32))
     inputs = {k: a.view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
-    got = [w.view(F32) for w in run_ops(device, "adam_flushing", inputs,
+    got = [w.view(F32) for w in run_ops(device, "adam_simulated_device", inputs,
                                          ("new_x", "new_m", "new_v"), constants)]
     want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
     # Zero signs aside: outside the contract (docs/semantics.md §17); with the simulated
@@ -197,6 +198,51 @@ def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon, 
     flushed = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon, flush=_flush)
     assert any((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).any()
                for a, b in zip(flushed, want))
+
+
+F16 = np.float16
+
+
+def _half_data(rng, n):
+    """(x, m, v, g) float16 values as float32: steps as large as x (so x - step often lies near
+    a float16 rounding point), every 13th element num's zero (m = g = 0), and x, m, v and g
+    at Inf, NaN, 0, float16's largest and least at the start."""
+    x, m, g = (rng.standard_normal(n).astype(F16) for _ in range(3))
+    v = (rng.standard_normal(n) ** 2).astype(F16)
+    m[::13], g[::13] = 0, 0
+    special = np.array([np.inf, -np.inf, np.nan, 0, -0.0, 65504, -65504, 2.0 ** -24], F16)
+    for i, a in enumerate((x, m, v, g)):
+        a[8 * i:8 * i + 8] = special if a is not v else np.abs(special)
+    return tuple(a.astype(F32) for a in (x, m, v, g))
+
+
+@pytest.mark.parametrize("skew", [False, True])
+@pytest.mark.parametrize("epsilon", [1e-8, 0.0])
+def test_float16_steps_on_a_device_that_divides_badly(device, rng, skew, epsilon):
+    """Float16 tensors take the quick step (adam_step.glsl's half_step: the device's own
+    division and square root, checked against float16 rounding points): on the simulated
+    device (benchmarks/shaders/adam_simulated_device.comp) whose quotient is off by 2^-17
+    (with `skew`; several times Vulkan's bound), and which flushes subnormals, the results are
+    still the float32 model's bits rounded to float16. The data reach the check: on many
+    elements a quotient off by 2^-17 would change the float16 result (counted)."""
+    from pyvkgrad.ops.adam_optimizer import step_constants
+    from test_correctly_rounded import run_ops
+    lr_alpha, b1, b2 = F32(0.5), 0.9, 0.999
+    x, m, v, g = _half_data(rng, 20011)
+    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=True, SKEW=skew,
+                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16))
+    inputs = {k: a.view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
+    got = [w.astype(np.uint16).view(F16) for w in run_ops(
+        device, "adam_simulated_device", inputs, ("new_x", "new_m", "new_v"), constants)]
+    want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
+    same_bits(got, want, F16)
+    new_m, new_v = want[1:]
+    with np.errstate(all="ignore"):
+        q = (lr_alpha * new_m) / (np.sqrt(new_v) + F32(epsilon))
+        moved = [(x - F32(q * F32(1 + k * 2.0 ** -17))).astype(F16) for k in (-1, 1)]
+        differ = sum((a.view(np.uint16) != want[0].astype(F16).view(np.uint16)) & ~np.isnan(a)
+                     for a in moved)
+    assert np.count_nonzero(differ) > 20
 
 
 def test_strided_inputs_and_non_finite_gradients(device, rng):

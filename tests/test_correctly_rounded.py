@@ -337,3 +337,33 @@ def test_ieee_mul_and_add_keep_subnormals(device, rng):
         differ = np.flatnonzero(got != w)
         assert differ.size == 0, (name, [(hex(a[i]), hex(b[i]), hex(got[i]), hex(w[i]))
                                          for i in differ[:5]])
+
+
+def half_inputs(rng, n_random):
+    """float32 bits for a float16 conversion: in every binade of both signs (all 512 sign and
+    exponent fields), float16's ties (low 13 bits 0x1000, either parity of the bit above),
+    one unit either side of them, exact halves, and the largest low bits; with random
+    significands above, and n_random random words."""
+    fields = np.arange(512, dtype=np.uint32) << 23
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000], np.uint32)
+    high = rng.integers(0, 1 << 10, 16, dtype=np.uint32) << 13
+    structured = (fields[:, None, None] | high[None, :, None] | low[None, None, :]).ravel()
+    return np.concatenate([structured, rng.integers(0, 1 << 32, n_random, dtype=np.uint32)])
+
+
+@pytest.mark.parametrize("device_rtz", [False, True])
+def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz):
+    """load_store.glsl's half_from_float gives numpy's float16 (round to nearest even,
+    subnormal halves kept, 65520 and above to Inf) on every input class, with the device's
+    own conversion and on a simulated device whose conversion rounds toward zero and flushes
+    subnormal halves (Vulkan leaves the rounding undefined): the fast path only ever converts
+    values that are halves. NaN: sign | 0x7E00."""
+    a = half_inputs(rng, 50000)
+    (got,) = run_ops(device, "half_ops", dict(a=a), ("halves",), dict(DEVICE_RTZ=device_rtz))
+    f = a.view(np.float32)
+    with np.errstate(over="ignore"):
+        want = f.astype(np.float16).view(np.uint16).astype(np.uint32)
+    nan = np.isnan(f)
+    want[nan] = ((a[nan] >> 16) & 0x8000) | 0x7E00
+    differ = np.flatnonzero(got != want)
+    assert differ.size == 0, [(hex(a[i]), hex(got[i]), hex(want[i])) for i in differ[:5]]

@@ -1,10 +1,13 @@
 // ADAM_OPTIMIZER's arithmetic for one element (adam_optimizer.comp; and
-// benchmarks/shaders/adam_flushing.comp, which tests it on a simulated flushing device).
+// benchmarks/shaders/adam_simulated_device.comp, which tests it on a simulated device that
+// flushes subnormals and divides badly).
 // The including kernel includes correctly_rounded.glsl first and defines ADAM_SCALARS_ID and
 // ADAM_LIMITS_ID, the first specialization constant ids of the two groups declared here.
 //
 // FLOAT_PATH(v) is applied to every operand and result of the float path's products and sums:
-// nothing here; adam_flushing.comp makes it flush subnormals to zero, as a device may.
+// nothing here; adam_simulated_device.comp makes it flush subnormals to zero, as a device may.
+// HALF_STEP_SKEW(q) is applied to half_step's quotient: nothing here; the simulated device
+// moves it by 2^-17.
 // The scalars: 1 - Beta1 and 1 - Beta2 are the host's float32 differences.
 layout(constant_id = ADAM_SCALARS_ID) const float BETA1 = 0.9;
 layout(constant_id = ADAM_SCALARS_ID + 1) const float BETA2 = 0.999;
@@ -24,6 +27,9 @@ layout(constant_id = ADAM_LIMITS_ID + 4) const bool EXACT_ONLY = false;
 
 #ifndef FLOAT_PATH
 #define FLOAT_PATH(v) (v)
+#endif
+#ifndef HALF_STEP_SKEW
+#define HALF_STEP_SKEW(q) (q)
 #endif
 
 const uint SUMMAND_LEAST = 0x0C800000u;  // 2^-102
@@ -58,14 +64,44 @@ vec3 adam_exact(float xe, float me, float ve, float ge, float lr_alpha) {
 // as their bits).
 bool below(float v, uint least) { return (floatBitsToUint(v) & 0x7FFFFFFFu) - 1u < least - 1u; }
 
+// |v| in [2^-100, 2^100) (bits: NaN and Inf are not).
+bool in_range(float v) { return (floatBitsToUint(v) & 0x7FFFFFFFu) - 0x0D800000u < 0x64000000u; }
+
+// float16 outputs: x - q, q = (lr_alpha m') / (sqrt(v') + Epsilon), through the device's own
+// square root and division where that provably gives the float16 of the correctly rounded
+// pipeline (most elements: a float16's last place is 2^13 float32 ones). Vulkan allows sqrt
+// the error of 1 / inversesqrt (2 + 2.5 ulp) and 1 / d 2.5 ulp, so the device's quotient q'
+// lies within about 19 u of the correctly rounded q (u = 2^-24 |q|: the sum, the product and
+// cr_div's own roundings included); here it may lie anywhere within |q'| 2^-16 (256 u). x -
+// q then lies between a = x - (q' + bound) and b = x - (q' - bound), each rounded once, and
+// float32 then float16 rounding is monotone: where a and b give the same float16, so does x -
+// q, and `a` is returned for it. false: the bounds straddle a float16 rounding point, or an
+// operand lies outside the ranges where Vulkan bounds the errors (the caller's exact
+// pipeline then). On the flushing devices Vulkan allows nothing here is subnormal: den and
+// q are at least 2^-100, bound 2^-116, and x, a float16, a multiple of 2^-24 (so a and b are
+// 0 or at least 2^-47).
+bool half_step(float xe, float num, float new_v, out float new_x) {
+    precise float den = FLOAT_PATH(sqrt(new_v) + EPSILON);
+    precise float quotient = FLOAT_PATH(HALF_STEP_SKEW(num * (1.0 / den)));
+    const bool zero = (floatBitsToUint(num) & 0x7FFFFFFFu) == 0u;  // q is num's zero
+    const float q = zero ? num : quotient;
+    if (!in_range(den) || !(zero || in_range(q))) return false;
+    const float bound = abs(q) * (1.0 / 65536.0);
+    precise float high = q + bound;
+    precise float low = q - bound;
+    new_x = float_sub(xe, zero ? q : high);
+    return half_from_float(new_x) == half_from_float(float_sub(xe, zero ? q : low));
+}
+
 // One element's step: (x', m', v') from (x, m, v, g), lr_alpha = LearningRate alpha and its
-// exponent field. The float path runs where no operand or result can be subnormal, else
+// exponent field; half_outputs: the caller rounds x' to float16 (half_step). The float path runs where no operand or result can be subnormal, else
 // adam_exact, with the same result (the host's limits, pyvkgrad/ops/adam_optimizer.py): the
 // scalars are normal or 0 (the host's EXACT_ONLY for subnormal Betas or Epsilon, and here for
 // a subnormal lr_alpha); every product that a sum adds is 0 or at least 2^-102, and so is
 // every summand, so every sum is 0 or normal; lr_alpha m' (the division's dividend) is normal
 // or 0; the step x - q is checked as a sum. cr_div and cr_sqrt are exact for every input.
-vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_field) {
+vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_field,
+          bool half_outputs) {
     // (lr_alpha's bits, not a float comparison, which a flushing device may flush too.)
     if (EXACT_ONLY || (lr_alpha_field == 0u && (floatBitsToUint(lr_alpha) & 0x7FFFFFFFu) != 0u)
         || (CHECK_INPUTS && (below(me, M_LEAST) || below(ge, G_LEAST) || below(ve, V_LEAST)
@@ -80,7 +116,10 @@ vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_
     }
     const float new_v = float_add(float_mul(BETA2, ve),
                                   float_mul(ONE_MINUS_BETA2, float_mul(ge, ge)));
-    const float step = cr_div(float_mul(lr_alpha, new_m), float_add(cr_sqrt(new_v), EPSILON));
+    const float num = float_mul(lr_alpha, new_m);
+    float quick_x;
+    if (half_outputs && half_step(xe, num, new_v, quick_x)) return vec3(quick_x, new_m, new_v);
+    const float step = cr_div(num, float_add(cr_sqrt(new_v), EPSILON));
     if (below(step, SUMMAND_LEAST)) return adam_exact(xe, me, ve, ge, lr_alpha);
     return vec3(float_sub(xe, step), new_m, new_v);
 }

@@ -23,24 +23,35 @@
 // HALF_FROM_FLOAT.
 uint pack_halves(vec2 v) { return packHalf2x16(v); }
 
-// The float16 bits of v, rounded to nearest even by integer arithmetic, on any device
-// (subnormal halves included; 65520 and above to Inf; NaN stays NaN): the kernels of the
-// operators added with the same-bits contract store through it.
+// The float16 bits of v, rounded to nearest even on any device (subnormal halves included;
+// 65520 and above to Inf; NaN stays NaN, as sign | 0x7E00): the kernels of the operators
+// added with the same-bits contract store through it.
+// - Zero and normal halves (the usual case): |v| is rounded to a half's 11 significant bits by
+//   one float32 add (correctly rounded, ties to even: c = 2^(e + 13) for |v| in [2^e,
+//   2^(e + 1)), so |v| + c lies where float32's last place is the half's; then - c, exact),
+//   and the device converts that value. It is a half, so whatever rounding the device's
+//   conversion uses (Vulkan leaves it undefined) gives its bits.
+// - Subnormal halves (a device may flush them in the conversion), Inf and NaN by integers.
+// DEVICE_HALF_BITS(r) is the device's conversion (HALF_FROM_FLOAT); tests define it to round
+// toward zero and flush subnormal halves (benchmarks/shaders/half_ops.comp).
+#ifndef DEVICE_HALF_BITS
+#define DEVICE_HALF_BITS(r) HALF_FROM_FLOAT(r)
+#endif
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
+    if (magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u) {
+        const float c = uintBitsToFloat((magnitude & 0x7F800000u) + (13u << 23));
+        precise float rounded = (uintBitsToFloat(magnitude) + c) - c;
+        return sign | DEVICE_HALF_BITS(rounded);
+    }
     if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
     if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
-    if (magnitude < 0x38800000u) {
-        // A subnormal half (below 2^-14): adding 0.5, whose float32 last place is 2^-24, the
-        // subnormal half's, rounds to it (correctly rounded, ties to even); the sum's low bits
-        // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
-        precise float sum = uintBitsToFloat(magnitude) + 0.5;
-        return sign | (floatBitsToUint(sum) - 0x3F000000u);
-    }
-    // A normal half: rebias the exponent (127 -> 15) and round away the low 13 bits to nearest
-    // even; a carry moves into the exponent (65504 is the largest half: checked above).
-    return sign | ((magnitude - 0x38000000u + 0x0FFFu + ((magnitude >> 13) & 1u)) >> 13);
+    // A subnormal half (below 2^-14): adding 0.5, whose float32 last place is 2^-24, the
+    // subnormal half's, rounds to it (correctly rounded, ties to even); the sum's low bits
+    // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
+    precise float sum = uintBitsToFloat(magnitude) + 0.5;
+    return sign | (floatBitsToUint(sum) - 0x3F000000u);
 }
 
 

@@ -1,14 +1,17 @@
 // ADAM_OPTIMIZER's element arithmetic (shaders/include/adam_step.glsl) on a simulated device
-// that flushes float32 subnormals to zero in its float arithmetic (Vulkan allows it; an NVIDIA
-// H200 does): FLOAT_PATH flushes every operand and result of the float path's products and
-// sums. tests/test_adam_optimizer.py checks that the elements that could meet a subnormal take
-// the exact path, so the results still keep IEEE subnormals. Benchmark only: built by
+// at the edges of what Vulkan allows: it flushes float32 subnormals to zero in its float
+// arithmetic (an NVIDIA H200 does; FLOAT_PATH flushes every operand and result of the float
+// path's products and sums) and, with SKEW, its division and square root for the float16
+// quick path (half_step) are off by 2^-17 of the quotient, 128 units of its float32 rounding
+// and several times what Vulkan allows (HALF_STEP_SKEW). tests/test_adam_optimizer.py checks
+// that the results are still the IEEE model's bits. Benchmark only: built by
 // tools/build_shaders.py into benchmarks/spirv/, not shipped.
 //
-//   (new_x, new_m, new_v)[i] = adam(x[i], m[i], v[i], g[i], LR_ALPHA)   (float32)
+//   (new_x, new_m, new_v)[i] = adam(x[i], m[i], v[i], g[i], LR_ALPHA)   (float32 words; with
+//                              HALF_OUTPUTS, float16 values in, their float16 bits out)
 //
 // Constants: the Betas, Epsilon and the float path's limits as adam_optimizer.comp's;
-//   LR_ALPHA (LearningRate alpha).
+//   LR_ALPHA (LearningRate alpha); HALF_OUTPUTS; SKEW.
 // Push constants: count (elements).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the elements.
 #version 450
@@ -20,6 +23,8 @@
 #define ADAM_SCALARS_ID 1
 #define ADAM_LIMITS_ID 6
 layout(constant_id = 11) const float LR_ALPHA = 0.001;
+layout(constant_id = 12) const bool HALF_OUTPUTS = false;
+layout(constant_id = 13) const bool SKEW = false;
 
 // v, or a zero of its sign where v is subnormal.
 float flush_subnormal(float v) {
@@ -27,6 +32,14 @@ float flush_subnormal(float v) {
     return (u & 0x7F800000u) == 0u ? uintBitsToFloat(u & 0x80000000u) : v;
 }
 #define FLOAT_PATH(v) flush_subnormal(v)
+
+// q (1 +- 2^-17), the sign from a hash of q's bits.
+float skewed(float q) {
+    precise float r = q * (((floatBitsToUint(q) * 2654435761u) & 0x10000u) != 0u
+                           ? 1.0 + 1.0 / 131072.0 : 1.0 - 1.0 / 131072.0);
+    return SKEW ? r : q;
+}
+#define HALF_STEP_SKEW(q) skewed(q)
 #include "../../shaders/include/adam_step.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };
@@ -38,13 +51,15 @@ layout(set = 0, binding = 5) writeonly buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 6) writeonly buffer NEW_V { uint new_v[]; };
 layout(push_constant) uniform Push { uint count; };
 
+uint result_bits(float r) { return HALF_OUTPUTS ? half_from_float(r) : floatBitsToUint(r); }
+
 void main() {
     const uint field = (floatBitsToUint(LR_ALPHA) >> 23) & 0xFFu;
     GRID_STRIDE_LOOP(i, count) {
         const vec3 r = adam(uintBitsToFloat(x[i]), uintBitsToFloat(m[i]), uintBitsToFloat(v[i]),
-                            uintBitsToFloat(g[i]), LR_ALPHA, field);
-        new_x[i] = floatBitsToUint(r.x);
-        new_m[i] = floatBitsToUint(r.y);
-        new_v[i] = floatBitsToUint(r.z);
+                            uintBitsToFloat(g[i]), LR_ALPHA, field, HALF_OUTPUTS);
+        new_x[i] = result_bits(r.x);
+        new_m[i] = result_bits(r.y);
+        new_v[i] = result_bits(r.z);
     }
 }

@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Where ADAM_OPTIMIZER's time goes (issue 30: float32 at 76-82% of the same-bytes copy
+roofline on an H200, float16 at 44%, both bound by instructions per element): the shipped
+kernel against copies of it with parts taken out, on the benchmark's cases (16 and 256 MiB
+per tensor, float32 and float16, in place).
+
+Variants (text patches of shaders/, built here into SPIR-V with glslangValidator, as
+tools/build_shaders.py builds; the lent GPU has no compiler, so build first and carry the
+folder):
+- shipped: shaders/ as they are (float16: the quick step, adam_step.glsl's half_step);
+- no_quick: float16 without the quick step (every element through cr_div and cr_sqrt);
+- quick_device_half: shipped storing float16 through packHalf2x16 (the device's rounding);
+- no_cr: the device's own division and square root in place of cr_div and cr_sqrt, and no
+  quick step (not the same bits: what the correctly rounded pair costs);
+- no_checks: no_cr without the float path's checks (no exact path);
+- device_half: no_checks storing float16 through packHalf2x16 instead of half_from_float;
+- memory: x + g, m + g, v + g with device_half's stores (the seven streams' traffic alone).
+Only shipped and no_quick must give the same bits (checked after the same timed steps).
+
+    python3 benchmarks/investigations/adam_variants.py --build DIR   (here: writes DIR/*.spv)
+    python3 benchmarks/investigations/adam_variants.py --spirv DIR [--quick] [--repeat N]
+                                                          [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import pyvkgrad  # noqa: E402
+from pyvkgrad import TensorDesc, kernels  # noqa: E402
+import bench_cases  # noqa: E402
+import bench_timing  # noqa: E402
+
+STEP = "include/adam_step.glsl"
+KERNEL = "adam_optimizer.comp"
+# variant -> [(file under shaders/, old text, new text)], applied in order
+NO_QUICK = [(STEP, "if (half_outputs && half_step(", "if (false && half_step(")]
+NO_CR = NO_QUICK + [
+    (STEP, "cr_div(num, float_add(cr_sqrt(new_v), EPSILON))", "num / (sqrt(new_v) + EPSILON)")]
+NO_CHECKS = NO_CR + [
+    (STEP, "    if (EXACT_ONLY ||", "    if (false && EXACT_ONLY ||"),
+    (STEP, "if (m_bits != 0u &&", "if (false && m_bits != 0u &&"),
+    (STEP, "if (below(step, SUMMAND_LEAST))", "if (false)")]
+DEVICE_HALF = NO_CHECKS + [(KERNEL, "half_from_float(", "HALF_FROM_FLOAT(")]
+MEMORY = DEVICE_HALF + [
+    (STEP, "          bool half_outputs) {\n",
+     "          bool half_outputs) {\n    return vec3(xe + ge, me + ge, ve + ge);\n")]
+QUICK_DEVICE_HALF = [(KERNEL, "half_from_float(", "HALF_FROM_FLOAT(")]
+VARIANTS = dict(shipped=[], no_quick=NO_QUICK, quick_device_half=QUICK_DEVICE_HALF,
+                no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY)
+SAME_BITS = ("shipped", "no_quick")
+OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
+           "input_second_moment_tensor")  # in place: the outputs are these tensors
+
+
+def build(folder):
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, patches in VARIANTS.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            shaders = Path(tmp) / "shaders"
+            shutil.copytree(ROOT / "shaders", shaders)
+            for rel, old, new in patches:
+                path = shaders / rel
+                text = path.read_text()
+                assert old in text, (name, rel, old)
+                path.write_text(text.replace(old, new))
+            subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
+                            f"-I{shaders / 'include'}", "-o", str(out / f"{name}.spv"),
+                            str(shaders / KERNEL)], check=True, capture_output=True)
+        print(f"built {out / name}.spv")
+
+
+@contextlib.contextmanager
+def served(data):
+    """adam_optimizer's kernel replaced by `data` (SPIR-V) for the operators compiled inside."""
+    real = kernels.spirv
+    kernels.spirv = lambda name: data if name == "adam_optimizer" else real(name)
+    try:
+        yield
+    finally:
+        kernels.spirv = real
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", metavar="DIR")
+    ap.add_argument("--spirv", metavar="DIR")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.build:
+        build(args.build)
+        return
+    dev = pyvkgrad.default_device()
+    print(f"device: {dev.name}")
+    spirv = {n: (Path(args.spirv) / f"{n}.spv").read_bytes() for n in VARIANTS}
+    rows = []
+    no_torch = types.SimpleNamespace(torch=None)
+    n_per = [1 << 20] if args.quick else [4 << 20, 64 << 20]  # float32 elements of 16/256 MiB
+    for n32 in n_per:
+        for dt, np_dt in (("float32", np.float32), ("float16", np.float16)):
+            n = n32 * 4 // np.dtype(np_dt).itemsize
+            rng = np.random.default_rng(1)  # bench_cases._adam's data
+            x, m, g = (rng.standard_normal(n, dtype=np.float32).astype(np_dt) for _ in range(3))
+            v = np.abs(g)
+            nbytes = 7 * x.nbytes
+            roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
+            desc = TensorDesc(bench_cases._dt(dt), (n,))
+            outputs = {}
+            for name, data in spirv.items():
+                t = dev.upload(np.array([1], np.uint32))
+                tensors = dict(input_parameters_tensor=dev.upload(x),
+                               input_first_moment_tensor=dev.upload(m),
+                               input_second_moment_tensor=dev.upload(v),
+                               gradient_tensor=dev.upload(g), training_step_tensor=t)
+                tensors.update(output_parameters_tensor=tensors["input_parameters_tensor"],
+                               output_first_moment_tensor=tensors["input_first_moment_tensor"],
+                               output_second_moment_tensor=tensors["input_second_moment_tensor"])
+                with served(data):  # the pipeline is made at the first recording
+                    op = dev.compile(pyvkgrad.AdamOptimizerDesc(
+                        desc, desc, desc, desc, t.desc, desc, desc, desc, 1e-3, 0.9, 0.999, 1e-8))
+                    ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
+                if name in SAME_BITS:
+                    outputs[name] = [tensors[k].numpy().view(np.uint8) for k in OUTPUTS]
+                rows.append(dict(case=f"{nbytes // 7 >> 20} MiB per tensor", dtype=dt,
+                                 variant=name, us=ns / 1e3, roofline_gbps=roofline / 1e9,
+                                 roofline_share=nbytes / ns / (roofline / 1e9),
+                                 g_elements_per_s=n / ns))
+                rec.close()
+                op.close()
+                del tensors
+            same = all(np.array_equal(a, b) for a, b in zip(*outputs.values()))
+            for row in rows[-len(spirv):]:
+                row["same_bits"] = same if row["variant"] in SAME_BITS else None
+                print(f"{row['case']:20s} {row['dtype']:8s} {row['variant']:12s} "
+                      f"{row['us']:9.1f} us {row['g_elements_per_s']:7.1f} G elem/s "
+                      f"{100 * row['roofline_share']:6.1f}% of copy  same bits: "
+                      f"{row['same_bits']}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()

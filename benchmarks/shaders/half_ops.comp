@@ -1,0 +1,34 @@
+// half_from_float (shaders/include/load_store.glsl) per element: tests/test_correctly_rounded.py
+// compares its bits with numpy's float16 conversion (round to nearest even), here with the
+// device's own conversion and (DEVICE_RTZ) on a simulated device whose conversion rounds
+// toward zero and flushes subnormal halves, as Vulkan allows. Benchmark only: built by
+// tools/build_shaders.py into benchmarks/spirv/, not shipped.
+//
+//   halves[i] = half_from_float(a[i])   (in the word's low 16 bits)
+//
+// Constants: DEVICE_RTZ.
+// Push constants: count (elements).
+// Dispatch: up to 65535 workgroups; grid-stride loop over the elements.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+layout(constant_id = 1) const bool DEVICE_RTZ = false;
+
+// The float16 bits of r rounded toward zero, subnormal halves and NaN payloads flushed (a
+// legal device conversion), or the device's own.
+uint device_half_bits(float r) {
+    const uint u = floatBitsToUint(r), magnitude = u & 0x7FFFFFFFu;
+    const uint half_magnitude = magnitude < 0x38800000u ? 0u
+        : magnitude >= 0x47800000u ? 0x7C00u : (magnitude - 0x38000000u) >> 13;
+    return DEVICE_RTZ ? ((u >> 16) & 0x8000u) | half_magnitude
+                      : packHalf2x16(vec2(r, 0.0)) & 0xFFFFu;
+}
+#define DEVICE_HALF_BITS(r) device_half_bits(r)
+#include "common.glsl"
+
+layout(set = 0, binding = 0) readonly buffer A { uint a[]; };
+layout(set = 0, binding = 1) writeonly buffer HALVES { uint halves[]; };
+layout(push_constant) uniform Push { uint count; };
+
+void main() {
+    GRID_STRIDE_LOOP(i, count) { halves[i] = half_from_float(uintBitsToFloat(a[i])); }
+}
