@@ -187,13 +187,15 @@ def test_beyond_the_workgroup_limit_plan():
     for count in (4 * BEYOND_WORKGROUP_LIMIT, 2**32 - 1):
         desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (count,)), STATE)
         blocks = -(-count // 4)
-        main, state = desc.plan(Limits()).dispatches
+        (main,) = desc.plan(Limits()).dispatches  # it writes the new state itself
         assert main.workgroups == 65535
         assert dict(main.push) == dict(count=blocks, elements=count, first=0)
-        assert dict(state.push) == dict(blocks=blocks)
+        assert dict(main.constants)["WRITE_STATE"]
         narrow = Limits(max_loop_iterations=65535, max_workgroups=64, local_size=1,
                         max_local_size=1)
-        sliced = desc.plan(narrow).dispatches[:-1]
+        *sliced, state = desc.plan(narrow).dispatches
+        assert state.kernel == "random_generator_state" and dict(state.push) == dict(blocks=blocks)
+        assert not any(dict(d.constants)["WRITE_STATE"] for d in sliced)
         spans = [(dict(d.push)["first"], dict(d.push)["count"]) for d in sliced]
         assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == blocks
         assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
@@ -226,6 +228,37 @@ def test_in_place_state_continues_the_stream(device):
     np.testing.assert_array_equal(first.numpy(), both[0])
     np.testing.assert_array_equal(second.numpy(), both[1])
     np.testing.assert_array_equal(s.numpy().reshape(-1), want_state)
+
+
+@pytest.mark.parametrize("local_size", [1, 4, 64])
+def test_in_place_over_many_workgroups_and_replays(device, local_size):
+    """One dispatch writes the new state from the workgroup that finishes last (up to 1001
+    workgroups here, the state in place): three executes in a recording, replayed twice,
+    continue one stream, and the count of finished workgroups is zero again after every
+    call (else a later call would not store its state)."""
+    limits = dataclasses.replace(device.limits, local_size=local_size,
+                                 max_local_size=max(local_size, device.limits.max_local_size))
+    desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
+    (dispatch,) = desc.plan(limits).dispatches
+    assert dict(dispatch.constants)["WRITE_STATE"]
+    op = device.compile(desc, limits)
+    state = np.array(EDGE_STATES[2], np.uint32)
+    s = device.empty(STATE)
+    s.write(state.reshape(1, 1, 1, 6))
+    outputs = [device.empty(desc.output_tensor) for _ in range(3)]
+    with device.record() as rec:
+        for y in outputs:
+            rec.execute(op, input_state_tensor=s, output_tensor=y, output_state_tensor=s)
+    for call in range(3):
+        if call:
+            rec.replay()
+        # each execute draws 1001 blocks (the last partial): execute n starts 1001 n blocks on
+        for k, y in enumerate(outputs):
+            _, start = reference.random_generator(state, (4 * 1001 * (3 * call + k),))
+            want, _ = reference.random_generator(start.reshape(-1), desc.output_tensor.sizes)
+            np.testing.assert_array_equal(y.numpy(), want)
+        _, want_state = reference.random_generator(state, (1001 * 3 * (call + 1) * 4,))
+        np.testing.assert_array_equal(s.numpy().reshape(-1), want_state.reshape(-1))
 
 
 def test_without_an_output_state(device, rng):
