@@ -216,6 +216,17 @@ def _half_data(rng, n):
     return tuple(a.astype(F32) for a in (x, m, v, g))
 
 
+def _run_simulated_half(device, x, m, v, g, lr_alpha, b1, b2, epsilon, skew):
+    """The simulated device's float16 bits of (x', m', v') for float16 values x, m, v, g."""
+    from pyvkgrad.ops.adam_optimizer import step_constants
+    from test_correctly_rounded import run_ops
+    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=True, SKEW=skew,
+                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16))
+    inputs = {k: np.asarray(a, F32).view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
+    return [w.astype(np.uint16).view(F16) for w in run_ops(
+        device, "adam_simulated_device", inputs, ("new_x", "new_m", "new_v"), constants)]
+
+
 @pytest.mark.parametrize("skew", [False, True])
 @pytest.mark.parametrize("epsilon", [1e-8, 0.0])
 def test_float16_steps_on_a_device_that_divides_badly(device, rng, skew, epsilon):
@@ -225,15 +236,9 @@ def test_float16_steps_on_a_device_that_divides_badly(device, rng, skew, epsilon
     (with `skew`; several times Vulkan's bound), and which flushes subnormals, the results are
     still the float32 model's bits rounded to float16. The data reach the check: on many
     elements a quotient off by 2^-17 would change the float16 result (counted)."""
-    from pyvkgrad.ops.adam_optimizer import step_constants
-    from test_correctly_rounded import run_ops
     lr_alpha, b1, b2 = F32(0.5), 0.9, 0.999
     x, m, v, g = _half_data(rng, 20011)
-    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=True, SKEW=skew,
-                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16))
-    inputs = {k: a.view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
-    got = [w.astype(np.uint16).view(F16) for w in run_ops(
-        device, "adam_simulated_device", inputs, ("new_x", "new_m", "new_v"), constants)]
+    got = _run_simulated_half(device, x, m, v, g, lr_alpha, b1, b2, epsilon, skew)
     want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
     same_bits(got, want, F16)
     new_m, new_v = want[1:]
@@ -243,6 +248,24 @@ def test_float16_steps_on_a_device_that_divides_badly(device, rng, skew, epsilon
         differ = sum((a.view(np.uint16) != want[0].astype(F16).view(np.uint16)) & ~np.isnan(a)
                      for a in moved)
     assert np.count_nonzero(differ) > 20
+
+
+def test_float16_steps_with_a_negative_epsilon_or_v(device, rng):
+    """The quick float16 step needs Epsilon >= 0 and v' >= 0 (a review found both): a negative
+    Epsilon that cancels most of sqrt(v') (here to about 2^-9) multiplies the root's error
+    (2 ulp on the simulated device) by 2^10, and sqrt of a negative v' is undefined in GLSL
+    (the simulated device gives sqrt(|v'|); the model, NaN). Both take the correctly rounded
+    pipeline: the model's bits."""
+    n = 4096
+    b1, b2, lr_alpha = 0.9, 0.999, F32(0.5)
+    v, g = np.full(n, 4.0, F16), np.zeros(n, F16)
+    m, x = rng.uniform(0.5, 1, n).astype(F16), rng.uniform(-8, 8, n).astype(F16)
+    root = np.sqrt(F32(F32(b2) * F32(4)))
+    epsilon = float(-F32(root - F32(2.0 ** -9)))  # sqrt(v') + Epsilon about 2^-9
+    negative_v = -rng.uniform(0.5, 2, n).astype(F16)
+    for v, epsilon in ((v, epsilon), (negative_v, 1e-8)):
+        got = _run_simulated_half(device, x, m, v, g, lr_alpha, b1, b2, epsilon, True)
+        same_bits(got, step_model(x, m, v, g, lr_alpha, b1, b2, epsilon), F16)
 
 
 def test_strided_inputs_and_non_finite_gradients(device, rng):

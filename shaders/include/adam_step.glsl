@@ -6,8 +6,8 @@
 //
 // FLOAT_PATH(v) is applied to every operand and result of the float path's products and sums:
 // nothing here; adam_simulated_device.comp makes it flush subnormals to zero, as a device may.
-// HALF_STEP_SKEW(q) is applied to half_step's quotient: nothing here; the simulated device
-// moves it by 2^-17.
+// HALF_STEP_SQRT(v) and HALF_STEP_SKEW(q) are half_step's square root and quotient: the
+// device's here; the simulated device's are 2 ulp and 2^-17 off.
 // The scalars: 1 - Beta1 and 1 - Beta2 are the host's float32 differences.
 layout(constant_id = ADAM_SCALARS_ID) const float BETA1 = 0.9;
 layout(constant_id = ADAM_SCALARS_ID + 1) const float BETA2 = 0.999;
@@ -27,6 +27,9 @@ layout(constant_id = ADAM_LIMITS_ID + 4) const bool EXACT_ONLY = false;
 
 #ifndef FLOAT_PATH
 #define FLOAT_PATH(v) (v)
+#endif
+#ifndef HALF_STEP_SQRT
+#define HALF_STEP_SQRT(v) sqrt(v)
 #endif
 #ifndef HALF_STEP_SKEW
 #define HALF_STEP_SKEW(q) (q)
@@ -81,7 +84,11 @@ bool in_range(float v) { return (floatBitsToUint(v) & 0x7FFFFFFFu) - 0x0D800000u
 // q are at least 2^-100, bound 2^-116, and x, a float16, a multiple of 2^-24 (so a and b are
 // 0 or at least 2^-47).
 bool half_step(float xe, float num, float new_v, out float new_x) {
-    precise float den = FLOAT_PATH(sqrt(new_v) + EPSILON);
+    // Only where Epsilon >= 0 and v' >= 0: a negative Epsilon may cancel most of sqrt(v'),
+    // which multiplies the root's relative error, and GLSL leaves sqrt(v') undefined for a
+    // negative v' (cr_sqrt gives NaN).
+    if (EPSILON < 0.0 || (floatBitsToUint(new_v) & 0x80000000u) != 0u) return false;
+    precise float den = FLOAT_PATH(HALF_STEP_SQRT(new_v) + EPSILON);
     precise float quotient = FLOAT_PATH(HALF_STEP_SKEW(num * (1.0 / den)));
     const bool zero = (floatBitsToUint(num) & 0x7FFFFFFFu) == 0u;  // q is num's zero
     const float q = zero ? num : quotient;
