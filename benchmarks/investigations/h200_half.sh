@@ -5,6 +5,7 @@
 # Steps: tests, pytest on TESTS; fp, the fingerprint check; variants, adam_variants.py on the
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
 # rows, run.py on OPS with PyTorch's side (its own process), then .old-main's rows torch-free.
+# (OLD_OPS: other operators for .old-main.)
 set -o pipefail
 source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
@@ -30,7 +31,7 @@ if [[ $steps == *" rows "* ]]; then
     cp pyvkgrad/_kompute.*.so .old-main/pyvkgrad/
     cp benchmarks/bench_timing.py benchmarks/run.py .old-main/benchmarks/  # the same timing
     (cd .old-main && export PYTHONPATH=$PWD && run rows.old-main 300 python3 benchmarks/run.py \
-       --ops $OPS --no-torch --repeat 20 --out $OUT/rows.old-main)
+       --ops ${OLD_OPS:-$OPS} --no-torch --repeat 20 --out $OUT/rows.old-main)
     grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.old-main.txt
   fi
 fi
