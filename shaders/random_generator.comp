@@ -1,23 +1,14 @@
-// DML_OPERATOR_RANDOM_GENERATOR (random_generator), the output: Philox 4x32-10 blocks, and
-// (WRITE_STATE) the new state.
+// DML_OPERATOR_RANDOM_GENERATOR (random_generator), the output: Philox 4x32-10 blocks.
 //
 //   y[n] = philox_4x32_10((C + floor(n/4)) mod 2^128, key)[n mod 4]
-//   new_state = ((C + blocks) mod 2^128 in four words, s4, s5),  blocks = ceil(E / 4)
 //
 // for the logical row-major index n of OutputTensor (E elements); C and the key are the
 // InputStateTensor's words (include/random_generator.glsl). One invocation per block b: the
 // four words of block b go to elements 4b..4b+3 that exist (the last block of an E that is
 // not a multiple of 4 writes fewer).
-// WRITE_STATE (one dispatch over every block): the workgroup that finishes last writes the
-// OutputStateTensor, so one bound over the InputStateTensor (in place) changes only after
-// every workgroup has read it: each workgroup reads the state (and uses it) before it counts
-// itself in `finished` (fences around the barrier: barrier() orders only shared memory), and
-// the one whose count completes the grid writes the state and sets the count to zero again
-// for the next call. Without it, the plan dispatches random_generator_state.comp after the
-// blocks (a grid cut into several dispatches under a loop limit), or there is no new state.
 // Constants: WG; PACKED (y is one packed run: a whole block is one 16-byte store); STATE_STRIDE
 // (the state's element stride); SIZES, Y_STRIDES (y's coalesced sizes and element strides,
-// 8 dimensions, right-aligned); WRITE_STATE, NEW_STATE_STRIDE (the OutputStateTensor's).
+// 8 dimensions, right-aligned).
 // Push constants: count (the block this dispatch ends at), elements (E), first (the block it
 // starts at). Dispatch: up to 65535 workgroups; a grid-stride loop over the blocks [first,
 // count), split into several dispatches under a loop limit (plan.grid_slices).
@@ -28,16 +19,10 @@
 layout(constant_id = 1) const bool PACKED = false;
 layout(constant_id = 2) const uint STATE_STRIDE = 1u;
 DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
-layout(constant_id = 19) const bool WRITE_STATE = false;
-layout(constant_id = 20) const uint NEW_STATE_STRIDE = 1u;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
 layout(set = 0, binding = 1) writeonly buffer Y_UVEC4 { uvec4 y_uvec4[]; };  // the same, packed
-// OutputStateTensor, and the count of finished workgroups (scratch, zero between calls);
-// without WRITE_STATE neither is touched.
-layout(set = 0, binding = 2) writeonly buffer NEW_STATE { uint new_state[]; };
-layout(set = 0, binding = 3) coherent buffer FINISHED { uint finished[]; };
 layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
 #include "random_generator.glsl"
@@ -63,24 +48,6 @@ void main() {
             if (n + 1u < elements) store(n + 1u, words.y);
             if (n + 2u < elements) store(n + 2u, words.z);
             if (n + 3u < elements) store(n + 3u, words.w);
-        }
-    }
-    if (WRITE_STATE) {
-        memoryBarrierBuffer();
-        barrier();
-        if (gl_LocalInvocationIndex == 0u) {
-            memoryBarrierBuffer();
-            if (atomicAdd(finished[0], 1u) == gl_NumWorkGroups.x - 1u) {
-                memoryBarrierBuffer();
-                finished[0] = 0u;
-                const uvec4 next = counter_plus(counter, count);  // count: every block
-                new_state[0u * NEW_STATE_STRIDE] = next.x;
-                new_state[1u * NEW_STATE_STRIDE] = next.y;
-                new_state[2u * NEW_STATE_STRIDE] = next.z;
-                new_state[3u * NEW_STATE_STRIDE] = next.w;
-                new_state[4u * NEW_STATE_STRIDE] = key.x;
-                new_state[5u * NEW_STATE_STRIDE] = key.y;
-            }
         }
     }
 }

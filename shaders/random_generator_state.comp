@@ -2,9 +2,8 @@
 //
 //   new_state = ((C + blocks) mod 2^128 in four words, s4, s5),  blocks = ceil(E / 4)
 //
-// (include/random_generator.glsl), where random_generator.comp's blocks take several
-// dispatches (under a loop limit; in one, it writes the state itself). The plan dispatches it
-// after every block of random_generator.comp, so an OutputStateTensor bound over the InputStateTensor (in place)
+// (include/random_generator.glsl). The plan dispatches it after every block of
+// random_generator.comp, so an OutputStateTensor bound over the InputStateTensor (in place)
 // changes only after the last read of the blocks (the device's barrier between the two: it
 // writes what they read); its one invocation reads all six words before it stores any (the
 // build decorates bindings Aliased, so the compiler keeps that order).

@@ -8,12 +8,11 @@ mod 2^128; the OutputStateTensor, when given, receives ((C + ceil(E/4)) mod 2^12
 E output elements. Integer arithmetic only: the same bits on every device.
 
 Kernels: `random_generator` (one invocation per block, a grid-stride loop over the blocks,
-split into dispatches under a loop limit). The new state must change only after every block
-has read the state, since ONNX Runtime binds the OutputStateTensor over the InputStateTensor (in
-place). In one dispatch, the workgroup that finishes last writes it (a count of finished
-workgroups in a scratch word, zero between calls); where the blocks take several dispatches,
-`random_generator_state` (one invocation) writes it after them, behind the barrier the device
-inserts because it writes what they read.
+split into dispatches under a loop limit) and, when there is an OutputStateTensor,
+`random_generator_state` after it (one invocation). The state is written last so that an
+OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it) changes
+only after every block has read it: the device inserts a barrier between the two because the
+second writes what the first read (when the tensors differ, none is needed).
 """
 
 from __future__ import annotations
@@ -24,8 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid_slices,
-                    right_align)
+from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
 from ..tensor import (MAX_DIMENSIONS, MAX_ELEMENTS, DataType, TensorDesc, as_uint_tuple,
                       check_desc, check_output, check_rank, check_same, coalesce, enum_value,
                       fail)
@@ -114,31 +112,20 @@ class RandomGeneratorDesc(OperatorDesc):
         sizes, (strides,) = coalesce(y.sizes, y.element_strides)
         constants = dict(WG=wg, PACKED=strides == (1,), STATE_STRIDE=state_stride,
                          SIZES=right_align(sizes, 8, 1), Y_STRIDES=right_align(strides, 8, 0))
-        slices = grid_slices(self.blocks, wg, limits)
-        new_state = self.output_state_tensor
-        write_state = new_state is not None and len(slices) == 1
-        # Without WRITE_STATE the kernel touches neither new_state nor finished: bound to the
-        # output.
-        bindings = dict(state="input_state_tensor", y="output_tensor",
-                        new_state="output_state_tensor" if write_state else "output_tensor",
-                        finished="finished" if write_state else "output_tensor")
-        constants.update(WRITE_STATE=write_state, NEW_STATE_STRIDE=(
-            new_state.element_strides[-1] if new_state is not None else 1))
+        bindings = dict(state="input_state_tensor", y="output_tensor")
         # A block's rounds and stores are written out (no loop): the grid loop's iteration
         # is all an invocation counts per block.
         dispatches = [Dispatch("random_generator", bindings, workgroups, constants=constants,
                                push=dict(count=end, elements=y.element_count, first=first))
-                      for first, end, workgroups in slices]
-        if new_state is not None and not write_state:
+                      for first, end, workgroups in grid_slices(self.blocks, wg, limits)]
+        if self.output_state_tensor is not None:
             dispatches.append(Dispatch(
                 "random_generator_state",
                 dict(state="input_state_tensor", new_state="output_state_tensor"), 1,
                 constants=dict(WG=wg, STATE_STRIDE=state_stride,
-                               NEW_STATE_STRIDE=new_state.element_strides[-1]),
+                               NEW_STATE_STRIDE=self.output_state_tensor.element_strides[-1]),
                 push=dict(blocks=self.blocks)))
-        scratch = (Scratch("finished", 16, np.zeros(4, np.uint32)),) if write_state else ()
-        return Plan(tuple(dispatches), scratch,
-                    tensors=tuple(n for n, _ in self.tensor_fields()))
+        return Plan(tuple(dispatches), tensors=tuple(n for n, _ in self.tensor_fields()))
 
 
 def random_generator(input_state: np.ndarray, output_sizes: Sequence[int],
