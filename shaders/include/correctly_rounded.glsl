@@ -2,7 +2,7 @@
 //
 // Vulkan rounds +, - and * correctly (to nearest, ties to even), but allows 2.5 ulp for
 // division and about 3 ulp for sqrt, leaves float16 conversion's rounding to the
-// implementation (load_store.glsl's half_from_float rounds by integers), and lets compilers
+// implementation (load_store.glsl's half_from_float rounds exactly), and lets compilers
 // contract a * b + c into an fma (GLSL's fma() itself need not be fused). A kernel that must give the same bits everywhere computes:
 //   cr_div(a, b)      a / b, correctly rounded (round to nearest even), IEEE special cases
 //   cr_sqrt(a)        sqrt(a), correctly rounded; NaN for a < 0, -0 for -0
