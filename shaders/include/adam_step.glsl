@@ -112,12 +112,13 @@ bool half_step(float xe, float num, float new_v, out float new_x) {
 }
 
 // One element's step: (x', m', v') from (x, m, v, g), lr_alpha = LearningRate alpha and its
-// exponent field; half_outputs: the caller rounds x' to float16 (half_step). The float path runs where no operand or result can be subnormal, else
-// adam_exact, with the same result (the host's limits, pyvkgrad/ops/adam_optimizer.py): the
-// scalars are normal or 0 (the host's EXACT_ONLY for subnormal Betas or Epsilon, and here for
-// a subnormal lr_alpha); every product that a sum adds is 0 or at least 2^-102, and so is
-// every summand, so every sum is 0 or normal; lr_alpha m' (the division's dividend) is normal
-// or 0; the step x - q is checked as a sum. cr_div and cr_sqrt are exact for every input.
+// exponent field; half_outputs: the caller rounds x' to float16 (half_step). The float path
+// runs where no operand or result can be subnormal, else adam_exact, with the same result
+// (the host's limits, pyvkgrad/ops/adam_optimizer.py): the scalars are normal or 0 (the
+// host's EXACT_ONLY for subnormal Betas or Epsilon, and here for a subnormal lr_alpha); every
+// product that a sum adds is 0 or at least 2^-102, and so is every summand, so every sum is 0
+// or normal; lr_alpha m' (the division's dividend) is normal or 0; the step x - q is checked
+// as a sum. cr_div and cr_sqrt are exact for every input.
 vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_field,
           bool half_outputs) {
     // (lr_alpha's bits, not a float comparison, which a flushing device may flush too.)
