@@ -231,19 +231,16 @@ def adam_cases(quick):
                    lambda dev, rng, n=n, dt=dt: _adam(dev, rng, n, dt))
 
 
-def _adam(dev, rng, n, dt):
+def adam_data(rng, n, dt):
+    """The Adam case's (x, m, v, g) of n elements of dt: standard normal x, m and g, v = |g|."""
     x, m, g = (rng.standard_normal(n, dtype=np.float32).astype(_np(dt)) for _ in range(3))
-    v = np.abs(g).astype(_np(dt))
+    return x, m, np.abs(g).astype(_np(dt)), g
 
-    def torch_fn(T):  # torch.optim.Adam(fused=True)'s kernel, one step
-        p, mt, vt, gt = (T.tensor(a) for a in (x, m, v, g))
-        step = T.torch.tensor(1.0, device=T.device)
-        return lambda: T.torch._fused_adam_([p], [gt], [mt], [vt], [], [step], lr=1e-3,
-                                            beta1=0.9, beta2=0.999, weight_decay=0.0,
-                                            eps=1e-8, amsgrad=False, maximize=False)
-    if dev is None:
-        return None, None, 7 * x.nbytes, torch_fn
-    desc = TensorDesc(_dt(dt), (n,))
+
+def adam_operator(dev, x, m, v, g, dt):
+    """(compiled ADAM_OPTIMIZER, its tensors) for the Adam case's data uploaded to `dev`, the
+    outputs bound over the inputs (step 1, lr 1e-3, Betas 0.9 and 0.999, Epsilon 1e-8)."""
+    desc = TensorDesc(_dt(dt), (x.size,))
     t = dev.upload(np.array([1], np.uint32))
     tensors = dict(input_parameters_tensor=dev.upload(x), input_first_moment_tensor=dev.upload(m),
                    input_second_moment_tensor=dev.upload(v), gradient_tensor=dev.upload(g),
@@ -253,6 +250,21 @@ def _adam(dev, rng, n, dt):
                    output_second_moment_tensor=tensors["input_second_moment_tensor"])
     op = dev.compile(pyvkgrad.AdamOptimizerDesc(desc, desc, desc, desc, t.desc, desc, desc, desc,
                                                 1e-3, 0.9, 0.999, 1e-8))
+    return op, tensors
+
+
+def _adam(dev, rng, n, dt):
+    x, m, v, g = adam_data(rng, n, dt)
+
+    def torch_fn(T):  # torch.optim.Adam(fused=True)'s kernel, one step
+        p, mt, vt, gt = (T.tensor(a) for a in (x, m, v, g))
+        step = T.torch.tensor(1.0, device=T.device)
+        return lambda: T.torch._fused_adam_([p], [gt], [mt], [vt], [], [step], lr=1e-3,
+                                            beta1=0.9, beta2=0.999, weight_decay=0.0,
+                                            eps=1e-8, amsgrad=False, maximize=False)
+    if dev is None:
+        return None, None, 7 * x.nbytes, torch_fn
+    op, tensors = adam_operator(dev, x, m, v, g, dt)
     return op, tensors, 7 * x.nbytes, torch_fn
 
 

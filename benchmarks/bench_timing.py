@@ -6,6 +6,7 @@ kernels that only write), and PyTorch timed on the same device."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -115,6 +116,14 @@ HOLD_S = None
 _holders = {}  # device -> hold_clock's recording, built once
 
 
+def hold_seconds(device):
+    """hold_clock's default on `device`: HOLD_S, or where it is None 1 s on a GPU and 0 on a CPU
+    device."""
+    if HOLD_S is not None:
+        return HOLD_S
+    return 0.0 if device.info.device_type == "cpu" else 1.0
+
+
 def hold_clock(device, seconds=None, nbytes=64 * MiB):
     """Keep `device` busy for `seconds` (default HOLD_S): back-to-back replays of a recording
     of eight float32 ReLU grads over `nbytes` tensors (1 MiB on a CPU device). NVIDIA's driver
@@ -122,9 +131,7 @@ def hold_clock(device, seconds=None, nbytes=64 * MiB):
     raises it again after about 0.8 s of steady work (investigations/gpu_clock.py); a CUDA
     context holds it up. The timing helpers call this right before they time, so that kernel
     and host figures are those of the working clock."""
-    seconds = HOLD_S if seconds is None else seconds
-    if seconds is None:
-        seconds = 0.0 if device.info.device_type == "cpu" else 1.0
+    seconds = hold_seconds(device) if seconds is None else seconds
     if seconds <= 0:
         return
     if device not in _holders:
@@ -222,6 +229,19 @@ def benchmark_program(device, name, buffers, constants, count):
                                        kernels.specialization(iface, dict(constants, WG=wg)),
                                        len(push))
     return program, push
+
+
+@contextlib.contextmanager
+def serving(name, data):
+    """Kernel `name`'s SPIR-V replaced by `data` for the pipelines made inside (an operator's
+    are made at its first execute or recording, so time inside too)."""
+    from pyvkgrad import kernels
+    real = kernels.spirv
+    kernels.spirv = lambda kernel: data if kernel == name else real(kernel)
+    try:
+        yield
+    finally:
+        kernels.spirv = real
 
 
 def same_bytes_roofline(dev, T, nbytes, repeat):

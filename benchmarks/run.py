@@ -253,8 +253,7 @@ def main(argv=None):
             progress("--cuda-first: this PyTorch has no CUDA device; timing without it")
     dev = pyvkgrad.get_device(args.device)
     quick = args.quick or dev.info.device_type == "cpu"
-    bench_timing.HOLD_S = (args.hold if args.hold is not None
-                           else 0.0 if dev.info.device_type == "cpu" else 1.0)
+    bench_timing.HOLD_S = bench_timing.hold_seconds(dev) if args.hold is None else args.hold
     repeat = args.repeat if not quick else min(args.repeat, 5)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ import pytest
 import pyvkgrad
 from pyvkgrad import reference
 
-F32 = np.float32
+F32, F16 = np.float32, np.float16
 # AD-1..3: lr 0.1, Beta1 0.9, Beta2 0.999, Epsilon 1e-8.
 X = np.array([1, -2, 3, 0.5], F32)
 M = np.array([0.1, 0, -0.2, 0], F32)
@@ -172,6 +172,22 @@ def _flush(a):
     return a
 
 
+def _run_simulated(device, x, m, v, g, lr_alpha, b1, b2, epsilon, dtype, skew=False):
+    """(x', m', v') of the simulated device (benchmarks/shaders/adam_simulated_device.comp) as
+    `dtype` (float32, or float16 for float16 values x, m, v, g); `skew`: its root and quotient
+    off (the float16 quick step's)."""
+    from pyvkgrad.ops.adam_optimizer import step_constants
+    from test_correctly_rounded import run_ops
+    half = dtype == F16
+    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=half, SKEW=skew,
+                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16 if half
+                                      else pyvkgrad.DataType.FLOAT32))
+    inputs = {k: np.asarray(a, F32).view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
+    words = run_ops(device, "adam_simulated_device", inputs, ("new_x", "new_m", "new_v"),
+                    constants)
+    return [w.astype(np.uint16).view(F16) if half else w.view(F32) for w in words]
+
+
 @pytest.mark.parametrize("lr_alpha, epsilon, b1, b2", [
     (1e-3, 1e-8, 0.9, 0.999), (1e-38, 1e-8, 0.9, 0.999), (1e-39, 1e-8, 0.9, 0.999),
     (1e-3, 1e-42, 0.9, 0.999), (0.5, 0.0, 0.9, 0.999), (1e-3, 1e-8, 2.0 ** -140, 0.999),
@@ -182,15 +198,9 @@ def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon, 
     results flushed, as on an NVIDIA H200: still the
     IEEE model's bits, because elements that could meet a subnormal take the exact path. The
     same data through flushing arithmetic alone would differ (checked, so the data reach it)."""
-    from pyvkgrad.ops.adam_optimizer import step_constants
-    from test_correctly_rounded import run_ops
     x, m, v, g = _subnormal_data(rng, 4001, lr_alpha, True)
     lr_alpha = F32(lr_alpha)
-    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=False, SKEW=False,
-                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT32))
-    inputs = {k: a.view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
-    got = [w.view(F32) for w in run_ops(device, "adam_simulated_device", inputs,
-                                         ("new_x", "new_m", "new_v"), constants)]
+    got = _run_simulated(device, x, m, v, g, lr_alpha, b1, b2, epsilon, F32)
     want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
     # Zero signs aside: outside the contract (docs/semantics.md §17); with the simulated
     # flushes lavapipe gave one -0 where IEEE arithmetic gives +0 (-0 - -0).
@@ -199,8 +209,6 @@ def test_a_flushing_device_takes_the_exact_path(device, rng, lr_alpha, epsilon, 
     assert any((np.asarray(a).view(np.uint32) != np.asarray(b).view(np.uint32)).any()
                for a, b in zip(flushed, want))
 
-
-F16 = np.float16
 
 
 def _half_data(rng, n):
@@ -216,17 +224,6 @@ def _half_data(rng, n):
     return tuple(a.astype(F32) for a in (x, m, v, g))
 
 
-def _run_simulated_half(device, x, m, v, g, lr_alpha, b1, b2, epsilon, skew):
-    """The simulated device's float16 bits of (x', m', v') for float16 values x, m, v, g."""
-    from pyvkgrad.ops.adam_optimizer import step_constants
-    from test_correctly_rounded import run_ops
-    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=True, SKEW=skew,
-                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16))
-    inputs = {k: np.asarray(a, F32).view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
-    return [w.astype(np.uint16).view(F16) for w in run_ops(
-        device, "adam_simulated_device", inputs, ("new_x", "new_m", "new_v"), constants)]
-
-
 @pytest.mark.parametrize("skew", [False, True])
 @pytest.mark.parametrize("epsilon", [1e-8, 0.0])
 def test_float16_steps_on_a_device_that_divides_badly(device, rng, skew, epsilon):
@@ -238,7 +235,7 @@ def test_float16_steps_on_a_device_that_divides_badly(device, rng, skew, epsilon
     elements a quotient off by 2^-17 would change the float16 result (counted)."""
     lr_alpha, b1, b2 = F32(0.5), 0.9, 0.999
     x, m, v, g = _half_data(rng, 20011)
-    got = _run_simulated_half(device, x, m, v, g, lr_alpha, b1, b2, epsilon, skew)
+    got = _run_simulated(device, x, m, v, g, lr_alpha, b1, b2, epsilon, F16, skew)
     want = step_model(x, m, v, g, lr_alpha, b1, b2, epsilon)
     same_bits(got, want, F16)
     new_m, new_v = want[1:]
@@ -264,7 +261,7 @@ def test_float16_steps_with_a_negative_epsilon_or_v(device, rng):
     epsilon = float(-F32(root - F32(2.0 ** -9)))  # sqrt(v') + Epsilon about 2^-9
     negative_v = -rng.uniform(0.5, 2, n).astype(F16)
     for v, epsilon in ((v, epsilon), (negative_v, 1e-8)):
-        got = _run_simulated_half(device, x, m, v, g, lr_alpha, b1, b2, epsilon, True)
+        got = _run_simulated(device, x, m, v, g, lr_alpha, b1, b2, epsilon, F16, True)
         same_bits(got, step_model(x, m, v, g, lr_alpha, b1, b2, epsilon), F16)
 
 

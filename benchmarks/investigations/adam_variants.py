@@ -25,7 +25,6 @@ Only shipped and no_quick must give the same bits (checked after the same timed 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import shutil
 import subprocess
@@ -40,7 +39,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import pyvkgrad  # noqa: E402
-from pyvkgrad import TensorDesc, kernels  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
@@ -84,17 +82,6 @@ def build(folder):
         print(f"built {out / name}.spv")
 
 
-@contextlib.contextmanager
-def served(data):
-    """adam_optimizer's kernel replaced by `data` (SPIR-V) for the operators compiled inside."""
-    real = kernels.spirv
-    kernels.spirv = lambda name: data if name == "adam_optimizer" else real(name)
-    try:
-        yield
-    finally:
-        kernels.spirv = real
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", metavar="DIR")
@@ -115,25 +102,14 @@ def main() -> None:
     for n32 in n_per:
         for dt, np_dt in (("float32", np.float32), ("float16", np.float16)):
             n = n32 * 4 // np.dtype(np_dt).itemsize
-            rng = np.random.default_rng(1)  # bench_cases._adam's data
-            x, m, g = (rng.standard_normal(n, dtype=np.float32).astype(np_dt) for _ in range(3))
-            v = np.abs(g)
+            x, m, v, g = bench_cases.adam_data(np.random.default_rng(1), n, dt)  # run.py's
             nbytes = 7 * x.nbytes
             roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
-            desc = TensorDesc(bench_cases._dt(dt), (n,))
             outputs = {}
             for name, data in spirv.items():
-                t = dev.upload(np.array([1], np.uint32))
-                tensors = dict(input_parameters_tensor=dev.upload(x),
-                               input_first_moment_tensor=dev.upload(m),
-                               input_second_moment_tensor=dev.upload(v),
-                               gradient_tensor=dev.upload(g), training_step_tensor=t)
-                tensors.update(output_parameters_tensor=tensors["input_parameters_tensor"],
-                               output_first_moment_tensor=tensors["input_first_moment_tensor"],
-                               output_second_moment_tensor=tensors["input_second_moment_tensor"])
-                with served(data):  # the pipeline is made at the first recording
-                    op = dev.compile(pyvkgrad.AdamOptimizerDesc(
-                        desc, desc, desc, desc, t.desc, desc, desc, desc, 1e-3, 0.9, 0.999, 1e-8))
+                # the pipeline is made at the first recording: time inside too
+                with bench_timing.serving("adam_optimizer", data):
+                    op, tensors = bench_cases.adam_operator(dev, x, m, v, g, dt)
                     ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
                 if name in SAME_BITS:
                     outputs[name] = [tensors[k].numpy().view(np.uint8) for k in OUTPUTS]

@@ -6,15 +6,7 @@
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
 # rows, run.py on OPS with PyTorch's side (its own process), then .old-main's rows torch-free.
 # (OLD_OPS: other operators for .old-main.)
-set -o pipefail
-source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
-run() {  # run NAME SECONDS COMMAND...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" > $OUT/$name.txt 2>&1
-  echo "== $name rc=$? in $((SECONDS - t0)) s"
-}
+source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-tests fp variants rows} "
 OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
 [[ $steps == *" tests "* ]] && { run tests 250 python3 -m pytest -q -p no:cacheprovider \
@@ -28,10 +20,8 @@ if [[ $steps == *" rows "* ]]; then
   run rows 300 python3 benchmarks/run.py --ops $OPS --repeat 20 --out $OUT/rows
   grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.txt
   if [ -d .old-main ]; then
-    cp pyvkgrad/_kompute.*.so .old-main/pyvkgrad/
-    cp benchmarks/bench_timing.py benchmarks/run.py .old-main/benchmarks/  # the same timing
-    (cd .old-main && export PYTHONPATH=$PWD && run rows.old-main 300 python3 benchmarks/run.py \
-       --ops ${OLD_OPS:-$OPS} --no-torch --repeat 20 --out $OUT/rows.old-main)
+    in_tree .old-main run rows.old-main 300 python3 benchmarks/run.py --ops ${OLD_OPS:-$OPS} \
+      --no-torch --repeat 20 --out $OUT/rows.old-main
     grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.old-main.txt
   fi
 fi

@@ -10,15 +10,7 @@
 # carried (a `git archive` of pyvkgrad, benchmarks and tests/fingerprints.json of another
 # commit) that tree's rows and fingerprints; iree, the IREE group (the runtime's wheel in
 # .gpu/wheels).
-set -o pipefail
-source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,pstate --format=csv | tee $OUT/gpu.txt
-run() {  # run NAME SECONDS COMMAND...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  timeout "$limit" "$@" > $OUT/$name.txt 2>&1
-  echo "== $name rc=$? in $((SECONDS - t0)) s"
-}
+source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-fp host relu} "
 if [[ $steps == *" clock "* ]]; then
   run clock 150 python3 benchmarks/investigations/gpu_clock.py --out $OUT/clock
@@ -44,12 +36,10 @@ if [[ $steps == *" rows "* ]]; then
   run rows 250 python3 benchmarks/run.py --ops ${OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/rows
   for tree in .old-main .variant; do  # other trees carried for a same-run comparison
     [ -d $tree ] || continue
-    cp pyvkgrad/_kompute.*.so $tree/pyvkgrad/
-    cp benchmarks/bench_timing.py benchmarks/run.py $tree/benchmarks/  # the same timing
-    (cd $tree && export PYTHONPATH=$PWD && run rows$tree 250 python3 benchmarks/run.py \
-       --ops ${OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/rows$tree
-     [ -f tests/fingerprints.json ] && run fingerprint$tree 200 python3 -m pyvkgrad fingerprint \
-       --check tests/fingerprints.json)
+    in_tree $tree run rows$tree 250 python3 benchmarks/run.py \
+      --ops ${OPS:-bn,batch_normalization_training} --no-torch --repeat 20 --out $OUT/rows$tree
+    [ -f $tree/tests/fingerprints.json ] && in_tree $tree run fingerprint$tree 200 \
+      python3 -m pyvkgrad fingerprint --check tests/fingerprints.json
   done
   grep -h "clocks after the copy\|^[A-Z_]* \|copy roofline\|cases give" $OUT/rows*.txt $OUT/fingerprint*.txt
 fi

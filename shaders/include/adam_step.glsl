@@ -99,13 +99,12 @@ bool half_step(float xe, float num, float new_v, out float new_x) {
     new_x = float_sub(xe, zero ? q : high);
     const float other = float_sub(xe, zero ? q : low);
     // The same float16: a and b in one binade of float16's normal range (2^-14 to 2^16: the
-    // same sign and exponent field, 113 to 142), where adding c = 2^(e + 13) of their sign
-    // rounds each to that binade's float16 grid (as half_from_float), once. Anything else
-    // (zeros, Inf, NaN, float16 subnormals, a power of two between them) takes the exact
-    // pipeline.
+    // same sign and exponent field, 113 to 142), where adding load_store.glsl's half_grid
+    // rounds each to that binade's float16 grid, once. Anything else (zeros, Inf, NaN,
+    // float16 subnormals, a power of two between them) takes the exact pipeline.
     const uint ua = floatBitsToUint(new_x), ub = floatBitsToUint(other);
     if ((ua ^ ub) >= 0x00800000u || ((ua >> 23) & 0xFFu) - 113u > 29u) return false;
-    const float c = uintBitsToFloat((ua & 0xFF800000u) + (13u << 23));
+    const float c = half_grid(ua);
     precise float rounded_a = new_x + c;
     precise float rounded_b = other + c;
     return floatBitsToUint(rounded_a) == floatBitsToUint(rounded_b);

@@ -23,25 +23,31 @@
 // HALF_FROM_FLOAT.
 uint pack_halves(vec2 v) { return packHalf2x16(v); }
 
+// c = 2^(e + 13) with the sign of the float32 whose bits are `bits`, |v| in [2^e, 2^(e + 1)):
+// v + c lies where float32's last place is the float16 grid's of v's binade, so that add
+// (correctly rounded, ties to even) rounds v to that grid (float16's own for e from -14 to
+// 15).
+float half_grid(uint bits) { return uintBitsToFloat((bits & 0xFF800000u) + (13u << 23)); }
+
 // The float16 bits of v, rounded to nearest even on any device (subnormal halves included;
 // 65520 and above to Inf; NaN stays NaN, as sign | 0x7E00): the kernels of the operators
 // added with the same-bits contract store through it.
 // - Zero and normal halves (the usual case): |v| is rounded to a half's 11 significant bits by
-//   one float32 add (correctly rounded, ties to even: c = 2^(e + 13) for |v| in [2^e,
-//   2^(e + 1)), so |v| + c lies where float32's last place is the half's; then - c, exact),
-//   and the device converts that value. It is a half, so whatever rounding the device's
-//   conversion uses (Vulkan leaves it undefined) gives its bits.
+//   one float32 add (|v| + c, c = half_grid; then - c, exact), and the device converts that
+//   value. It is a half, so whatever rounding the device's conversion uses (Vulkan leaves it
+//   undefined) gives its bits.
 // - Subnormal halves (a device may flush them in the conversion), Inf and NaN by integers.
 // DEVICE_HALF_BITS(r) is the device's conversion (HALF_FROM_FLOAT); tests define it to round
 // toward zero and flush subnormal halves (benchmarks/shaders/half_ops.comp).
 #ifndef DEVICE_HALF_BITS
 #define DEVICE_HALF_BITS(r) HALF_FROM_FLOAT(r)
 #endif
+
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
     if (magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u) {
-        const float c = uintBitsToFloat((magnitude & 0x7F800000u) + (13u << 23));
+        const float c = half_grid(magnitude);
         precise float rounded = (uintBitsToFloat(magnitude) + c) - c;
         return sign | DEVICE_HALF_BITS(rounded);
     }

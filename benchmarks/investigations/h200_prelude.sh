@@ -1,0 +1,24 @@
+# Sourced by the h200_*.sh runs (from the project root, .gpu carried, results under $OUT):
+# builds the runtime (benchmarks/gpu_setup.sh, its log in $OUT/setup.log), records the GPU and
+# its clocks in $OUT/gpu.txt, and defines
+#   run NAME SECONDS COMMAND...   COMMAND's output to $OUT/NAME.txt under a time limit, then a
+#                                 line with its exit status and seconds;
+#   in_tree TREE COMMAND...       COMMAND inside a carried tree (a `git archive` of pyvkgrad,
+#                                 benchmarks and tests/fingerprints.json of another commit, e.g.
+#                                 .old-main), with this checkout's runtime and timing code, so
+#                                 both trees are timed alike.
+set -o pipefail
+source benchmarks/gpu_setup.sh > $OUT/setup.log 2>&1 || { tail -30 $OUT/setup.log; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,pstate --format=csv | tee $OUT/gpu.txt
+run() {
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > $OUT/$name.txt 2>&1
+  echo "== $name rc=$? in $((SECONDS - t0)) s"
+}
+in_tree() {
+  local tree=$1; shift
+  cp pyvkgrad/_kompute.*.so $tree/pyvkgrad/
+  cp benchmarks/bench_timing.py benchmarks/run.py $tree/benchmarks/
+  (cd $tree && export PYTHONPATH=$PWD && "$@")
+}
