@@ -3,15 +3,19 @@
 //   y[n] = philox_4x32_10((C + floor(n/4)) mod 2^128, key)[n mod 4]
 //
 // for the logical row-major index n of OutputTensor (E elements); C and the key are the
-// InputStateTensor's words (include/random_generator.glsl). One invocation per block b: the
-// four words of block b go to elements 4b..4b+3 that exist (the last block of an E that is
-// not a multiple of 4 writes fewer).
+// InputStateTensor's words (include/random_generator.glsl). The four words of block b go to
+// elements 4b..4b+3 that exist (the last block of an E that is not a multiple of 4 writes
+// fewer). An invocation computes BLOCKS blocks a pass, b, b + L, ..., b + (BLOCKS - 1) L for
+// the grid's L invocations: the rounds of independent blocks interleave (the ten rounds of one
+// block are a chain of dependent multiplications), the state is read once for all of them,
+// and every store of a pass is still one contiguous run across the lanes.
 // Constants: WG; PACKED (y is one packed run: a whole block is one 16-byte store); STATE_STRIDE
 // (the state's element stride); SIZES, Y_STRIDES (y's coalesced sizes and element strides,
-// 8 dimensions, right-aligned).
+// 8 dimensions, right-aligned); BLOCKS (1 to 4).
 // Push constants: count (the block this dispatch ends at), elements (E), first (the block it
 // starts at). Dispatch: up to 65535 workgroups; a grid-stride loop over the blocks [first,
-// count), split into several dispatches under a loop limit (plan.grid_slices).
+// count), BLOCKS at a time, split into several dispatches under a loop limit
+// (plan.grid_slices).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -19,6 +23,7 @@
 layout(constant_id = 1) const bool PACKED = false;
 layout(constant_id = 2) const uint STATE_STRIDE = 1u;
 DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
+layout(constant_id = 19) const uint BLOCKS = 1u;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
@@ -35,19 +40,36 @@ void store(uint n, uint word) {
     y[o] = word;
 }
 
+// Block b's four words into y (b < count).
+void store_block(uint b, uvec4 words) {
+    const uint n = 4u * b;  // < elements; n + 3 <= 2^32 - 1 (E < 2^32)
+    if (PACKED && n + 3u < elements) {
+        y_uvec4[b] = words;
+    } else {
+        store(n, words.x);
+        if (n + 1u < elements) store(n + 1u, words.y);
+        if (n + 2u < elements) store(n + 2u, words.z);
+        if (n + 3u < elements) store(n + 3u, words.w);
+    }
+}
+
 void main() {
     const uvec4 counter = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
     const uvec2 key = uvec2(STATE(4), STATE(5));
-    GRID_STRIDE_LOOP_FROM(b, first, count) {
-        const uvec4 words = philox_4x32_10(counter_plus(counter, b), key);
-        const uint n = 4u * b;  // < elements; n + 3 <= 2^32 - 1 (E < 2^32)
-        if (PACKED && n + 3u < elements) {
-            y_uvec4[b] = words;
-        } else {
-            store(n, words.x);
-            if (n + 1u < elements) store(n + 1u, words.y);
-            if (n + 2u < elements) store(n + 2u, words.z);
-            if (n + 3u < elements) store(n + 3u, words.w);
-        }
+    const uint lanes = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    // Written out, not a loop (a driver counting iterations sees only the grid loop); every
+    // block of a pass is computed before any is stored, so that the chains can interleave
+    // (a block past count is computed and dropped). b + 3 lanes < 2^32: count < 2^30 and
+    // lanes < 2^27.
+    for (uint b = first + gl_GlobalInvocationID.x; b < count; b += BLOCKS * lanes) {
+        const uvec4 w0 = philox_4x32_10(counter_plus(counter, b), key);
+        uvec4 w1, w2, w3;
+        if (BLOCKS > 1u) w1 = philox_4x32_10(counter_plus(counter, b + lanes), key);
+        if (BLOCKS > 2u) w2 = philox_4x32_10(counter_plus(counter, b + 2u * lanes), key);
+        if (BLOCKS > 3u) w3 = philox_4x32_10(counter_plus(counter, b + 3u * lanes), key);
+        store_block(b, w0);
+        if (BLOCKS > 1u && b + lanes < count) store_block(b + lanes, w1);
+        if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
+        if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
     }
 }

@@ -15,6 +15,7 @@ import pyvkgrad
 from pyvkgrad import DataType, RandomGeneratorDesc, RandomGeneratorType, TensorDesc, reference
 from pyvkgrad.one_call_cache import OneCallCache
 from pyvkgrad.plan import Limits
+from pyvkgrad.ops import random_generator as random_generator_module
 from cases import BEYOND_WORKGROUP_LIMIT, EDGE_COUNTS, SHAPES_BY_RANK
 from test_environment import SUBPROCESS_CWD
 
@@ -181,10 +182,12 @@ def test_one_lane_under_the_loop_limit(device, layout):
 
 
 def test_beyond_the_workgroup_limit_plan():
-    """Blocks beyond 65535 workgroups of 256: a grid-stride loop in 65535 workgroups; the
-    largest output (2^32 - 1 elements, 2^30 blocks) in one dispatch without a loop limit; and
-    under lavapipe's, a narrow grid's dispatches cover every block once."""
-    for count in (4 * BEYOND_WORKGROUP_LIMIT, 2**32 - 1):
+    """Blocks beyond 65535 workgroups of 256 invocations of BLOCKS_PER_INVOCATION blocks: a
+    grid-stride loop in 65535 workgroups; the largest output (2^32 - 1 elements, 2^30 blocks)
+    in one dispatch without a loop limit; and under lavapipe's, a narrow grid's dispatches
+    cover every block once."""
+    per_invocation = random_generator_module.BLOCKS_PER_INVOCATION
+    for count in (4 * per_invocation * BEYOND_WORKGROUP_LIMIT, 2**32 - 1):
         desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (count,)), STATE)
         blocks = -(-count // 4)
         main, state = desc.plan(Limits()).dispatches
@@ -197,6 +200,24 @@ def test_beyond_the_workgroup_limit_plan():
         spans = [(dict(d.push)["first"], dict(d.push)["count"]) for d in sliced]
         assert len(spans) > 1 and spans[0][0] == 0 and spans[-1][1] == blocks
         assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 3, 4])
+def test_every_blocks_per_invocation(device, monkeypatch, blocks):
+    """The kernel's BLOCKS (blocks an invocation computes a pass, at the grid's stride) from 1
+    to 4: the oracle's bits for counts where a pass's later blocks fall past the end, packed
+    and strided, in narrow grids (several passes; dispatches cut under a loop limit) and the
+    default one; only the descriptor's words written."""
+    monkeypatch.setattr(random_generator_module, "BLOCKS_PER_INVOCATION", blocks)
+    state = np.array(EDGE_STATES[3], np.uint32)
+    narrow = dataclasses.replace(device.limits, max_workgroups=3, local_size=4,
+                                 max_local_size=4)
+    for count in (1, 5, 4 * 12 * blocks + 3, 4 * 257 + 2, 65537):
+        for strides in (None, (2,)):
+            desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (count,), strides), STATE)
+            assert dict(desc.plan(narrow).dispatches[0].constants)["BLOCKS"] == blocks
+            check(device, desc, state, narrow)
+            check(device, desc, state)
 
 
 def test_narrow_grids_on_the_device(device):

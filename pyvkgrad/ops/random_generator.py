@@ -7,8 +7,8 @@ index, whatever its strides) is word n mod 4 of the Philox block of counter (C +
 mod 2^128; the OutputStateTensor, when given, receives ((C + ceil(E/4)) mod 2^128, s4, s5) for
 E output elements. Integer arithmetic only: the same bits on every device.
 
-Kernels: `random_generator` (one invocation per block, a grid-stride loop over the blocks,
-split into dispatches under a loop limit) and, when there is an OutputStateTensor,
+Kernels: `random_generator` (a grid-stride loop over the blocks, BLOCKS_PER_INVOCATION at a
+time, split into dispatches under a loop limit) and, when there is an OutputStateTensor,
 `random_generator_state` after it (one invocation). The state is written last so that an
 OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it) changes
 only after every block has read it: the device inserts a barrier between the two because the
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 OPERATOR = "RANDOM_GENERATOR"
 STATE_WORDS = 6  # the counter's four words and the key's two
 WORDS_PER_BLOCK = 4  # one Philox 4x32 block
+# Blocks an invocation computes a pass (the kernel's BLOCKS, 1 to 4): independent blocks'
+# rounds interleave. benchmarks/investigations/random_variants.py times the choices.
+BLOCKS_PER_INVOCATION = 2
 
 
 class RandomGeneratorType(enum.IntEnum):
@@ -110,14 +113,18 @@ class RandomGeneratorDesc(OperatorDesc):
         y, wg = self.output_tensor, limits.local_size
         state_stride = self.input_state_tensor.element_strides[-1]
         sizes, (strides,) = coalesce(y.sizes, y.element_strides)
+        blocks = BLOCKS_PER_INVOCATION
         constants = dict(WG=wg, PACKED=strides == (1,), STATE_STRIDE=state_stride,
-                         SIZES=right_align(sizes, 8, 1), Y_STRIDES=right_align(strides, 8, 0))
+                         SIZES=right_align(sizes, 8, 1), Y_STRIDES=right_align(strides, 8, 0),
+                         BLOCKS=blocks)
         bindings = dict(state="input_state_tensor", y="output_tensor")
-        # A block's rounds and stores are written out (no loop): the grid loop's iteration
-        # is all an invocation counts per block.
+        # A pass's rounds and stores are written out (no loop): the grid loop's iteration is
+        # all an invocation counts, one per pass of `blocks` blocks (grid_slices counts one per
+        # block: an overestimate, so the cuts stay under a loop limit).
         dispatches = [Dispatch("random_generator", bindings, workgroups, constants=constants,
                                push=dict(count=end, elements=y.element_count, first=first))
-                      for first, end, workgroups in grid_slices(self.blocks, wg, limits)]
+                      for first, end, workgroups in grid_slices(self.blocks, wg, limits,
+                                                                items_per_invocation=blocks)]
         if self.output_state_tensor is not None:
             dispatches.append(Dispatch(
                 "random_generator_state",

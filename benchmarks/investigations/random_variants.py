@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""RANDOM_GENERATOR's blocks per invocation (issue 30: 64-73% of a fill of the same bytes at
+16-256 MiB on an H200, 96% at 1 GiB: a cost per invocation, not per byte). The benchmark's
+cases (16 MiB to 1 GiB of uint32, the state in place) timed with the kernel's BLOCKS from 1 to
+4 (pyvkgrad/ops/random_generator.py's BLOCKS_PER_INVOCATION), against the write-only
+roofline measured in the same run, and the outputs compared bit for bit with BLOCKS 1's.
+
+    python3 benchmarks/investigations/random_variants.py [--quick] [--repeat N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import pyvkgrad  # noqa: E402
+from pyvkgrad.ops import random_generator as random_generator_module  # noqa: E402
+import bench_cases  # noqa: E402
+import bench_timing  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--blocks", default="1,2,3,4")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    dev = pyvkgrad.default_device()
+    print(f"device: {dev.name}")
+    rows = []
+    shipped = random_generator_module.BLOCKS_PER_INVOCATION
+    for _, label, _, build in bench_cases.random_generator_cases(args.quick):
+        base = None
+        fill = None
+        for blocks in (int(b) for b in args.blocks.split(",")):
+            random_generator_module.BLOCKS_PER_INVOCATION = blocks
+            op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
+            if fill is None:
+                fill = bench_timing.write_roofline(dev, nbytes, args.repeat)
+            start = tensors["input_state_tensor"].numpy().copy()
+            ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
+            # One more execute from the starting state, for the bits.
+            tensors["input_state_tensor"].write(start)
+            op(**tensors)
+            out = tensors["output_tensor"].numpy()
+            if base is None:
+                base = out.copy()
+            row = dict(case=label, blocks=blocks,
+                       workgroups=op.plan.dispatches[0].workgroups, us=ns / 1e3,
+                       fill_gbps=fill / 1e9, fill_share=nbytes / ns / (fill / 1e9),
+                       same_bits=bool(np.array_equal(out, base)))
+            rows.append(row)
+            print(f"{label:36s} BLOCKS {blocks} ({row['workgroups']:6d} workgroups) "
+                  f"{row['us']:9.1f} us {100 * row['fill_share']:6.1f}% of fill  same bits: "
+                  f"{row['same_bits']}", flush=True)
+            rec.close()
+            op.close()
+            del tensors
+    random_generator_module.BLOCKS_PER_INVOCATION = shipped
+    if args.out:
+        Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
