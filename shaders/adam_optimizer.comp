@@ -68,9 +68,9 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uin
     const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha, field, IS_F16);
     const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha, field, IS_F16);
     if (2u * i + 1u < elements) {
-        new_x[i] = half_from_float(lo.x) | (half_from_float(hi.x) << 16);
-        new_m[i] = half_from_float(lo.y) | (half_from_float(hi.y) << 16);
-        new_v[i] = half_from_float(lo.z) | (half_from_float(hi.z) << 16);
+        new_x[i] = halves_from_floats(vec2(lo.x, hi.x));
+        new_m[i] = halves_from_floats(vec2(lo.y, hi.y));
+        new_v[i] = halves_from_floats(vec2(lo.z, hi.z));
     } else {  // the last element: the word's upper half is not the tensor's
         STORE_HALF_BITS(new_x, 2u * i, half_from_float(lo.x))
         STORE_HALF_BITS(new_m, 2u * i, half_from_float(lo.y))

@@ -69,8 +69,8 @@ uvec4 vector_value(uint e, uvec4 w, uvec4 f) {
             const vec2 xv = unpackHalf2x16(w[j]), fv = unpackHalf2x16(f[j]);
             const vec4 c0 = SAME ? c_same : coefficients[channel(e + 2u * j)];
             const vec4 c1 = SAME ? c_same : coefficients[channel(e + 2u * j + 1u)];
-            out_words[j] = half_from_float(value(xv.x, fv.x, c0)) |
-                           (half_from_float(value(xv.y, fv.y, c1)) << 16);
+            out_words[j] = halves_from_floats(vec2(value(xv.x, fv.x, c0),
+                                                   value(xv.y, fv.y, c1)));
         } else {
             const vec4 c = SAME ? c_same : coefficients[channel(e + j)];
             out_words[j] = floatBitsToUint(value(uintBitsToFloat(w[j]), uintBitsToFloat(f[j]), c));

@@ -357,13 +357,26 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz):
     subnormal halves kept, 65520 and above to Inf) on every input class, with the device's
     own conversion and on a simulated device whose conversion rounds toward zero and flushes
     subnormal halves (Vulkan leaves the rounding undefined): the fast path only ever converts
-    values that are halves. NaN: sign | 0x7E00."""
+    values that are halves. NaN: sign | 0x7E00. halves_from_floats gives the same bits, two to
+    a word, for pairs of every class (the inputs against a shuffle of themselves, and each
+    against itself: both of a pair on the one-conversion path, or one of them off it)."""
     a = half_inputs(rng, 50000)
-    (got,) = run_ops(device, "half_ops", dict(a=a), ("halves",), dict(DEVICE_RTZ=device_rtz))
-    f = a.view(np.float32)
-    with np.errstate(over="ignore"):
-        want = f.astype(np.float16).view(np.uint16).astype(np.uint32)
-    nan = np.isnan(f)
-    want[nan] = ((a[nan] >> 16) & 0x8000) | 0x7E00
-    differ = np.flatnonzero(got != want)
-    assert differ.size == 0, [(hex(a[i]), hex(got[i]), hex(want[i])) for i in differ[:5]]
+    b = rng.permutation(a)
+    b[::3] = a[::3]
+    got, pairs = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs"),
+                         dict(DEVICE_RTZ=device_rtz))
+
+    def want(words):
+        f = words.view(np.float32)
+        with np.errstate(over="ignore"):
+            bits = f.astype(np.float16).view(np.uint16).astype(np.uint32)
+        nan = np.isnan(f)
+        bits[nan] = ((words[nan] >> 16) & 0x8000) | 0x7E00
+        return bits
+
+    differ = np.flatnonzero(got != want(a))
+    assert differ.size == 0, [(hex(a[i]), hex(got[i]), hex(want(a)[i])) for i in differ[:5]]
+    want_pairs = want(a) | (want(b) << 16)
+    differ = np.flatnonzero(pairs != want_pairs)
+    assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(pairs[i]), hex(want_pairs[i]))
+                              for i in differ[:5]]

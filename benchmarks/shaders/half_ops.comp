@@ -1,10 +1,12 @@
-// half_from_float (shaders/include/load_store.glsl) per element: tests/test_correctly_rounded.py
-// compares its bits with numpy's float16 conversion (round to nearest even), here with the
+// half_from_float and halves_from_floats (shaders/include/load_store.glsl) per element:
+// tests/test_correctly_rounded.py compares their bits with numpy's float16 conversion (round to
+// nearest even), here with the
 // device's own conversion and (DEVICE_RTZ) on a simulated device whose conversion rounds
 // toward zero and flushes subnormal halves, as Vulkan allows. Benchmark only: built by
 // tools/build_shaders.py into benchmarks/spirv/, not shipped.
 //
 //   halves[i] = half_from_float(a[i])   (in the word's low 16 bits)
+//   pairs[i] = halves_from_floats(vec2(a[i], b[i]))   (a[i]'s half low, b[i]'s high)
 //
 // Constants: DEVICE_RTZ.
 // Push constants: count (elements).
@@ -26,9 +28,14 @@ uint device_half_bits(float r) {
 #include "common.glsl"
 
 layout(set = 0, binding = 0) readonly buffer A { uint a[]; };
-layout(set = 0, binding = 1) writeonly buffer HALVES { uint halves[]; };
+layout(set = 0, binding = 1) readonly buffer B { uint b[]; };
+layout(set = 0, binding = 2) writeonly buffer HALVES { uint halves[]; };
+layout(set = 0, binding = 3) writeonly buffer PAIRS { uint pairs[]; };
 layout(push_constant) uniform Push { uint count; };
 
 void main() {
-    GRID_STRIDE_LOOP(i, count) { halves[i] = half_from_float(uintBitsToFloat(a[i])); }
+    GRID_STRIDE_LOOP(i, count) {
+        halves[i] = half_from_float(uintBitsToFloat(a[i]));
+        pairs[i] = halves_from_floats(uintBitsToFloat(uvec2(a[i], b[i])));
+    }
 }

@@ -39,14 +39,25 @@ float half_grid(uint bits) { return uintBitsToFloat((bits & 0xFF800000u) + (13u 
 // - Subnormal halves (a device may flush them in the conversion), Inf and NaN by integers.
 // DEVICE_HALF_BITS(r) is the device's conversion (HALF_FROM_FLOAT); tests define it to round
 // toward zero and flush subnormal halves (benchmarks/shaders/half_ops.comp).
+// DEVICE_HALF_PAIR(r) converts a vec2 to the word of two float16 (halves_from_floats): the
+// device's one conversion of the pair, or the test's DEVICE_HALF_BITS of each.
 #ifndef DEVICE_HALF_BITS
 #define DEVICE_HALF_BITS(r) HALF_FROM_FLOAT(r)
+#define DEVICE_HALF_PAIR(r) packHalf2x16(r)
+#else
+#define DEVICE_HALF_PAIR(r) (DEVICE_HALF_BITS((r).x) | (DEVICE_HALF_BITS((r).y) << 16))
 #endif
+
+// Whether a float32 of magnitude bits `magnitude` is zero or rounds to a normal half: the
+// path where one add rounds it (half_from_float).
+bool rounds_by_add(uint magnitude) {
+    return magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u;
+}
 
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
-    if (magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u) {
+    if (rounds_by_add(magnitude)) {
         const float c = half_grid(magnitude);
         precise float rounded = (uintBitsToFloat(magnitude) + c) - c;
         return sign | DEVICE_HALF_BITS(rounded);
@@ -58,6 +69,20 @@ uint half_from_float(float v) {
     // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
     precise float sum = uintBitsToFloat(magnitude) + 0.5;
     return sign | (floatBitsToUint(sum) - 0x3F000000u);
+}
+
+// The word of two float16, half_from_float(v.x) | half_from_float(v.y) << 16. Where both
+// take the add (the usual case), the two rounded magnitudes go through one conversion of the
+// pair (packHalf2x16: one instruction for two on NVIDIA's GPUs), the signs put back after.
+uint halves_from_floats(vec2 v) {
+    const uvec2 u = floatBitsToUint(v);
+    const uvec2 magnitude = u & 0x7FFFFFFFu;
+    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {
+        const vec2 c = vec2(half_grid(magnitude.x), half_grid(magnitude.y));
+        precise vec2 rounded = (uintBitsToFloat(magnitude) + c) - c;
+        return ((u.x >> 16) & 0x8000u) | (u.y & 0x80000000u) | DEVICE_HALF_PAIR(rounded);
+    }
+    return half_from_float(v.x) | (half_from_float(v.y) << 16);
 }
 
 

@@ -260,8 +260,8 @@ void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
     if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
         uvec4 v;
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-            v[j] = IS_F16 ? half_from_float(plus_zero_sum(sums[k0 + 2u * j]))
-                                | (half_from_float(plus_zero_sum(sums[k0 + 2u * j + 1u])) << 16u)
+            v[j] = IS_F16 ? halves_from_floats(vec2(plus_zero_sum(sums[k0 + 2u * j]),
+                                                    plus_zero_sum(sums[k0 + 2u * j + 1u])))
                           : floatBitsToUint(plus_zero_sum(sums[k0 + j]));
         }
         dx_uvec4[off / TILE2] = v;
@@ -275,11 +275,12 @@ void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
         } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
             // Positions z and z + 1 share a word when `at` is even and both are dX's.
             if ((z & 1u) != 0u) continue;  // the pair's second, stored with the first
-            const uint low = half_from_float(plus_zero_sum(sums[k0 + z]));
-            const uint high = half_from_float(plus_zero_sum(sums[k0 + z + 1u]));
+            const uint pair = halves_from_floats(vec2(plus_zero_sum(sums[k0 + z]),
+                                                      plus_zero_sum(sums[k0 + z + 1u])));
             if ((at & 1u) == 0u && int(z) + 1 < left) {
-                dx[at >> 1u] = low | (high << 16u);
+                dx[at >> 1u] = pair;
             } else {
+                const uint low = pair & 0xFFFFu, high = pair >> 16u;
                 STORE_HALF_BITS(dx, at, low);
                 if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, high);
             }
