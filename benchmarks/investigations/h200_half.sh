@@ -4,6 +4,7 @@
 #     STEPS="tests fp variants rows" bash benchmarks/investigations/h200_half.sh
 # Steps: tests, pytest on TESTS; fp, the fingerprint check; variants, adam_variants.py on the
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
+# random, random_variants.py (RANDOM_GENERATOR's blocks per invocation);
 # rows, run.py on OPS with PyTorch's side (its own process), then .old-main's rows torch-free.
 # (OLD_OPS: other operators for .old-main.)
 source benchmarks/investigations/h200_prelude.sh
@@ -16,6 +17,9 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
 [[ $steps == *" variants "* ]] && { run adam_variants 250 python3 \
   benchmarks/investigations/adam_variants.py --spirv benchmarks/investigations/adam-spirv \
   --out $OUT/adam_variants.json; cat $OUT/adam_variants.txt; }
+[[ $steps == *" random "* ]] && { run random_variants 200 python3 \
+  benchmarks/investigations/random_variants.py --out $OUT/random_variants.json; \
+  cat $OUT/random_variants.txt; }
 if [[ $steps == *" rows "* ]]; then
   run rows 300 python3 benchmarks/run.py --ops $OPS --repeat 20 --out $OUT/rows
   grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.txt
