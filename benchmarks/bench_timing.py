@@ -244,6 +244,30 @@ def serving(name, data):
         kernels.spirv = real
 
 
+def build_variants(folder, kernel, variants):
+    """Write FOLDER/NAME.spv for each variant of shaders/KERNEL (`variants`: name -> [(file
+    under shaders/, old text, new text)], applied in order to a copy of shaders/), built with
+    glslangValidator as tools/build_shaders.py builds (the lent GPU has no compiler: build here,
+    carry the folder, and time them through `serving`)."""
+    import tempfile
+    root = Path(__file__).resolve().parents[1]
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, patches in variants.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            shaders = Path(tmp) / "shaders"
+            shutil.copytree(root / "shaders", shaders)
+            for rel, old, new in patches:
+                path = shaders / rel
+                text = path.read_text()
+                assert old in text, (name, rel, old)
+                path.write_text(text.replace(old, new))
+            subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
+                            f"-I{shaders / 'include'}", "-o", str(out / f"{name}.spv"),
+                            str(shaders / kernel)], check=True, capture_output=True)
+        print(f"built {out / name}.spv")
+
+
 def same_bytes_roofline(dev, T, nbytes, repeat):
     """The roofline for a kernel moving `nbytes` (read + written): the best copy that moves
     as many, Vulkan's or PyTorch's (T, a Torch), in bytes per second."""

@@ -26,10 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
 import types
 from pathlib import Path
 
@@ -64,24 +61,6 @@ OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 
 
-def build(folder):
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, patches in VARIANTS.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            shaders = Path(tmp) / "shaders"
-            shutil.copytree(ROOT / "shaders", shaders)
-            for rel, old, new in patches:
-                path = shaders / rel
-                text = path.read_text()
-                assert old in text, (name, rel, old)
-                path.write_text(text.replace(old, new))
-            subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
-                            f"-I{shaders / 'include'}", "-o", str(out / f"{name}.spv"),
-                            str(shaders / KERNEL)], check=True, capture_output=True)
-        print(f"built {out / name}.spv")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", metavar="DIR")
@@ -91,7 +70,7 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.build:
-        build(args.build)
+        bench_timing.build_variants(args.build, KERNEL, VARIANTS)
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")

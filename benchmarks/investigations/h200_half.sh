@@ -4,7 +4,9 @@
 #     STEPS="tests fp variants rows" bash benchmarks/investigations/h200_half.sh
 # Steps: tests, pytest on TESTS; fp, the fingerprint check; variants, adam_variants.py on the
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
-# random, random_variants.py (RANDOM_GENERATOR's blocks per invocation);
+# random, random_variants.py (RANDOM_GENERATOR's blocks per invocation); ablation,
+# pooling_ablation.py on the SPIR-V built into benchmarks/investigations/pooling-spirv (carry
+# it); tiles, pooling_grad_variants.py (TILE_KINDS, TILE_WIDTHS, TILE_HEIGHTS);
 # rows, run.py on OPS with PyTorch's side (its own process), then .old-main's rows torch-free.
 # (OLD_OPS: other operators for .old-main.)
 source benchmarks/investigations/h200_prelude.sh
@@ -20,6 +22,13 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
 [[ $steps == *" random "* ]] && { run random_variants 200 python3 \
   benchmarks/investigations/random_variants.py --out $OUT/random_variants.json; \
   cat $OUT/random_variants.txt; }
+[[ $steps == *" ablation "* ]] && { run pooling_ablation 250 python3 \
+  benchmarks/investigations/pooling_ablation.py --spirv benchmarks/investigations/pooling-spirv \
+  --out $OUT/pooling_ablation.json; cat $OUT/pooling_ablation.txt; }
+[[ $steps == *" tiles "* ]] && { run pooling_tiles 250 python3 \
+  benchmarks/investigations/pooling_grad_variants.py --kinds ${TILE_KINDS:-max} \
+  --widths ${TILE_WIDTHS:-0,4,8} --heights ${TILE_HEIGHTS:-2,4} --repeat 10 \
+  --out $OUT/pooling_tiles.json; cat $OUT/pooling_tiles.txt; }
 if [[ $steps == *" rows "* ]]; then
   run rows 300 python3 benchmarks/run.py --ops $OPS --repeat 20 --out $OUT/rows
   grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.txt

@@ -6,7 +6,7 @@ inlines and unrolls what it can: static instructions per dX element, a rough,
 device-independent proxy for the ALU work; needs spirv-opt on PATH, else 0).
 
     python3 benchmarks/investigations/pooling_grad_variants.py [--quick] [--widths 0,2,4,8,None]
-        [--heights 2,4,None]
+        [--heights 2,4,None] [--kinds avg,max]
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--widths", default="0,2,4,8,None")
     ap.add_argument("--heights", default="None", help="TILE_HEIGHT values (2, 4, None, ...)")
+    ap.add_argument("--kinds", default="avg,max", help="avg, max or both")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=None, help="a JSON file for the rows")
     args = ap.parse_args()
@@ -70,7 +71,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     rows = []
     print(f"device: {dev.name}")
-    for kind in ("avg", "max"):
+    for kind in args.kinds.split(","):
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             base = None
             for width, height in [(w, h) for w in widths for h in (heights if w != 0 else [None])]:

@@ -37,7 +37,7 @@ STATE_WORDS = 6  # the counter's four words and the key's two
 WORDS_PER_BLOCK = 4  # one Philox 4x32 block
 # Blocks an invocation computes a pass (the kernel's BLOCKS, 1 to 4): independent blocks'
 # rounds interleave. benchmarks/investigations/random_variants.py times the choices.
-BLOCKS_PER_INVOCATION = 2
+BLOCKS_PER_INVOCATION = 4
 
 
 class RandomGeneratorType(enum.IntEnum):

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Where the pooling grads' float16 time goes (issue 31: float16 2x2 at 57-63% of the copy
+roofline on an H200, float32 at 91%; max 3x3 at 12% in float16, 32% in float32): the shipped
+kernels against copies with parts taken out, on the benchmark's pooling cases (the plan's
+tiles), one shape.
+
+Variants (text patches of shaders/, built here: bench_timing.build_variants):
+- shipped: shaders/ as they are;
+- device_half: the float16 stores through the device's conversion (pack_halves) in place of
+  halves_from_floats (not the same bits on every device);
+- device_div: average pooling's term v / count by the device's division (not the same bits);
+- loads_only: average pooling's term dY itself, and device_half's stores (the tile's loads,
+  sums and stores alone);
+- first_cell: max pooling's argmax over the window's first cell only (the compiler drops the
+  other keys' loads: what the footprint's loads and comparisons cost).
+Only shipped gives the product's bits; the others' times bound what each part costs.
+
+    python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
+    python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import pyvkgrad  # noqa: E402
+import bench_cases  # noqa: E402
+import bench_timing  # noqa: E402
+
+TILES = "include/pooling_grad.glsl"
+DEVICE_HALF = [(TILES, "halves_from_floats(", "pack_halves(")]
+AVERAGE = "average_pooling_grad.comp"
+MAX = "max_pooling_grad.comp"
+KERNELS = {
+    "avg": ("average_pooling_grad", AVERAGE, dict(
+        shipped=[], device_half=DEVICE_HALF,
+        device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
+        loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
+                                   "    return v;")])),
+    "max": ("max_pooling_grad", MAX, dict(
+        shipped=[], device_half=DEVICE_HALF,
+        first_cell=[(MAX, "[[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {",
+                     "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", metavar="DIR")
+    ap.add_argument("--spirv", metavar="DIR")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.build:
+        for kind, (name, source, variants) in KERNELS.items():
+            bench_timing.build_variants(Path(args.build) / name, source, variants)
+        return
+    dev = pyvkgrad.default_device()
+    print(f"device: {dev.name}")
+    rows = []
+    for kind, (name, _, variants) in KERNELS.items():
+        spirv = {v: (Path(args.spirv) / name / f"{v}.spv").read_bytes() for v in variants}
+        for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
+            if not args.quick and "[64, 128" in label:
+                continue  # one shape: the other's rows track it within a few percent
+            for variant, data in spirv.items():
+                with bench_timing.serving(name, data):
+                    op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
+                    roofline = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16,
+                                                          args.repeat)
+                    ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
+                row = dict(operator=operator, case=label, dtype=dt, variant=variant,
+                           us=ns / 1e3, roofline_share=nbytes / ns / (roofline / 1e9))
+                rows.append(row)
+                print(f"{operator:20s} {label:36s} {dt:8s} {variant:12s} {row['us']:8.1f} us "
+                      f"{100 * row['roofline_share']:6.1f}% of copy", flush=True)
+                rec.close()
+                op.close()
+                del tensors
+    if args.out:
+        Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
