@@ -29,9 +29,10 @@ class Limits:
 
     subgroup_size: int = 32  # the device's (ResampleGrad's walk pads its columns to it)
     max_workgroups: int = 65535  # maxComputeWorkGroupCount[0]
-    # The largest buffer a kernel may bind (Device.max_buffer_bytes). No plan reads it; it is
-    # here so that a cached one-call problem is not reused under a lower limit, which must
-    # cut it into pieces (tests/test_operators.py::test_beyond_the_buffer_limit).
+    # The largest buffer a kernel may bind (Device.max_buffer_bytes). Here so that a cached
+    # one-call problem is not reused under a lower limit, which must cut it into pieces
+    # (tests/test_operators.py::test_beyond_the_buffer_limit); plans read it only to skip an
+    # optional scratch buffer that would pass it (max pooling's winners).
     max_storage_buffer_range: int = 2**27
     local_size: int = 256  # workgroup width the plans use (a test forces a smaller one)
     # The widest workgroup a plan may choose for one kernel: the device's, a power of two;

@@ -101,6 +101,8 @@ bool window_term(Element el, uvec3 o, out float term) {
 
 void tile_prepare(ivec3 origin, uint x_base) {}
 
+bool own_pass() { return false; }
+
 bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
     term = average_term(dy_base, uvec3(o));
     winner = EVERY_CELL;

@@ -13,9 +13,17 @@
 // for every window containing it, that window's X (up to prod(WINDOW) loads per window): the
 // price of a gather without atomics or stored indices.
 //
-// Constants: X_STRIDES (5 dimensions, in elements), and include/pooling_grad.glsl's.
+// Tiles with ARGMAX (the plan's choice where windows overlap): a first dispatch finds every
+// window's winner once, by the same scan (`window_winner`), and stores it as a byte; the
+// tiles then read the bytes instead of X's footprint (which a tile re-reads where tiles
+// overlap, and whose keys cost it registers). The same winners, so the same bits.
+//
+// Constants: X_STRIDES (5 dimensions, in elements), ARGMAX, and include/pooling_grad.glsl's.
 // Bindings: x (InputTensor), dy (InputGradientTensor), dx (OutputGradientTensor; float16
-//   stores through word atomics), accumulator (scratch, as in average_pooling_grad.comp).
+//   stores through word atomics), accumulator (scratch, as in average_pooling_grad.comp),
+//   window_winners (scratch: ARGMAX's bytes; 16 bytes where unused).
+// Push constants (ARGMAX 1): count and first, the winners' words [first, count) of this
+//   dispatch.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
@@ -27,12 +35,24 @@ layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };
 layout(set = 0, binding = 2) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
 layout(set = 0, binding = 3) buffer ACCUMULATOR { uint accumulator[]; };
+layout(set = 0, binding = 4) buffer WINDOW_WINNERS { uint window_winners[]; };
 
 #include "pooling_grad.glsl"
 
 DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here
+// ARGMAX: 0, the tiles (or the gather) find each window's winner from X; 1, this dispatch
+// stores every window's winner into window_winners, byte e % 4 of word e / 4 for dY's
+// element e (row-major over N, C and OUT): its window cell in row-major scan order, or
+// NO_WINNER where every cell is padding; 2, the tiles read them.
+layout(constant_id = 53) const uint ARGMAX = 0u;
+const uint NO_WINNER = 0xFFu;  // (the plan uses ARGMAX where windows hold at most 64 cells)
 
-uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
+// X's offset of slice (n, c); with ARGMAX 2 the slice's first winner instead (the tiles
+// read the winners, not X).
+uint x_slice_offset(uint n, uint c) {
+    return ARGMAX == 2u ? (n * SIZES1 + c) * (OUT0 * OUT1 * OUT2)
+                        : n * X_STRIDES0 + c * X_STRIDES1;
+}
 
 // An order key of X's element at offset i: keys compare as the values do, with -0 = +0 and
 // every NaN above every number (and equal to each other). A number of magnitude a keys as
@@ -103,8 +123,13 @@ const uint FOOT1 = (WINDOWS1 - 1u) * STRIDES1 + (WINDOW1 - 1u) * DILATIONS1 + 1u
 const uint FOOT2 = (WINDOWS2 - 1u) * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2 + 1u;
 const uint FOOT_CELLS = FOOT0 * FOOT1 * FOOT2;
 uint tile_keys[TILE_MAX_FOOTPRINT];
+uint winner_base;  // ARGMAX 2: the tile's slice's first winner
 
 void tile_prepare(ivec3 origin, uint x_base) {
+    if (ARGMAX == 2u) {
+        winner_base = x_base;
+        return;
+    }
     const ivec3 start = origin + FIRST_WINDOW * ivec3(STRIDES0, STRIDES1, STRIDES2)
         - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
@@ -133,6 +158,15 @@ void tile_prepare(ivec3 origin, uint x_base) {
 }
 
 bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
+    term = 0.0;
+    if (ARGMAX == 2u) {
+        const uint e = winner_base + (uint(o.x) * OUT1 + uint(o.y)) * OUT2 + uint(o.z);
+        winner = (window_winners[e >> 2u] >> (8u * (e & 3u))) & 0xFFu;
+        if (winner == NO_WINNER) return false;
+        term = LOAD(dy, dy_base + uint(o.x) * DY_STRIDES2 + uint(o.y) * DY_STRIDES3
+                            + uint(o.z) * DY_STRIDES4);
+        return true;
+    }
     // The window's cells in row-major scan order; a strictly larger key takes over, so the
     // first largest wins (a NaN's key is the largest: the first NaN).
     const uvec3 from = unflatten(w, WINDOWS1, WINDOWS2) * uvec3(STRIDES0, STRIDES1, STRIDES2);
@@ -147,9 +181,50 @@ bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner)
             winner = f;
         }
     }
-    term = 0.0;
     if (best == 0u) return false;  // every cell padding
     term = LOAD(dy, dy_base + uint(o.x) * DY_STRIDES2 + uint(o.y) * DY_STRIDES3
                         + uint(o.z) * DY_STRIDES4);
+    return true;
+}
+
+// ARGMAX 1: the winner of dY's element e (row-major over N, C and OUT): window o's cells in
+// row-major scan order, a strictly larger key taking over (tile_window's rule), padding never
+// winning.
+uint window_winner(uint e) {
+    uint rest = e;
+    uvec3 o;
+    o.z = rest % OUT2; rest /= OUT2;
+    o.y = rest % OUT1; rest /= OUT1;
+    o.x = rest % OUT0; rest /= OUT0;
+    const uint x_base = (rest / SIZES1) * X_STRIDES0 + (rest % SIZES1) * X_STRIDES1;
+    const ivec3 s = ivec3(o * uvec3(STRIDES0, STRIDES1, STRIDES2))
+        - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
+    const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
+    const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
+    uint best = 0u, winner = NO_WINNER;
+    [[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {
+        const ivec3 p = s + ivec3(unflatten(f, WINDOW1, WINDOW2)) * dilation;
+        if (all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, size))) {
+            const uint key = order_key(x_base + uint(p.x) * X_STRIDES2 + uint(p.y) * X_STRIDES3
+                                       + uint(p.z) * X_STRIDES4);
+            if (key > best) {
+                best = key;
+                winner = f;
+            }
+        }
+    }
+    return winner;
+}
+
+bool own_pass() {
+    if (ARGMAX != 1u) return false;
+    const uint windows = SIZES0 * SIZES1 * OUT0 * OUT1 * OUT2;  // dY's elements, < 2^31
+    GRID_STRIDE_LOOP_FROM(i, first, count) {
+        uint word = 0u;
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            if (4u * i + j < windows) word |= window_winner(4u * i + j) << (8u * j);
+        }
+        window_winners[i] = word;
+    }
     return true;
 }

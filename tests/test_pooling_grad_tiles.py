@@ -1,8 +1,9 @@
 """The pooling grads' tiles (pyvkgrad/ops/_pooling_grad.py's tile plan, include/pooling_grad.glsl):
 an invocation computing a tile of dX gives the per-element gather's bits (TILE_WIDTH = 0 plans
-the gather) for every tile shape, geometry, data type and layout; the average's division by
-the count is correctly rounded for every count; the plan tiles the common poolings and falls
-back to the gather where a tile would be too large or the loop limit too small."""
+the gather) for every tile shape, geometry, data type and layout, max pooling's with and
+without the winners' own pass (ARGMAX_PASS); the average's division by the count is correctly
+rounded for every count; the plan tiles the common poolings and falls back to the gather where
+a tile would be too large or the loop limit too small."""
 
 import dataclasses
 import itertools
@@ -13,6 +14,7 @@ import pytest
 import pyvkgrad
 from pyvkgrad import reference
 from pyvkgrad.ops import _pooling_grad
+from pyvkgrad.ops import max_pooling_grad as max_pooling_grad_module
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import DataType, TensorDesc
 from test_pooling_grad import assert_same_bits, bits
@@ -116,11 +118,20 @@ GEOMETRIES = [
 ]
 
 
-@pytest.mark.parametrize("kind", ["avg", "max"])
+@pytest.fixture(params=[False, True], ids=["one_pass", "argmax_pass"])
+def argmax_pass(request, monkeypatch):
+    """Max pooling's tiles without and with the winners' own pass (for every geometry)."""
+    monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("kind, argmax", [("avg", None), ("max", False), ("max", True)],
+                         ids=["avg", "max-one_pass", "max-argmax_pass"])
 @pytest.mark.parametrize("data_type", [F32, F16], ids=["float32", "float16"])
-def test_tiles_give_the_gathers_bits(device, rng, monkeypatch, kind, data_type):
+def test_tiles_give_the_gathers_bits(device, rng, monkeypatch, kind, argmax, data_type):
     """Every tile shape, against the gather, packed, channels-last and padded layouts of dY,
     X and dX (a store outside dX's elements fails too)."""
+    monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", argmax)
     tiled = 0
     layouts = itertools.cycle([("packed", "packed"), ("nhwc", "padded"), ("padded", "nhwc"),
                                ("packed", "padded")])
@@ -145,7 +156,7 @@ def test_tiles_give_the_gathers_bits(device, rng, monkeypatch, kind, data_type):
 
 
 @pytest.mark.parametrize("data_type", [F32, F16], ids=["float32", "float16"])
-def test_tiles_under_every_plan(device, rng, monkeypatch, data_type):
+def test_tiles_under_every_plan(device, rng, monkeypatch, data_type, argmax_pass):
     """Workgroup widths 1 to 256, few workgroups (grid-stride loops over tiles) and a loop
     limit that splits the tiles into several dispatches: the gather's bits."""
     base = device.limits
@@ -226,7 +237,8 @@ def test_the_plans_tiles():
     for x, width, height in ((x32, 4, 4), (x16, 8, 2)):
         dy = TensorDesc(x.data_type, (32, 64, 56, 56))
         avg = pyvkgrad.AveragePoolingGradDesc(dy, x, (2, 2), (3, 3), (1, 1), (1, 1), True)
-        got, d = tile_constants(avg)
+        got_avg = got = tile_constants(avg)[0]
+        d = tile_constants(avg)[1]
         assert got == dict(TILED=True, TILE=(1, height, width),
                            TILES=(1, 112 // height, 112 // width),
                            WINDOWS=(1, height // 2 + 1, width // 2 + 1),
@@ -237,6 +249,19 @@ def test_the_plans_tiles():
         assert got == dict(TILED=True, TILE=(1, 2, width), TILES=(1, 56, 112 // width),
                            WINDOWS=(1, 1, width // 2), WINDOWS_BEHIND=(0, 0, 0))
         assert len(mx.plan(Limits()).dispatches) == 1
+        # 3x3 windows overlap: the winners' own pass first (4 windows an invocation), then
+        # the tiles reading them; a byte per window in scratch.
+        mx = pyvkgrad.MaxPoolingGradDesc(x, dy, x, (2, 2), (3, 3), (1, 1), (1, 1), (1, 1))
+        plan = mx.plan(Limits())
+        argmax, tiles = plan.dispatches
+        assert (argmax.constant("ARGMAX"), tiles.constant("ARGMAX")) == (1, 2)
+        assert dict(argmax.push)["count"] == 32 * 64 * 56 * 56 // 4
+        assert [s.nbytes for s in plan.scratch if s.name == "window_winners"] == [
+            32 * 64 * 56 * 56]
+        assert tile_constants(mx)[0] == got_avg
+        # Not past the buffer limit: then the tiles scan X themselves.
+        low = Limits(max_storage_buffer_range=32 * 64 * 56 * 56 - 4)
+        assert [d.constant("ARGMAX") for d in mx.plan(low).dispatches] == [0]
     x = TensorDesc(F32, (1, 1, 20, 20))
     for desc in (pyvkgrad.AveragePoolingGradDesc(x, x, (1, 1), (5, 5), (2, 2), (2, 2), False),
                  pyvkgrad.MaxPoolingGradDesc(x, TensorDesc(F32, (1, 1, 22, 22)), x, (1, 1),
@@ -250,7 +275,7 @@ def test_the_plans_tiles():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype):
+def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype, argmax_pass):
     """Max pooling's tiles on X drawn from signed zeros, infinities, NaN, subnormals and a few
     integers (ties everywhere): the oracle's routing (the first largest, the first NaN), in
     tiles of several shapes and in the gather."""
@@ -271,7 +296,7 @@ def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype):
         assert_same_bits(got, want, f"tile {width}x{height}")
 
 
-def test_tiles_over_windows_all_padding(device, rng, monkeypatch):
+def test_tiles_over_windows_all_padding(device, rng, monkeypatch, argmax_pass):
     """End padding past a whole window: the last windows hold no real position (count 0
     without IncludePadding) and add nothing, in tiles as in the gather and the oracle."""
     sizes, window, strides, start, end = (2, 3, 5, 3), (2, 2), (2, 2), (1, 0), (3, 3)

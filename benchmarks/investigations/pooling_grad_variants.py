@@ -6,7 +6,7 @@ inlines and unrolls what it can: static instructions per dX element, a rough,
 device-independent proxy for the ALU work; needs spirv-opt on PATH, else 0).
 
     python3 benchmarks/investigations/pooling_grad_variants.py [--quick] [--widths 0,2,4,8,None]
-        [--heights 2,4,None] [--kinds avg,max]
+        [--heights 2,4,None] [--kinds avg,max] [--argmax None,False,True]
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import pyvkgrad  # noqa: E402
 from pyvkgrad import kernels  # noqa: E402
-from pyvkgrad.ops import _pooling_grad  # noqa: E402
+from pyvkgrad.ops import _pooling_grad, max_pooling_grad  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
@@ -62,11 +62,14 @@ def main() -> None:
     ap.add_argument("--widths", default="0,2,4,8,None")
     ap.add_argument("--heights", default="None", help="TILE_HEIGHT values (2, 4, None, ...)")
     ap.add_argument("--kinds", default="avg,max", help="avg, max or both")
+    ap.add_argument("--argmax", default="None",
+                    help="max pooling's ARGMAX_PASS values (None, False, True, ...)")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=None, help="a JSON file for the rows")
     args = ap.parse_args()
     widths = [None if w == "None" else int(w) for w in args.widths.split(",")]
     heights = [None if h == "None" else int(h) for h in args.heights.split(",")]
+    argmaxes = [{"None": None, "False": False, "True": True}[a] for a in args.argmax.split(",")]
     dev = pyvkgrad.default_device()
     rng = np.random.default_rng(0)
     rows = []
@@ -74,8 +77,12 @@ def main() -> None:
     for kind in args.kinds.split(","):
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             base = None
-            for width, height in [(w, h) for w in widths for h in (heights if w != 0 else [None])]:
+            shapes = [(w, h) for w in widths for h in (heights if w != 0 else [None])]
+            for width, height, argmax in [(w, h, a) for w, h in shapes
+                                          for a in (argmaxes if kind == "max" and w != 0
+                                                    else [None])]:
                 _pooling_grad.TILE_WIDTH, _pooling_grad.TILE_HEIGHT = width, height
+                max_pooling_grad.ARGMAX_PASS = argmax
                 op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
                 ns, _ = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
                 us = ns / 1e3
@@ -83,21 +90,24 @@ def main() -> None:
                 out = dx.view(np.uint8)
                 if base is None:
                     base = out.copy()
-                d = op.plan.dispatches[0]
+                d = op.plan.dispatches[-1]  # the gather's or tiles' (after ARGMAX's)
                 per_invocation = dx.size / dict(d.push)["count"]
                 instr = spirv_instructions(d)
                 row = dict(operator=operator, case=label, dtype=dt, tile_width=width,
-                           tile_height=height, tile=d.constant("TILE"),
+                           tile_height=height, argmax=d.constant("ARGMAX") if kind == "max"
+                           else None, tile=d.constant("TILE"),
                            tiled=bool(d.constant("TILED")), us=us, gbps=nbytes / us / 1e3,
                            same_bits=bool((out == base).all()), spirv=instr,
                            spirv_per_element=round(instr / per_invocation, 1))
                 rows.append(row)
-                print(f"{operator:20s} {label:40s} {dt:8s} tile {width}x{height}: "
+                print(f"{operator:20s} {label:40s} {dt:8s} tile {width}x{height} "
+                      f"argmax {row['argmax']}: "
                       f"{row['tiled'] and row['tile']!s:10s} {us:10.1f} us "
                       f"{row['gbps']:7.1f} GB/s, SPIR-V {instr} "
                       f"({row['spirv_per_element']} per element), same bits "
                       f"{row['same_bits']}", flush=True)
     _pooling_grad.TILE_WIDTH = _pooling_grad.TILE_HEIGHT = None
+    max_pooling_grad.ARGMAX_PASS = None
     if args.out:
         Path(args.out).write_text(json.dumps(rows, indent=1))
 

@@ -25,6 +25,9 @@ sums every window, the plan runs the kernels' tiles instead: an invocation compu
 dX (stride-sized, 16 bytes along the last axis), each of the tile's windows' terms
 (the division, the argmax) once, and every position's sum in the same ascending window order:
 the same bits, without per-element divisions or loops of unknown length.
+Max pooling's tiles over overlapping windows (3x3 stride 2) first find every window's winner
+in a dispatch of their own and store it as a byte (`MaxPoolingGradDesc.own_pass`), so that the
+tiles read one byte per window instead of X's footprint.
 """
 
 from __future__ import annotations
@@ -157,6 +160,15 @@ class PoolingGradRules(OperatorDesc):
     def kernel_constants(self, pad: int) -> Dict[str, object]:
         raise NotImplementedError
 
+    def own_pass(self, geometry: Optional[Dict[str, Tuple[int, ...]]], limits: Limits,
+                 constants: Dict[str, object], bindings: Dict[str, str]
+                 ) -> Tuple[Tuple[Dispatch, ...], Tuple[Scratch, ...], Dict[str, object]]:
+        """The kernel's pass of its own, dispatched before the gather or the tiles where the
+        plan runs one (max pooling's winners): (its dispatches, the scratch buffers the kernel
+        binds beside the accumulator, the constants that change for the gather's or tiles'
+        dispatches). Average pooling has none."""
+        return (), (), {}
+
     def windows_per_element(self) -> int:
         """At most how many windows contain one dX element: per axis the outputs whose window
         span, Weff long, reaches an index, at most floor((Weff - 1) / S) + 1 and Out."""
@@ -249,15 +261,18 @@ class PoolingGradRules(OperatorDesc):
             **self.kernel_constants(pad))
         bindings = dict(self.kernel_bindings(), accumulator="accumulator")
         tensors = tuple(n for n, _ in self.tensor_fields())
+        before, own_scratch, changed = self.own_pass(geometry, limits, constants, bindings)
+        constants = dict(constants, **changed)
         if geometry:
             tiles = dx.sizes[0] * dx.sizes[1] * math.prod(geometry["TILES"])
-            dispatches = tuple(
+            dispatches = before + tuple(
                 Dispatch(self.KERNEL, bindings, workgroups, constants=constants,
                          push=dict(count=end, first=first, window_first=0,
                                    window_end=ALL_WINDOWS, stage=STORE))
                 for first, end, workgroups in grid_slices(tiles, wg, limits,
                                                           self.tile_loops(geometry)))
-            return Plan(dispatches, (Scratch("accumulator", 16),), tensors=tensors)
+            return Plan(dispatches, (Scratch("accumulator", 16),) + own_scratch,
+                        tensors=tensors)
         # Each element: the grid loop's iteration, the windows loop's end, and per window its
         # loops; runs of at most `run` windows per dispatch where the driver ends long loops.
         per_window, windows = self.loops_per_window(), self.windows_per_element()
@@ -275,20 +290,20 @@ class PoolingGradRules(OperatorDesc):
                      (CONTINUE if t else 0) | (STORE if t + run >= windows else 0))
                     for t in starts]
         scratch = Scratch("accumulator", 4 * count if len(runs) > 1 else 16)
-        dispatches = tuple(
+        dispatches = before + tuple(
             Dispatch(self.KERNEL, bindings, workgroups, constants=constants,
                      push=dict(count=end, first=first, window_first=window_first,
                                window_end=window_end, stage=stage))
             for window_first, window_end, stage in runs
             for first, end, workgroups in grid_slices(count, wg, limits, 2 + run * per_window))
-        return Plan(dispatches, (scratch,), tensors=tensors)
+        return Plan(dispatches, (scratch,) + own_scratch, tensors=tensors)
 
 
 def element_bytes(desc: PoolingGradRules, device) -> int:
     """Bytes per dX element counted against the buffer limit: 4 where the plan sums windows
     through the float32 accumulator (a driver's loop limit), else dX's own."""
     dx = desc.output_gradient_tensor
-    if any(s.nbytes > 16 for s in desc.plan(device.limits).scratch):
+    if any(s.name == "accumulator" and s.nbytes > 16 for s in desc.plan(device.limits).scratch):
         return 4
     return dx.data_type.element_size
 

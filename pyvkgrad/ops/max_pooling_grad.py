@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Dict, Sequence, Tuple
+from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..plan import READ, WRITE
+from ..plan import READ, WRITE, Dispatch, Limits, Scratch, grid_slices
 from ..tensor import TensorDesc, check_desc, check_same
 from . import _pooling_grad
 from ._pooling_grad import PoolingGradRules
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 OPERATOR = "MAX_POOLING_GRAD"
 # A window's positions are scanned by one 32-bit flat index.
 MAX_WINDOW_CELLS = 2**31 - 1
+# Tiles find the windows' winners in a dispatch of their own first (the kernel's ARGMAX):
+# None where windows overlap along an axis ((W - 1) D >= S: a tile's X footprint overlaps
+# its neighbours'), True or False always or never (benchmarks/investigations).
+ARGMAX_PASS: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -74,11 +78,33 @@ class MaxPoolingGradDesc(PoolingGradRules):
         return 1 + math.prod(self.window_size) + 1
 
     def kernel_bindings(self) -> Dict[str, str]:
-        return dict(x="input_tensor", dy="input_gradient_tensor", dx="output_gradient_tensor")
+        return dict(x="input_tensor", dy="input_gradient_tensor", dx="output_gradient_tensor",
+                    window_winners="window_winners")
 
     def kernel_constants(self, pad: int) -> Dict[str, object]:
         x = self.input_tensor.element_strides
-        return dict(X_STRIDES=tuple(x[:2]) + (0,) * pad + tuple(x[2:]))
+        return dict(X_STRIDES=tuple(x[:2]) + (0,) * pad + tuple(x[2:]), ARGMAX=0)
+
+    def own_pass(self, geometry, limits: Limits, constants, bindings):
+        """With tiles (ARGMAX_PASS, by default where windows overlap): a dispatch storing
+        every window's winner as a byte (ARGMAX 1; 4 windows an invocation, one word), then
+        the tiles reading them (ARGMAX 2). The window_winners scratch is 16 bytes where unused,
+        and the pass is skipped where its bytes would pass the buffer limit."""
+        words = -(-self.input_gradient_tensor.element_count // 4)
+        overlap = any((w - 1) * d >= s for w, d, s in zip(self.window_size, self.dilations,
+                                                         self.strides))
+        use = overlap if ARGMAX_PASS is None else ARGMAX_PASS
+        if geometry is None or not use or 4 * words > limits.max_storage_buffer_range:
+            return (), (Scratch("window_winners", 16),), {}
+        # Loop iterations per word: the grid loop's, the 4 windows' loop and its end, and
+        # each window's cells and its end.
+        loops = 1 + 5 + 4 * (math.prod(self.window_size) + 1)
+        dispatches = tuple(
+            Dispatch(self.KERNEL, bindings, workgroups, constants=dict(constants, ARGMAX=1),
+                     push=dict(count=end, first=first, window_first=0,
+                               window_end=_pooling_grad.ALL_WINDOWS, stage=_pooling_grad.STORE))
+            for first, end, workgroups in grid_slices(words, limits.local_size, limits, loops))
+        return dispatches, (Scratch("window_winners", max(16, 4 * words)),), dict(ARGMAX=2)
 
 
 def max_pooling_grad(input: np.ndarray, input_gradient: np.ndarray, strides: Sequence[int],

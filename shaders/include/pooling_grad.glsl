@@ -318,7 +318,12 @@ void tile_main() {
     }
 }
 
+// Each kernel's: a pass of its own that this dispatch runs instead of the gather (max: the
+// windows' winners, ARGMAX), true where it ran it.
+bool own_pass();
+
 void main() {
+    if (own_pass()) return;
     if (TILED) {
         tile_main();
     } else {
