@@ -6,7 +6,7 @@
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
 # random, random_variants.py (RANDOM_GENERATOR's blocks per invocation); ablation,
 # pooling_ablation.py on the SPIR-V built into benchmarks/investigations/pooling-spirv (carry
-# it); tiles, pooling_grad_variants.py (TILE_KINDS, TILE_WIDTHS, TILE_HEIGHTS);
+# it); tiles, pooling_grad_variants.py (TILE_KINDS, TILE_WIDTHS, TILE_HEIGHTS, TILE_ARGMAX);
 # rows, run.py on OPS with PyTorch's side (its own process), then .old-main's rows torch-free.
 # (OLD_OPS: other operators for .old-main.)
 source benchmarks/investigations/h200_prelude.sh
@@ -27,7 +27,8 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
   --out $OUT/pooling_ablation.json; cat $OUT/pooling_ablation.txt; }
 [[ $steps == *" tiles "* ]] && { run pooling_tiles 250 python3 \
   benchmarks/investigations/pooling_grad_variants.py --kinds ${TILE_KINDS:-max} \
-  --widths ${TILE_WIDTHS:-0,4,8} --heights ${TILE_HEIGHTS:-2,4} --repeat 10 \
+  --widths ${TILE_WIDTHS:-0,4,8} --heights ${TILE_HEIGHTS:-2,4} --argmax ${TILE_ARGMAX:-None} \
+  --repeat 10 \
   --out $OUT/pooling_tiles.json; cat $OUT/pooling_tiles.txt; }
 if [[ $steps == *" rows "* ]]; then
   run rows 300 python3 benchmarks/run.py --ops $OPS --repeat 20 --out $OUT/rows
