@@ -187,26 +187,23 @@ bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner)
     return true;
 }
 
-// ARGMAX 1: the winner of dY's element e (row-major over N, C and OUT): window o's cells in
-// row-major scan order, a strictly larger key taking over (tile_window's rule), padding never
-// winning.
-uint window_winner(uint e) {
-    uint rest = e;
-    uvec3 o;
-    o.z = rest % OUT2; rest /= OUT2;
-    o.y = rest % OUT1; rest /= OUT1;
-    o.x = rest % OUT0; rest /= OUT0;
-    const uint x_base = (rest / SIZES1) * X_STRIDES0 + (rest % SIZES1) * X_STRIDES1;
-    const ivec3 s = ivec3(o * uvec3(STRIDES0, STRIDES1, STRIDES2))
-        - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
+// ARGMAX 1: the winner of the window starting at s (s = o S - P0 per axis) in X's slice at
+// x_base: its cells in row-major scan order, a strictly larger key taking over (tile_window's
+// rule), padding never winning. `checked`: test each cell against X's bounds (a window inside
+// X needs none); its cells' offsets are constants from its first.
+uint window_winner(uint x_base, ivec3 s, bool checked) {
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
     const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
+    // (Wraps where s < 0; origin plus cell q's offset is still p = s + q's, modulo 2^32.)
+    const uint origin = x_base + uint(s.x) * X_STRIDES2 + uint(s.y) * X_STRIDES3
+        + uint(s.z) * X_STRIDES4;
     uint best = 0u, winner = NO_WINNER;
     [[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {
-        const ivec3 p = s + ivec3(unflatten(f, WINDOW1, WINDOW2)) * dilation;
-        if (all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, size))) {
-            const uint key = order_key(x_base + uint(p.x) * X_STRIDES2 + uint(p.y) * X_STRIDES3
-                                       + uint(p.z) * X_STRIDES4);
+        const ivec3 q = ivec3(unflatten(f, WINDOW1, WINDOW2)) * dilation;
+        const ivec3 p = s + q;
+        if (!checked || (all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, size)))) {
+            const uint key = order_key(origin + uint(q.x) * X_STRIDES2
+                                       + uint(q.y) * X_STRIDES3 + uint(q.z) * X_STRIDES4);
             if (key > best) {
                 best = key;
                 winner = f;
@@ -216,13 +213,43 @@ uint window_winner(uint e) {
     return winner;
 }
 
+// ARGMAX 1: word i of window_winners, the winners of dY's elements 4i .. 4i + 3 (row-major
+// over N, C and OUT: the coordinates of the first, then stepped).
 bool own_pass() {
     if (ARGMAX != 1u) return false;
     const uint windows = SIZES0 * SIZES1 * OUT0 * OUT1 * OUT2;  // dY's elements, < 2^31
+    const ivec3 stride = ivec3(STRIDES0, STRIDES1, STRIDES2);
+    const ivec3 start = ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
+    const ivec3 last = ivec3(SIZES2, SIZES3, SIZES4) - window_span();  // inside: s <= last - 1
     GRID_STRIDE_LOOP_FROM(i, first, count) {
+        uint rest = 4u * i;
+        uvec3 o;
+        o.z = rest % OUT2; rest /= OUT2;
+        o.y = rest % OUT1; rest /= OUT1;
+        o.x = rest % OUT0; rest /= OUT0;
+        uint c = rest % SIZES1, n = rest / SIZES1;
         uint word = 0u;
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-            if (4u * i + j < windows) word |= window_winner(4u * i + j) << (8u * j);
+            if (4u * i + j >= windows) break;
+            const uint x_base = n * X_STRIDES0 + c * X_STRIDES1;
+            const ivec3 s = ivec3(o) * stride - start;
+            const bool inside = all(greaterThanEqual(s, ivec3(0))) && all(lessThan(s, last));
+            word |= (inside ? window_winner(x_base, s, false)
+                            : window_winner(x_base, s, true)) << (8u * j);
+            // The next element's coordinates, row-major.
+            if (++o.z == OUT2) {
+                o.z = 0u;
+                if (++o.y == OUT1) {
+                    o.y = 0u;
+                    if (++o.x == OUT0) {
+                        o.x = 0u;
+                        if (++c == SIZES1) {
+                            c = 0u;
+                            ++n;
+                        }
+                    }
+                }
+            }
         }
         window_winners[i] = word;
     }
