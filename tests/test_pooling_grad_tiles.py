@@ -164,19 +164,24 @@ def test_tiles_under_every_plan(device, rng, monkeypatch, data_type, argmax_pass
                 for wg in (1, 32, 64, 256)]
     variants += [dataclasses.replace(base, local_size=8, max_local_size=8, max_workgroups=3,
                                      max_loop_iterations=loops) for loops in (600, 1200)]
-    split = 0
+    split = argmax_split = 0
     for kind, (sizes, window, strides, pad) in itertools.product(
             ("avg", "max"), [((2, 3, 9, 20), (3, 3), (2, 2), (1, 1)),
-                             ((2, 2, 10, 33), (2, 2), (2, 2), (0, 0))]):
+                             ((2, 2, 10, 33), (2, 2), (2, 2), (0, 0)),
+                             ((2, 4, 33, 40), (3, 3), (2, 2), (1, 1))]):
         desc, inputs = problem(rng, kind, data_type, sizes, window, strides, pad, pad,
                                (1, 1), False, False, ("nhwc", "packed"))
         want, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
         for limits in variants:
             got, tiled = run(device, desc, inputs, None, limits, monkeypatch)
             assert tiled, limits
-            split += len(desc.plan(limits).dispatches) > 1
+            passes = [d.constant("ARGMAX") if kind == "max" else 0
+                      for d in desc.plan(limits).dispatches]
+            split += len(passes) - passes.count(1) > 1  # the tiles' dispatches
+            argmax_split += passes.count(1) > 1  # the winners' pass's
             assert_same_bits(got, want, f"{kind} {sizes} {limits}")
     assert split >= 4
+    assert argmax_split >= (2 if argmax_pass else 0)
 
 
 def test_the_division_by_every_count(device, rng, monkeypatch):
@@ -216,9 +221,11 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
             want = (np.float32(0) + term.astype(np.float32)).astype(np.float32)  # +0 + term
         subnormal = (want != 0) & (np.abs(want) < np.finfo(np.float32).tiny)
         flushed = np.where(subnormal, np.float32(0), want)  # +0 + a flushed term: +0
+        results = []
         for width in (0, None):
             got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
                          monkeypatch=monkeypatch)
+            results.append(got)
             nan = np.isnan(want)
             assert (np.isnan(got) == nan).all()
             oracle = want
@@ -226,6 +233,7 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
                 oracle = flushed  # the device flushes: every subnormal result is +0
             assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, oracle),
                              f"window {wh}x{ww} width {width}")
+        assert_same_bits(*results, f"window {wh}x{ww}: the tiles against the gather")
 
 
 def tile_constants(desc, limits=Limits()):

@@ -14,7 +14,7 @@ import pytest
 import pyvkgrad
 from pyvkgrad import DataType, RandomGeneratorDesc, RandomGeneratorType, TensorDesc, reference
 from pyvkgrad.one_call_cache import OneCallCache
-from pyvkgrad.plan import Limits
+from pyvkgrad.plan import LOOP_MARGIN, Limits
 from pyvkgrad.ops import random_generator as random_generator_module
 from cases import BEYOND_WORKGROUP_LIMIT, EDGE_COUNTS, SHAPES_BY_RANK
 from test_environment import SUBPROCESS_CWD
@@ -212,12 +212,18 @@ def test_every_blocks_per_invocation(device, monkeypatch, blocks):
     state = np.array(EDGE_STATES[3], np.uint32)
     narrow = dataclasses.replace(device.limits, max_workgroups=3, local_size=4,
                                  max_local_size=4)
+    cut = dataclasses.replace(narrow, max_loop_iterations=LOOP_MARGIN + 7)  # 7 blocks a lane
+    cuts = 0
     for count in (1, 5, 4 * 12 * blocks + 3, 4 * 257 + 2, 65537):
         for strides in (None, (2,)):
             desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (count,), strides), STATE)
             assert dict(desc.plan(narrow).dispatches[0].constants)["BLOCKS"] == blocks
             check(device, desc, state, narrow)
             check(device, desc, state)
+            cuts += len(desc.plan(cut).dispatches) > 2
+            check(device, desc, state, cut)
+            check(device, desc, state, cut, in_place=True)
+    assert cuts >= 4  # the two largest counts, packed and strided, in several dispatches
 
 
 def test_narrow_grids_on_the_device(device):

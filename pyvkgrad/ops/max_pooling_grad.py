@@ -34,6 +34,7 @@ MAX_WINDOW_CELLS = 2**31 - 1
 # None where windows overlap along an axis ((W - 1) D >= S: a tile's X footprint overlaps
 # its neighbours'), True or False always or never (benchmarks/investigations).
 ARGMAX_PASS: Optional[bool] = None
+NO_WINNER = 0xFF  # the kernel's byte for a window whose every cell is padding
 
 
 @dataclass(frozen=True)
@@ -91,14 +92,20 @@ class MaxPoolingGradDesc(PoolingGradRules):
         the tiles reading them (ARGMAX 2). The window_winners scratch is 16 bytes where unused,
         and the pass is skipped where its bytes would pass the buffer limit."""
         words = -(-self.input_gradient_tensor.element_count // 4)
+        cells = math.prod(self.window_size)
         overlap = any((w - 1) * d >= s for w, d, s in zip(self.window_size, self.dilations,
                                                          self.strides))
         use = overlap if ARGMAX_PASS is None else ARGMAX_PASS
-        if geometry is None or not use or 4 * words > limits.max_storage_buffer_range:
+        # (A winner is a byte: cells 0 to 254, 255 being the kernel's NO_WINNER; the tiles'
+        # footprint bound keeps windows far smaller, but the byte is this pass's own limit.)
+        if (geometry is None or not use or cells >= NO_WINNER
+                or 4 * words > limits.max_storage_buffer_range):
             return (), (Scratch("window_winners", 16),), {}
-        # Loop iterations per word: the grid loop's, the 4 windows' loop and its end, and
-        # each window's cells and its end.
-        loops = 1 + 5 + 4 * (math.prod(self.window_size) + 1)
+        # Loop iterations per word: the grid loop's, the 4 windows' loop and its end, and per
+        # window its cells and their loop's end, counted for both of the kernel's scans (one
+        # with bounds tests, one without: a driver running a vector's lanes together may run
+        # both where its lanes' windows differ).
+        loops = 1 + 5 + 4 * 2 * (cells + 1)
         dispatches = tuple(
             Dispatch(self.KERNEL, bindings, workgroups, constants=dict(constants, ARGMAX=1),
                      push=dict(count=end, first=first, window_first=0,
