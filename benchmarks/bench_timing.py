@@ -244,6 +244,19 @@ def serving(name, data):
         kernels.spirv = real
 
 
+def variant_spirv_args(description):
+    """The options of the scripts that time text-patched copies of kernels (`build_variants`):
+    --build DIR (here: build them), --spirv DIR (on the GPU: time them), --quick, --repeat N
+    and --out FILE."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--build", metavar="DIR")
+    ap.add_argument("--spirv", metavar="DIR")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--out")
+    return ap.parse_args()
+
+
 def build_variants(folder, kernel, variants):
     """Write FOLDER/NAME.spv for each variant of shaders/KERNEL (`variants`: name -> [(file
     under shaders/, old text, new text)], applied in order to a copy of shaders/), built with

@@ -24,7 +24,6 @@ Only shipped and no_quick must give the same bits (checked after the same timed 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import types
@@ -62,13 +61,7 @@ OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", metavar="DIR")
-    ap.add_argument("--spirv", metavar="DIR")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--out")
-    args = ap.parse_args()
+    args = bench_timing.variant_spirv_args(__doc__.splitlines()[0])
     if args.build:
         bench_timing.build_variants(args.build, KERNEL, VARIANTS)
         return

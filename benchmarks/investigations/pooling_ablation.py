@@ -21,7 +21,6 @@ Only shipped gives the product's bits; the others' times bound what each part co
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -53,13 +52,7 @@ KERNELS = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", metavar="DIR")
-    ap.add_argument("--spirv", metavar="DIR")
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--out")
-    args = ap.parse_args()
+    args = bench_timing.variant_spirv_args(__doc__.splitlines()[0])
     if args.build:
         for kind, (name, source, variants) in KERNELS.items():
             bench_timing.build_variants(Path(args.build) / name, source, variants)
