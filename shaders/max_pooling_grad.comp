@@ -9,9 +9,9 @@
 // X is compared through integer order keys of its bits (`order_key`: -0 as +0, every NaN the
 // largest key), so the comparisons are exact and NaN-safe on every device; float16 X is keyed
 // from its 16 bits. The element's own key decides: p is a(o) when every real position before
-// it in window o has a smaller key and none after it a larger one. Each dX element rescans,
-// for every window containing it, that window's X (up to prod(WINDOW) loads per window): the
-// price of a gather without atomics or stored indices.
+// it in window o has a smaller key and none after it a larger one. In the per-element gather
+// each dX element rescans, for every window containing it, that window's X (up to
+// prod(WINDOW) loads per window): the price of a gather without atomics or stored indices.
 //
 // Tiles with ARGMAX (the plan's choice where windows overlap): a first dispatch finds every
 // window's winner once, by the same scan (`window_winner`), and stores it as a byte; the

@@ -5,10 +5,12 @@
 
 A NaN in X beats every number and the first NaN in scan order wins (so the forward's maximum
 propagates NaN); padding positions never win; a window with no real element drops its dY.
-The kernel (shaders/max_pooling_grad.comp) recomputes a(o) from X, comparing integer order
-keys of X's bits (exact, NaN-safe, -0 equal to +0), for every window containing the dX element
-it sums (up to prod(WindowSize) loads of X per window), and adds the chosen dY in ascending
-output order: the same bits on every device. The geometry, checks and plan: _pooling_grad.py.
+The kernel (shaders/max_pooling_grad.comp) finds a(o) from X by integer order keys of X's bits
+(exact, NaN-safe, -0 equal to +0) and adds the chosen dY in ascending output order: the same
+bits on every device. The per-element gather rescans every window containing its dX element
+(up to prod(WindowSize) loads of X per window); the tiles scan each of their windows once;
+where windows overlap, a first dispatch finds every window's winner once and the tiles read
+it (`own_pass`). The geometry, checks and plan: _pooling_grad.py.
 """
 
 from __future__ import annotations
