@@ -5,6 +5,7 @@ operator's bytes (X and dY read, dX written). Every variant gives the same bits 
 this checks it too.
 
     python benchmarks/investigations/bn_grad_variants.py [--quick] [--repeat N] [--cuda-first]
+    (BN_VARIANTS=512:16,1024:8 the variants; BN_SHAPES=4x64x56x56,32x256x14x14 the shapes)
 """
 
 import os
@@ -27,6 +28,8 @@ def main():
     args, dev = variant_script_start()
     shapes = ([(4, 64, 28, 28)] if args.quick else
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
+    if os.environ.get("BN_SHAPES"):  # e.g. 4x64x56x56,32x256x14x14
+        shapes = [tuple(int(v) for v in s.split("x")) for s in os.environ["BN_SHAPES"].split(",")]
     variants = [(512, 16), (2048, 16), (256, 16)]  # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX)
     if os.environ.get("BN_VARIANTS"):  # e.g. 512:16,1024:8
         variants = [tuple(int(v) for v in x.split(":"))
