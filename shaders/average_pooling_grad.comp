@@ -99,7 +99,7 @@ bool window_term(Element el, uvec3 o, out float term) {
     return true;
 }
 
-void tile_prepare(ivec3 origin, uint x_base) {}
+void tile_prepare(ivec3 origin, uint n, uint c) {}
 
 bool own_pass() { return false; }
 

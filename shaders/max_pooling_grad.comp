@@ -47,11 +47,16 @@ DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here
 layout(constant_id = 53) const uint ARGMAX = 0u;
 const uint NO_WINNER = 0xFFu;  // (the plan uses ARGMAX where windows hold at most 64 cells)
 
-// X's offset of slice (n, c); with ARGMAX 2 the slice's first winner instead (the tiles
-// read the winners, not X).
-uint x_slice_offset(uint n, uint c) {
-    return ARGMAX == 2u ? (n * SIZES1 + c) * (OUT0 * OUT1 * OUT2)
-                        : n * X_STRIDES0 + c * X_STRIDES1;
+uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
+
+// The scans' rule (the tiles' and ARGMAX 1's): cells in row-major scan order, a strictly
+// larger key taking over, so the first largest wins (a NaN's key is the largest: the first
+// NaN; padding's key, 0, never).
+void take_larger(uint key, uint f, inout uint best, inout uint winner) {
+    if (key > best) {
+        best = key;
+        winner = f;
+    }
 }
 
 // An order key of X's element at offset i: keys compare as the values do, with -0 = +0 and
@@ -125,11 +130,12 @@ const uint FOOT_CELLS = FOOT0 * FOOT1 * FOOT2;
 uint tile_keys[TILE_MAX_FOOTPRINT];
 uint winner_base;  // ARGMAX 2: the tile's slice's first winner
 
-void tile_prepare(ivec3 origin, uint x_base) {
+void tile_prepare(ivec3 origin, uint n, uint c) {
     if (ARGMAX == 2u) {
-        winner_base = x_base;
+        winner_base = (n * SIZES1 + c) * (OUT0 * OUT1 * OUT2);  // row-major over dY
         return;
     }
+    const uint x_base = x_slice_offset(n, c);
     const ivec3 start = origin + FIRST_WINDOW * ivec3(STRIDES0, STRIDES1, STRIDES2)
         - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
@@ -167,19 +173,14 @@ bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner)
                             + uint(o.z) * DY_STRIDES4);
         return true;
     }
-    // The window's cells in row-major scan order; a strictly larger key takes over, so the
-    // first largest wins (a NaN's key is the largest: the first NaN).
+    // The window's cells through take_larger.
     const uvec3 from = unflatten(w, WINDOWS1, WINDOWS2) * uvec3(STRIDES0, STRIDES1, STRIDES2);
     const uvec3 dilation = uvec3(DILATIONS0, DILATIONS1, DILATIONS2);
     uint best = 0u;
     winner = EVERY_CELL;
     [[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {
         const uvec3 q = from + unflatten(f, WINDOW1, WINDOW2) * dilation;
-        const uint key = tile_keys[(q.x * FOOT1 + q.y) * FOOT2 + q.z];
-        if (key > best) {
-            best = key;
-            winner = f;
-        }
+        take_larger(tile_keys[(q.x * FOOT1 + q.y) * FOOT2 + q.z], f, best, winner);
     }
     if (best == 0u) return false;  // every cell padding
     term = LOAD(dy, dy_base + uint(o.x) * DY_STRIDES2 + uint(o.y) * DY_STRIDES3
@@ -188,9 +189,8 @@ bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner)
 }
 
 // ARGMAX 1: the winner of the window starting at s (s = o S - P0 per axis) in X's slice at
-// x_base: its cells in row-major scan order, a strictly larger key taking over (tile_window's
-// rule), padding never winning. `checked`: test each cell against X's bounds (a window inside
-// X needs none); its cells' offsets are constants from its first.
+// x_base: its real cells through take_larger. `checked`: test each cell against X's bounds
+// (a window inside X needs none); its cells' offsets are constants from its first.
 uint window_winner(uint x_base, ivec3 s, bool checked) {
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
     const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
@@ -202,12 +202,8 @@ uint window_winner(uint x_base, ivec3 s, bool checked) {
         const ivec3 q = ivec3(unflatten(f, WINDOW1, WINDOW2)) * dilation;
         const ivec3 p = s + q;
         if (!checked || (all(greaterThanEqual(p, ivec3(0))) && all(lessThan(p, size)))) {
-            const uint key = order_key(origin + uint(q.x) * X_STRIDES2
-                                       + uint(q.y) * X_STRIDES3 + uint(q.z) * X_STRIDES4);
-            if (key > best) {
-                best = key;
-                winner = f;
-            }
+            take_larger(order_key(origin + uint(q.x) * X_STRIDES2 + uint(q.y) * X_STRIDES3
+                                  + uint(q.z) * X_STRIDES4), f, best, winner);
         }
     }
     return winner;
@@ -231,7 +227,7 @@ bool own_pass() {
         uint word = 0u;
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
             if (4u * i + j >= windows) break;
-            const uint x_base = n * X_STRIDES0 + c * X_STRIDES1;
+            const uint x_base = x_slice_offset(n, c);
             const ivec3 s = ivec3(o) * stride - start;
             const bool inside = all(greaterThanEqual(s, ivec3(0))) && all(lessThan(s, last));
             word |= (inside ? window_winner(x_base, s, false)

@@ -253,8 +253,8 @@ def test_the_plans_tiles():
     for x, width, height in ((x32, 4, 4), (x16, 8, 2)):
         dy = TensorDesc(x.data_type, (32, 64, 56, 56))
         avg = pyvkgrad.AveragePoolingGradDesc(dy, x, (2, 2), (3, 3), (1, 1), (1, 1), True)
-        got_avg = got = tile_constants(avg)[0]
-        d = tile_constants(avg)[1]
+        got, d = tile_constants(avg)
+        got_avg = got
         assert got == dict(TILED=True, TILE=(1, height, width),
                            TILES=(1, 112 // height, 112 // width),
                            WINDOWS=(1, height // 2 + 1, width // 2 + 1),

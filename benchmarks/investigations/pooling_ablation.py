@@ -65,11 +65,13 @@ def main() -> None:
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             if not args.quick and "[64, 128" in label:
                 continue  # one shape: the other's rows track it within a few percent
+            roofline = None  # the case's, measured once
             for variant, data in spirv.items():
                 with bench_timing.serving(name, data):
                     op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
-                    roofline = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16,
-                                                          args.repeat)
+                    if roofline is None:
+                        roofline = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16,
+                                                              args.repeat)
                     ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
                 row = dict(operator=operator, case=label, dtype=dt, variant=variant,
                            us=ns / 1e3, roofline_share=nbytes / ns / (roofline / 1e9))

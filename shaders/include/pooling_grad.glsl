@@ -207,9 +207,9 @@ const uint EVERY_CELL = 0xFFFFFFFFu;
 // Flat index f of a row-major box of sizes (n0, n1, n2) as (f0, f1, f2).
 uvec3 unflatten(uint f, uint n1, uint n2) { return uvec3(f / (n1 * n2), (f / n2) % n1, f % n2); }
 
-// Each kernel's: before the windows, what they share (max: the keys of X's footprint);
-// origin is the tile's first position, x_base X's offset of its (n, c) slice.
-void tile_prepare(ivec3 origin, uint x_base);
+// Each kernel's: before the windows, what they share (max: the keys of X's footprint, or
+// where the winners are stored); origin is the tile's first position, (n, c) its slice.
+void tile_prepare(ivec3 origin, uint n, uint c);
 // Window o (the tile's window w): its term and the window cell (row-major index) whose
 // position takes it (EVERY_CELL: all it contains); false where it adds to no position.
 bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner);
@@ -303,7 +303,7 @@ void tile_main() {
         t.x = int(rest % TILES0); rest /= TILES0;
         const uint c = rest % SIZES1, n = rest / SIZES1;
         const ivec3 origin = t * tile;
-        tile_prepare(origin, x_slice_offset(n, c));
+        tile_prepare(origin, n, c);
         float sums[TILE_MAX_CELLS];
         tile_sums(origin, t * windows_step + FIRST_WINDOW,
                   n * DY_STRIDES0 + c * DY_STRIDES1, sums);
