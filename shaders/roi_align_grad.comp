@@ -31,7 +31,7 @@
 //   only where a driver ends long loops, and then only for regions whose samples crowd onto
 //   one pixel far beyond the plan's bound); first_window (start the sum at 0, else continue the accumulator's) and
 //   last_window (store into dX, else into the accumulator).
-// Dispatch: up to 65535 workgroups; grid-stride loop over the items, B * ceil(C / 4) * H * W.
+// Dispatch: up to 65535 workgroups; grid-stride loop over the items, B * H * W * ceil(C / 4).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -155,15 +155,17 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
 }
 
 void main() {
-    // Items: w fastest, then h, then groups of 4 channels, then b.
+    // Items: groups of 4 channels fastest, then w, then h, then b. Neighbouring invocations
+    // share a position, so a subgroup walks one list, one set of ranges and one set of samples
+    // in step; positions side by side would diverge (their tiles' lists and ranges differ).
     const uint groups = (X_SIZES1 + 3u) / 4u;
     GRID_STRIDE_LOOP_FROM(e, first, count) {
-        uint rest = e;
+        const uint c0 = 4u * (e % groups);
+        uint rest = e / groups;
         const int w = int(rest % X_SIZES3);
         rest /= X_SIZES3;
         const int h = int(rest % X_SIZES2);
-        rest /= X_SIZES2;
-        const uint c0 = 4u * (rest % groups), b = rest / groups;
+        const uint b = rest / X_SIZES2;
         // dX[b, c0 + j, h, w]'s element in packed order (the accumulator's index), channel j.
         const uint e0 = ((b * X_SIZES1 + c0) * X_SIZES2 + uint(h)) * X_SIZES3 + uint(w);
         precise vec4 acc = vec4(0.0);

@@ -369,6 +369,35 @@ def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
     assert max(windows) > 50  # the tiny limits did split the work
 
 
+def test_droi_sums_in_passes_and_windows(device, rng, dtype=np.float32):
+    """dROI's second pass: 3 * 8 * 5 = 120 partial sums per region, added by one workgroup per
+    region in passes of its width, under loop limits in windows of them (continued through the
+    accumulator), with more regions than workgroups: bitwise the default plan's dROI."""
+    x = rng.standard_normal((2, 8, 9, 11)).astype(dtype)
+    dy = rng.standard_normal((5, 8, 3, 5)).astype(dtype)
+    rois = np.array([[1.3, 0.7, 5.1, 4.4], [6.6, 5.2, 1.9, 0.8], [-1.7, 3.3, 4.2, 9.4],
+                     [2, 2, 8, 7], [0.2, 0.1, 10.5, 8.7]], dtype)
+    batch = np.array([0, 1, 1, 0, 1], np.uint32)
+    case = operators.Case((x, dy, rois, batch, x.shape), dict(roi_gradient=True))
+    base = run_compiled(device, case, Limits())
+    operators.assert_close(RECORD, base, case.args, case.kwargs, dtype)
+    desc = roi_align_describe(case)
+    bits = np.uint16 if dtype == np.float16 else np.uint32
+    spans = set()
+    for wg, groups, loops in ((1, 65535, 0), (4, 2, 0), (16, 65535, 0), (256, 3, 0),
+                              (4, 65535, 178), (32, 2, 190)):
+        limits = Limits(local_size=wg, max_local_size=wg, max_workgroups=groups,
+                        max_loop_iterations=loops)
+        sums = [d for d in desc.plan(limits).dispatches if d.kernel == "roi_align_grad_roi"]
+        assert all(d.constant("WG") == max(4, wg) for d in sums)
+        spans.add(len({dict(d.push)["item_begin"] for d in sums}))
+        np.testing.assert_array_equal(run_compiled(device, case, limits)[1].view(bits),
+                                      base[1].view(bits),
+                                      err_msg=f"local size {wg}, {groups} workgroups, "
+                                              f"loop limit {loops}")
+    assert max(spans) > 1  # the limits did window the sums
+
+
 @pytest.mark.parametrize("reduction", ["average", "max"])
 def test_the_tiles_region_lists_change_no_bits(device, rng, reduction, monkeypatch):
     """150 regions over two 29 x 37 images: the gather visits each 8 x 8 tile's list of

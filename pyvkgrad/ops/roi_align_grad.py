@@ -300,19 +300,25 @@ class RoiAlignGradDesc(OperatorDesc):
                         push=dict(count=end, first=first, row_begin=rb, row_end=re,
                                   col_begin=cb, col_end=ce, first_window=int(k == 0),
                                   **cell_limits)))
-            # Per dROI element the sum of its region's partials, in windows of them.
+            # Per dROI element the sum of its region's partials, in windows of them: one
+            # workgroup per region, at least 4 wide (an invocation per coordinate adds, the
+            # others load). A window of n items costs n adds and 2 ceil(n / width) + 1 passes.
             items = dy.sizes[1] * out_h * out_w
-            step = max(1, budget - 4) if budget else items
+            roi_wg = max(4, wg)
+            step = max(1, (budget - 8) * roi_wg // (roi_wg + 2)) if budget else items
             spans = [(i, min(i + step, items)) for i in range(0, items, step)]
-            count = 4 * dy.sizes[0]
-            scratch.append(Scratch("roi_accumulator", 4 * count if len(spans) > 1 else 16))
+            regions = dy.sizes[0]
+            scratch.append(Scratch("roi_accumulator", 16 * regions if len(spans) > 1 else 16))
             for k, (begin, end_item) in enumerate(spans):
-                for first, end, groups in grid_slices(count, wg, limits, end_item - begin + 2):
+                n = end_item - begin
+                loops = n + 2 * -(-n // roi_wg) + 3
+                for first, end, groups in grid_slices(regions, 1, limits, loops):
                     dispatches.append(Dispatch(
                         "roi_align_grad_roi",
                         dict(inputs, partials="partials", accumulator="roi_accumulator",
                              droi="output_roi_gradient_tensor"), groups,
-                        constants=dict(constants, DROI_REGION_STRIDE=droi.element_strides[-2],
+                        constants=dict(constants, WG=roi_wg,
+                                       DROI_REGION_STRIDE=droi.element_strides[-2],
                                        DROI_COORDINATE_STRIDE=droi.element_strides[-1]),
                         push=dict(count=end, first=first, item_begin=begin, item_end=end_item,
                                   first_window=int(k == 0),
