@@ -8,6 +8,7 @@ of its own (run.py), which never touches the Vulkan device."""
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
 
 import numpy as np
@@ -340,16 +341,15 @@ def _roi_align(dev, rng, sizes, regions, dt, droi=False):
     nbytes = dy.nbytes + b * c * h * w * dy.itemsize * (2 if droi else 1) + roi.nbytes * (
         2 if droi else 1) + batch.nbytes
     torch_fn = None
-    try:
-        import torchvision  # noqa: F401  (registers torch.ops.torchvision)
-
+    # Looked up, not imported: torchvision imports torch, which the timing process must not
+    # hold (run.py times pyvkgrad without torch unless --cuda-first).
+    if importlib.util.find_spec("torchvision") is not None:
         def torch_fn(T):  # torchvision's roi_align backward (aligned=False, sampling_ratio 0)
+            import torchvision  # noqa: F401  (registers torch.ops.torchvision)
             boxes = T.tensor(np.concatenate([batch[:, None], roi], 1).astype(_np(dt)))
             grad = T.tensor(dy)
             return lambda: T.torch.ops.torchvision._roi_align_backward(
                 grad, boxes, 1.0, 7, 7, b, c, h, w, 0, False)
-    except ImportError:
-        pass
     if droi:
         torch_fn = None  # torchvision's roi_align has no box gradient
     if dev is None:

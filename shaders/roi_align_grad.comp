@@ -19,11 +19,16 @@
 // ascending), and of those the ones whose box (roi_align_grad_boxes.comp) holds (h, w): the
 // others add no term, so the sum and its order are those over every region.
 //
+// The regions' axes come from the boxes pass (the values roi_axes computes, stored once), and
+// g from roi_align_grad_shares.comp's table where the plan made one (SHARES): the same
+// numbers, computed once rather than per element and per term.
+//
 // Bindings: roi, batch_indices, dy, x (include/roi_align_grad.glsl); selected (MAX's
 //   selections, 3 words per dY element; else a stand-in); accumulator (packed float32 per dX
 //   element, between windows; else a stand-in); dx (OutputGradientTensor); boxes (4 words per
-//   region: rows and columns reached); tile_regions (the tiles' region lists).
-// Constants: those of include/roi_align_grad.glsl (TILE among them), and DX_STRIDES.
+//   region: rows and columns reached); tile_regions (the tiles' region lists); axes (12 words
+//   per region); shares (SHARES: 4 floats per output and 4 channels; else a stand-in).
+// Constants: those of include/roi_align_grad.glsl (TILE among them), DX_STRIDES and SHARES.
 // Push constants: count and first (the items of this dispatch: [first, count)); the
 //   window: the positions [roi_begin, roi_end) of the tile's list, and within each region's
 //   range of rows the offsets [row_begin, row_end), of columns [col_begin, col_end); row_limit,
@@ -38,12 +43,17 @@
 #include "roi_align_grad.glsl"
 
 DIMS4(uint, DX_STRIDES, 33, 0)
+// SHARES: the terms' g from roi_align_grad_shares.comp's table (the plan's choice where it fits
+// a buffer), else from dY here.
+layout(constant_id = 37) const bool SHARES = true;
 
 layout(set = 0, binding = 4) readonly buffer Selected { uint selected[]; };
 layout(set = 0, binding = 5) buffer Accumulator { uint accumulator[]; };
 layout(set = 0, binding = 6) buffer DX { uint dx[]; };
 layout(set = 0, binding = 7) readonly buffer Boxes { uvec4 boxes[]; };
 layout(set = 0, binding = 8) readonly buffer TileRegions { uint tile_regions[]; };
+layout(set = 0, binding = 9) readonly buffer Axes { uvec4 axes[]; };
+layout(set = 0, binding = 10) readonly buffer Shares { vec4 shares[]; };
 layout(push_constant) uniform Push {
     uint count;
     uint first;
@@ -102,8 +112,9 @@ void store_channel(uint b, uint c0, uint j, int h, int w, uint e0, float v) {
 // order: the geometry is the channels', each channel's sum is its own; false where the
 // region's ranges exceed the plan's limits.
 bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
-    RoiAxis ay, ax;
-    roi_axes(r, ay, ax);
+    const uvec4 n = axes[3u * r + 2u];
+    const RoiAxis ay = roi_unpack_axis(axes[3u * r], n.x, n.z, X_SIZES2);
+    const RoiAxis ax = roi_unpack_axis(axes[3u * r + 1u], n.y, n.w, X_SIZES3);
     if (!ay.finite || !ax.finite) return true;
     // LINEAR: samples with tap h or h - 1 read row h; NEAREST: tap h.
     const int reach = IS_LINEAR ? 1 : 0;
@@ -116,6 +127,7 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
     const bool fits = rows <= row_limit && cols <= col_limit;
     precise float count_f = float(ay.s) * float(ax.s);
     const uint base = r * DY_STRIDES0 + c0 * DY_STRIDES1;
+    const uint shares_row = r * DY_SIZES2, groups = (DY_SIZES1 + 3u) / 4u;
     const uint dy_cell = (r * DY_SIZES1 + c0) * DY_SIZES2;
     for (uint j = min(row_begin, rows); j < min(row_end, rows); ++j) {
         const uint ky = y_first + j;
@@ -130,8 +142,10 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
             if (wx == 0.0) continue;
             const uint ox = kx / ax.s;
             const uint at = base + oy * DY_STRIDES2 + ox * DY_STRIDES3;
-            const vec4 g = vec4(dy_channel(at, c0, 0u), dy_channel(at, c0, 1u),
-                                dy_channel(at, c0, 2u), dy_channel(at, c0, 3u));
+            const vec4 g = SHARES
+                ? shares[((shares_row + oy) * DY_SIZES3 + ox) * groups + c0 / 4u]
+                : vec4(dy_channel(at, c0, 0u), dy_channel(at, c0, 1u), dy_channel(at, c0, 2u),
+                       dy_channel(at, c0, 3u));
             precise float weight = wy * wx;
             if (IS_MAX) {
                 // Only the channels whose output selected this sample take a term (a select,
@@ -144,8 +158,8 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
                 precise vec4 sum = acc + g * weight;
                 acc = mix(acc, sum, take);
             } else {
-                const vec4 share = vec4(cr_div(g.x, count_f), cr_div(g.y, count_f),
-                                        cr_div(g.z, count_f), cr_div(g.w, count_f));
+                const vec4 share = SHARES ? g : vec4(cr_div(g.x, count_f), cr_div(g.y, count_f),
+                                                     cr_div(g.z, count_f), cr_div(g.w, count_f));
                 precise vec4 sum = acc + share * weight;
                 acc = sum;
             }

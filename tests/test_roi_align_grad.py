@@ -350,7 +350,8 @@ def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
     """Workgroup widths 1 to 256, few workgroups, and loop limits that split the sums into
     windows of regions, of one region's rows, and of one row's columns (more contributions per
     element than the limit), and dROI's sums into windows of samples and of partial sums:
-    bitwise the default plan's result (dX and dROI), itself within the oracle's tolerance."""
+    bitwise the default plan's result (dX and dROI), itself within the oracle's tolerance; and
+    so without the table of shares (a buffer limit too small for it)."""
     case = crowded_case(rng, dtype, reduction, mode, roi_gradient=True)
     operators.assert_close(RECORD, run_compiled(device, case), case.args, case.kwargs, dtype)
     base = run_compiled(device, case, Limits())
@@ -367,6 +368,14 @@ def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
                                           err_msg=f"{name}: local size {wg}, {groups} "
                                                   f"workgroups, loop limit {loops}")
     assert max(windows) > 50  # the tiny limits did split the work
+    # No buffer for the shares' table: the gather computes each term's share from dY itself.
+    limits = Limits(max_storage_buffer_range=64)
+    plan = desc.plan(limits)
+    assert "roi_align_grad_shares" not in [d.kernel for d in plan.dispatches]
+    assert "roi_align_grad_shares" in [d.kernel for d in desc.plan(Limits()).dispatches]
+    for name, got, want in zip(("dX", "dROI"), run_compiled(device, case, limits), base):
+        np.testing.assert_array_equal(got.view(bits), want.view(bits),
+                                      err_msg=f"{name}: without the shares' table")
 
 
 def test_droi_sums_in_passes_and_windows(device, rng, dtype=np.float32):

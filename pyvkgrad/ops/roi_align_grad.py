@@ -359,12 +359,23 @@ class RoiAlignGradDesc(OperatorDesc):
             fail(OPERATOR, "InputGradientTensor.Sizes[0]", "times the tiles of dX's images is "
                  "too large for pyvkgrad's region lists", f"<= {UINT32_MAX}",
                  tiles * (regions + 1))
-        scratch += [Scratch("boxes", 16 * regions),
+        scratch += [Scratch("boxes", 16 * regions), Scratch("axes", 48 * regions),
                     Scratch("tile_regions", 4 * tiles * (regions + 1))]
-        dispatches = [Dispatch("roi_align_grad_boxes", dict(inputs, boxes="boxes"), groups,
-                               constants=constants, push=dict(count=end, first=first))
+        dispatches = [Dispatch("roi_align_grad_boxes", dict(inputs, boxes="boxes", axes="axes"),
+                               groups, constants=constants, push=dict(count=end, first=first))
                       for first, end, groups in grid_slices(regions, limits.local_size, limits,
                                                             SEARCH_LOOPS + 3)]
+        # Each output's g for 4 channels at a time (AVERAGE's division done once), where the
+        # table fits one buffer; else the gather computes g per term from dY.
+        shares = regions * out_h * out_w * -(-dy.sizes[1] // 4)
+        use_shares = 16 * shares <= limits.max_storage_buffer_range
+        scratch.append(Scratch("shares", 16 * shares if use_shares else 16))
+        if use_shares:
+            dispatches += [Dispatch("roi_align_grad_shares", dict(inputs, shares="shares"),
+                                    groups, constants=constants,
+                                    push=dict(count=end, first=first))
+                           for first, end, groups in grid_slices(shares, limits.local_size,
+                                                                 limits, 2)]
         step = max(1, budget - 8) if budget else regions
         for r0 in range(0, regions, step):
             r1 = min(r0 + step, regions)
@@ -383,8 +394,9 @@ class RoiAlignGradDesc(OperatorDesc):
                     "roi_align_grad",
                     dict(inputs, selected=selected, accumulator="accumulator",
                          dx="output_gradient_tensor", boxes="boxes",
-                         tile_regions="tile_regions"), groups,
-                    constants=dict(constants, DX_STRIDES=dx.element_strides),
+                         tile_regions="tile_regions", axes="axes", shares="shares"), groups,
+                    constants=dict(constants, DX_STRIDES=dx.element_strides,
+                                   SHARES=use_shares),
                     push=dict(count=end, first=first, roi_begin=r0, roi_end=r1, row_begin=rb,
                               row_end=re, col_begin=cb, col_end=ce,
                               row_limit=rows if budget else UNBOUNDED,

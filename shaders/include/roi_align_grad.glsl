@@ -172,6 +172,30 @@ void roi_axes(uint r, out RoiAxis ay, out RoiAxis ax) {
     ax = roi_axis(x1, x2, SPATIAL_SCALE_X, DY_SIZES3, CAP_X, X_SIZES3);
 }
 
+// A region's axes as the boxes pass stores them for dX's gather (roi_align_grad_boxes.comp), 3
+// words of 4: y's a, d, e and S; x's; then y's N, x's N, and each axis's flags (finite: 1,
+// up: 2). Reloaded, they are the very values roi_axes computes (bits, not roundings).
+uint roi_flags(RoiAxis ax) { return (ax.finite ? 1u : 0u) | (ax.up ? 2u : 0u); }
+
+void roi_pack_axes(RoiAxis ay, RoiAxis ax, out uvec4 y, out uvec4 x, out uvec4 n) {
+    y = uvec4(floatBitsToUint(ay.a), floatBitsToUint(ay.d), floatBitsToUint(ay.e), ay.s);
+    x = uvec4(floatBitsToUint(ax.a), floatBitsToUint(ax.d), floatBitsToUint(ax.e), ax.s);
+    n = uvec4(ay.n, ax.n, roi_flags(ay), roi_flags(ax));
+}
+
+RoiAxis roi_unpack_axis(uvec4 p, uint n, uint flags, uint size) {
+    RoiAxis ax;
+    ax.a = uintBitsToFloat(p.x);
+    ax.d = uintBitsToFloat(p.y);
+    ax.e = uintBitsToFloat(p.z);
+    ax.s = p.w;
+    ax.n = n;
+    ax.size = size;
+    ax.finite = (flags & 1u) != 0u;
+    ax.up = (flags & 2u) != 0u;
+    return ax;
+}
+
 // Store v into element i of a float tensor: float16 rounds once, correctly (half_from_float).
 #define STORE_ROUNDED(words, i, v)                                        \
     if (IS_F16) {                                                         \
