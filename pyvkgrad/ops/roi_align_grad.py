@@ -14,13 +14,17 @@ its share to its bilinear (or nearest, half to even) taps. dX is a deterministic
 invocation per dX element sums, in region, row-sample, column-sample order, every term that
 reaches it (shaders/roi_align_grad.comp), with coordinates computed on the device in one fixed
 float32 order with correctly rounded division, so the bits are the same on every device. MAX
-first selects each output's sample (shaders/roi_align_grad_select.comp).
+first selects each output's sample (shaders/roi_align_grad_select.comp). The gather reads
+what it would otherwise recompute per element: each region's axes (stored by the boxes pass)
+and each output's share for 4 channels at a time (shaders/roi_align_grad_shares.comp, where
+the table fits a buffer).
 
 dROI (OutputROIGradientTensor, LINEAR; NEAREST gives 0) differentiates each sample's value with
 the floor and ceil neighbours of its clamped coordinates; it is a deterministic gather in two
 passes: per dY element the four sums of its samples' terms (shaders/roi_align_grad_roi_partials
 .comp), then per dROI element their sum over channels and outputs in ascending order, times the
-spatial scale (shaders/roi_align_grad_roi.comp).
+spatial scale (shaders/roi_align_grad_roi.comp: one workgroup per region, four invocations
+adding while the others load).
 """
 
 from __future__ import annotations
