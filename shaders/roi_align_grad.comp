@@ -19,15 +19,17 @@
 // ascending), and of those the ones whose box (roi_align_grad_boxes.comp) holds (h, w): the
 // others add no term, so the sum and its order are those over every region.
 //
-// The regions' axes come from the boxes pass (the values roi_axes computes, stored once), and
-// g from roi_align_grad_shares.comp's table where the plan made one (SHARES): the same
-// numbers, computed once rather than per element and per term.
+// The regions' axes come from the boxes pass (the values roi_axes computes, stored once) and g
+// from roi_align_grad_shares.comp's table, where the plan made each table (STORED_AXES,
+// SHARES: where it fits a buffer): the same numbers, computed once rather than per element
+// and per term.
 //
 // Bindings: roi, batch_indices, dy, x (include/roi_align_grad.glsl); selected (MAX's
 //   selections, 3 words per dY element; else a stand-in); accumulator (packed float32 per dX
 //   element, between windows; else a stand-in); dx (OutputGradientTensor); boxes (4 words per
-//   region: rows and columns reached); tile_regions (the tiles' region lists); axes (12 words
-//   per region); shares (SHARES: 4 floats per output and 4 channels; else a stand-in).
+//   region: rows and columns reached); tile_regions (the tiles' region lists); axes
+//   (STORED_AXES: 12 words per region; else a stand-in); shares (SHARES: 4 floats per output
+//   and 4 channels; else a stand-in).
 // Constants: those of include/roi_align_grad.glsl (TILE among them), DX_STRIDES and SHARES.
 // Push constants: count and first (the items of this dispatch: [first, count)); the
 //   window: the positions [roi_begin, roi_end) of the tile's list, and within each region's
@@ -42,10 +44,10 @@
 #include "common.glsl"
 #include "roi_align_grad.glsl"
 
-DIMS4(uint, DX_STRIDES, 33, 0)
+DIMS4(uint, DX_STRIDES, 34, 0)
 // SHARES: the terms' g from roi_align_grad_shares.comp's table (the plan's choice where it fits
 // a buffer), else from dY here.
-layout(constant_id = 37) const bool SHARES = true;
+layout(constant_id = 38) const bool SHARES = true;
 
 layout(set = 0, binding = 4) readonly buffer Selected { uint selected[]; };
 layout(set = 0, binding = 5) buffer Accumulator { uint accumulator[]; };
@@ -112,9 +114,14 @@ void store_channel(uint b, uint c0, uint j, int h, int w, uint e0, float v) {
 // order: the geometry is the channels', each channel's sum is its own; false where the
 // region's ranges exceed the plan's limits.
 bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
-    const uvec4 n = axes[3u * r + 2u];
-    const RoiAxis ay = roi_unpack_axis(axes[3u * r], n.x, n.z, X_SIZES2);
-    const RoiAxis ax = roi_unpack_axis(axes[3u * r + 1u], n.y, n.w, X_SIZES3);
+    RoiAxis ay, ax;
+    if (STORED_AXES) {
+        const uvec4 n = axes[3u * r + 2u];
+        ay = roi_unpack_axis(axes[3u * r], n.x, n.z, X_SIZES2);
+        ax = roi_unpack_axis(axes[3u * r + 1u], n.y, n.w, X_SIZES3);
+    } else {
+        roi_axes(r, ay, ax);
+    }
     if (!ay.finite || !ax.finite) return true;
     // LINEAR: samples with tap h or h - 1 read row h; NEAREST: tap h.
     const int reach = IS_LINEAR ? 1 : 0;

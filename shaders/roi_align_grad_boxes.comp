@@ -7,10 +7,12 @@
 // is monotone in k, so the range's two ends hold the smallest and largest taps; LINEAR's upper
 // tap reaches one index further. An empty box (lo 1, hi 0) for a region with no sample in the
 // image, non-finite corners or a batch index outside [0, B). It also stores the region's axes
-// (roi_pack_axes), so that the gather reloads them instead of computing them per element.
+// (roi_pack_axes, where the plan made the table: STORED_AXES), so that the gather reloads them
+// instead of computing them per element.
 //
 // Bindings: roi, batch_indices, dy, x (include/roi_align_grad.glsl; dy and x not read here);
-//   boxes (4 words per region: row_lo, row_hi, col_lo, col_hi); axes (12 words per region).
+//   boxes (4 words per region: row_lo, row_hi, col_lo, col_hi); axes (12 words per region;
+//   else a stand-in).
 // Constants: those of include/roi_align_grad.glsl.
 // Push constants: count and first (the regions of this dispatch: [first, count)).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the regions.
@@ -50,7 +52,7 @@ void main() {
                 box = uvec4(row_lo, row_hi, col_lo, col_hi);
             }
         }
-        roi_pack_axes(ay, ax, axes[3u * r], axes[3u * r + 1u], axes[3u * r + 2u]);
+        if (STORED_AXES) roi_pack_axes(ay, ax, axes[3u * r], axes[3u * r + 1u], axes[3u * r + 2u]);
         boxes[4u * r] = box.x;
         boxes[4u * r + 1u] = box.y;
         boxes[4u * r + 2u] = box.z;

@@ -26,8 +26,8 @@
 #include "common.glsl"
 #include "roi_align_grad.glsl"
 
-layout(constant_id = 33) const uint DROI_REGION_STRIDE = 4;
-layout(constant_id = 34) const uint DROI_COORDINATE_STRIDE = 1;
+layout(constant_id = 34) const uint DROI_REGION_STRIDE = 4;
+layout(constant_id = 35) const uint DROI_COORDINATE_STRIDE = 1;
 
 layout(set = 0, binding = 4) readonly buffer Partials { uvec4 partials[]; };
 layout(set = 0, binding = 5) buffer Accumulator { uint accumulator[]; };
@@ -43,14 +43,46 @@ layout(push_constant) uniform Push {
 
 shared uvec4 loaded[WG];  // one pass's dY elements' partials
 
+// Coordinate j's sum so far: 0 in the first window, else the accumulator's.
+float started(uint r, uint j) {
+    return first_window != 0u ? 0.0 : uintBitsToFloat(accumulator[4u * r + j]);
+}
+
+// Coordinate j's sum into dROI (times its spatial scale) in the last window, else into the
+// accumulator.
+void finish(uint r, uint j, float acc) {
+    if (last_window != 0u) {
+        precise float v = acc * ((j & 1u) == 0u ? SPATIAL_SCALE_X : SPATIAL_SCALE_Y);
+        STORE_ROUNDED(droi, r * DROI_REGION_STRIDE + j * DROI_COORDINATE_STRIDE, v)
+    } else {
+        accumulator[4u * r + j] = floatBitsToUint(acc);
+    }
+}
+
 void main() {
     const uint items = DY_SIZES1 * DY_SIZES2 * DY_SIZES3, lane = gl_LocalInvocationID.x;
     const uint end = min(item_end, items), begin = min(item_begin, end);
     const uint j = min(lane, 3u);  // lanes 0 .. 3 sum; the others load
     // r is the same across the workgroup (its barriers need that).
     for (uint r = first + gl_WorkGroupID.x; r < count; r += gl_NumWorkGroups.x) {
-        const uint e = 4u * r + j, base = r * items;
-        precise float acc = first_window != 0u ? 0.0 : uintBitsToFloat(accumulator[e]);
+        const uint base = r * items;
+        if (WG < 4u) {
+            // A workgroup narrower than the four sums (PYVKGRAD_LOCAL_SIZE 1 or 2, a test's
+            // width): invocation 0 adds all four from the buffer, the same adds in the same
+            // order (a vec4 adds its components apart).
+            if (lane != 0u) continue;
+            precise vec4 acc4 = vec4(started(r, 0u), started(r, 1u), started(r, 2u),
+                                     started(r, 3u));
+            for (uint m = begin; m < end; ++m) {
+                acc4 = acc4 + uintBitsToFloat(partials[base + m]);
+            }
+            finish(r, 0u, acc4.x);
+            finish(r, 1u, acc4.y);
+            finish(r, 2u, acc4.z);
+            finish(r, 3u, acc4.w);
+            continue;
+        }
+        precise float acc = started(r, j);
         uvec4 next = begin + lane < end ? partials[base + begin + lane] : uvec4(0u);
         for (uint m = begin; m < end; m += WG) {
             barrier();  // the last pass's adds are done with `loaded`
@@ -62,12 +94,6 @@ void main() {
                 for (uint i = 0u; i < n; ++i) acc = acc + uintBitsToFloat(loaded[i][j]);
             }
         }
-        if (lane >= 4u) continue;
-        if (last_window != 0u) {
-            precise float v = acc * ((j & 1u) == 0u ? SPATIAL_SCALE_X : SPATIAL_SCALE_Y);
-            STORE_ROUNDED(droi, r * DROI_REGION_STRIDE + j * DROI_COORDINATE_STRIDE, v)
-        } else {
-            accumulator[e] = floatBitsToUint(acc);
-        }
+        if (lane < 4u) finish(r, j, acc);
     }
 }

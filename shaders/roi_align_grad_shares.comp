@@ -10,8 +10,8 @@
 // the same values the gather would compute, so the same bits. Channels past C (up to a
 // multiple of 4) hold 0.
 //
-// Bindings: roi, batch_indices, dy, x (include/roi_align_grad.glsl; x not read here); shares
-//   (R * OH * OW * ceil(C / 4) words of 4 floats).
+// Bindings: roi, batch_indices, dy, x (include/roi_align_grad.glsl; batch_indices and x not
+//   read here); shares (R * OH * OW * ceil(C / 4) words of 4 floats).
 // Constants: those of include/roi_align_grad.glsl.
 // Push constants: count and first (the items of this dispatch: [first, count)).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the items, (r, oy, ox, 4 channels)

@@ -368,14 +368,29 @@ def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
                                           err_msg=f"{name}: local size {wg}, {groups} "
                                                   f"workgroups, loop limit {loops}")
     assert max(windows) > 50  # the tiny limits did split the work
-    # No buffer for the shares' table: the gather computes each term's share from dY itself.
-    limits = Limits(max_storage_buffer_range=64)
-    plan = desc.plan(limits)
-    assert "roi_align_grad_shares" not in [d.kernel for d in plan.dispatches]
+    # No buffer for the shares' table (256 bytes), nor for the regions' axes (64): the gather
+    # computes each term's share from dY, and each region's axes, itself.
     assert "roi_align_grad_shares" in [d.kernel for d in desc.plan(Limits()).dispatches]
-    for name, got, want in zip(("dX", "dROI"), run_compiled(device, case, limits), base):
-        np.testing.assert_array_equal(got.view(bits), want.view(bits),
-                                      err_msg=f"{name}: without the shares' table")
+    for size, axes in ((256, True), (64, False)):
+        limits = Limits(max_storage_buffer_range=size)
+        plan = desc.plan(limits)
+        assert "roi_align_grad_shares" not in [d.kernel for d in plan.dispatches]
+        assert plan.dispatches[0].constant("STORED_AXES") == axes
+        for name, got, want in zip(("dX", "dROI"), run_compiled(device, case, limits), base):
+            np.testing.assert_array_equal(got.view(bits), want.view(bits),
+                                          err_msg=f"{name}: without the shares' table "
+                                                  f"(buffer limit {size})")
+
+
+def test_scratch_within_the_buffer_limit():
+    """Every scratch buffer of the plan fits the buffer limit where the tensors do: the
+    regions' axes and the shares' table are left out (the gather computes them) rather than
+    the problem refused. 30 regions of one channel over a 16 x 16 image, a 1 KiB limit."""
+    x = np.zeros((1, 1, 16, 16), np.float32)
+    case = operators.Case((x, np.zeros((30, 1, 1, 1), np.float32),
+                           np.zeros((30, 4), np.float32), np.zeros(30, np.uint32), x.shape), {})
+    plan = roi_align_describe(case).plan(Limits(max_storage_buffer_range=1024))
+    assert max(s.nbytes for s in plan.scratch) <= 1024, plan.scratch
 
 
 def test_droi_sums_in_passes_and_windows(device, rng, dtype=np.float32):
@@ -398,7 +413,7 @@ def test_droi_sums_in_passes_and_windows(device, rng, dtype=np.float32):
         limits = Limits(local_size=wg, max_local_size=wg, max_workgroups=groups,
                         max_loop_iterations=loops)
         sums = [d for d in desc.plan(limits).dispatches if d.kernel == "roi_align_grad_roi"]
-        assert all(d.constant("WG") == max(4, wg) for d in sums)
+        assert all(d.constant("WG") == wg for d in sums)
         spans.add(len({dict(d.push)["item_begin"] for d in sums}))
         np.testing.assert_array_equal(run_compiled(device, case, limits)[1].view(bits),
                                       base[1].view(bits),

@@ -2,7 +2,8 @@
 the same weights on the same batches (PyTorch's backward in both, so only the step differs).
 DirectML's Adam adds epsilon before the bias correction, PyTorch after it (docs/torch.md), and
 Adam's normalised steps carry rounding differences on: the losses stay within 1e-3 of
-PyTorch's, the test accuracy is equal, and the parameters with real gradients stay within 2e-3.
+PyTorch's, the parameters with real gradients within 2e-3, and the test predictions are the
+same but for near ties.
 One step with the epsilon mapping matches PyTorch to float32 rounding
 (tests/test_adam_optimizer.py)."""
 
@@ -47,7 +48,19 @@ def test_adam_trains_digits_as_pytorch_does(device):
     assert worst <= 2e-3, f"parameters differ by {worst:.3g}"  # measured: 1.1e-3
     losses = [results[n][0] for n in ("pytorch", "pyvkgrad")]
     assert max(abs(a - b) for a, b in zip(*losses)) <= 1e-3  # measured: 4.8e-4
-    assert results["pytorch"][1] == results["pyvkgrad"][1]  # test accuracy (0.958)
+    # The test predictions: the same, but for test digits on which PyTorch's model is near a tie
+    # (its top two logits within 0.05). After 100 steps the two models' logits differ by up to
+    # about 0.08 (rounding differences carried on by Adam's normalised steps, within the
+    # parameters' 2e-3 above), and which near ties flip depends on the CPU PyTorch runs on:
+    # one digit, at a margin of 0.019, on an AMD EPYC (accuracy 0.958 against 0.956).
+    x_test = data[1][0]
+    with torch.no_grad():
+        logits = {n: m.eval()(x_test) for n, m in models.items()}
+    top2 = logits["pytorch"].topk(2).values
+    flipped = logits["pytorch"].argmax(1) != logits["pyvkgrad"].argmax(1)
+    margins = (top2[:, 0] - top2[:, 1])[flipped]
+    assert flipped.sum() <= 2 and bool((margins < 0.05).all()), margins
+    assert abs(results["pytorch"][1] - results["pyvkgrad"][1]) <= 2 / len(x_test)
     assert losses[1][-1] < losses[1][0] * 0.5, "the model learns"
 
 

@@ -259,7 +259,9 @@ class RoiAlignGradDesc(OperatorDesc):
             ROI_COORDINATE_STRIDE=roi.element_strides[-1],
             BATCH_STRIDE=batch.element_strides[-1], X_SIZES=self.image.sizes, DY_SIZES=dy.sizes,
             X_STRIDES=x.element_strides if x is not None else (0, 0, 0, 0),
-            DY_STRIDES=dy.element_strides, TILE=self._tile())
+            DY_STRIDES=dy.element_strides, TILE=self._tile(),
+            # The regions' axes for dX's gather (else it computes them), where they fit a buffer.
+            STORED_AXES=48 * dy.sizes[0] <= limits.max_storage_buffer_range)
         inputs = dict(roi="roi_tensor", batch_indices="batch_indices_tensor",
                       dy="input_gradient_tensor", x="input_tensor" if x is not None else "no_input")
         scratch = [] if x is not None else [Scratch("no_input", 16)]
@@ -305,10 +307,13 @@ class RoiAlignGradDesc(OperatorDesc):
                                   col_begin=cb, col_end=ce, first_window=int(k == 0),
                                   **cell_limits)))
             # Per dROI element the sum of its region's partials, in windows of them: one
-            # workgroup per region, at least 4 wide (an invocation per coordinate adds, the
-            # others load). A window of n items costs n adds and 2 ceil(n / width) + 1 passes.
+            # workgroup per region (an invocation per coordinate adds, the others load; one
+            # subgroup on a CPU device, where barriers cost). A window of n items costs at
+            # most n + 2 ceil(n / width) + 3 iterations: the adds, two per pass, the loops'
+            # ends.
             items = dy.sizes[1] * out_h * out_w
-            roi_wg = max(4, wg)
+            narrow = limits.narrow_reductions and limits.subgroup_size < wg
+            roi_wg = limits.subgroup_size if narrow else wg
             step = max(1, (budget - 8) * roi_wg // (roi_wg + 2)) if budget else items
             spans = [(i, min(i + step, items)) for i in range(0, items, step)]
             regions = dy.sizes[0]
@@ -363,7 +368,8 @@ class RoiAlignGradDesc(OperatorDesc):
             fail(OPERATOR, "InputGradientTensor.Sizes[0]", "times the tiles of dX's images is "
                  "too large for pyvkgrad's region lists", f"<= {UINT32_MAX}",
                  tiles * (regions + 1))
-        scratch += [Scratch("boxes", 16 * regions), Scratch("axes", 48 * regions),
+        scratch += [Scratch("boxes", 16 * regions),
+                    Scratch("axes", 48 * regions if constants["STORED_AXES"] else 16),
                     Scratch("tile_regions", 4 * tiles * (regions + 1))]
         dispatches = [Dispatch("roi_align_grad_boxes", dict(inputs, boxes="boxes", axes="axes"),
                                groups, constants=constants, push=dict(count=end, first=first))

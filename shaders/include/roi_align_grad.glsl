@@ -1,6 +1,6 @@
-// DML_OPERATOR_ROI_ALIGN_GRAD (roi_align_grad): what its two kernels share (roi_align_grad.comp,
-// the dX gather, and roi_align_grad_select.comp, MAX's choice of sample): the interface common to
-// both, and one region's samples along one axis, every coordinate computed in float32 in one
+// DML_OPERATOR_ROI_ALIGN_GRAD (roi_align_grad): what its kernels share (roi_align_grad.comp, the
+// dX gather, roi_align_grad_select.comp, MAX's choice of sample, and the passes that prepare or
+// follow them): the interface common to all, and one region's samples along one axis, every coordinate computed in float32 in one
 // fixed order with each operation correctly rounded (`precise`, cr_div), so every device finds
 // the same samples, taps and weights (docs/semantics.md §16):
 //
@@ -175,6 +175,8 @@ void roi_axes(uint r, out RoiAxis ay, out RoiAxis ax) {
 // A region's axes as the boxes pass stores them for dX's gather (roi_align_grad_boxes.comp), 3
 // words of 4: y's a, d, e and S; x's; then y's N, x's N, and each axis's flags (finite: 1,
 // up: 2). Reloaded, they are the very values roi_axes computes (bits, not roundings).
+// STORED_AXES: the plan made the table (it fits a buffer); else the gather computes them.
+layout(constant_id = 33) const bool STORED_AXES = true;
 uint roi_flags(RoiAxis ax) { return (ax.finite ? 1u : 0u) | (ax.up ? 2u : 0u); }
 
 void roi_pack_axes(RoiAxis ay, RoiAxis ax, out uvec4 y, out uvec4 x, out uvec4 n) {
