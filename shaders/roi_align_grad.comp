@@ -110,15 +110,24 @@ void store_channel(uint b, uint c0, uint j, int h, int w, uint e0, float v) {
     }
 }
 
+// The g of output (oy, ox) of region r for channels c0 + j (roi_g): from
+// roi_align_grad_shares.comp's table where the plan made it (the same values), else from dY.
+vec4 output_g(uint r, uint c0, uint oy, uint ox, float count_f) {
+    if (SHARES) {
+        return shares[((r * DY_SIZES2 + oy) * DY_SIZES3 + ox) * ((DY_SIZES1 + 3u) / 4u) + c0 / 4u];
+    }
+    const uint at = r * DY_STRIDES0 + c0 * DY_STRIDES1 + oy * DY_STRIDES2 + ox * DY_STRIDES3;
+    return vec4(roi_g(dy_channel(at, c0, 0u), count_f), roi_g(dy_channel(at, c0, 1u), count_f),
+                roi_g(dy_channel(at, c0, 2u), count_f), roi_g(dy_channel(at, c0, 3u), count_f));
+}
+
 // Region r's terms of dX[b, c0 + j, h, w] for the group's channels j, added to acc[j] in
 // order: the geometry is the channels', each channel's sum is its own; false where the
 // region's ranges exceed the plan's limits.
 bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
     RoiAxis ay, ax;
     if (STORED_AXES) {
-        const uvec4 n = axes[3u * r + 2u];
-        ay = roi_unpack_axis(axes[3u * r], n.x, n.z, X_SIZES2);
-        ax = roi_unpack_axis(axes[3u * r + 1u], n.y, n.w, X_SIZES3);
+        roi_unpack_axes(axes[3u * r], axes[3u * r + 1u], axes[3u * r + 2u], ay, ax);
     } else {
         roi_axes(r, ay, ax);
     }
@@ -133,8 +142,6 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
     const uint rows = y_end - y_first, cols = x_end - x_first;
     const bool fits = rows <= row_limit && cols <= col_limit;
     precise float count_f = float(ay.s) * float(ax.s);
-    const uint base = r * DY_STRIDES0 + c0 * DY_STRIDES1;
-    const uint shares_row = r * DY_SIZES2, groups = (DY_SIZES1 + 3u) / 4u;
     const uint dy_cell = (r * DY_SIZES1 + c0) * DY_SIZES2;
     for (uint j = min(row_begin, rows); j < min(row_end, rows); ++j) {
         const uint ky = y_first + j;
@@ -148,11 +155,7 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
             const float wx = roi_weight(roi_tap(ax, kx, lx), lx, w);
             if (wx == 0.0) continue;
             const uint ox = kx / ax.s;
-            const uint at = base + oy * DY_STRIDES2 + ox * DY_STRIDES3;
-            const vec4 g = SHARES
-                ? shares[((shares_row + oy) * DY_SIZES3 + ox) * groups + c0 / 4u]
-                : vec4(dy_channel(at, c0, 0u), dy_channel(at, c0, 1u), dy_channel(at, c0, 2u),
-                       dy_channel(at, c0, 3u));
+            const vec4 g = output_g(r, c0, oy, ox, count_f);
             precise float weight = wy * wx;
             if (IS_MAX) {
                 // Only the channels whose output selected this sample take a term (a select,
@@ -165,9 +168,7 @@ bool add_region(uint r, uint c0, int h, int w, inout vec4 acc) {
                 precise vec4 sum = acc + g * weight;
                 acc = mix(acc, sum, take);
             } else {
-                const vec4 share = SHARES ? g : vec4(cr_div(g.x, count_f), cr_div(g.y, count_f),
-                                                     cr_div(g.z, count_f), cr_div(g.w, count_f));
-                precise vec4 sum = acc + share * weight;
+                precise vec4 sum = acc + g * weight;
                 acc = sum;
             }
         }

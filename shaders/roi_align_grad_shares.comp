@@ -30,8 +30,7 @@ layout(push_constant) uniform Push {
 // Channel c0 + j's share from the element offset of channel c0's dY (0 past the last channel).
 uint share(uint at, uint c0, uint j, float count_f) {
     if (c0 + j >= DY_SIZES1) return 0u;
-    const float g = LOAD(dy, at + j * DY_STRIDES1);
-    return floatBitsToUint(IS_MAX ? g : cr_div(g, count_f));
+    return floatBitsToUint(roi_g(LOAD(dy, at + j * DY_STRIDES1), count_f));
 }
 
 void main() {

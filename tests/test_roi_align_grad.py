@@ -351,7 +351,8 @@ def test_same_bits_under_every_plan(device, rng, dtype, reduction, mode):
     windows of regions, of one region's rows, and of one row's columns (more contributions per
     element than the limit), and dROI's sums into windows of samples and of partial sums:
     bitwise the default plan's result (dX and dROI), itself within the oracle's tolerance; and
-    so without the table of shares (a buffer limit too small for it)."""
+    so without the tables of shares and of the regions' axes (buffer limits too small for
+    them)."""
     case = crowded_case(rng, dtype, reduction, mode, roi_gradient=True)
     operators.assert_close(RECORD, run_compiled(device, case), case.args, case.kwargs, dtype)
     base = run_compiled(device, case, Limits())
@@ -393,10 +394,11 @@ def test_scratch_within_the_buffer_limit():
     assert max(s.nbytes for s in plan.scratch) <= 1024, plan.scratch
 
 
-def test_droi_sums_in_passes_and_windows(device, rng, dtype=np.float32):
+def test_droi_sums_in_passes_and_windows(device, rng):
     """dROI's second pass: 3 * 8 * 5 = 120 partial sums per region, added by one workgroup per
     region in passes of its width, under loop limits in windows of them (continued through the
     accumulator), with more regions than workgroups: bitwise the default plan's dROI."""
+    dtype = np.float32
     x = rng.standard_normal((2, 8, 9, 11)).astype(dtype)
     dy = rng.standard_normal((5, 8, 3, 5)).astype(dtype)
     rois = np.array([[1.3, 0.7, 5.1, 4.4], [6.6, 5.2, 1.9, 0.8], [-1.7, 3.3, 4.2, 9.4],

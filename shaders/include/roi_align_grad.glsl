@@ -172,6 +172,12 @@ void roi_axes(uint r, out RoiAxis ay, out RoiAxis ax) {
     ax = roi_axis(x1, x2, SPATIAL_SCALE_X, DY_SIZES3, CAP_X, X_SIZES3);
 }
 
+// An output's g from its dY: AVERAGE's share dY / (Sy Sx) (count_f = float(Sy) * float(Sx),
+// cr_div), MAX's dY whole. One rule for the shares' table and the gather without it.
+float roi_g(float dy_value, float count_f) {
+    return IS_MAX ? dy_value : cr_div(dy_value, count_f);
+}
+
 // A region's axes as the boxes pass stores them for dX's gather (roi_align_grad_boxes.comp), 3
 // words of 4: y's a, d, e and S; x's; then y's N, x's N, and each axis's flags (finite: 1,
 // up: 2). Reloaded, they are the very values roi_axes computes (bits, not roundings).
@@ -196,6 +202,12 @@ RoiAxis roi_unpack_axis(uvec4 p, uint n, uint flags, uint size) {
     ax.finite = (flags & 1u) != 0u;
     ax.up = (flags & 2u) != 0u;
     return ax;
+}
+
+// roi_pack_axes's inverse.
+void roi_unpack_axes(uvec4 y, uvec4 x, uvec4 n, out RoiAxis ay, out RoiAxis ax) {
+    ay = roi_unpack_axis(y, n.x, n.z, X_SIZES2);
+    ax = roi_unpack_axis(x, n.y, n.w, X_SIZES3);
 }
 
 // Store v into element i of a float tensor: float16 rounds once, correctly (half_from_float).
