@@ -404,6 +404,41 @@ def test_plans_respect_the_loop_limit(device):
     assert [d.kernel for d in desc.plan(unlimited).dispatches] == ["resample_grad_gather"]
 
 
+@pytest.mark.parametrize("workgroups", [1, 8])
+def test_slices_of_one_pass_share_a_pipeline(device, monkeypatch, rng, workgroups):
+    """A plan of hundreds of slices of one pass (the exact sums of a 70,000-element channel
+    under a loop limit, on one lane) creates one pipeline per kernel, specialization and
+    workgroup count, not one per dispatch (on lavapipe that took 78 s for 488 dispatches), and
+    the slices, each with its own push constants, give the default plan's bits."""
+    from pyvkgrad.runtime import Runtime
+    created = []
+    program = Runtime.program
+    monkeypatch.setattr(Runtime, "program",
+                        lambda self, *a, **k: created.append(a[2]) or program(self, *a, **k))
+    narrow = dataclasses.replace(device.limits, max_workgroups=workgroups, local_size=1,
+                                 max_local_size=1, max_loop_iterations=65535)
+    x = rng.standard_normal((70000, 1)).astype(np.float32)
+    dy = rng.standard_normal((70000, 1)).astype(np.float32)
+    stat, d, s = TensorDesc(F32, (1, 1)), TensorDesc(F32, (70000, 1)), np.ones((1, 1), np.float32)
+    desc = pyvkgrad.BatchNormalizationGradDesc(d, d, stat, stat, stat, d, stat, stat, 1e-3)
+    plan = desc.plan(narrow)
+    shapes = {(k.kernel, k.constants, k.workgroups) for k in plan.dispatches}
+    assert len(plan.dispatches) >= 60 and len(shapes) < len(plan.dispatches) // 10
+    arrays = [x, dy, x.mean(0, keepdims=True), x.var(0, keepdims=True), s]
+    outputs = []
+    for limits in (narrow, None):
+        del created[:]
+        op = device.compile(desc, limits)
+        tensors = [device.upload(a) for a in arrays] + [device.empty(d), device.empty(stat),
+                                                        device.empty(stat)]
+        op(**dict(zip([n for n, _ in desc.tensor_fields()], tensors)))
+        outputs.append([t.numpy() for t in tensors[5:]])
+        if limits is narrow:
+            assert len(created) == len(shapes), (len(created), len(plan.dispatches))
+    for got, want in zip(*outputs):
+        assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("training", [False, True])
 def test_batch_normalization_with_one_invocation_per_workgroup_and_a_million_per_channel(
