@@ -1,9 +1,9 @@
 """Compiled operators: a descriptor compiled for one device, its plan, kernels and scratch.
 
 `compile_operator` is `Device.compile`: it refuses what the device cannot bind before any
-device work, plans, and loads every kernel. A compiled operator caches a pipeline per dispatch
-and bound-buffer set, and a recorded call per bound-tensor set, so calling it again with the
-same tensors records nothing.
+device work, plans, and loads every kernel. A compiled operator caches a pipeline per kernel,
+specialization, workgroup count and bound-buffer set (a pass's slices share one), and a
+recorded call per bound-tensor set, so calling it again with the same tensors records nothing.
 """
 
 from __future__ import annotations
