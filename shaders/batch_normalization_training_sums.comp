@@ -33,7 +33,8 @@
 //
 // WRITE_DX (BATCH_NORMALIZATION_GRAD, float32, dX laid out as dY): also store
 // dX = dY * (Scale / sqrt(Variance + Epsilon)) while dY is in registers (it needs no
-// reduction), so dY is read once; the factor is correctly rounded (cr_div, cr_sqrt).
+// reduction), so dY is read once; the factor is correctly rounded (cr_div, cr_sqrt). A chunk's
+// dX is stored after its X is read (store_dx: dX may be bound over X).
 //
 // Lanes: LK channel slots of LR = WG / LK lanes (K_FAST: consecutive invocations on
 // consecutive channels, for a channel dimension innermost in memory). Work item `item` is
@@ -136,16 +137,27 @@ uvec2 element_offsets(uint r) {
 }
 
 // Element i of a chunk, at offsets o (in_channel: r < n; else it counts as 0): a = X - shift
-// into a, dY into g (GRAD), and WRITE_DX's dX.
-void take(uint i, uvec2 o, bool in_channel, float shift, float dx_factor, inout vec4 a[4],
-          inout vec4 g[4]) {
+// into a, dY into g (GRAD), and where WRITE_DX stores its dX, dY's offset (else NO_DX).
+const uint NO_DX = 0xFFFFFFFFu;
+void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout vec4 g[4],
+          inout uint dx_at[16]) {
     a[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) - shift : 0.0;
-    if (GRAD) {
-        const float gy = in_channel ? LOAD(dy, o.y) : 0.0;
-        g[i >> 2][i & 3u] = gy;
-        if (WRITE_DX && in_channel) {
-            precise float v = gy * dx_factor;
-            dx[o.y] = floatBitsToUint(v);
+    if (GRAD) g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
+    if (WRITE_DX) dx_at[i] = in_channel ? o.y : NO_DX;
+}
+
+// WRITE_DX: the chunk's dX = dY * dx_factor, stored after its sums. dX may be bound over X (in
+// place), and a compiler may move a load from a readonly binding past a store that does not
+// depend on it, Aliased or not (load_store.glsl, STORE_SUB_BITS): dX = dY * factor does not
+// depend on X, and an H200 gave a wrong OutputScaleGradient in place (the X it summed was
+// dX). Each store's value takes 0 bits from the chunk's X sum, through a zero the compiler
+// cannot see (`groups` < 2^16, a push constant), so every X load of the chunk comes first.
+void store_dx(vec4 g[4], uint dx_at[16], float dx_factor, float x_sum) {
+    const uint after_x = floatBitsToUint(x_sum) & (groups >> 16u);  // 0
+    for (uint i = 0u; i < 16u; ++i) {
+        if (dx_at[i] != NO_DX) {
+            precise float v = g[i >> 2][i & 3u] * dx_factor;
+            dx[dx_at[i]] = floatBitsToUint(v) | after_x;
         }
     }
 }
@@ -156,6 +168,7 @@ void take(uint i, uvec2 o, bool in_channel, float shift, float dx_factor, inout 
 // leave it.
 vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     precise vec4 a[4], g[4];
+    uint dx_at[16];
     // 32 elements on, in X and dY: built at run time, component by component (the validation
     // layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
     uvec2 step = uvec2(0u);
@@ -165,7 +178,7 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     uvec2 o = base + element_offsets(r0);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, dx_factor, a, g);
+        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g, dx_at);
     } else {
         for (uint i = 0u; i < 16u; ++i) {
             const uint r = r0 + 32u * i;
@@ -178,13 +191,15 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
                     o = base + element_offsets(r);
                 }
             }
-            take(i, o, r < reduced, shift, dx_factor, a, g);
+            take(i, o, r < reduced, shift, a, g, dx_at);
         }
     }
     if (GRAD) {
         precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
-        return vec3(chunk_tree(g[0], g[1], g[2], g[3]), chunk_tree(a[0], a[1], a[2], a[3]),
-                    chunk_tree(p0, p1, p2, p3));
+        const vec3 sums = vec3(chunk_tree(g[0], g[1], g[2], g[3]),
+                               chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(p0, p1, p2, p3));
+        if (WRITE_DX) store_dx(g, dx_at, dx_factor, sums.y);
+        return sums;
     }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
     return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);

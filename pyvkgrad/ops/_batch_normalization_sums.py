@@ -43,8 +43,9 @@ PARTIAL_WORDS = 25
 # (3 x 24), the clears, and the finish's correctly rounded arithmetic.
 FINISH_FIXED_LOOPS = 3 * 24 + 200
 # A digit takes at most 2^16 per group (each item normalises them): 32768 groups stay below
-# 2^31.
+# 2^31. The kernel also takes `groups >> 16` as a zero the compiler cannot see (store_dx).
 GROUPS_MAX = 32768
+assert GROUPS_MAX < 1 << 16
 
 
 def chunk_count(n: int) -> int:
@@ -166,6 +167,7 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
         fail(operator, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
              "fewer elements per channel", n, RuntimeError)
     groups = -(-chunks // (lr * per_lane))
+    assert groups <= GROUPS_MAX, (groups, chunks, lr, per_lane)
     items = -(-channels // lk) * groups
     # Each operator passes only its own constants: the others stay off.
     unused = right_align([], 8, 0)
