@@ -1,4 +1,4 @@
-# One lent-GPU run for the sums kernel's dX stores walking dY's offsets again (no offsets kept
+# One lent-GPU run for a variant that was not kept (results/h200-2026-12-02-pipelines-in-place/README.md): the sums kernel's dX stores walking dY's offsets again (no offsets kept
 # per element): BATCH_NORMALIZATION_GRAD rows first, then bn_in_place.py, the fingerprints and
 # the BatchNorm grad tests. From the project root with .gpu carried.
 source benchmarks/investigations/h200_prelude.sh
