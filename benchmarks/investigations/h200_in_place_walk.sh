@@ -1,6 +1,7 @@
 # One lent-GPU run for a variant that was not kept (results/h200-2026-12-02-pipelines-in-place/
 # README.md): the sums kernel's dX stores walking dY's offsets again (no offsets kept per
 # element): BATCH_NORMALIZATION_GRAD rows first, then bn_in_place.py, the fingerprints and
+# the BatchNorm grad tests. From the project root with .gpu carried.
 source benchmarks/investigations/h200_prelude.sh
 run rows 200 python3 benchmarks/run.py --ops batch_normalization_grad --repeat 20 --no-torch --out $OUT/rows; grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.txt
 rm -rf $OUT/rows
