@@ -88,7 +88,11 @@ void main() {
             precise float a = LOAD(x, o.x) - shift;
             sums += vec3(gy, a, gy * a);
             precise float dxv = gy * coef;
-            if (!TRAINING) STORE(dx, o.z, dxv)
+            // dX may be bound over X (in place) and dY * coef does not depend on X: the store
+            // takes 0 bits from X's load, through a zero the compiler cannot see (`reduced` <=
+            // 32, a push constant), so that load comes first (as the sums kernel's store_dx).
+            const uint after_x = floatBitsToUint(a) & (reduced >> 16u);  // 0
+            if (!TRAINING) STORE(dx, o.z, uintBitsToFloat(floatBitsToUint(dxv) | after_x))
         }
         const ChannelGrad g = channel_grad(sums, shift, m, ve, sc);
         STORE(dbias, b, g.dbias)

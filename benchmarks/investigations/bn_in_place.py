@@ -1,8 +1,8 @@
 """BATCH_NORMALIZATION_GRAD in place (dX bound over X, then over dY) against separate buffers,
-bit for bit, on shapes whose plan is the exact sums kernel alone (float32, dX laid out as dY:
-the kernel stores dX as it reads dY, WRITE_DX). Prints, per shape and binding, how many of
-`--repeat` calls differ. Run from the project root (or another tree, h200_prelude.sh's
-`in_tree`):
+bit for bit, on shapes whose plan is one kernel that stores dX as it reads dY (float32, dX
+laid out as dY: the exact sums kernel's WRITE_DX, and the direct kernel). Prints, per shape
+and binding, how many of `--repeat` calls differ. Run from the project root (or another
+tree, h200_prelude.sh's `in_tree`):
 
     python3 benchmarks/investigations/bn_in_place.py [--repeat 20]
 """
@@ -17,7 +17,9 @@ import pyvkgrad
 from pyvkgrad import DataType, TensorDesc
 
 SHAPES = (((3, 10, 7), (1, 1, 1)), ((2, 3, 64), (1, 3, 1)), ((64, 4099), (1, 4099)),
-          ((1000, 33), (1, 33)), ((8, 32, 28, 28), (1, 32, 1, 1)))
+          ((1000, 33), (1, 33)), ((8, 32, 28, 28), (1, 32, 1, 1)),
+          # the direct kernel (at most 32 elements per channel), which stores dX as it reads too
+          ((3, 10, 7), (1, 10, 1)), ((32, 4099), (1, 4099)))
 
 
 def main() -> None:

@@ -37,6 +37,7 @@ from ._batch_normalization_output import training_output
 from ._batch_normalization_sums import sums_and_finish
 
 DIRECT_MAX_REDUCED = 32  # elements per channel up to which one invocation does a channel
+assert DIRECT_MAX_REDUCED < 1 << 16  # the direct kernel takes `reduced >> 16` as a zero
 # The training grad's L2 order: the packed dX pass starts from the last vector (REVERSE), so
 # that the X and dY that the sums read last are read again while still in L2. Same bits either
 # way.
