@@ -236,7 +236,7 @@ class CompiledOperator:
         d = self.plan.dispatches[index]
         program = self._session.runtime.program(
             buffers, kernels.spirv(d.kernel), d.workgroups,
-            kernels.specialization(d.kernel, d.constants), len(d.push_constants))
+            np.frombuffer(self._pipelines[index][1], dtype=np.uint32), len(d.push_constants))
         # The program holds its buffers, so their ids cannot be reused while it is cached.
         # Leaving the cache drops only the cache's reference: a recording may still use the
         # program, and Python frees it (and the pipeline) when the last user lets go.

@@ -88,11 +88,9 @@ void main() {
             precise float a = LOAD(x, o.x) - shift;
             sums += vec3(gy, a, gy * a);
             precise float dxv = gy * coef;
-            // dX may be bound over X (in place) and dY * coef does not depend on X: the store
-            // takes 0 bits from X's load, through a zero the compiler cannot see (`reduced` <=
-            // 32, a push constant), so that load comes first (as the sums kernel's store_dx).
-            const uint after_x = floatBitsToUint(a) & (reduced >> 16u);  // 0
-            if (!TRAINING) STORE(dx, o.z, uintBitsToFloat(floatBitsToUint(dxv) | after_x))
+            // dX may be bound over X and dY * coef does not depend on X: stored after X's load
+            // (`reduced` <= 32: `reduced >> 16` is 0).
+            if (!TRAINING) STORE(dx, o.z, after_read(dxv, a, reduced >> 16u))
         }
         const ChannelGrad g = channel_grad(sums, shift, m, ve, sc);
         STORE(dbias, b, g.dbias)

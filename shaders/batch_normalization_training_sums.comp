@@ -147,17 +147,14 @@ void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout 
 }
 
 // WRITE_DX: the chunk's dX = dY * dx_factor, stored after its sums. dX may be bound over X (in
-// place), and a compiler may move a load from a readonly binding past a store that does not
-// depend on it, Aliased or not (load_store.glsl, STORE_SUB_BITS): dX = dY * factor does not
-// depend on X, and an H200 gave a wrong OutputScaleGradient in place (the X it summed was
-// dX). Each store's value takes 0 bits from the chunk's X sum, through a zero the compiler
-// cannot see (`groups` < 2^16, a push constant), so every X load of the chunk comes first.
+// place) and does not depend on X: each store takes zero bits from the chunk's X sum
+// (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of the
+// chunk comes first.
 void store_dx(vec4 g[4], uint dx_at[16], float dx_factor, float x_sum) {
-    const uint after_x = floatBitsToUint(x_sum) & (groups >> 16u);  // 0
     for (uint i = 0u; i < 16u; ++i) {
         if (dx_at[i] != NO_DX) {
             precise float v = g[i >> 2][i & 3u] * dx_factor;
-            dx[dx_at[i]] = floatBitsToUint(v) | after_x;
+            dx[dx_at[i]] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
         }
     }
 }

@@ -102,6 +102,16 @@ uint halves_from_floats(vec2 v) {
     }
 #define STORE_HALF_BITS(words, i, bits) STORE_SUB_BITS(words, i, bits, 1u)
 
+// `value` with zero bits taken from `read`, so that a store of it cannot come before the load
+// that gave `read`. Where an output may be bound over an input (in place) and the value stored
+// does not depend on that input, a compiler (and NVIDIA's caches) may read the readonly input
+// after the store to the same word, as above: an H200 gave BATCH_NORMALIZATION_GRAD's sums the
+// dX it had stored over X. `zero` is 0 at run time from something the compiler cannot see (a
+// push constant shifted past the bound its plan keeps).
+float after_read(float value, float read, uint zero) {
+    return uintBitsToFloat(floatBitsToUint(value) | (floatBitsToUint(read) & zero));
+}
+
 // Store vector v (16 bytes: 4 words of 2^L elements each, as for SUB_BITS) into vector slot i
 // of a packed tensor viewed both as uvec4 (`vectors`) and as uint (`words`), writing only the
 // elements below `count`: in a tail vector the elements past the descriptor keep their
