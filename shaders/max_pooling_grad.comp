@@ -31,6 +31,7 @@
 #include "correctly_rounded.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };
+layout(set = 0, binding = 0) readonly buffer X_UVEC4 { uvec4 x_uvec4[]; };  // the same
 layout(set = 0, binding = 1) readonly buffer DY { uint dy[]; };
 layout(set = 0, binding = 2) buffer DX { uint dx[]; };
 layout(set = 0, binding = 2) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
@@ -63,21 +64,15 @@ void take_larger(uint key, uint f, inout uint best, inout uint winner) {
 // every NaN above every number (and equal to each other). A number of magnitude a keys as
 // sign + a, or sign - a when negative (-0 and +0 both `sign`). Every key is above 0 (-Inf's
 // is 0x800000, float16's 0x400), the tiles' key of padding.
-uint order_key(uint i) {
-    uint bits, sign, nan_above;
-    if (IS_F16) {
-        bits = HALF_BITS(x, i);
-        sign = 0x8000u;
-        nan_above = 0x7C00u;
-    } else {
-        bits = x[i];
-        sign = 0x80000000u;
-        nan_above = 0x7F800000u;
-    }
+uint key_of_bits(uint bits) {
+    const uint sign = IS_F16 ? 0x8000u : 0x80000000u;
+    const uint nan_above = IS_F16 ? 0x7C00u : 0x7F800000u;
     if ((bits & ~sign) > nan_above) return 0xFFFFFFFFu;
     // Negative: sign - a = 2 sign - bits (0 - bits for float32, in wrapping arithmetic).
     return (bits & sign) != 0u ? (sign << 1u) - bits : bits + sign;
 }
+
+uint order_key(uint i) { return key_of_bits(IS_F16 ? HALF_BITS(x, i) : x[i]); }
 
 bool window_term(Element el, uvec3 o, out float term) {
     term = 0.0;
@@ -209,6 +204,61 @@ uint window_winner(uint x_base, ivec3 s, bool checked) {
     return winner;
 }
 
+// ARGMAX 1 by rows (ARGMAX_ROWS, where X's rows are whole 16-byte vectors: the common 3x3
+// stride-2 poolings): the 4 windows of a word lie in one row of dY (OUT2 % 4 = 0), and
+// their cells in one X row are the span [s, s + 3 S + (W - 1) D] from the first window's
+// start s, which starts ROW_LEAD elements into a 16-byte vector (4 S and P0 + ROW_LEAD whole
+// vectors). So the word loads each X row it scans once, as ROW_VECTORS vector loads, instead
+// of every window its own cells one by one (36 loads for 4 3x3 windows, 9 vectors here): its
+// keys once, a vector outside X all padding (rows start on vectors and hold whole ones, so a
+// vector lies wholly inside or outside its row). Each window still takes its cells in its
+// row-major scan order, rows outer: the same winners.
+const uint VECTOR = IS_F16 ? 8u : 4u;  // elements in 16 bytes
+const uint ROW_LEAD = (VECTOR - START_PADDING2 % VECTOR) % VECTOR;
+const uint ROW_VECTORS = (ROW_LEAD + 3u * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2 + VECTOR)
+    / VECTOR;
+#define ROW_MAX_VECTORS 4
+// The plan sets ARGMAX_ROWS only where X is laid out so (max_pooling_grad.py: argmax_rows):
+// rows (X_STRIDES4 1) starting on vectors (X_STRIDES0-3 and SIZES4 multiples of VECTOR),
+// OUT2 % 4 = 0, 4 S2 a multiple of VECTOR and ROW_VECTORS <= ROW_MAX_VECTORS.
+layout(constant_id = 54) const bool ARGMAX_ROWS = false;
+
+// The word of the 4 windows from the one starting at s in X's slice at x_base (ARGMAX_ROWS).
+uint row_winners(uint x_base, ivec3 s) {
+    const int first_column = s.z - int(ROW_LEAD);  // a multiple of VECTOR (floor)
+    uint best[4], winner[4];
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+        best[j] = 0u;
+        winner[j] = NO_WINNER;
+    }
+    [[unroll]] for (uint r = 0u; r < WINDOW0 * WINDOW1; ++r) {
+        const int px = s.x + int((r / WINDOW1) * DILATIONS0);
+        const int py = s.y + int((r % WINDOW1) * DILATIONS1);
+        const bool row_inside = px >= 0 && px < int(SIZES2) && py >= 0 && py < int(SIZES3);
+        const uint row = x_base + uint(px) * X_STRIDES2 + uint(py) * X_STRIDES3;
+        uint keys[ROW_MAX_VECTORS * 8];
+        [[unroll]] for (uint v = 0u; v < ROW_VECTORS; ++v) {
+            const int column = first_column + int(v * VECTOR);
+            const bool inside = row_inside && column >= 0
+                && column + int(VECTOR) <= int(SIZES4);
+            uvec4 words = uvec4(0u);
+            if (inside) words = x_uvec4[(row + uint(column)) / VECTOR];
+            [[unroll]] for (uint k = 0u; k < VECTOR; ++k) {
+                const uint bits = IS_F16 ? (words[k >> 1u] >> (16u * (k & 1u))) & 0xFFFFu
+                                         : words[k];
+                keys[v * VECTOR + k] = inside ? key_of_bits(bits) : 0u;  // 0: padding
+            }
+        }
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            [[unroll]] for (uint f = 0u; f < WINDOW2; ++f) {
+                take_larger(keys[ROW_LEAD + j * STRIDES2 + f * DILATIONS2], r * WINDOW2 + f,
+                            best[j], winner[j]);
+            }
+        }
+    }
+    return winner[0] | (winner[1] << 8u) | (winner[2] << 16u) | (winner[3] << 24u);
+}
+
 // ARGMAX 1: word i of window_winners, the winners of dY's elements 4i .. 4i + 3 (row-major
 // over N, C and OUT: the coordinates of the first, then stepped).
 bool own_pass() {
@@ -224,6 +274,10 @@ bool own_pass() {
         o.y = rest % OUT1; rest /= OUT1;
         o.x = rest % OUT0; rest /= OUT0;
         uint c = rest % SIZES1, n = rest / SIZES1;
+        if (ARGMAX_ROWS) {
+            window_winners[i] = row_winners(x_slice_offset(n, c), ivec3(o) * stride - start);
+            continue;
+        }
         uint word = 0u;
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {
             if (4u * i + j >= windows) break;

@@ -7,6 +7,8 @@ a tile would be too large or the loop limit too small."""
 
 import dataclasses
 import itertools
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -271,6 +273,7 @@ def test_the_plans_tiles():
         plan = mx.plan(Limits())
         argmax, tiles = plan.dispatches
         assert (argmax.constant("ARGMAX"), tiles.constant("ARGMAX")) == (1, 2)
+        assert argmax.constant("ARGMAX_ROWS")  # X's rows whole 16-byte vectors
         assert dict(argmax.push)["count"] == 32 * 64 * 56 * 56 // 4
         assert [s.nbytes for s in plan.scratch if s.name == "window_winners"] == [
             32 * 64 * 56 * 56]
@@ -334,3 +337,90 @@ def test_tiles_over_windows_all_padding(device, rng, monkeypatch, argmax_pass):
             got, tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
             assert tiled
             assert_same_bits(got, gathered, f"{desc.OPERATOR} width {width}")
+
+
+# (sizes, window, strides, start, end, dilations) for the winners' pass by X's rows, and
+# whether the plan takes it in float32 and in float16: the benchmark's 3x3 stride 2, without
+# end padding, windows apart (the pass forced on), stride 1 (float16: 4 S is half a vector),
+# dilation 2 (float32: 4 vectors a row, the bound; then along both axes), 3-D, stride 4
+# (float32: 5 vectors, past the bound); None: no tiles (float16 tiles of those windows pass
+# the bounds on positions or footprint), so no pass.
+ROW_GEOMETRIES = [
+    ((2, 3, 8, 16), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (True, True)),
+    ((1, 2, 9, 32), (3, 3), (2, 2), (1, 1), (1, 0), (1, 1), (True, True)),
+    ((2, 2, 6, 16), (2, 2), (2, 2), (0, 0), (0, 0), (1, 1), (True, True)),
+    ((1, 2, 5, 12), (3, 3), (1, 1), (1, 1), (1, 1), (1, 1), (True, False)),
+    ((1, 1, 12, 24), (2, 3), (2, 2), (1, 2), (1, 2), (1, 2), (True, True)),
+    ((1, 1, 12, 24), (2, 3), (2, 2), (1, 2), (1, 2), (2, 2), (True, None)),
+    ((1, 2, 4, 6, 16), (2, 2, 3), (2, 2, 2), (0, 0, 1), (0, 0, 1), (1, 1, 1), (True, None)),
+    ((1, 2, 3, 5, 16), (2, 1, 3), (1, 1, 2), (1, 0, 1), (0, 0, 1), (1, 1, 1), (True, True)),
+    ((1, 1, 4, 16), (3, 3), (4, 4), (1, 1), (1, 1), (1, 1), (False, None)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_the_winners_pass_by_rows(device, rng, monkeypatch, dtype):
+    """Max pooling's winners' pass by X's rows (the kernel's ARGMAX_ROWS: each X row a word's
+    4 windows scan loaded once, as 16-byte vectors): taken where the plan says, the oracle's
+    routing on X of signed zeros, infinities, NaN, subnormals and small integers (ties
+    everywhere), the same bits as the pass by windows, the gather and X laid out so that the
+    rows do not start on vectors (padded rows: the pass by windows), under workgroup widths 1
+    to 256 and a loop limit that splits the pass."""
+    monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", True)
+    tiny = np.finfo(dtype).smallest_subnormal
+    pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 2 * tiny, 1.0, -1.0,
+                     2.0, 3.0], dtype)
+    data_type = F32 if dtype == np.float32 else F16
+    base = device.limits
+    plans = [base] + [dataclasses.replace(base, local_size=wg, max_local_size=wg)
+                      for wg in (1, 256)]
+    plans.append(dataclasses.replace(base, local_size=8, max_local_size=8, max_workgroups=1,
+                                     max_loop_iterations=700))
+    split = 0
+    for sizes, window, strides, start, end, dilations, rows in ROW_GEOMETRIES:
+        k = len(sizes) - 2
+        out = sizes[:2] + out_sizes(sizes[2:], window, strides, start, end, dilations, False)
+        x = rng.choice(pool, sizes)
+        dy = rng.choice(np.array([1, 2, 4, 8, 16, 32, 64], dtype), out)
+        geometry = (strides, window, start, end, dilations)
+        want = reference.max_pooling_grad(x, dy, *geometry).astype(dtype)  # sums of powers of 2
+        for layout in ("packed", "padded"):
+            xs, x_strides = strided(x, layout)
+            xd = TensorDesc(data_type, sizes, x_strides)
+            desc = pyvkgrad.MaxPoolingGradDesc(xd, TensorDesc(data_type, out),
+                                               TensorDesc(data_type, sizes), *geometry)
+            inputs = {"input_tensor": xs, "input_gradient_tensor": dy}
+            label = f"{sizes} {window} {strides} {start} {dilations} {layout}"
+            for by_rows in (None, False):
+                monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_ROWS", by_rows)
+                for limits in plans:
+                    monkeypatch.setattr(_pooling_grad, "TILE_WIDTH", None)  # the plan's tiles
+                    monkeypatch.setattr(_pooling_grad, "TILE_HEIGHT", None)
+                    passes = [d for d in desc.plan(limits).dispatches
+                              if d.constant("ARGMAX") == 1]
+                    # (Under the loop limit a tile's loops may pass it: the gather, no pass.)
+                    tiles = rows[dtype == np.float16] is not None
+                    assert bool(passes) == tiles or limits.max_loop_iterations == 700, label
+                    expected = (by_rows is None and layout == "packed"
+                                and bool(rows[dtype == np.float16]))
+                    assert {d.constant("ARGMAX_ROWS") for d in passes} <= {expected}, label
+                    split += expected and len(passes) > 1
+                    got, _ = run(device, desc, inputs, None, limits, monkeypatch)
+                    assert_same_bits(got, want, f"{label} rows={expected} {limits}")
+            gathered, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
+            assert_same_bits(gathered, want, f"{label} gather")
+        assert k in (2, 3)
+    assert split >= 3  # the loop limit split the pass by rows into several dispatches
+
+
+def test_the_kernels_bounds_are_the_plans():
+    """The pooling kernels' array bounds (#define in the GLSL) are the plan's constants."""
+    root = Path(__file__).resolve().parents[1] / "shaders"
+    source = (root / "include" / "pooling_grad.glsl").read_text() + (
+        root / "max_pooling_grad.comp").read_text()
+    defined = dict(re.findall(r"#define (\w+_MAX_\w+) (\d+)", source))
+    assert {name: int(value) for name, value in defined.items()} == dict(
+        TILE_MAX_CELLS=_pooling_grad.TILE_MAX_CELLS,
+        TILE_MAX_WINDOWS=_pooling_grad.TILE_MAX_WINDOWS,
+        TILE_MAX_FOOTPRINT=_pooling_grad.TILE_MAX_FOOTPRINT,
+        ROW_MAX_VECTORS=max_pooling_grad_module.ROW_MAX_VECTORS)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Where the pooling grads' float16 time goes (issue 31: float16 2x2 at 57-63% of the copy
+"""Where the pooling grads' time goes (issue 31: float16 2x2 at 57-63% of the copy
 roofline on an H200, float32 at 91%; max 3x3 at 12% in float16, 32% in float32): the shipped
-kernels against copies with parts taken out, on the benchmark's pooling cases (the plan's
-tiles), one shape.
+kernels against copies with parts taken out or changed, on the benchmark's pooling cases (the
+plan's tiles), one shape.
 
 Variants (text patches of shaders/, built here: bench_timing.build_variants):
 - shipped: shaders/ as they are;
@@ -11,9 +11,16 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
 - device_div: average pooling's term v / count by the device's division (not the same bits);
 - loads_only: average pooling's term dY itself, and device_half's stores (the tile's loads,
   sums and stores alone);
+- div_select: average pooling's division as before 2026-12-02, the constant count's road and
+  the general one in one body (a driver may compute both and select);
+- div_flatten: the 2026-12-02 division without [[dont_flatten]] on its branch;
 - first_cell: max pooling's argmax over the window's first cell only (the compiler drops the
-  other keys' loads: what the footprint's loads and comparisons cost).
-Only shipped gives the product's bits; the others' times bound what each part costs.
+  other keys' loads: what the footprint's loads and comparisons cost);
+- by_windows: max pooling's winners' pass by windows, each its own cells one by one (before
+  2026-12-02: the plan's ARGMAX_ROWS off);
+- winners_only / tiles_only: max pooling's two dispatches, the other one doing nothing (what
+  each costs; the tiles then read stale winners, the winners pass's time stands alone).
+Same bits: shipped, div_select, div_flatten and by_windows (checked against shipped here).
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
     python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
@@ -43,12 +50,22 @@ KERNELS = {
         shipped=[], device_half=DEVICE_HALF,
         device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
-                                   "    return v;")])),
+                                   "    return v;")],
+        div_select=[(AVERAGE, "    [[dont_flatten]] if (count == WINDOW_CELLS) "
+                              "return div_count_of(v, WINDOW_CELLS);\n", "")],
+        div_flatten=[(AVERAGE, "    [[dont_flatten]] if (count == WINDOW_CELLS)",
+                      "    if (count == WINDOW_CELLS)")])),
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], device_half=DEVICE_HALF,
+        by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
+        winners_only=[(TILES, "        tile_main();", "")],
+        tiles_only=[(MAX, "    if (ARGMAX != 1u) return false;",
+                     "    if (true) return ARGMAX == 1u;")],
         first_cell=[(MAX, "[[unroll]] for (uint f = 0u; f < WINDOW0 * WINDOW1 * WINDOW2; ++f) {",
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
+
+SAME_BITS = ("shipped", "div_select", "div_flatten", "by_windows")
 
 
 def main() -> None:
@@ -66,6 +83,7 @@ def main() -> None:
             if not args.quick and "[64, 128" in label:
                 continue  # one shape: the other's rows track it within a few percent
             roofline = None  # the case's, measured once
+            shipped = None  # dX of the shipped kernel, for the same-bits variants
             for variant, data in spirv.items():
                 with bench_timing.serving(name, data):
                     op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
@@ -73,11 +91,17 @@ def main() -> None:
                         roofline = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16,
                                                               args.repeat)
                     ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
+                dx = tensors["output_gradient_tensor"].numpy().view(np.uint8)
+                if variant == "shipped":
+                    shipped = dx
+                same = None if variant not in SAME_BITS else bool((dx == shipped).all())
                 row = dict(operator=operator, case=label, dtype=dt, variant=variant,
-                           us=ns / 1e3, roofline_share=nbytes / ns / (roofline / 1e9))
+                           us=ns / 1e3, roofline_share=nbytes / ns / (roofline / 1e9),
+                           same_bits=same)
                 rows.append(row)
                 print(f"{operator:20s} {label:36s} {dt:8s} {variant:12s} {row['us']:8.1f} us "
-                      f"{100 * row['roofline_share']:6.1f}% of copy", flush=True)
+                      f"{100 * row['roofline_share']:6.1f}% of copy"
+                      + ("" if same is None else f", same bits as shipped {same}"), flush=True)
                 rec.close()
                 op.close()
                 del tensors

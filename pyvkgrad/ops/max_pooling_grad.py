@@ -37,6 +37,10 @@ MAX_WINDOW_CELLS = 2**31 - 1
 # its neighbours'), True or False always or never (benchmarks/investigations).
 ARGMAX_PASS: Optional[bool] = None
 NO_WINNER = 0xFF  # the kernel's byte for a window whose every cell is padding
+# The pass by X's rows (`argmax_rows`) where X's layout allows it: None, or False never
+# (benchmarks/investigations, tests). The kernel's bound on a row's vectors:
+ARGMAX_ROWS: Optional[bool] = None
+ROW_MAX_VECTORS = 4
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,25 @@ class MaxPoolingGradDesc(PoolingGradRules):
 
     def kernel_constants(self, pad: int) -> Dict[str, object]:
         x = self.input_tensor.element_strides
-        return dict(X_STRIDES=tuple(x[:2]) + (0,) * pad + tuple(x[2:]), ARGMAX=0)
+        return dict(X_STRIDES=tuple(x[:2]) + (0,) * pad + tuple(x[2:]), ARGMAX=0,
+                    ARGMAX_ROWS=False)
+
+    def argmax_rows(self) -> bool:
+        """Whether the winners' pass may go by X's rows (the kernel's ARGMAX_ROWS: a word's 4
+        windows in one row of dY, each X row they scan loaded once as 16-byte vectors): X's
+        rows whole vectors from the buffer's start, and the 4 windows' span along the last
+        axis within ROW_MAX_VECTORS of them from a vector's start."""
+        x = self.input_tensor
+        vector = 16 // x.data_type.element_size  # elements
+        stride, window, start = self.strides[-1], self.window_size[-1], self.start_padding[-1]
+        dilation = self.dilations[-1]
+        lead = -start % vector  # the first window's start, ROW_LEAD into a vector
+        vectors = -(-(lead + 3 * stride + (window - 1) * dilation + 1) // vector)
+        return (ARGMAX_ROWS is not False and x.element_strides[-1] == 1
+                and all(s % vector == 0 for s in x.element_strides[:-1])
+                and x.sizes[-1] % vector == 0
+                and self.input_gradient_tensor.sizes[-1] % 4 == 0
+                and 4 * stride % vector == 0 and vectors <= ROW_MAX_VECTORS)
 
     def own_pass(self, geometry, limits: Limits, constants, bindings):
         """With tiles (ARGMAX_PASS, by default where windows overlap): a dispatch storing
@@ -107,9 +129,15 @@ class MaxPoolingGradDesc(PoolingGradRules):
         # window its cells and their loop's end, counted for both of the kernel's scans (one
         # with bounds tests, one without: a driver running a vector's lanes together may run
         # both where its lanes' windows differ).
-        loops = 1 + 5 + 4 * 2 * (cells + 1)
+        # With the kernel's rows (ARGMAX_ROWS) as well: its 4 windows' start, and per X row
+        # (the windows' rows) its vectors' loads (at most 4 of 8 keys) and the 4 windows' cells
+        # along the last axis.
+        rows = cells // self.window_size[-1]
+        loops = (1 + 5 + 4 * 2 * (cells + 1)
+                 + 5 + rows * (1 + 5 * 9 + 1 + 5 * (self.window_size[-1] + 1) + 1) + 1)
         dispatches = tuple(
-            Dispatch(self.KERNEL, bindings, workgroups, constants=dict(constants, ARGMAX=1),
+            Dispatch(self.KERNEL, bindings, workgroups,
+                     constants=dict(constants, ARGMAX=1, ARGMAX_ROWS=self.argmax_rows()),
                      push=dict(count=end, first=first, window_first=0,
                                window_end=_pooling_grad.ALL_WINDOWS, stage=_pooling_grad.STORE))
             for first, end, workgroups in grid_slices(words, limits.local_size, limits, loops))
