@@ -62,7 +62,7 @@ uint quotient(uint n, uint d) {
 // multiplication): v = m 2^e with m in [2^23, 2^24), so n = m 2^8 is below 2^32 and
 // q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are the sticky
 // bit of cr_round's rounding, as in cr_div.
-float div_count_of(float v, uint count) {
+float div_count(float v, uint count) {
     const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
     // (count 0 or wrapped: a window all padding, whose term no position takes, in a tile)
     if (biased == 0u || biased == 0xFFu || count - 1u >= 128u) return cr_div(v, float(count));
@@ -81,15 +81,6 @@ float div_count_of(float v, uint count) {
     // of m rounds, to even where nothing is past it.
     const uint kept = (m >> 1u) + ((m & 1u) != 0u && (sticky || (m & 2u) != 0u) ? 1u : 0u);
     return uintBitsToFloat((u & 0x80000000u) | ((uint(e + 150) << 23u) + kept));
-}
-
-// div_count_of with the count a constant where it is a whole window's (every window that
-// lies inside the padded extent: most of them), so that the driver folds its tests and the
-// integer division; the other counts take the general road, kept a branch (not computed
-// beside the constant one and selected) so that the constant one does not pay for it.
-float div_count(float v, uint count) {
-    [[dont_flatten]] if (count == WINDOW_CELLS) return div_count_of(v, WINDOW_CELLS);
-    return div_count_of(v, count);
 }
 
 // Window o's term: dY[o] / count(o).

@@ -11,16 +11,13 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
 - device_div: average pooling's term v / count by the device's division (not the same bits);
 - loads_only: average pooling's term dY itself, and device_half's stores (the tile's loads,
   sums and stores alone);
-- div_select: average pooling's division as before 2026-12-02, the constant count's road and
-  the general one in one body (a driver may compute both and select);
-- div_flatten: the 2026-12-02 division without [[dont_flatten]] on its branch;
 - first_cell: max pooling's argmax over the window's first cell only (the compiler drops the
   other keys' loads: what the footprint's loads and comparisons cost);
 - by_windows: max pooling's winners' pass by windows, each its own cells one by one (before
   2026-12-02: the plan's ARGMAX_ROWS off);
 - winners_only / tiles_only: max pooling's two dispatches, the other one doing nothing (what
   each costs; the tiles then read stale winners, the winners pass's time stands alone).
-Same bits: shipped, div_select, div_flatten and by_windows (checked against shipped here).
+Same bits: shipped and by_windows (checked against shipped here).
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
     python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
@@ -50,11 +47,7 @@ KERNELS = {
         shipped=[], device_half=DEVICE_HALF,
         device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
-                                   "    return v;")],
-        div_select=[(AVERAGE, "    [[dont_flatten]] if (count == WINDOW_CELLS) "
-                              "return div_count_of(v, WINDOW_CELLS);\n", "")],
-        div_flatten=[(AVERAGE, "    [[dont_flatten]] if (count == WINDOW_CELLS)",
-                      "    if (count == WINDOW_CELLS)")])),
+                                   "    return v;")])),
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], device_half=DEVICE_HALF,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
@@ -65,7 +58,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "div_select", "div_flatten", "by_windows")
+SAME_BITS = ("shipped", "by_windows")
 
 
 def main() -> None:
