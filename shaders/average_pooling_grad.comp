@@ -30,6 +30,11 @@ layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 #include "pooling_grad.glsl"
 
 layout(constant_id = 48) const bool INCLUDE_PADDING = false;
+// The plan's: every window's count is WINDOW_CELLS (no count computed), and the float32 bits
+// of 1 / WINDOW_CELLS rounded to nearest even (average_pooling_grad.py: whole_windows,
+// reciprocal_bits).
+layout(constant_id = 49) const bool WHOLE_WINDOWS = false;
+layout(constant_id = 50) const uint RECIPROCAL = 0x3F800000u;
 
 uint x_slice_offset(uint n, uint c) { return 0u; }
 
@@ -55,14 +60,15 @@ uint quotient(uint n, uint d) {
     return r < 0 ? q - 1u : (r >= int(d) ? q + 1u : q);
 }
 
-// v / count correctly rounded: cr_div(v, float(count))'s bits. A normal v over a power of two
+// v / count correctly rounded: cr_div(v, float(count))'s bits (div_count's other roads). A
+// normal v over a power of two
 // with a normal quotient is the exponent less k (exact); a normal v and a count up to
 // 128 take a shorter road, the quotient of v's significand in 32-bit integers (a division by
 // a specialization constant where count is a whole window's, which the compiler makes a
 // multiplication): v = m 2^e with m in [2^23, 2^24), so n = m 2^8 is below 2^32 and
 // q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are the sticky
 // bit of cr_round's rounding, as in cr_div.
-float div_count(float v, uint count) {
+float div_count_of(float v, uint count) {
     const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
     // (count 0 or wrapped: a window all padding, whose term no position takes, in a tile)
     if (biased == 0u || biased == 0xFFu || count - 1u >= 128u) return cr_div(v, float(count));
@@ -83,13 +89,44 @@ float div_count(float v, uint count) {
     return uintBitsToFloat((u & 0x80000000u) | ((uint(e + 150) << 23u) + kept));
 }
 
+// The whole window's count d (WHOLE_BY_RECIPROCAL: not a power of two, at most 128, the
+// common case): q0 = |v| * RECIPROCAL, one correctly rounded product, lies within 1.5 units
+// of q0's last place from |v| / d (q0's and RECIPROCAL's roundings), so the correctly rounded
+// quotient is q0's significand mq, mq + 1 or mq - 1. The exact remainder in those units,
+// r = m 2^(ev - eq) - mq d in 32-bit integers (m: v's significand, ev and eq: the biased
+// exponents; ev - eq <= 7 for d <= 128), decides: up where 2r > d, down where 2r < -d (no
+// quotient lies half-way: d is not a power of two). A step down from a power of two lands
+// on the finer units below it, and is still the correctly rounded quotient for these d
+// (benchmarks/investigations/pooling_division.py checks every significand for every such d
+// against the exact quotient). Zero, subnormal, infinite or NaN v, or a q0 below the second
+// binade, take div_count_of.
+const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u
+    && (WINDOW_CELLS & (WINDOW_CELLS - 1u)) != 0u;
+
+float div_count(float v, uint count) {
+    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {
+        const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
+        precise float q0 = uintBitsToFloat(u & 0x7FFFFFFFu) * uintBitsToFloat(RECIPROCAL);
+        const uint bits = floatBitsToUint(q0), eq = bits >> 23;
+        const uint mq = (bits & 0x7FFFFFu) | 0x800000u;
+        const int r = int((((u & 0x7FFFFFu) | 0x800000u) << (biased - eq)) - mq * WINDOW_CELLS);
+        const bool up = 2 * r > int(WINDOW_CELLS), down = 2 * r < -int(WINDOW_CELLS);
+        if (biased - 1u < 254u && eq >= 2u) {
+            const uint step = up ? 1u : (down ? 0xFFFFFFFFu : 0u);  // +1, -1 or 0
+            return uintBitsToFloat((u & 0x80000000u) | (bits + step));
+        }
+    }
+    return div_count_of(v, count);
+}
+
 // Window o's term: dY[o] / count(o).
 float average_term(uint dy_base, uvec3 o) {
     const ivec3 s = ivec3(o * uvec3(STRIDES0, STRIDES1, STRIDES2))
         - ivec3(START_PADDING0, START_PADDING1, START_PADDING2);
-    const uint count = axis_count(s.x, WINDOW0, SIZES2, END_PADDING0)
-        * axis_count(s.y, WINDOW1, SIZES3, END_PADDING1)
-        * axis_count(s.z, WINDOW2, SIZES4, END_PADDING2);
+    const uint count = WHOLE_WINDOWS ? WINDOW_CELLS
+        : axis_count(s.x, WINDOW0, SIZES2, END_PADDING0)
+            * axis_count(s.y, WINDOW1, SIZES3, END_PADDING1)
+            * axis_count(s.z, WINDOW2, SIZES4, END_PADDING2);
     const float v = LOAD(dy, dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4);
     return div_count(v, count);
 }

@@ -190,10 +190,13 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
     """dY / count correctly rounded for counts 1 to 144 (past the integer road's 128: cr_div)
     and every kind of float32 (normal, subnormal, zero, infinite, NaN; results subnormal too):
     windows that do not overlap (stride = window), the last one cut short by the ceil rule
-    without padding in the divisor, so each dX element is one term. The sum from +0 is float
-    arithmetic: a device may flush a subnormal result to zero there (Vulkan allows it without
-    float controls; docs/semantics.md §17), so a GPU may give the flushed oracle throughout;
-    lavapipe keeps subnormals."""
+    without padding in the divisor, so each dX element is one term; and the same windows
+    fitting exactly (every count whole: the plan's WHOLE_WINDOWS, the reciprocal's road for
+    counts up to 128 that are not powers of two), with quotients on and beside powers of two
+    (d 2^k and its neighbours: the road's step down from a power of two). The sum from +0 is
+    float arithmetic: a device may flush a subnormal result to zero there (Vulkan allows it
+    without float controls; docs/semantics.md §17), so a GPU may give the flushed oracle
+    throughout; lavapipe keeps subnormals."""
     # Specials, and the smallest normals with odd significands: halved or quartered, their
     # quotients are subnormal and some exactly halfway (ties to even).
     specials = np.concatenate([
@@ -201,41 +204,55 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
                   3.4028235e38, -2.0**-126, 1.0, 3.0], np.float32),
         (np.array([0x00800001, 0x00800003, 0x80800005, 0x00800006, 0x01000003, 0x00FFFFFF],
                   np.uint32)).view(np.float32)])
-    for wh, ww in [(1, 1), (1, 2), (1, 4), (1, 7), (2, 3), (3, 5), (5, 5), (7, 9), (8, 16),
-                   (11, 12), (12, 12)]:
-        sizes = (32, 16, 2 * wh + 1, 3 * ww - 1)
-        out = sizes[:2] + out_sizes(sizes[2:], (wh, ww), (wh, ww), (0, 0), (0, 0), (1, 1), True)
-        mantissa = rng.integers(0x800000, 0x1000000, out).astype(np.uint32)
-        exponent = rng.integers(0, 256, out).astype(np.uint32)  # subnormal, normal, Inf/NaN
-        sign = rng.integers(0, 2, out).astype(np.uint32) << 31
-        dy = (sign | (exponent << 23) | (mantissa & 0x7FFFFF)).view(np.float32)
-        dy.ravel()[:specials.size] = specials[:dy.size]
-        desc = pyvkgrad.AveragePoolingGradDesc(TensorDesc(F32, out), TensorDesc(F32, sizes),
-                                               (wh, ww), (wh, ww), (0, 0), (0, 0), False)
-        # Each dX element's window and that window's real positions.
-        i = np.arange(sizes[2]) // wh
-        j = np.arange(sizes[3]) // ww
-        rows = np.minimum(wh, sizes[2] - i * wh)
-        cols = np.minimum(ww, sizes[3] - j * ww)
-        count = rows[:, None] * cols[None, :]
-        with np.errstate(invalid="ignore"):  # NaN dY
-            term = dy[:, :, i][:, :, :, j].astype(np.float64) / count
-            want = (np.float32(0) + term.astype(np.float32)).astype(np.float32)  # +0 + term
-        subnormal = (want != 0) & (np.abs(want) < np.finfo(np.float32).tiny)
-        flushed = np.where(subnormal, np.float32(0), want)  # +0 + a flushed term: +0
-        results = []
-        for width in (0, None):
-            got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
-                         monkeypatch=monkeypatch)
-            results.append(got)
-            nan = np.isnan(want)
-            assert (np.isnan(got) == nan).all()
-            oracle = want
-            if device.info.device_type != "cpu" and not (got[subnormal] != 0).any():
-                oracle = flushed  # the device flushes: every subnormal result is +0
-            assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, oracle),
-                             f"window {wh}x{ww} width {width}")
-        assert_same_bits(*results, f"window {wh}x{ww}: the tiles against the gather")
+    for wh, ww in [(1, 1), (1, 2), (1, 4), (1, 7), (2, 3), (3, 3), (3, 5), (5, 5), (7, 9),
+                   (9, 14), (1, 127), (8, 16), (11, 12), (12, 12)]:
+        d = wh * ww
+        for whole in (False, True):
+            sizes = (32, 16, 2 * wh, 3 * ww) if whole else (32, 16, 2 * wh + 1, 3 * ww - 1)
+            out = sizes[:2] + out_sizes(sizes[2:], (wh, ww), (wh, ww), (0, 0), (0, 0), (1, 1),
+                                        True)
+            mantissa = rng.integers(0x800000, 0x1000000, out).astype(np.uint32)
+            exponent = rng.integers(0, 256, out).astype(np.uint32)  # subnormal to Inf/NaN
+            sign = rng.integers(0, 2, out).astype(np.uint32) << 31
+            dy = (sign | (exponent << 23) | (mantissa & 0x7FFFFF)).view(np.float32)
+            # d 2^k and its neighbours (quotients a power of two, just below and above it)
+            edges = (np.float32(d) * np.float32(2.0) ** rng.integers(-120, 100, 64).astype(
+                np.float32)).astype(np.float32)
+            edges = np.concatenate([edges, np.nextafter(edges, np.float32(0)),
+                                    np.nextafter(edges, np.float32(np.inf))])
+            flat = dy.ravel()
+            flat[:specials.size] = specials[:flat.size]
+            flat[specials.size:specials.size + edges.size] = edges[:max(0, flat.size
+                                                                          - specials.size)]
+            desc = pyvkgrad.AveragePoolingGradDesc(TensorDesc(F32, out), TensorDesc(F32, sizes),
+                                                   (wh, ww), (wh, ww), (0, 0), (0, 0), False)
+            # Each dX element's window and that window's real positions.
+            i = np.arange(sizes[2]) // wh
+            j = np.arange(sizes[3]) // ww
+            rows = np.minimum(wh, sizes[2] - i * wh)
+            cols = np.minimum(ww, sizes[3] - j * ww)
+            count = rows[:, None] * cols[None, :]
+            assert whole <= (count == d).all()  # (1x1 windows never overhang)
+            assert desc.plan(Limits()).dispatches[0].constant("WHOLE_WINDOWS") == (
+                count == d).all()
+            with np.errstate(invalid="ignore"):  # NaN dY
+                term = dy[:, :, i][:, :, :, j].astype(np.float64) / count
+                want = (np.float32(0) + term.astype(np.float32)).astype(np.float32)  # +0 + term
+            subnormal = (want != 0) & (np.abs(want) < np.finfo(np.float32).tiny)
+            flushed = np.where(subnormal, np.float32(0), want)  # +0 + a flushed term: +0
+            results = []
+            for width in (0, None):
+                got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
+                             monkeypatch=monkeypatch)
+                results.append(got)
+                nan = np.isnan(want)
+                assert (np.isnan(got) == nan).all()
+                oracle = want
+                if device.info.device_type != "cpu" and not (got[subnormal] != 0).any():
+                    oracle = flushed  # the device flushes: every subnormal result is +0
+                assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, oracle),
+                                 f"window {wh}x{ww} whole={whole} width {width}")
+            assert_same_bits(*results, f"window {wh}x{ww}: the tiles against the gather")
 
 
 def tile_constants(desc, limits=Limits()):

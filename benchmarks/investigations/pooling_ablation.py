@@ -11,13 +11,15 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
 - device_div: average pooling's term v / count by the device's division (not the same bits);
 - loads_only: average pooling's term dY itself, and device_half's stores (the tile's loads,
   sums and stores alone);
+- by_integers: average pooling's division by a whole window's count through the integer
+  quotient (div_count_of, as before 2026-12-02) instead of the reciprocal's product;
 - first_cell: max pooling's argmax over the window's first cell only (the compiler drops the
   other keys' loads: what the footprint's loads and comparisons cost);
 - by_windows: max pooling's winners' pass by windows, each its own cells one by one (before
   2026-12-02: the plan's ARGMAX_ROWS off);
 - winners_only / tiles_only: max pooling's two dispatches, the other one doing nothing (what
   each costs; the tiles then read stale winners, the winners pass's time stands alone).
-Same bits: shipped and by_windows (checked against shipped here).
+Same bits: shipped, by_windows and by_integers, checked against shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
     python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
@@ -26,6 +28,7 @@ Same bits: shipped and by_windows (checked against shipped here).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,7 +50,9 @@ KERNELS = {
         shipped=[], device_half=DEVICE_HALF,
         device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
-                                   "    return v;")])),
+                                   "    return v;")],
+        by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
+                      "    if (false) {")])),
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], device_half=DEVICE_HALF,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
@@ -58,7 +63,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "by_windows")
+SAME_BITS = ("shipped", "by_windows", "by_integers")
 
 
 def main() -> None:
@@ -70,7 +75,10 @@ def main() -> None:
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     rows = []
+    kinds = os.environ.get("POOLING_KINDS", "avg,max").split(",")
     for kind, (name, _, variants) in KERNELS.items():
+        if kind not in kinds:
+            continue
         spirv = {v: (Path(args.spirv) / name / f"{v}.spv").read_bytes() for v in variants}
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             if not args.quick and "[64, 128" in label:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Dict, Sequence, Tuple
 
+import math
+
 import numpy as np
 
 from ..plan import READ, WRITE
@@ -74,7 +76,34 @@ class AveragePoolingGradDesc(PoolingGradRules):
         return dict(dy="input_gradient_tensor", dx="output_gradient_tensor")
 
     def kernel_constants(self, pad: int) -> Dict[str, object]:
-        return dict(INCLUDE_PADDING=self.include_padding)
+        return dict(INCLUDE_PADDING=self.include_padding, WHOLE_WINDOWS=self.whole_windows(),
+                    RECIPROCAL=reciprocal_bits(math.prod(self.window_size)))
+
+    def whole_windows(self) -> bool:
+        """Whether every window's count is the whole window's (the kernel's WHOLE_WINDOWS:
+        then it computes no count): with IncludePadding, no window reaches past the end
+        padding (the floor rule's sizes never do); without it, every window lies inside the
+        input (no start padding, none past its end)."""
+        dy = self.input_gradient_tensor.sizes[2:]
+        dx = self.output_gradient_tensor.sizes[2:]
+        for size, out, stride, window, start, end in zip(
+                dx, dy, self.strides, self.window_size, self.start_padding, self.end_padding):
+            last = (out - 1) * stride - start  # the last window's start
+            if self.include_padding and last + window > size + end:
+                return False
+            if not self.include_padding and (start > 0 or last + window > size):
+                return False
+        return True
+
+
+def reciprocal_bits(d: int) -> int:
+    """The float32 bits of 1 / d rounded to nearest even (d >= 1): the kernel's RECIPROCAL,
+    by integers (numpy's float32(1.0 / d) would round twice)."""
+    k = 23 + (d - 1).bit_length()  # 2^k / d in [2^23, 2^24)
+    m, rest = divmod(1 << k, d)
+    if 2 * rest > d or (2 * rest == d and m & 1):
+        m += 1  # (to 2^24 at most: the carry goes into the exponent's bits)
+    return ((127 + 23 - k) << 23) + (m - (1 << 23))
 
 
 def average_pooling_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[int],
