@@ -27,6 +27,8 @@ layout(set = 0, binding = 1) buffer DX { uint dx[]; };
 layout(set = 0, binding = 1) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
 layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 
+// pooling_grad.glsl's tiles: every position a window contains takes its term.
+#define EVERY_CELL_WINS true
 #include "pooling_grad.glsl"
 
 layout(constant_id = 48) const bool INCLUDE_PADDING = false;
@@ -98,20 +100,20 @@ float div_count_of(float v, uint count) {
 // quotient lies half-way: d is not a power of two). A step down from a power of two lands
 // on the finer units below it, and is still the correctly rounded quotient for these d
 // (benchmarks/investigations/pooling_division.py checks every significand for every such d
-// against the exact quotient). Zero, subnormal, infinite or NaN v, or a q0 below the second
-// binade, take div_count_of.
+// against the exact quotient). A q0 outside binades 2 to 254 takes div_count_of: so do zero
+// and subnormal v (q0 below them: 0 < d^-1 < 1/2), infinite and NaN v (q0 Inf or NaN).
 const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u
     && (WINDOW_CELLS & (WINDOW_CELLS - 1u)) != 0u;
 
 float div_count(float v, uint count) {
     if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {
-        const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
-        precise float q0 = uintBitsToFloat(u & 0x7FFFFFFFu) * uintBitsToFloat(RECIPROCAL);
+        const uint u = floatBitsToUint(v), a = u & 0x7FFFFFFFu;  // |v|
+        precise float q0 = uintBitsToFloat(a) * uintBitsToFloat(RECIPROCAL);
         const uint bits = floatBitsToUint(q0), eq = bits >> 23;
         const uint mq = (bits & 0x7FFFFFu) | 0x800000u;
-        const int r = int((((u & 0x7FFFFFu) | 0x800000u) << (biased - eq)) - mq * WINDOW_CELLS);
+        const int r = int((((a & 0x7FFFFFu) | 0x800000u) << ((a >> 23) - eq)) - mq * WINDOW_CELLS);
         const bool up = 2 * r > int(WINDOW_CELLS), down = 2 * r < -int(WINDOW_CELLS);
-        if (biased - 1u < 254u && eq >= 2u) {
+        if (eq - 2u < 253u) {  // q0 in binades 2 to 254
             const uint step = up ? 1u : (down ? 0xFFFFFFFFu : 0u);  // +1, -1 or 0
             return uintBitsToFloat((u & 0x80000000u) | (bits + step));
         }

@@ -38,6 +38,8 @@ layout(set = 0, binding = 2) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
 layout(set = 0, binding = 3) buffer ACCUMULATOR { uint accumulator[]; };
 layout(set = 0, binding = 4) buffer WINDOW_WINNERS { uint window_winners[]; };
 
+// pooling_grad.glsl's tiles: only its winner.
+#define EVERY_CELL_WINS false
 #include "pooling_grad.glsl"
 
 DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here

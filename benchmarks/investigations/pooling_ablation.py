@@ -17,9 +17,11 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
   other keys' loads: what the footprint's loads and comparisons cost);
 - by_windows: max pooling's winners' pass by windows, each its own cells one by one (before
   2026-12-02: the plan's ARGMAX_ROWS off);
+- every_cell_test: the tiles testing each window's winner against EVERY_CELL too (before
+  2026-12-02; the kernel's EVERY_CELL_WINS now drops that test);
 - winners_only / tiles_only: max pooling's two dispatches, the other one doing nothing (what
   each costs; the tiles then read stale winners, the winners pass's time stands alone).
-Same bits: shipped, by_windows and by_integers, checked against shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
+Same bits: shipped, by_windows, by_integers and every_cell_test, checked against shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
     python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
@@ -56,6 +58,8 @@ KERNELS = {
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], device_half=DEVICE_HALF,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
+        every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
+                          "(winners[w] == EVERY_CELL || winners[w] == own)")],
         winners_only=[(TILES, "        tile_main();", "")],
         tiles_only=[(MAX, "    if (ARGMAX != 1u) return false;",
                      "    if (true) return ARGMAX == 1u;")],
@@ -63,7 +67,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "by_windows", "by_integers")
+SAME_BITS = ("shipped", "by_windows", "by_integers", "every_cell_test")
 
 
 def main() -> None:

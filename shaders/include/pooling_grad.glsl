@@ -201,7 +201,8 @@ ivec3 window_span() {
     span.z *= int(DILATIONS2);
     return span;
 }
-// `tile_window`'s winner where every position its window contains takes the term (average).
+// `tile_window`'s winner where every position its window contains takes the term (average:
+// the kernel defines EVERY_CELL_WINS true, so that the tiles test no winner; max: false).
 const uint EVERY_CELL = 0xFFFFFFFFu;
 
 // Flat index f of a row-major box of sizes (n0, n1, n2) as (f0, f1, f2).
@@ -244,7 +245,7 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
                 || any(notEqual(reach % dilation, ivec3(0)))) continue;
             const ivec3 cell = reach / dilation;
             const uint own = uint((cell.x * window.y + cell.y) * window.z + cell.z);
-            if (adds[w] && (winners[w] == EVERY_CELL || winners[w] == own)) acc = acc + terms[w];
+            if (adds[w] && (EVERY_CELL_WINS || winners[w] == own)) acc = acc + terms[w];
         }
         sums[k] = acc;
     }
