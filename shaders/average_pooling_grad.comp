@@ -92,16 +92,17 @@ float div_count_of(float v, uint count) {
 }
 
 // The whole window's count d (WHOLE_BY_RECIPROCAL: not a power of two, at most 128, the
-// common case): q0 = |v| * RECIPROCAL, one correctly rounded product, lies within 1.5 units
-// of q0's last place from |v| / d (q0's and RECIPROCAL's roundings), so the correctly rounded
-// quotient is q0's significand mq, mq + 1 or mq - 1. The exact remainder in those units,
-// r = m 2^(ev - eq) - mq d in 32-bit integers (m: v's significand, ev and eq: the biased
-// exponents; ev - eq <= 7 for d <= 128), decides: up where 2r > d, down where 2r < -d (no
-// quotient lies half-way: d is not a power of two). A step down from a power of two lands
-// on the finer units below it, and is still the correctly rounded quotient for these d
-// (benchmarks/investigations/pooling_division.py checks every significand for every such d
-// against the exact quotient). A q0 outside binades 2 to 254 takes div_count_of: so do zero
-// and subnormal v (q0 below them: 0 < d^-1 < 1/2), infinite and NaN v (q0 Inf or NaN).
+// common case): q0 = |v| * RECIPROCAL, one product, lies within 2 units of q0's last place
+// from |v| / d (RECIPROCAL's half unit, and the product's rounding: Vulkan fixes the direction
+// only under a RoundingModeRTE execution mode; to nearest, within 1.5 units). The exact
+// remainder in those units, r = m 2^(ev - eq) - mq d in 32-bit integers (m, mq: v's and q0's
+// significands; ev, eq: their biased exponents; ev - eq <= 8 for d <= 128), decides: one
+// step up where 2r > d, down where 2r < -d (no quotient lies half-way: d is not a power of
+// two). Where one step may not be enough (|2r| >= 3d: never when the product rounds to
+// nearest) or the step goes down from a power of two (finer units below it), and for a q0
+// outside binades 2 to 254 (zero and subnormal v below them: 0 < 1/d < 1/2; infinite and NaN v
+// above), div_count_of decides. benchmarks/investigations/pooling_division.py checks the road
+// for every such d and every significand, the product rounded to nearest, up and down.
 const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u
     && (WINDOW_CELLS & (WINDOW_CELLS - 1u)) != 0u;
 
@@ -113,7 +114,7 @@ float div_count(float v, uint count) {
         const uint mq = (bits & 0x7FFFFFu) | 0x800000u;
         const int r = int((((a & 0x7FFFFFu) | 0x800000u) << ((a >> 23) - eq)) - mq * WINDOW_CELLS);
         const bool up = 2 * r > int(WINDOW_CELLS), down = 2 * r < -int(WINDOW_CELLS);
-        if (eq - 2u < 253u) {  // q0 in binades 2 to 254
+        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) && !(down && mq == 0x800000u)) {
             const uint step = up ? 1u : (down ? 0xFFFFFFFFu : 0u);  // +1, -1 or 0
             return uintBitsToFloat((u & 0x80000000u) | (bits + step));
         }

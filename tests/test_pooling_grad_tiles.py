@@ -204,8 +204,8 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
                   3.4028235e38, -2.0**-126, 1.0, 3.0], np.float32),
         (np.array([0x00800001, 0x00800003, 0x80800005, 0x00800006, 0x01000003, 0x00FFFFFF],
                   np.uint32)).view(np.float32)])
-    for wh, ww in [(1, 1), (1, 2), (1, 4), (1, 7), (2, 3), (3, 3), (3, 5), (5, 5), (7, 9),
-                   (9, 14), (1, 127), (8, 16), (11, 12), (12, 12)]:
+    for wh, ww in [(1, 1), (1, 2), (1, 3), (1, 4), (1, 5), (1, 7), (2, 3), (3, 3), (3, 5),
+                   (5, 5), (7, 9), (9, 14), (1, 127), (8, 16), (11, 12), (12, 12)]:
         d = wh * ww
         for whole in (False, True):
             sizes = (32, 16, 2 * wh, 3 * ww) if whole else (32, 16, 2 * wh + 1, 3 * ww - 1)
@@ -215,9 +215,10 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
             exponent = rng.integers(0, 256, out).astype(np.uint32)  # subnormal to Inf/NaN
             sign = rng.integers(0, 2, out).astype(np.uint32) << 31
             dy = (sign | (exponent << 23) | (mantissa & 0x7FFFFF)).view(np.float32)
-            # d 2^k and its neighbours (quotients a power of two, just below and above it)
-            edges = (np.float32(d) * np.float32(2.0) ** rng.integers(-120, 100, 64).astype(
-                np.float32)).astype(np.float32)
+            # d 2^k and its neighbours (quotients a power of two, just below and above it;
+            # k down to -126: quotients in the first two binades, where the road leaves)
+            k = np.concatenate([np.arange(-126, -120), rng.integers(-120, 100, 58)])
+            edges = (np.float32(d) * np.float32(2.0) ** k.astype(np.float32)).astype(np.float32)
             edges = np.concatenate([edges, np.nextafter(edges, np.float32(0)),
                                     np.nextafter(edges, np.float32(np.inf))])
             flat = dy.ravel()
@@ -360,8 +361,9 @@ def test_tiles_over_windows_all_padding(device, rng, monkeypatch, argmax_pass):
 # whether the plan takes it in float32 and in float16: the benchmark's 3x3 stride 2, without
 # end padding, windows apart (the pass forced on), stride 1 (float16: 4 S is half a vector),
 # dilation 2 (float32: 4 vectors a row, the bound; then along both axes), 3-D, stride 4
-# (float32: 5 vectors, past the bound); None: no tiles (float16 tiles of those windows pass
-# the bounds on positions or footprint), so no pass.
+# (float32: 5 vectors, past the bound), start padding 2 (the first vector all padding) with end
+# padding past whole windows (windows all padding: no winner); None: no tiles (float16 tiles
+# of those windows pass the bounds on positions or footprint), so no pass.
 ROW_GEOMETRIES = [
     ((2, 3, 8, 16), (3, 3), (2, 2), (1, 1), (1, 1), (1, 1), (True, True)),
     ((1, 2, 9, 32), (3, 3), (2, 2), (1, 1), (1, 0), (1, 1), (True, True)),
@@ -372,6 +374,7 @@ ROW_GEOMETRIES = [
     ((1, 2, 4, 6, 16), (2, 2, 3), (2, 2, 2), (0, 0, 1), (0, 0, 1), (1, 1, 1), (True, None)),
     ((1, 2, 3, 5, 16), (2, 1, 3), (1, 1, 2), (1, 0, 1), (0, 0, 1), (1, 1, 1), (True, True)),
     ((1, 1, 4, 16), (3, 3), (4, 4), (1, 1), (1, 1), (1, 1), (False, None)),
+    ((1, 2, 6, 16), (3, 3), (2, 2), (2, 2), (3, 7), (1, 1), (True, True)),
 ]
 
 
@@ -380,9 +383,10 @@ def test_the_winners_pass_by_rows(device, rng, monkeypatch, dtype):
     """Max pooling's winners' pass by X's rows (the kernel's ARGMAX_ROWS: each X row a word's
     4 windows scan loaded once, as 16-byte vectors): taken where the plan says, the oracle's
     routing on X of signed zeros, infinities, NaN, subnormals and small integers (ties
-    everywhere), the same bits as the pass by windows, the gather and X laid out so that the
-    rows do not start on vectors (padded rows: the pass by windows), under workgroup widths 1
-    to 256 and a loop limit that splits the pass."""
+    everywhere), the same bits as the pass by windows and the gather, with X's rows a vector
+    longer than its last size (still by rows) and 3 elements longer (rows that do not start
+    on vectors: the pass by windows), under workgroup widths 1 to 256 and a loop limit that
+    splits the pass."""
     monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", True)
     tiny = np.finfo(dtype).smallest_subnormal
     pool = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, tiny, -tiny, 2 * tiny, 1.0, -1.0,
@@ -401,8 +405,14 @@ def test_the_winners_pass_by_rows(device, rng, monkeypatch, dtype):
         dy = rng.choice(np.array([1, 2, 4, 8, 16, 32, 64], dtype), out)
         geometry = (strides, window, start, end, dilations)
         want = reference.max_pooling_grad(x, dy, *geometry).astype(dtype)  # sums of powers of 2
-        for layout in ("packed", "padded"):
-            xs, x_strides = strided(x, layout)
+        for layout in ("packed", "padded", "wide"):
+            if layout == "wide":  # rows a vector longer: still whole vectors (both types)
+                big = np.zeros(x.shape[:-1] + (x.shape[-1] + 8,), dtype)
+                big[..., :x.shape[-1]] = x
+                xs = big[..., :x.shape[-1]]
+                x_strides = tuple(st // x.itemsize for st in xs.strides)
+            else:
+                xs, x_strides = strided(x, layout)
             xd = TensorDesc(data_type, sizes, x_strides)
             desc = pyvkgrad.MaxPoolingGradDesc(xd, TensorDesc(data_type, out),
                                                TensorDesc(data_type, sizes), *geometry)
@@ -418,7 +428,7 @@ def test_the_winners_pass_by_rows(device, rng, monkeypatch, dtype):
                     # (Under the loop limit a tile's loops may pass it: the gather, no pass.)
                     tiles = rows[dtype == np.float16] is not None
                     assert bool(passes) == tiles or limits.max_loop_iterations == 700, label
-                    expected = (by_rows is None and layout == "packed"
+                    expected = (by_rows is None and layout != "padded"
                                 and bool(rows[dtype == np.float16]))
                     assert {d.constant("ARGMAX_ROWS") for d in passes} <= {expected}, label
                     split += expected and len(passes) > 1
@@ -441,3 +451,17 @@ def test_the_kernels_bounds_are_the_plans():
         TILE_MAX_WINDOWS=_pooling_grad.TILE_MAX_WINDOWS,
         TILE_MAX_FOOTPRINT=_pooling_grad.TILE_MAX_FOOTPRINT,
         ROW_MAX_VECTORS=max_pooling_grad_module.ROW_MAX_VECTORS)
+
+
+def test_the_reciprocal_is_rounded_to_nearest_even():
+    """Pure: the plan's RECIPROCAL (average pooling's whole-window road) is 1 / d rounded to
+    the nearest float32, ties to even, for every count the road takes and a few far larger."""
+    from fractions import Fraction
+    from pyvkgrad.ops.average_pooling_grad import reciprocal_bits
+    for d in list(range(1, 300)) + [12345677, 2**23 + 1, 2**24 - 1, 2**24]:
+        bits = reciprocal_bits(d)
+        got = Fraction(float(np.uint32(bits).view(np.float32)))
+        for neighbour in (bits - 1, bits + 1):
+            other = Fraction(float(np.uint32(neighbour).view(np.float32)))
+            gap, other_gap = abs(got - Fraction(1, d)), abs(other - Fraction(1, d))
+            assert gap < other_gap or (gap == other_gap and bits % 2 == 0), d
