@@ -12,7 +12,7 @@
 // device; float16 dY widens exactly and each dX rounds once (half_from_float). A window with
 // no real element contains no dX element: it adds nothing.
 //
-// Constants: INCLUDE_PADDING, and include/pooling_grad.glsl's.
+// Constants: INCLUDE_PADDING, WHOLE_WINDOWS, RECIPROCAL, and include/pooling_grad.glsl's.
 // Bindings: dy (InputGradientTensor), dx (OutputGradientTensor; float16 stores through word
 //   atomics), accumulator (scratch: the running sums between dispatches, one float32 per dX
 //   element; a word where the plan runs one dispatch per element).

@@ -18,7 +18,8 @@
 // tiles then read the bytes instead of X's footprint (which a tile re-reads where tiles
 // overlap, and whose keys cost it registers). The same winners, so the same bits.
 //
-// Constants: X_STRIDES (5 dimensions, in elements), ARGMAX, and include/pooling_grad.glsl's.
+// Constants: X_STRIDES (5 dimensions, in elements), ARGMAX, ARGMAX_ROWS, and
+//   include/pooling_grad.glsl's.
 // Bindings: x (InputTensor), dy (InputGradientTensor), dx (OutputGradientTensor; float16
 //   stores through word atomics), accumulator (scratch, as in average_pooling_grad.comp),
 //   window_winners (scratch: ARGMAX's bytes; 16 bytes where unused).
