@@ -99,10 +99,13 @@ float div_count_of(float v, uint count) {
 // significands; ev, eq: their biased exponents; ev - eq <= 8 for d <= 128), decides: one
 // step up where 2r > d, down where 2r < -d (no quotient lies half-way: d is not a power of
 // two). Where one step may not be enough (|2r| >= 3d: never when the product rounds to
-// nearest) or the step goes down from a power of two (finer units below it), and for a q0
-// outside binades 2 to 254 (zero and subnormal v below them: 0 < 1/d < 1/2; infinite and NaN v
-// above), div_count_of decides. benchmarks/investigations/pooling_division.py checks the road
-// for every such d and every significand, the product rounded to nearest, up and down.
+// nearest) or the quotient lies below a q0 that is a power of two (finer units below it), and
+// for a q0 outside binades 2 to 254 (zero and subnormal v below them: 0 < 1/d < 1/2; infinite
+// and NaN v above), div_count_of decides. Otherwise the quotient lies within 1.5 units of q0,
+// where the floats are q0's units apart (above the next power of two, no nearer float than
+// it), so the step gives its correct rounding whatever q0 was.
+// benchmarks/investigations/pooling_division.py checks the road for every such d and every
+// significand, the product rounded to nearest, up and down.
 const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u
     && (WINDOW_CELLS & (WINDOW_CELLS - 1u)) != 0u;
 
@@ -114,7 +117,7 @@ float div_count(float v, uint count) {
         const uint mq = (bits & 0x7FFFFFu) | 0x800000u;
         const int r = int((((a & 0x7FFFFFu) | 0x800000u) << ((a >> 23) - eq)) - mq * WINDOW_CELLS);
         const bool up = 2 * r > int(WINDOW_CELLS), down = 2 * r < -int(WINDOW_CELLS);
-        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) && !(down && mq == 0x800000u)) {
+        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) && !(r < 0 && mq == 0x800000u)) {
             const uint step = up ? 1u : (down ? 0xFFFFFFFFu : 0u);  // +1, -1 or 0
             return uintBitsToFloat((u & 0x80000000u) | (bits + step));
         }

@@ -46,7 +46,7 @@ def model(v_bits: np.ndarray, d: int, direction: str = "nearest") -> tuple:
     mq = (bits & 0x7FFFFF) | 0x800000
     r = (((v_bits.astype(np.int64) & 0x7FFFFF) | 0x800000) << shift) - mq * d
     up, down = 2 * r > d, 2 * r < -d
-    leaves = (np.abs(2 * r) >= 3 * d) | (down & (mq == 0x800000))
+    leaves = (np.abs(2 * r) >= 3 * d) | ((r < 0) & (mq == 0x800000))
     return (bits + up - down).astype(np.uint32), leaves
 
 
