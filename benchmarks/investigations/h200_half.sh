@@ -7,8 +7,8 @@
 # random, random_variants.py (RANDOM_GENERATOR's blocks per invocation); ablation,
 # pooling_ablation.py on the SPIR-V built into benchmarks/investigations/pooling-spirv (carry
 # it); tiles, pooling_grad_variants.py (TILE_KINDS, TILE_WIDTHS, TILE_HEIGHTS, TILE_ARGMAX);
-# rows, run.py on OPS with PyTorch's side (its own process), then .old-main's rows torch-free.
-# (OLD_OPS: other operators for .old-main.)
+# rows, run.py on OPS with PyTorch's side (its own process; ROWS_ARGS=--no-torch: without),
+# then .old-main's rows torch-free. (OLD_OPS: other operators for .old-main.)
 source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-tests fp variants rows} "
 OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
@@ -31,7 +31,7 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
   --repeat 10 \
   --out $OUT/pooling_tiles.json; cat $OUT/pooling_tiles.txt; }
 if [[ $steps == *" rows "* ]]; then
-  run rows 300 python3 benchmarks/run.py --ops $OPS --repeat 20 --out $OUT/rows
+  run rows 300 python3 benchmarks/run.py --ops $OPS --repeat 20 ${ROWS_ARGS:-} --out $OUT/rows
   grep -h "^[A-Z_]* \|copy roofline" $OUT/rows.txt
   if [ -d .old-main ]; then
     in_tree .old-main run rows.old-main 300 python3 benchmarks/run.py --ops ${OLD_OPS:-$OPS} \

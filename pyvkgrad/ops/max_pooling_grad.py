@@ -130,11 +130,12 @@ class MaxPoolingGradDesc(PoolingGradRules):
         # with bounds tests, one without: a driver running a vector's lanes together may run
         # both where its lanes' windows differ).
         # With the kernel's rows (ARGMAX_ROWS) as well: its 4 windows' start, and per X row
-        # (the windows' rows) its vectors' loads (at most 4 of 8 keys) and the 4 windows' cells
-        # along the last axis.
-        rows = cells // self.window_size[-1]
+        # (the windows' rows) its vectors' loads (up to ROW_MAX_VECTORS, each up to 8 keys)
+        # and the 4 windows' cells along the last axis.
+        rows, last = cells // self.window_size[-1], self.window_size[-1]
         loops = (1 + 5 + 4 * 2 * (cells + 1)
-                 + 5 + rows * (1 + 5 * 9 + 1 + 5 * (self.window_size[-1] + 1) + 1) + 1)
+                 + 5 + rows * (1 + (ROW_MAX_VECTORS + 1) * (8 + 1) + 1 + 5 * (last + 1) + 1)
+                 + 1)
         dispatches = tuple(
             Dispatch(self.KERNEL, bindings, workgroups,
                      constants=dict(constants, ARGMAX=1, ARGMAX_ROWS=self.argmax_rows()),
