@@ -296,10 +296,13 @@ def test_the_step_tensor_and_scalars_are_checked_first(device):
         pyvkgrad.adam_optimizer(X, M, V, G, 1, 0.1, 0.9, float("inf"), 1e-8, device=device)
 
 
-def test_in_place(device, rng):
-    """Outputs bound over their inputs (DirectML allows it): the same bits as separate ones."""
-    x, m, g = (rng.standard_normal(1000).astype(F32) for _ in range(3))
-    v = np.abs(rng.standard_normal(1000)).astype(F32)
+@pytest.mark.parametrize("n", [1000, 1001, 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_in_place(device, rng, n, dtype):
+    """Outputs bound over their inputs (DirectML allows it): the same bits as separate ones,
+    whole 16-byte vectors and a last vector that the elements end in."""
+    x, m, g = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+    v = np.abs(rng.standard_normal(n)).astype(dtype)
     want = pyvkgrad.adam_optimizer(x, m, v, g, 2, 0.01, 0.9, 0.999, 1e-8, device=device)
     tensors = [device.upload(a) for a in (x, m, v, g, np.array([2], np.uint32))]
     desc = pyvkgrad.AdamOptimizerDesc(*(t.desc for t in tensors), tensors[0].desc,
@@ -309,7 +312,7 @@ def test_in_place(device, rng):
        input_second_moment_tensor=tensors[2], gradient_tensor=tensors[3],
        training_step_tensor=tensors[4], output_parameters_tensor=tensors[0],
        output_first_moment_tensor=tensors[1], output_second_moment_tensor=tensors[2])
-    same_bits([t.numpy() for t in tensors[:3]], want, np.float32)
+    same_bits([t.numpy() for t in tensors[:3]], want, dtype)
 
 
 def test_matches_torch_adam(device, rng):
