@@ -14,14 +14,12 @@
 //
 // Constants: IS_F16; PACKED (the seven tensors coalesce to one packed run: an item is one
 //   32-bit word of each, one float32 or two float16 elements; a word the descriptor's elements
-//   end in keeps its other half); VECTORS (PACKED only: an item is one 16-byte vector of each,
-//   four words, loaded and stored whole but where the elements end, so that an invocation has
-//   four words' loads in flight and four independent steps to interleave); otherwise SIZES and
-//   the element strides of the seven tensors (8 dimensions, right-aligned); the scalars.
-// Push constants: count (the items this dispatch ends at: vectors, words or elements),
-//   elements, first (the item it starts at).
-// Dispatch: up to 65535 workgroups, a few items per invocation (alpha is computed once per
-//   invocation); a grid-stride loop over the items [first, count).
+//   end in keeps its other half); otherwise SIZES and the element strides of the seven tensors
+//   (8 dimensions, right-aligned); the scalars.
+// Push constants: count (the items this dispatch ends at: words or elements), elements,
+//   first (the item it starts at).
+// Dispatch: up to 65535 workgroups, several items per invocation (alpha is computed once per
+//   workgroup); a grid-stride loop over the items [first, count).
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -38,7 +36,6 @@ DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
 // (adam_step.glsl)
 #define ADAM_SCALARS_ID 4
 #define ADAM_LIMITS_ID 73
-layout(constant_id = 78) const bool VECTORS = false;
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
 // TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that
@@ -51,69 +48,33 @@ layout(set = 0, binding = 4) readonly buffer STEP { uint step[]; };
 layout(set = 0, binding = 5) buffer NEW_X { uint new_x[]; };
 layout(set = 0, binding = 6) buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 7) buffer NEW_V { uint new_v[]; };
-// The same buffers as 16-byte vectors (VECTORS; device buffers are whole 16-byte units).
-layout(set = 0, binding = 0) readonly buffer X_UVEC4 { uvec4 x_uvec4[]; };
-layout(set = 0, binding = 1) readonly buffer M_UVEC4 { uvec4 m_uvec4[]; };
-layout(set = 0, binding = 2) readonly buffer V_UVEC4 { uvec4 v_uvec4[]; };
-layout(set = 0, binding = 3) readonly buffer G_UVEC4 { uvec4 g_uvec4[]; };
-layout(set = 0, binding = 5) buffer NEW_X_UVEC4 { uvec4 new_x_uvec4[]; };
-layout(set = 0, binding = 6) buffer NEW_M_UVEC4 { uvec4 new_m_uvec4[]; };
-layout(set = 0, binding = 7) buffer NEW_V_UVEC4 { uvec4 new_v_uvec4[]; };
 layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
 #include "adam_step.glsl"
 
-// PACKED: one word of each input (one float32 or two float16 elements) -> the new words of
-// x, m and v.
-void packed_word(uint xw, uint mw, uint vw, uint gw, float lr_alpha, uint field,
-                 out uint new_xw, out uint new_mw, out uint new_vw) {
+// PACKED: item i, one word of each tensor (xw, mw, vw, gw: its inputs, loaded before any
+// output is stored).
+void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uint field) {
     if (!IS_F16) {
         const vec3 r = adam(uintBitsToFloat(xw), uintBitsToFloat(mw), uintBitsToFloat(vw),
                             uintBitsToFloat(gw), lr_alpha, field, false);
-        new_xw = floatBitsToUint(r.x);
-        new_mw = floatBitsToUint(r.y);
-        new_vw = floatBitsToUint(r.z);
+        new_x[i] = floatBitsToUint(r.x);
+        new_m[i] = floatBitsToUint(r.y);
+        new_v[i] = floatBitsToUint(r.z);
         return;
     }
     const vec2 xs = unpackHalf2x16(xw), ms = unpackHalf2x16(mw);
     const vec2 vs = unpackHalf2x16(vw), gs = unpackHalf2x16(gw);
     const vec3 lo = adam(xs.x, ms.x, vs.x, gs.x, lr_alpha, field, IS_F16);
     const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha, field, IS_F16);
-    new_xw = halves_from_floats(vec2(lo.x, hi.x));
-    new_mw = halves_from_floats(vec2(lo.y, hi.y));
-    new_vw = halves_from_floats(vec2(lo.z, hi.z));
-}
-
-// Store word w's new words: whole, or, in the word the float16 elements end in, its lower
-// half alone (the upper half is not the tensor's), or nothing past the elements.
-void store_word(uint w, uint new_xw, uint new_mw, uint new_vw) {
-    if (!IS_F16 || 2u * w + 1u < elements) {
-        new_x[w] = new_xw;
-        new_m[w] = new_mw;
-        new_v[w] = new_vw;
-    } else if (2u * w < elements) {
-        STORE_HALF_BITS(new_x, 2u * w, new_xw & 0xFFFFu)
-        STORE_HALF_BITS(new_m, 2u * w, new_mw & 0xFFFFu)
-        STORE_HALF_BITS(new_v, 2u * w, new_vw & 0xFFFFu)
-    }
-}
-
-// PACKED, VECTORS: item i, vector i of each tensor (its inputs loaded before any output is
-// stored; words past the elements, within the buffer's last 16-byte unit, are read and
-// computed but not stored).
-void packed_vector(uint i, float lr_alpha, uint field) {
-    const uvec4 xv = x_uvec4[i], mv = m_uvec4[i], vv = v_uvec4[i], gv = g_uvec4[i];
-    uvec4 new_xv, new_mv, new_vv;
-    for (uint k = 0u; k < 4u; ++k) {
-        packed_word(xv[k], mv[k], vv[k], gv[k], lr_alpha, field, new_xv[k], new_mv[k],
-                    new_vv[k]);
-    }
-    if ((4u * i + 4u) << (IS_F16 ? 1u : 0u) <= elements) {
-        new_x_uvec4[i] = new_xv;
-        new_m_uvec4[i] = new_mv;
-        new_v_uvec4[i] = new_vv;
-    } else {
-        for (uint k = 0u; k < 4u; ++k) store_word(4u * i + k, new_xv[k], new_mv[k], new_vv[k]);
+    if (2u * i + 1u < elements) {
+        new_x[i] = halves_from_floats(vec2(lo.x, hi.x));
+        new_m[i] = halves_from_floats(vec2(lo.y, hi.y));
+        new_v[i] = halves_from_floats(vec2(lo.z, hi.z));
+    } else {  // the last element: the word's upper half is not the tensor's
+        STORE_HALF_BITS(new_x, 2u * i, half_from_float(lo.x))
+        STORE_HALF_BITS(new_m, 2u * i, half_from_float(lo.y))
+        STORE_HALF_BITS(new_v, 2u * i, half_from_float(lo.z))
     }
 }
 
@@ -121,22 +82,26 @@ void packed_vector(uint i, float lr_alpha, uint field) {
     a += (c) * uvec4(X_STRIDES##D, M_STRIDES##D, V_STRIDES##D, G_STRIDES##D);          \
     b += (c) * uvec3(NEW_X_STRIDES##D, NEW_M_STRIDES##D, NEW_V_STRIDES##D);
 
+// LearningRate alpha, computed once per workgroup (T is tensor data) and shared: its
+// square-and-multiply, division, square root and integer product cost as much as several
+// items, and the other invocations need not run them.
+shared float workgroup_lr_alpha;
+
 void main() {
-    // alpha once per invocation: T is tensor data.
-    const uint t = step[0];
-    precise float one_minus_beta1_t = 1.0 - pow_uint(BETA1, t);
-    precise float one_minus_beta2_t = 1.0 - pow_uint(BETA2, t);
-    // (By integers: LearningRate alpha may be subnormal.)
-    const float lr_alpha = ieee_mul(LEARNING_RATE, cr_div(cr_sqrt(one_minus_beta2_t),
-                                                          one_minus_beta1_t));
+    if (gl_LocalInvocationIndex == 0u) {
+        const uint t = step[0];
+        precise float one_minus_beta1_t = 1.0 - pow_uint(BETA1, t);
+        precise float one_minus_beta2_t = 1.0 - pow_uint(BETA2, t);
+        // (By integers: LearningRate alpha may be subnormal.)
+        workgroup_lr_alpha = ieee_mul(LEARNING_RATE, cr_div(cr_sqrt(one_minus_beta2_t),
+                                                            one_minus_beta1_t));
+    }
+    barrier();
+    const float lr_alpha = workgroup_lr_alpha;
     const uint field = (floatBitsToUint(lr_alpha) >> 23) & 0xFFu;
     GRID_STRIDE_LOOP_FROM(i, first, count) {
-        if (PACKED && VECTORS) {
-            packed_vector(i, lr_alpha, field);
-        } else if (PACKED) {
-            uint new_xw, new_mw, new_vw;
-            packed_word(x[i], m[i], v[i], g[i], lr_alpha, field, new_xw, new_mw, new_vw);
-            store_word(i, new_xw, new_mw, new_vw);
+        if (PACKED) {
+            packed_item(i, x[i], m[i], v[i], g[i], lr_alpha, field);
         } else {
             uvec4 a = uvec4(0u);
             uvec3 b = uvec3(0u);

@@ -4,7 +4,7 @@
 #     STEPS="tests fp variants rows" bash benchmarks/investigations/h200_half.sh
 # Steps: tests, pytest on TESTS; fp, the fingerprint check; variants, adam_variants.py on the
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
-# vectors, adam_vectors.py (ADAM_OPTIMIZER's packed layouts);
+# items, adam_items.py (ADAM_OPTIMIZER's items per invocation);
 # random, random_variants.py (RANDOM_GENERATOR's blocks per invocation); ablation,
 # pooling_ablation.py on the SPIR-V built into benchmarks/investigations/pooling-spirv (carry
 # it); tiles, pooling_grad_variants.py (TILE_KINDS, TILE_WIDTHS, TILE_HEIGHTS, TILE_ARGMAX);
@@ -20,9 +20,9 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
 [[ $steps == *" variants "* ]] && { run adam_variants 250 python3 \
   benchmarks/investigations/adam_variants.py --spirv benchmarks/investigations/adam-spirv \
   --out $OUT/adam_variants.json; cat $OUT/adam_variants.txt; }
-[[ $steps == *" vectors "* ]] && { run adam_vectors 250 python3 \
-  benchmarks/investigations/adam_vectors.py --out $OUT/adam_vectors.json; \
-  cat $OUT/adam_vectors.txt; }
+[[ $steps == *" items "* ]] && { run adam_items 250 python3 \
+  benchmarks/investigations/adam_items.py --out $OUT/adam_items.json; \
+  cat $OUT/adam_items.txt; }
 [[ $steps == *" random "* ]] && { run random_variants 200 python3 \
   benchmarks/investigations/random_variants.py --out $OUT/random_variants.json; \
   cat $OUT/random_variants.txt; }

@@ -13,6 +13,9 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
   sums and stores alone);
 - by_integers: average pooling's division by a whole window's count through the integer
   quotient (div_count_of, as before 2026-12-02) instead of the reciprocal's product;
+- unguarded: the reciprocal's road without the tests that make its one step right for any
+  rounding of the product (as run 4 of 2026-12-02 timed it; the same bits where the product
+  rounds to nearest);
 - first_cell: max pooling's argmax over the window's first cell only (the compiler drops the
   other keys' loads: what the footprint's loads and comparisons cost);
 - by_windows: max pooling's winners' pass by windows, each its own cells one by one (before
@@ -21,7 +24,8 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
   2026-12-02; the kernel's EVERY_CELL_WINS now drops that test);
 - winners_only / tiles_only: max pooling's two dispatches, the other one doing nothing (what
   each costs; the tiles then read stale winners, the winners pass's time stands alone).
-Same bits: shipped, by_windows, by_integers and every_cell_test, checked against shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
+Same bits: shipped, by_windows, by_integers, every_cell_test and unguarded, checked against
+shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
     python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
@@ -54,7 +58,10 @@ KERNELS = {
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
                                    "    return v;")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
-                      "    if (false) {")])),
+                      "    if (false) {")],
+        unguarded=[(AVERAGE, "        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) "
+                             "&& !(r < 0 && mq == 0x800000u)) {",
+                    "        if (eq - 2u < 253u) {")])),
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], device_half=DEVICE_HALF,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
@@ -67,7 +74,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "by_windows", "by_integers", "every_cell_test")
+SAME_BITS = ("shipped", "by_windows", "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:

@@ -35,13 +35,9 @@ INPUTS = ("input_parameters_tensor", "input_first_moment_tensor", "input_second_
 OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
            "output_second_moment_tensor")
 SCALARS = ("learning_rate", "beta1", "beta2", "epsilon")
-# Items (vectors, words or elements) an invocation takes where there are enough: it computes
+# Items (words or elements) an invocation takes where there are enough: its workgroup computes
 # alpha (Beta^T, a square root and a division) once for all of them.
 ITEMS_PER_INVOCATION = 4
-# Packed tensors of these element sizes (bytes) go by 16-byte vectors (the kernel's VECTORS),
-# with VECTOR_ITEMS_PER_INVOCATION vectors an invocation.
-VECTOR_ELEMENT_SIZES = (4, 2)
-VECTOR_ITEMS_PER_INVOCATION = 2
 # The kernel's float path keeps every sum's terms at 0 or at least 2^-102, so that no operand
 # or result is subnormal (a device may flush those); elements with smaller inputs take its
 # exact path (shaders/adam_optimizer.comp, adam()).
@@ -167,25 +163,18 @@ class AdamOptimizerDesc(OperatorDesc):
         names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")
         constants.update(SIZES=right_align(sizes, 8, 1), **{
             f"{n}_STRIDES": right_align(s, 8, 0) for n, s in zip(names, strides)})
-        # Packed: one 32-bit word of each tensor per item (one float32 or two float16), or one
-        # 16-byte vector (four words).
-        vectors = packed and size in VECTOR_ELEMENT_SIZES
-        words = -(-sizes[0] * size // 4)
-        count = (-(-words // 4) if vectors else words) if packed else x.element_count
-        # An item's loops: the grid loop's iteration; a vector's loops over its words (4
-        # iterations, 5 counted) and, where it ends the elements, its stores' loop; per
-        # element the division's and the square root's correction loops (2 iterations each, 3
-        # counted). Beta^T's square-and-multiply (up to 32) and alpha's division and square
-        # root run once per invocation, which takes ITEMS_PER_INVOCATION (or
-        # VECTOR_ITEMS_PER_INVOCATION) items where there are that many.
-        elements_per_item = (4 if vectors else 1) * (4 // size if packed else 1)
-        loops = 1 + (2 * 5 if vectors else 0) + elements_per_item * 2 * 3
-        per_invocation = VECTOR_ITEMS_PER_INVOCATION if vectors else ITEMS_PER_INVOCATION
+        # Packed: one 32-bit word of each tensor per item (one float32 or two float16).
+        count = -(-sizes[0] * size // 4) if packed else x.element_count
+        # An item's loops: the grid loop's iteration, and per element the division's and the
+        # square root's correction loops (2 iterations each, 3 counted); Beta^T's
+        # square-and-multiply (up to 32) and alpha's division and square root run once per
+        # invocation, which takes ITEMS_PER_INVOCATION items where there are that many.
+        loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
-                                   constants=dict(constants, PACKED=packed, VECTORS=vectors),
+                                   constants=dict(constants, PACKED=packed),
                                    push=dict(count=end, elements=x.element_count, first=first))
                           for first, end, workgroups in grid_slices(
-                              count, wg, limits, loops, 2 * 33 + 2 * 3, per_invocation)),
+                              count, wg, limits, loops, 2 * 33 + 2 * 3, ITEMS_PER_INVOCATION)),
                     tensors=tuple(n for n, _ in self.tensor_fields()))
 
 

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""ADAM_OPTIMIZER's packed layouts (issue 30: float32 at 74-84% of the same-bytes copy roofline
-on an H200, float16 at 58-65%): an item of one 32-bit word of each tensor (the kernel before
-2026-12-02's change) against one 16-byte vector of each (the kernel's VECTORS), with 1, 2 or 4
-items an invocation, on the benchmark's cases (16 and 256 MiB per tensor, in place). The plan's
-module settings (pyvkgrad/ops/adam_optimizer.py: VECTOR_ELEMENT_SIZES,
-VECTOR_ITEMS_PER_INVOCATION, ITEMS_PER_INVOCATION) are switched in this process; every layout
-must give the same bits (one step on fresh data, compared after the timed replays).
+"""ADAM_OPTIMIZER's items per invocation (issue 30: float32 at 74-84% of the same-bytes copy
+roofline on an H200, float16 at 58-65%): the plan's ITEMS_PER_INVOCATION (words or elements
+an invocation takes; its workgroup computes alpha once) switched in this process, on the
+benchmark's cases (16 and 256 MiB per tensor, in place). Every setting must give the same bits
+(one step on fresh data, compared after the timed replays).
 
-    python3 benchmarks/investigations/adam_vectors.py [--quick] [--repeat N] [--out FILE]
+At 6f1be48 (results/h200-2026-12-02-adam-items/run1-vectors) this script also timed items of
+one 16-byte vector of each tensor (a kernel constant VECTORS, since taken out): 30-40%
+slower than words on the H200 in both data types.
+
+    python3 benchmarks/investigations/adam_items.py [--quick] [--repeat N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -28,21 +30,19 @@ from pyvkgrad.ops import adam_optimizer as adam  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
-# name -> (VECTOR_ELEMENT_SIZES, VECTOR_ITEMS_PER_INVOCATION, ITEMS_PER_INVOCATION)
-LAYOUTS = {"words x4": ((), 2, 4), "words x8": ((), 2, 8), "vectors x1": ((4, 2), 1, 4),
-           "vectors x2": ((4, 2), 2, 4), "vectors x4": ((4, 2), 4, 4)}
+# name -> ITEMS_PER_INVOCATION
+LAYOUTS = {"x4": 4, "x8": 8, "x16": 16, "x32": 32}
 OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 
 
 def use(layout):
-    adam.VECTOR_ELEMENT_SIZES, adam.VECTOR_ITEMS_PER_INVOCATION, adam.ITEMS_PER_INVOCATION = \
-        LAYOUTS[layout]
+    adam.ITEMS_PER_INVOCATION = LAYOUTS[layout]
 
 
 def compiled(dev, layout, x, m, v, g, dt):
     """bench_cases.adam_operator under `layout`, through a descriptor class of its own (the
-    compile cache never returns another layout's plan)."""
+    compile cache never returns another setting's plan)."""
     class Desc(pyvkgrad.AdamOptimizerDesc):
         pass
     Desc.__name__ = f"Adam_{layout.replace(' ', '_')}"
@@ -63,8 +63,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
-    saved = (adam.VECTOR_ELEMENT_SIZES, adam.VECTOR_ITEMS_PER_INVOCATION,
-             adam.ITEMS_PER_INVOCATION)
+    saved = adam.ITEMS_PER_INVOCATION
     rows = []
     no_torch = types.SimpleNamespace(torch=None)
     n_per = [1 << 18] if args.quick else [4 << 20, 64 << 20]  # float32 elements of 16/256 MiB
@@ -87,8 +86,7 @@ def main() -> None:
                 rows.append(dict(case=f"{nbytes // 7 >> 20} MiB per tensor", dtype=dt,
                                  layout=layout, us=ns / 1e3, roofline_gbps=roofline / 1e9,
                                  roofline_share=nbytes / ns / (roofline / 1e9),
-                                 workgroups=dispatch.workgroups,
-                                 vectors=dict(dispatch.constants).get("VECTORS")))
+                                 workgroups=dispatch.workgroups))
                 op.close()
                 op2.close()
                 del tensors, fresh
@@ -100,8 +98,7 @@ def main() -> None:
                       f"{row['us']:9.1f} us {100 * row['roofline_share']:6.1f}% of copy "
                       f"({row['workgroups']} workgroups)  same bits: {row['same_bits']}",
                       flush=True)
-    (adam.VECTOR_ELEMENT_SIZES, adam.VECTOR_ITEMS_PER_INVOCATION,
-     adam.ITEMS_PER_INVOCATION) = saved
+    adam.ITEMS_PER_INVOCATION = saved
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 
