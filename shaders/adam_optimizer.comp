@@ -36,6 +36,8 @@ DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
 // (adam_step.glsl)
 #define ADAM_SCALARS_ID 4
 #define ADAM_LIMITS_ID 73
+// PACKED: load each item's words a pass ahead (the plan's PREFETCH).
+layout(constant_id = 78) const bool PREFETCH = false;
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
 // TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that
@@ -99,6 +101,23 @@ void main() {
     barrier();
     const float lr_alpha = workgroup_lr_alpha;
     const uint field = (floatBitsToUint(lr_alpha) >> 23) & 0xFFu;
+    if (PACKED && PREFETCH) {
+        // Each item's words are loaded one pass ahead, before the item before it is
+        // computed, so that a load's latency overlaps a step's arithmetic. (Different words:
+        // an item's outputs over its inputs are stored after its own loads, as below.)
+        const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+        uint i = first + gl_GlobalInvocationID.x;
+        uvec4 next = i < count ? uvec4(x[i], m[i], v[i], g[i]) : uvec4(0u);
+        for (; i < count; i += stride) {
+            const uvec4 words = next;
+            if (i + stride < count) {
+                const uint j = i + stride;
+                next = uvec4(x[j], m[j], v[j], g[j]);
+            }
+            packed_item(i, words.x, words.y, words.z, words.w, lr_alpha, field);
+        }
+        return;
+    }
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         if (PACKED) {
             packed_item(i, x[i], m[i], v[i], g[i], lr_alpha, field);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """ADAM_OPTIMIZER's items per invocation (issue 30: float32 at 74-84% of the same-bytes copy
 roofline on an H200, float16 at 58-65%): the plan's ITEMS_PER_INVOCATION (words or elements
-an invocation takes; its workgroup computes alpha once) switched in this process, on the
+an invocation takes; its workgroup computes alpha once) and PREFETCH (each item's words loaded
+a pass ahead: "ahead") switched in this process, on the
 benchmark's cases (16 and 256 MiB per tensor, in place). Every setting must give the same bits
 (one step on fresh data, compared after the timed replays).
 
@@ -30,14 +31,15 @@ from pyvkgrad.ops import adam_optimizer as adam  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
-# name -> ITEMS_PER_INVOCATION
-LAYOUTS = {"x4": 4, "x8": 8, "x16": 16, "x32": 32}
+# name -> (ITEMS_PER_INVOCATION, PREFETCH)
+LAYOUTS = {"x4": (4, False), "x8": (8, False), "x16": (16, False), "x4 ahead": (4, True),
+           "x8 ahead": (8, True), "x16 ahead": (16, True)}
 OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 
 
 def use(layout):
-    adam.ITEMS_PER_INVOCATION = LAYOUTS[layout]
+    adam.ITEMS_PER_INVOCATION, adam.PREFETCH = LAYOUTS[layout]
 
 
 def compiled(dev, layout, x, m, v, g, dt):
@@ -63,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
-    saved = adam.ITEMS_PER_INVOCATION
+    saved = adam.ITEMS_PER_INVOCATION, adam.PREFETCH
     rows = []
     no_torch = types.SimpleNamespace(torch=None)
     n_per = [1 << 18] if args.quick else [4 << 20, 64 << 20]  # float32 elements of 16/256 MiB
@@ -98,7 +100,7 @@ def main() -> None:
                       f"{row['us']:9.1f} us {100 * row['roofline_share']:6.1f}% of copy "
                       f"({row['workgroups']} workgroups)  same bits: {row['same_bits']}",
                       flush=True)
-    adam.ITEMS_PER_INVOCATION = saved
+    adam.ITEMS_PER_INVOCATION, adam.PREFETCH = saved
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

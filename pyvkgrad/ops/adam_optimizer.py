@@ -37,7 +37,9 @@ OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
 SCALARS = ("learning_rate", "beta1", "beta2", "epsilon")
 # Items (words or elements) an invocation takes where there are enough: its workgroup computes
 # alpha (Beta^T, a square root and a division) once for all of them.
-ITEMS_PER_INVOCATION = 4
+ITEMS_PER_INVOCATION = 8
+# Packed tensors: each item's words loaded a pass ahead (the kernel's PREFETCH).
+PREFETCH = True
 # The kernel's float path keeps every sum's terms at 0 or at least 2^-102, so that no operand
 # or result is subnormal (a device may flush those); elements with smaller inputs take its
 # exact path (shaders/adam_optimizer.comp, adam()).
@@ -171,7 +173,8 @@ class AdamOptimizerDesc(OperatorDesc):
         # invocation, which takes ITEMS_PER_INVOCATION items where there are that many.
         loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
-                                   constants=dict(constants, PACKED=packed),
+                                   constants=dict(constants, PACKED=packed,
+                                                  PREFETCH=packed and PREFETCH),
                                    push=dict(count=end, elements=x.element_count, first=first))
                           for first, end, workgroups in grid_slices(
                               count, wg, limits, loops, 2 * 33 + 2 * 3, ITEMS_PER_INVOCATION)),
