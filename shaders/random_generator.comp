@@ -9,12 +9,24 @@
 // the grid's L invocations: the rounds of independent blocks interleave (the ten rounds of one
 // block are a chain of dependent multiplications), the state is read once for all of them,
 // and every store of a pass is still one contiguous run across the lanes.
+// STATE_HERE (the plan's one dispatch over every block, with an OutputStateTensor): this
+// dispatch also stores the new state, ((C + count) mod 2^128, key), from the workgroup that
+// reads the state last. Each workgroup's invocation 0 reads the state for its workgroup
+// (shared memory), then takes a ticket (an atomic add on a scratch word, its operand made to
+// depend on the words read, and a fence between): the workgroup whose ticket is the last
+// (gl_NumWorkGroups - 1) knows every workgroup has read the state, so an OutputStateTensor
+// bound over the InputStateTensor (in place) may change then; it stores the new state and
+// puts the ticket word back to 0 for the next run. Otherwise the plan dispatches
+// random_generator_state after every block (a second dispatch behind a barrier: 2-4 us on an
+// H200, a quarter of a 16 MiB output's time).
 // Constants: WG; PACKED (y is one packed run: a whole block is one 16-byte store); STATE_STRIDE
 // (the state's element stride); SIZES, Y_STRIDES (y's coalesced sizes and element strides,
-// 8 dimensions, right-aligned); BLOCKS (1 to 4).
-// Push constants: count (the block this dispatch ends at), elements (E), first (the block it
-// starts at). Dispatch: up to 65535 workgroups; a grid-stride loop over the blocks [first,
-// count), BLOCKS at a time, split into several dispatches under a loop limit
+// 8 dimensions, right-aligned); BLOCKS (1 to 4); STATE_HERE, NEW_STATE_STRIDE.
+// Bindings: state, y, new_state (OutputStateTensor, or a 16-byte scratch never written),
+// tickets (scratch, one word, 0 between runs).
+// Push constants: count (the block this dispatch ends at; below 2^30), elements (E), first
+// (the block it starts at). Dispatch: up to 65535 workgroups; a grid-stride loop over the
+// blocks [first, count), BLOCKS at a time, split into several dispatches under a loop limit
 // (plan.grid_slices).
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -24,10 +36,14 @@ layout(constant_id = 1) const bool PACKED = false;
 layout(constant_id = 2) const uint STATE_STRIDE = 1u;
 DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
 layout(constant_id = 19) const uint BLOCKS = 1u;
+layout(constant_id = 20) const bool STATE_HERE = false;
+layout(constant_id = 21) const uint NEW_STATE_STRIDE = 1u;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
 layout(set = 0, binding = 1) writeonly buffer Y_UVEC4 { uvec4 y_uvec4[]; };  // the same, packed
+layout(set = 0, binding = 2) writeonly buffer NEW_STATE { uint new_state[]; };
+layout(set = 0, binding = 3) buffer TICKETS { uint tickets[]; };
 layout(push_constant) uniform Push { uint count; uint elements; uint first; };
 
 #include "random_generator.glsl"
@@ -53,9 +69,42 @@ void store_block(uint b, uvec4 words) {
     }
 }
 
+shared uint workgroup_state[6];
+
+// STATE_HERE: the workgroup's state, read by its invocation 0, which takes the ticket and,
+// where it is the last, stores the new state.
+void read_state_and_ticket() {
+    if (gl_LocalInvocationIndex == 0u) {
+        const uvec4 c = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
+        const uvec2 k = uvec2(STATE(4), STATE(5));
+        workgroup_state = uint[6](c.x, c.y, c.z, c.w, k.x, k.y);
+        // 0 at run time (count < 2^30), which the compiler cannot see: the ticket's add waits
+        // for the words read.
+        const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
+        memoryBarrierBuffer();
+        const uint ticket = atomicAdd(tickets[0], 1u + zero);
+        if (ticket == gl_NumWorkGroups.x - 1u) {
+            memoryBarrierBuffer();
+            const uvec4 n = counter_plus(c, count);
+            new_state[0u * NEW_STATE_STRIDE] = n.x;
+            new_state[1u * NEW_STATE_STRIDE] = n.y;
+            new_state[2u * NEW_STATE_STRIDE] = n.z;
+            new_state[3u * NEW_STATE_STRIDE] = n.w;
+            new_state[4u * NEW_STATE_STRIDE] = k.x;
+            new_state[5u * NEW_STATE_STRIDE] = k.y;
+            tickets[0] = 0u;
+        }
+    }
+    barrier();
+}
+
 void main() {
-    const uvec4 counter = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
-    const uvec2 key = uvec2(STATE(4), STATE(5));
+    if (STATE_HERE) read_state_and_ticket();
+    const uvec4 counter = STATE_HERE
+        ? uvec4(workgroup_state[0], workgroup_state[1], workgroup_state[2], workgroup_state[3])
+        : uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
+    const uvec2 key = STATE_HERE ? uvec2(workgroup_state[4], workgroup_state[5])
+                                 : uvec2(STATE(4), STATE(5));
     const uint lanes = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     // Written out, not a loop (a driver counting iterations sees only the grid loop); every
     // block of a pass is computed before any is stored, so that the chains can interleave

@@ -190,10 +190,10 @@ def test_beyond_the_workgroup_limit_plan():
     for count in (4 * per_invocation * BEYOND_WORKGROUP_LIMIT, 2**32 - 1):
         desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (count,)), STATE)
         blocks = -(-count // 4)
-        main, state = desc.plan(Limits()).dispatches
+        (main,) = desc.plan(Limits()).dispatches  # it stores the new state too
         assert main.workgroups == 65535
         assert dict(main.push) == dict(count=blocks, elements=count, first=0)
-        assert dict(state.push) == dict(blocks=blocks)
+        assert dict(main.constants)["STATE_HERE"]
         narrow = Limits(max_loop_iterations=65535, max_workgroups=64, local_size=1,
                         max_local_size=1)
         sliced = desc.plan(narrow).dispatches[:-1]
@@ -255,15 +255,20 @@ def test_in_place_state_continues_the_stream(device):
     np.testing.assert_array_equal(s.numpy().reshape(-1), want_state)
 
 
+@pytest.mark.parametrize("state_here", [True, False])
 @pytest.mark.parametrize("local_size", [1, 4, 64])
-def test_in_place_over_many_workgroups_and_replays(device, local_size):
+def test_in_place_over_many_workgroups_and_replays(device, monkeypatch, local_size, state_here):
     """The state in place over up to 1001 workgroups: three executes in a recording, replayed
     twice, continue one stream (every workgroup reads the state before the new state is
-    stored, in every call)."""
+    stored, in every call), whether the one dispatch stores it (the last workgroup to take a
+    ticket; the ticket word back to 0 for the next execute and replay) or a second one."""
+    monkeypatch.setattr(random_generator_module, "STATE_HERE", state_here)
     limits = dataclasses.replace(device.limits, local_size=local_size,
                                  max_local_size=max(local_size, device.limits.max_local_size))
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
     op = device.compile(desc, limits)
+    kernels = [d.kernel for d in op.plan.dispatches]
+    assert (kernels[-1] == "random_generator_state") == (not state_here or len(kernels) > 2)
     state = np.array(EDGE_STATES[2], np.uint32)
     s = device.empty(STATE)
     s.write(state.reshape(1, 1, 1, 6))

@@ -4,8 +4,12 @@
 cases (16 MiB to 1 GiB of uint32, the state in place) timed with the kernel's BLOCKS from 1 to
 4 (pyvkgrad/ops/random_generator.py's BLOCKS_PER_INVOCATION), against the write-only
 roofline measured in the same run, and the outputs compared bit for bit with BLOCKS 1's.
+--state here,after: also with the new state stored by the one dispatch (STATE_HERE, the
+default since 2026-12-02) and by a second dispatch after it (before); the new state is checked
+too.
 
-    python3 benchmarks/investigations/random_variants.py [--quick] [--repeat N] [--out FILE]
+    python3 benchmarks/investigations/random_variants.py [--quick] [--repeat N]
+        [--blocks 1,2,3,4] [--state here,after] [--out FILE]
 """
 
 from __future__ import annotations
@@ -31,17 +35,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--blocks", default="1,2,3,4")
+    ap.add_argument("--state", default="here")
     ap.add_argument("--out")
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     rows = []
-    shipped = random_generator_module.BLOCKS_PER_INVOCATION
+    shipped = random_generator_module.BLOCKS_PER_INVOCATION, random_generator_module.STATE_HERE
+    settings = [(int(b), where) for where in args.state.split(",")
+                for b in args.blocks.split(",")]
     for _, label, _, build in bench_cases.random_generator_cases(args.quick):
         base = None
         fill = None
-        for blocks in (int(b) for b in args.blocks.split(",")):
+        for blocks, where in settings:
             random_generator_module.BLOCKS_PER_INVOCATION = blocks
+            random_generator_module.STATE_HERE = where == "here"
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
             if fill is None:
                 fill = bench_timing.write_roofline(dev, nbytes, args.repeat)
@@ -53,18 +61,26 @@ def main() -> None:
             out = tensors["output_tensor"].numpy()
             if base is None:
                 base = out.copy()
-            row = dict(case=label, blocks=blocks,
+            words = [int(w) for w in start.reshape(-1)]
+            counter = sum(w << (32 * i) for i, w in enumerate(words[:4]))
+            counter = (counter + -(-out.size // 4)) % 2**128
+            want = [(counter >> (32 * i)) & 0xFFFFFFFF for i in range(4)] + words[4:]
+            row = dict(case=label, blocks=blocks, state=where,
+                       dispatches=len(op.plan.dispatches),
                        workgroups=op.plan.dispatches[0].workgroups, us=ns / 1e3,
                        fill_gbps=fill / 1e9, fill_share=nbytes / ns / (fill / 1e9),
-                       same_bits=bool(np.array_equal(out, base)))
+                       same_bits=bool(np.array_equal(out, base)),
+                       state_ok=tensors["input_state_tensor"].numpy().reshape(-1).tolist()
+                       == want)
             rows.append(row)
-            print(f"{label:36s} BLOCKS {blocks} ({row['workgroups']:6d} workgroups) "
-                  f"{row['us']:9.1f} us {100 * row['fill_share']:6.1f}% of fill  same bits: "
-                  f"{row['same_bits']}", flush=True)
+            print(f"{label:36s} BLOCKS {blocks} state {where:5s} ({row['workgroups']:6d} "
+                  f"workgroups, {row['dispatches']} dispatches) {row['us']:9.1f} us "
+                  f"{100 * row['fill_share']:6.1f}% of fill  same bits: {row['same_bits']}, "
+                  f"state: {row['state_ok']}", flush=True)
             rec.close()
             op.close()
             del tensors
-    random_generator_module.BLOCKS_PER_INVOCATION = shipped
+    random_generator_module.BLOCKS_PER_INVOCATION, random_generator_module.STATE_HERE = shipped
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

@@ -7,12 +7,13 @@ index, whatever its strides) is word n mod 4 of the Philox block of counter (C +
 mod 2^128; the OutputStateTensor, when given, receives ((C + ceil(E/4)) mod 2^128, s4, s5) for
 E output elements. Integer arithmetic only: the same bits on every device.
 
-Kernels: `random_generator` (a grid-stride loop over the blocks, BLOCKS_PER_INVOCATION at a
-time, split into dispatches under a loop limit) and, when there is an OutputStateTensor,
-`random_generator_state` after it (one invocation). The state is written last so that an
-OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it) changes
-only after every block has read it: the device inserts a barrier between the two because the
-second writes what the first read (when the tensors differ, none is needed).
+Kernels: `random_generator`, a grid-stride loop over the blocks, BLOCKS_PER_INVOCATION at a
+time. An OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it)
+may change only after every block has read the state. Where one dispatch covers every block,
+it stores the new state itself, from the workgroup that reads the state last (each
+workgroup takes a ticket from a scratch word after reading: STATE_HERE). Where a loop limit
+splits the blocks into several dispatches, `random_generator_state` (one invocation) follows
+them: the device inserts a barrier between because it writes what they read.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING, ClassVar, Sequence, Tuple, Union
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
+from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, grid_slices,
+                    right_align)
 from ..tensor import (MAX_DIMENSIONS, MAX_ELEMENTS, DataType, TensorDesc, as_uint_tuple,
                       check_desc, check_output, check_rank, check_same, coalesce, enum_value,
                       fail)
@@ -38,6 +40,9 @@ WORDS_PER_BLOCK = 4  # one Philox 4x32 block
 # Blocks an invocation computes a pass (the kernel's BLOCKS, 1 to 4): independent blocks'
 # rounds interleave. benchmarks/investigations/random_variants.py times the choices.
 BLOCKS_PER_INVOCATION = 4
+# One dispatch over every block stores the new state itself (the kernel's STATE_HERE);
+# False: always random_generator_state after it (benchmarks/investigations/random_variants.py).
+STATE_HERE = True
 
 
 class RandomGeneratorType(enum.IntEnum):
@@ -117,22 +122,31 @@ class RandomGeneratorDesc(OperatorDesc):
         constants = dict(WG=wg, PACKED=strides == (1,), STATE_STRIDE=state_stride,
                          SIZES=right_align(sizes, 8, 1), Y_STRIDES=right_align(strides, 8, 0),
                          BLOCKS=blocks)
-        bindings = dict(state="input_state_tensor", y="output_tensor")
         # A pass's rounds and stores are written out (no loop): the grid loop's iteration is
         # all an invocation counts, one per pass of `blocks` blocks (grid_slices counts one per
         # block: an overestimate, so the cuts stay under a loop limit).
+        slices = grid_slices(self.blocks, wg, limits, items_per_invocation=blocks)
+        here = STATE_HERE and self.output_state_tensor is not None and len(slices) == 1
+        new_state = self.output_state_tensor if here else None
+        constants.update(STATE_HERE=here, NEW_STATE_STRIDE=(
+            new_state.element_strides[-1] if new_state is not None else 1))
+        bindings = dict(state="input_state_tensor", y="output_tensor",
+                        new_state="output_state_tensor" if here else "no_state",
+                        tickets="tickets")
+        scratch = (Scratch("tickets", 16, words=np.zeros(4, np.uint32)),
+                   Scratch("no_state", 16))
         dispatches = [Dispatch("random_generator", bindings, workgroups, constants=constants,
                                push=dict(count=end, elements=y.element_count, first=first))
-                      for first, end, workgroups in grid_slices(self.blocks, wg, limits,
-                                                                items_per_invocation=blocks)]
-        if self.output_state_tensor is not None:
+                      for first, end, workgroups in slices]
+        if self.output_state_tensor is not None and not here:
             dispatches.append(Dispatch(
                 "random_generator_state",
                 dict(state="input_state_tensor", new_state="output_state_tensor"), 1,
                 constants=dict(WG=wg, STATE_STRIDE=state_stride,
                                NEW_STATE_STRIDE=self.output_state_tensor.element_strides[-1]),
                 push=dict(blocks=self.blocks)))
-        return Plan(tuple(dispatches), tensors=tuple(n for n, _ in self.tensor_fields()))
+        return Plan(tuple(dispatches), scratch,
+                    tensors=tuple(n for n, _ in self.tensor_fields()))
 
 
 def random_generator(input_state: np.ndarray, output_sizes: Sequence[int],
