@@ -11,9 +11,8 @@
 // and every store of a pass is still one contiguous run across the lanes.
 // STATE_HERE (the plan's one dispatch over every block, with an OutputStateTensor): this
 // dispatch also stores the new state, ((C + count) mod 2^128, key), from the workgroup that
-// reads the state last. Each workgroup's invocation 0 reads the state for its workgroup
-// (shared memory), then takes a ticket (an atomic add on a scratch word, its operand made to
-// depend on the words read, and a fence between): the workgroup whose ticket is the last
+// finishes last. Each workgroup, once all its invocations have read the state, takes a ticket
+// (an atomic add on a scratch word): the workgroup whose ticket is the last
 // (gl_NumWorkGroups - 1) knows every workgroup has read the state, so an OutputStateTensor
 // bound over the InputStateTensor (in place) may change then; it stores the new state and
 // puts the ticket word back to 0 for the next run. Otherwise the plan dispatches
@@ -69,22 +68,19 @@ void store_block(uint b, uvec4 words) {
     }
 }
 
-shared uint workgroup_state[6];
-
-// STATE_HERE: the workgroup's state, read by its invocation 0, which takes the ticket and,
-// where it is the last, stores the new state.
-void read_state_and_ticket() {
+// STATE_HERE, at the end: every invocation of the workgroup has read the state (the barrier:
+// each has used it), so invocation 0 takes the workgroup's ticket; the last stores the new
+// state (c, k: the state it read) and puts the ticket word back to 0 for the next run.
+// Tickets at the workgroups' ends: taken at their starts, they queued on the one word (about
+// 0.9 ns each on an H200) and held up every workgroup's start.
+void take_ticket(uvec4 c, uvec2 k) {
+    barrier();
     if (gl_LocalInvocationIndex == 0u) {
-        const uvec4 c = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
-        const uvec2 k = uvec2(STATE(4), STATE(5));
-        workgroup_state = uint[6](c.x, c.y, c.z, c.w, k.x, k.y);
-        // 0 at run time (count < 2^30), which the compiler cannot see: the ticket's add waits
-        // for the words read.
+        // 0 at run time (count < 2^30), which the compiler cannot see: the add waits for the
+        // words read.
         const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
-        memoryBarrierBuffer();
         const uint ticket = atomicAdd(tickets[0], 1u + zero);
         if (ticket == gl_NumWorkGroups.x - 1u) {
-            memoryBarrierBuffer();
             const uvec4 n = counter_plus(c, count);
             new_state[0u * NEW_STATE_STRIDE] = n.x;
             new_state[1u * NEW_STATE_STRIDE] = n.y;
@@ -95,16 +91,11 @@ void read_state_and_ticket() {
             tickets[0] = 0u;
         }
     }
-    barrier();
 }
 
 void main() {
-    if (STATE_HERE) read_state_and_ticket();
-    const uvec4 counter = STATE_HERE
-        ? uvec4(workgroup_state[0], workgroup_state[1], workgroup_state[2], workgroup_state[3])
-        : uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
-    const uvec2 key = STATE_HERE ? uvec2(workgroup_state[4], workgroup_state[5])
-                                 : uvec2(STATE(4), STATE(5));
+    const uvec4 counter = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
+    const uvec2 key = uvec2(STATE(4), STATE(5));
     const uint lanes = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     // Written out, not a loop (a driver counting iterations sees only the grid loop); every
     // block of a pass is computed before any is stored, so that the chains can interleave
@@ -121,4 +112,5 @@ void main() {
         if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
         if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
     }
+    if (STATE_HERE) take_ticket(counter, key);
 }
