@@ -238,6 +238,15 @@ def adam_data(rng, n, dt):
     return x, m, np.abs(g).astype(_np(dt)), g
 
 
+def adam_sweep(quick_float32_elements=None):
+    """The Adam investigations' cases: (data type, (x, m, v, g)) for 16 and 256 MiB per tensor
+    (or quick_float32_elements' bytes), float32 then float16, as run.py's data."""
+    sizes = [quick_float32_elements] if quick_float32_elements else [4 << 20, 64 << 20]
+    for n32 in sizes:
+        for dt in ("float32", "float16"):
+            yield dt, adam_data(np.random.default_rng(1), n32 * 4 // _np(dt)().itemsize, dt)
+
+
 def adam_operator(dev, x, m, v, g, dt):
     """(compiled ADAM_OPTIMIZER, its tensors) for the Adam case's data uploaded to `dev`, the
     outputs bound over the inputs (step 1, lr 1e-3, Betas 0.9 and 0.999, Epsilon 1e-8)."""

@@ -68,38 +68,35 @@ def main() -> None:
     saved = adam.ITEMS_PER_INVOCATION, adam.PREFETCH
     rows = []
     no_torch = types.SimpleNamespace(torch=None)
-    n_per = [1 << 18] if args.quick else [4 << 20, 64 << 20]  # float32 elements of 16/256 MiB
-    for n32 in n_per:
-        for dt, np_dt in (("float32", np.float32), ("float16", np.float16)):
-            n = n32 * 4 // np.dtype(np_dt).itemsize
-            x, m, v, g = bench_cases.adam_data(np.random.default_rng(1), n, dt)  # run.py's
-            nbytes = 7 * x.nbytes
-            roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
-            bits = {}
-            for layout in LAYOUTS:
-                op, tensors = compiled(dev, layout, x, m, v, g, dt)
-                ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
-                rec.close()
-                # one step on fresh data for the bits
-                op2, fresh = compiled(dev, layout, x, m, v, g, dt)
-                op2(**fresh)
-                bits[layout] = [fresh[k].numpy().view(np.uint8) for k in OUTPUTS]
-                dispatch = op.plan.dispatches[0]
-                rows.append(dict(case=f"{nbytes // 7 >> 20} MiB per tensor", dtype=dt,
-                                 layout=layout, us=ns / 1e3, roofline_gbps=roofline / 1e9,
-                                 roofline_share=nbytes / ns / (roofline / 1e9),
-                                 workgroups=dispatch.workgroups))
-                op.close()
-                op2.close()
-                del tensors, fresh
-            first = next(iter(bits.values()))
-            for row in rows[-len(LAYOUTS):]:
-                row["same_bits"] = all(np.array_equal(a, b)
-                                       for a, b in zip(bits[row["layout"]], first))
-                print(f"{row['case']:20s} {row['dtype']:8s} {row['layout']:11s} "
-                      f"{row['us']:9.1f} us {100 * row['roofline_share']:6.1f}% of copy "
-                      f"({row['workgroups']} workgroups)  same bits: {row['same_bits']}",
-                      flush=True)
+    for dt, (x, m, v, g) in bench_cases.adam_sweep(1 << 18 if args.quick else None):
+        n = x.size
+        nbytes = 7 * x.nbytes
+        roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
+        bits = {}
+        for layout in LAYOUTS:
+            op, tensors = compiled(dev, layout, x, m, v, g, dt)
+            ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
+            rec.close()
+            # one step on fresh data for the bits
+            op2, fresh = compiled(dev, layout, x, m, v, g, dt)
+            op2(**fresh)
+            bits[layout] = [fresh[k].numpy().view(np.uint8) for k in OUTPUTS]
+            dispatch = op.plan.dispatches[0]
+            rows.append(dict(case=f"{nbytes // 7 >> 20} MiB per tensor", dtype=dt,
+                             layout=layout, us=ns / 1e3, roofline_gbps=roofline / 1e9,
+                             roofline_share=nbytes / ns / (roofline / 1e9),
+                             workgroups=dispatch.workgroups))
+            op.close()
+            op2.close()
+            del tensors, fresh
+        first = next(iter(bits.values()))
+        for row in rows[-len(LAYOUTS):]:
+            row["same_bits"] = all(np.array_equal(a, b)
+                                   for a, b in zip(bits[row["layout"]], first))
+            print(f"{row['case']:20s} {row['dtype']:8s} {row['layout']:11s} "
+                  f"{row['us']:9.1f} us {100 * row['roofline_share']:6.1f}% of copy "
+                  f"({row['workgroups']} workgroups)  same bits: {row['same_bits']}",
+                  flush=True)
     adam.ITEMS_PER_INVOCATION, adam.PREFETCH = saved
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))

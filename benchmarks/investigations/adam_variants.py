@@ -70,35 +70,32 @@ def main() -> None:
     spirv = {n: (Path(args.spirv) / f"{n}.spv").read_bytes() for n in VARIANTS}
     rows = []
     no_torch = types.SimpleNamespace(torch=None)
-    n_per = [1 << 20] if args.quick else [4 << 20, 64 << 20]  # float32 elements of 16/256 MiB
-    for n32 in n_per:
-        for dt, np_dt in (("float32", np.float32), ("float16", np.float16)):
-            n = n32 * 4 // np.dtype(np_dt).itemsize
-            x, m, v, g = bench_cases.adam_data(np.random.default_rng(1), n, dt)  # run.py's
-            nbytes = 7 * x.nbytes
-            roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
-            outputs = {}
-            for name, data in spirv.items():
-                # the pipeline is made at the first recording: time inside too
-                with bench_timing.serving("adam_optimizer", data):
-                    op, tensors = bench_cases.adam_operator(dev, x, m, v, g, dt)
-                    ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
-                if name in SAME_BITS:
-                    outputs[name] = [tensors[k].numpy().view(np.uint8) for k in OUTPUTS]
-                rows.append(dict(case=f"{nbytes // 7 >> 20} MiB per tensor", dtype=dt,
-                                 variant=name, us=ns / 1e3, roofline_gbps=roofline / 1e9,
-                                 roofline_share=nbytes / ns / (roofline / 1e9),
-                                 g_elements_per_s=n / ns))
-                rec.close()
-                op.close()
-                del tensors
-            same = all(np.array_equal(a, b) for a, b in zip(*outputs.values()))
-            for row in rows[-len(spirv):]:
-                row["same_bits"] = same if row["variant"] in SAME_BITS else None
-                print(f"{row['case']:20s} {row['dtype']:8s} {row['variant']:12s} "
-                      f"{row['us']:9.1f} us {row['g_elements_per_s']:7.1f} G elem/s "
-                      f"{100 * row['roofline_share']:6.1f}% of copy  same bits: "
-                      f"{row['same_bits']}")
+    for dt, (x, m, v, g) in bench_cases.adam_sweep(1 << 20 if args.quick else None):
+        n = x.size
+        nbytes = 7 * x.nbytes
+        roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
+        outputs = {}
+        for name, data in spirv.items():
+            # the pipeline is made at the first recording: time inside too
+            with bench_timing.serving("adam_optimizer", data):
+                op, tensors = bench_cases.adam_operator(dev, x, m, v, g, dt)
+                ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
+            if name in SAME_BITS:
+                outputs[name] = [tensors[k].numpy().view(np.uint8) for k in OUTPUTS]
+            rows.append(dict(case=f"{nbytes // 7 >> 20} MiB per tensor", dtype=dt,
+                             variant=name, us=ns / 1e3, roofline_gbps=roofline / 1e9,
+                             roofline_share=nbytes / ns / (roofline / 1e9),
+                             g_elements_per_s=n / ns))
+            rec.close()
+            op.close()
+            del tensors
+        same = all(np.array_equal(a, b) for a, b in zip(*outputs.values()))
+        for row in rows[-len(spirv):]:
+            row["same_bits"] = same if row["variant"] in SAME_BITS else None
+            print(f"{row['case']:20s} {row['dtype']:8s} {row['variant']:12s} "
+                  f"{row['us']:9.1f} us {row['g_elements_per_s']:7.1f} G elem/s "
+                  f"{100 * row['roofline_share']:6.1f}% of copy  same bits: "
+                  f"{row['same_bits']}")
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 
