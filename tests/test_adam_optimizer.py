@@ -315,6 +315,41 @@ def test_in_place(device, rng, n, dtype):
     same_bits([t.numpy() for t in tensors[:3]], want, dtype)
 
 
+@pytest.mark.parametrize("prefetch", [True, False])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_many_passes_an_invocation_in_place(device, rng, monkeypatch, prefetch, dtype):
+    """Packed tensors in 2 workgroups of 4 lanes (dozens of passes an invocation, each
+    loading the next pass's words ahead or not), whole and cut into dispatches under a loop
+    limit, the outputs bound over the inputs: the model's bits, which are the same for both,
+    and the same as a default grid's. Sizes end inside a word and a vector."""
+    import dataclasses
+    from pyvkgrad.ops import adam_optimizer as module
+    from pyvkgrad.plan import LOOP_MARGIN
+
+    monkeypatch.setattr(module, "PREFETCH", prefetch)
+    narrow = dataclasses.replace(device.limits, max_workgroups=2, local_size=4,
+                                 max_local_size=4)
+    cut = dataclasses.replace(narrow, max_loop_iterations=LOOP_MARGIN + 2 * 33 + 2 * 3 + 40)
+    for n in (8 * 4 * 2 * 9 + 5, 1001):
+        x, m, g = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+        v = np.abs(rng.standard_normal(n)).astype(dtype)
+        want = model(x, m, v, g, 3, 0.01, 0.9, 0.999, 1e-8)
+        for limits in (narrow, cut, None):
+            tensors = [device.upload(a) for a in (x, m, v, g, np.array([3], np.uint32))]
+            desc = pyvkgrad.AdamOptimizerDesc(*(t.desc for t in tensors), tensors[0].desc,
+                                              tensors[1].desc, tensors[2].desc, 0.01, 0.9,
+                                              0.999, 1e-8)
+            op = device.compile(desc, *([limits] if limits else []))
+            if limits is cut:
+                assert len(op.plan.dispatches) > 1
+            assert dict(op.plan.dispatches[0].constants)["PREFETCH"] == prefetch
+            op(input_parameters_tensor=tensors[0], input_first_moment_tensor=tensors[1],
+               input_second_moment_tensor=tensors[2], gradient_tensor=tensors[3],
+               training_step_tensor=tensors[4], output_parameters_tensor=tensors[0],
+               output_first_moment_tensor=tensors[1], output_second_moment_tensor=tensors[2])
+            same_bits([t.numpy() for t in tensors[:3]], want, dtype)
+
+
 def test_matches_torch_adam(device, rng):
     """PyTorch's Adam with eps = Epsilon / sqrt(1 - Beta2^T), after T - 1 earlier steps' state,
     one step: within float32 rounding (float32 Beta^T: a few ulp of alpha)."""
