@@ -87,7 +87,8 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uin
 // LearningRate alpha, computed once per workgroup (T is tensor data) and shared: its
 // square-and-multiply, division, square root and integer product cost as much as several
 // items, and the other invocations need not run them.
-shared float workgroup_lr_alpha;
+// (Its bits: it may be subnormal, and a float move must not flush it.)
+shared uint workgroup_lr_alpha;
 
 void main() {
     if (gl_LocalInvocationIndex == 0u) {
@@ -95,11 +96,11 @@ void main() {
         precise float one_minus_beta1_t = 1.0 - pow_uint(BETA1, t);
         precise float one_minus_beta2_t = 1.0 - pow_uint(BETA2, t);
         // (By integers: LearningRate alpha may be subnormal.)
-        workgroup_lr_alpha = ieee_mul(LEARNING_RATE, cr_div(cr_sqrt(one_minus_beta2_t),
-                                                            one_minus_beta1_t));
+        workgroup_lr_alpha = floatBitsToUint(ieee_mul(
+            LEARNING_RATE, cr_div(cr_sqrt(one_minus_beta2_t), one_minus_beta1_t)));
     }
     barrier();
-    const float lr_alpha = workgroup_lr_alpha;
+    const float lr_alpha = uintBitsToFloat(workgroup_lr_alpha);
     const uint field = (floatBitsToUint(lr_alpha) >> 23) & 0xFFu;
     if (PACKED && PREFETCH) {
         // Each item's words are loaded one pass ahead, before the item before it is

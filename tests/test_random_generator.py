@@ -258,8 +258,8 @@ def test_in_place_state_continues_the_stream(device):
 @pytest.mark.parametrize("state_here", [True, False])
 @pytest.mark.parametrize("local_size", [1, 4, 64])
 def test_in_place_over_many_workgroups_and_replays(device, monkeypatch, local_size, state_here):
-    """The state in place over up to 1001 workgroups: three executes in a recording, replayed
-    twice, continue one stream (every workgroup reads the state before the new state is
+    """The state in place over up to 251 workgroups (1001 blocks): three executes in a
+    recording, replayed twice, continue one stream (every workgroup reads the state before the new state is
     stored, in every call), whether the one dispatch stores it (the last workgroup to take a
     ticket; the ticket word back to 0 for the next execute and replay) or a second one."""
     monkeypatch.setattr(random_generator_module, "STATE_HERE", state_here)
@@ -286,6 +286,97 @@ def test_in_place_over_many_workgroups_and_replays(device, monkeypatch, local_si
             np.testing.assert_array_equal(y.numpy(), want)
         _, want_state = reference.random_generator(state, (1001 * 3 * (call + 1) * 4,))
         np.testing.assert_array_equal(s.numpy().reshape(-1), want_state.reshape(-1))
+
+
+def test_in_place_over_twenty_thousand_workgroups(device):
+    """The one dispatch storing the state (STATE_HERE) in place over 20,000 workgroups of one
+    invocation, executed 12 times in one recording: every output continues the stream and
+    the state ends advanced by all of them. (A kernel whose last workgroup by index, rather
+    than by ticket, stored the state failed this on lavapipe's threads where the smaller
+    cases passed.)"""
+    limits = dataclasses.replace(device.limits, local_size=1,
+                                 max_local_size=max(1, device.limits.max_local_size))
+    per_invocation = random_generator_module.BLOCKS_PER_INVOCATION
+    n = 4 * per_invocation * 20000
+    desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (n,)), STATE)
+    op = device.compile(desc, limits)
+    (dispatch,) = op.plan.dispatches
+    assert dict(dispatch.constants)["STATE_HERE"] and dispatch.workgroups == 20000
+    state = np.array(EDGE_STATES[1], np.uint32)
+    s = device.empty(STATE)
+    s.write(state.reshape(1, 1, 1, 6))
+    outputs = [device.empty(desc.output_tensor) for _ in range(12)]
+    with device.record() as rec:
+        for y in outputs:
+            rec.execute(op, input_state_tensor=s, output_tensor=y, output_state_tensor=s)
+    stream, want_state = reference.random_generator(state, (len(outputs), n))
+    for k, y in enumerate(outputs):
+        np.testing.assert_array_equal(y.numpy(), stream[k], err_msg=f"execute {k}")
+    np.testing.assert_array_equal(s.numpy().reshape(-1), want_state.reshape(-1))
+
+
+def test_two_states_in_one_recording(device):
+    """One compiled operator executed on two states in one recording, in place and into other
+    tensors: each output and new state its own (the executes that store a state in the one
+    dispatch share its ticket word, so the recording orders them); without an output state,
+    executes into other outputs need no barrier between them."""
+    desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
+    op = device.compile(desc)
+    (dispatch,) = op.plan.dispatches
+    assert dict(dispatch.constants)["STATE_HERE"]
+    states = [np.array(EDGE_STATES[k], np.uint32) for k in (0, 3)]
+    for in_place in (True, False):
+        inputs = [device.empty(STATE) for _ in states]
+        for t, st in zip(inputs, states):
+            t.write(st.reshape(1, 1, 1, 6))
+        news = inputs if in_place else [device.empty(STATE) for _ in states]
+        outputs = [device.empty(desc.output_tensor) for _ in states]
+        with device.record() as rec:
+            for args in zip(inputs, outputs, news):
+                rec.execute(op, **dict(zip(("input_state_tensor", "output_tensor",
+                                            "output_state_tensor"), args)))
+        for st, y, new in zip(states, outputs, news):
+            want, want_state = reference.random_generator(st, desc.output_tensor.sizes)
+            np.testing.assert_array_equal(y.numpy(), want)
+            np.testing.assert_array_equal(new.numpy().reshape(-1), want_state.reshape(-1))
+    plain = device.compile(RandomGeneratorDesc(STATE, TensorDesc(U32, (400,))))
+    state = device.empty(STATE)
+    state.write(states[0].reshape(1, 1, 1, 6))
+    with device.record() as rec:
+        for _ in range(2):
+            rec.execute(plain, input_state_tensor=state,
+                        output_tensor=device.empty(TensorDesc(U32, (400,))))
+    assert "barrier" not in rec.labels
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_strided_state_stored_by_the_one_dispatch(device, in_place):
+    """A state of stride 3 (its words among others), stored by the one dispatch, in place and
+    not: the new state's words, and the words between them untouched."""
+    strided = TensorDesc(U32, (6,), (3,))
+    desc = RandomGeneratorDesc(strided, TensorDesc(U32, (4 * 257 + 3,)), strided)
+    op = device.compile(desc)
+    (dispatch,) = op.plan.dispatches
+    assert dict(dispatch.constants)["STATE_HERE"]
+    state = np.array(EDGE_STATES[2], np.uint32)
+
+    def marked(values):  # the state's 16 words: `values` at stride 3, MARK between
+        t = device.empty(strided)
+        words = t.storage.host_words("test")
+        words[:16] = MARK
+        words[0:16:3] = values
+        t.storage.state.host_written()
+        return t
+
+    source = marked(state)
+    new = source if in_place else marked(np.zeros(6, np.uint32))
+    y = device.empty(desc.output_tensor)
+    op(input_state_tensor=source, output_tensor=y, output_state_tensor=new)
+    words = new.storage.host_words("test")[:16]
+    assert (np.delete(words, np.arange(0, 16, 3)) == MARK).all()
+    want, want_state = reference.random_generator(state, desc.output_tensor.sizes)
+    np.testing.assert_array_equal(y.numpy(), want)
+    np.testing.assert_array_equal(new.numpy(), want_state)
 
 
 def test_without_an_output_state(device, rng):

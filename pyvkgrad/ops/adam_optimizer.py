@@ -169,8 +169,9 @@ class AdamOptimizerDesc(OperatorDesc):
         count = -(-sizes[0] * size // 4) if packed else x.element_count
         # An item's loops: the grid loop's iteration, and per element the division's and the
         # square root's correction loops (2 iterations each, 3 counted); Beta^T's
-        # square-and-multiply (up to 32) and alpha's division and square root run once per
-        # invocation, which takes ITEMS_PER_INVOCATION items where there are that many.
+        # square-and-multiply (up to 32) and alpha's division and square root run once, in
+        # each workgroup's invocation 0 (counted for every invocation: an overestimate), and
+        # an invocation takes ITEMS_PER_INVOCATION items where there are that many.
         loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
                                    constants=dict(constants, PACKED=packed,

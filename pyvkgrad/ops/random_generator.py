@@ -130,11 +130,13 @@ class RandomGeneratorDesc(OperatorDesc):
         new_state = self.output_state_tensor if here else None
         constants.update(STATE_HERE=here, NEW_STATE_STRIDE=(
             new_state.element_strides[-1] if new_state is not None else 1))
+        # Not here: the kernel touches neither new_state nor tickets, so they are bound to the
+        # output, which the dispatch writes anyway (a scratch buffer would be a write that the
+        # recording must order between executes, and an upload at every compile).
         bindings = dict(state="input_state_tensor", y="output_tensor",
-                        new_state="output_state_tensor" if here else "no_state",
-                        tickets="tickets")
-        scratch = (Scratch("tickets", 16, words=np.zeros(4, np.uint32)),
-                   Scratch("no_state", 16))
+                        new_state="output_state_tensor" if here else "output_tensor",
+                        tickets="tickets" if here else "output_tensor")
+        scratch = (Scratch("tickets", 16, words=np.zeros(4, np.uint32)),) if here else ()
         dispatches = [Dispatch("random_generator", bindings, workgroups, constants=constants,
                                push=dict(count=end, elements=y.element_count, first=first))
                       for first, end, workgroups in slices]
