@@ -356,7 +356,8 @@ def plans_by_operator(records=OPERATORS):
     of each record's cases at every rank and data type (`describe`), in other layouts
     (`layouts`), with each value of an `algorithm` field, with and without float atomics, and
     under a driver's loop limit too short for long loops (ResampleGrad's windowed gather; a
-    plan may refuse it)."""
+    plan may refuse it), also in a grid of one lane (RANDOM_GENERATOR's state kernel, which
+    follows dispatches that such a limit cuts)."""
     rng = np.random.default_rng(0)
     used = {}
     for record in records:
@@ -373,11 +374,14 @@ def plans_by_operator(records=OPERATORS):
                         for atomics in (False, True):
                             found.update(d.kernel for d in variant.plan(
                                 Limits(float_atomic_add=atomics)).dispatches)
-                        try:
-                            found.update(d.kernel for d in variant.plan(
-                                Limits(max_loop_iterations=LOOP_MARGIN + 11)).dispatches)
-                        except RuntimeError:  # no plan within so short a limit
-                            pass
+                        for short in (Limits(max_loop_iterations=LOOP_MARGIN + 11),
+                                      Limits(max_loop_iterations=LOOP_MARGIN + 11,
+                                             max_workgroups=1, local_size=1,
+                                             max_local_size=1)):
+                            try:
+                                found.update(d.kernel for d in variant.plan(short).dispatches)
+                            except RuntimeError:  # no plan within so short a limit
+                                pass
     return used
 
 
