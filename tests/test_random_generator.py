@@ -263,7 +263,7 @@ def test_in_place_over_many_workgroups_and_replays(device, monkeypatch, local_si
     stored, in every call), whether the one dispatch stores it (the last workgroup to take a
     ticket; the ticket word back to 0 for the next execute and replay) or a second one."""
     monkeypatch.setattr(random_generator_module, "STATE_HERE", state_here)
-    limits = dataclasses.replace(device.limits, local_size=local_size,
+    limits = dataclasses.replace(device.limits, local_size=local_size, narrow_reductions=False,
                                  max_local_size=max(local_size, device.limits.max_local_size))
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
     op = device.compile(desc, limits)
@@ -294,7 +294,7 @@ def test_in_place_over_twenty_thousand_workgroups(device):
     the state ends advanced by all of them. (A kernel whose last workgroup by index, rather
     than by ticket, stored the state failed this on lavapipe's threads where the smaller
     cases passed.)"""
-    limits = dataclasses.replace(device.limits, local_size=1,
+    limits = dataclasses.replace(device.limits, local_size=1, narrow_reductions=False,
                                  max_local_size=max(1, device.limits.max_local_size))
     per_invocation = random_generator_module.BLOCKS_PER_INVOCATION
     n = 4 * per_invocation * 20000
@@ -321,7 +321,7 @@ def test_two_states_in_one_recording(device):
     dispatch share its ticket word, so the recording orders them); without an output state,
     executes into other outputs need no barrier between them."""
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
-    op = device.compile(desc)
+    op = device.compile(desc, dataclasses.replace(device.limits, narrow_reductions=False))
     (dispatch,) = op.plan.dispatches
     assert dict(dispatch.constants)["STATE_HERE"]
     states = [np.array(EDGE_STATES[k], np.uint32) for k in (0, 3)]
@@ -355,7 +355,7 @@ def test_a_strided_state_stored_by_the_one_dispatch(device, in_place):
     not: the new state's words, and the words between them untouched."""
     strided = TensorDesc(U32, (6,), (3,))
     desc = RandomGeneratorDesc(strided, TensorDesc(U32, (4 * 257 + 3,)), strided)
-    op = device.compile(desc)
+    op = device.compile(desc, dataclasses.replace(device.limits, narrow_reductions=False))
     (dispatch,) = op.plan.dispatches
     assert dict(dispatch.constants)["STATE_HERE"]
     state = np.array(EDGE_STATES[2], np.uint32)
@@ -377,6 +377,16 @@ def test_a_strided_state_stored_by_the_one_dispatch(device, in_place):
     want, want_state = reference.random_generator(state, desc.output_tensor.sizes)
     np.testing.assert_array_equal(y.numpy(), want)
     np.testing.assert_array_equal(new.numpy(), want_state)
+
+
+def test_a_cpu_device_stores_the_state_by_a_second_dispatch():
+    """Where barriers cost a switch of CPU threads' SIMD groups (narrow_reductions), the
+    state kernel follows the one dispatch; elsewhere the dispatch stores it."""
+    desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
+    assert [d.kernel for d in desc.plan(Limits(narrow_reductions=True)).dispatches] == [
+        "random_generator", "random_generator_state"]
+    (dispatch,) = desc.plan(Limits()).dispatches
+    assert dict(dispatch.constants)["STATE_HERE"]
 
 
 def test_without_an_output_state(device, rng):

@@ -12,8 +12,10 @@ time. An OutputStateTensor bound over the InputStateTensor (in place, as ONNX Ru
 may change only after every block has read the state. Where one dispatch covers every block,
 it stores the new state itself, from the workgroup that reads the state last (each
 workgroup takes a ticket from a scratch word after reading: STATE_HERE). Where a loop limit
-splits the blocks into several dispatches, `random_generator_state` (one invocation) follows
-them: the device inserts a barrier between because it writes what they read.
+splits the blocks into several dispatches, and on a CPU device (`Limits.narrow_reductions`:
+the tickets' barriers cost more than a dispatch there), `random_generator_state` (one
+invocation) follows them: the device inserts a barrier between because it writes what they
+read.
 """
 
 from __future__ import annotations
@@ -126,7 +128,10 @@ class RandomGeneratorDesc(OperatorDesc):
         # all an invocation counts, one per pass of `blocks` blocks (grid_slices counts one per
         # block: an overestimate, so the cuts stay under a loop limit).
         slices = grid_slices(self.blocks, wg, limits, items_per_invocation=blocks)
-        here = STATE_HERE and self.output_state_tensor is not None and len(slices) == 1
+        # (Not where a workgroup's barrier costs a switch of CPU threads' SIMD groups:
+        # lavapipe's 16 and 64 MiB rows took 30% longer with the tickets.)
+        here = (STATE_HERE and self.output_state_tensor is not None and len(slices) == 1
+                and not limits.narrow_reductions)
         new_state = self.output_state_tensor if here else None
         constants.update(STATE_HERE=here, NEW_STATE_STRIDE=(
             new_state.element_strides[-1] if new_state is not None else 1))
