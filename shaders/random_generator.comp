@@ -88,13 +88,7 @@ void take_ticket(uvec4 c, uvec2 k) {
         const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
         const uint ticket = atomicAdd(tickets[0], 1u + zero);
         if (ticket == gl_NumWorkGroups.x - 1u) {
-            const uvec4 n = counter_plus(c, count);
-            new_state[0u * NEW_STATE_STRIDE] = n.x;
-            new_state[1u * NEW_STATE_STRIDE] = n.y;
-            new_state[2u * NEW_STATE_STRIDE] = n.z;
-            new_state[3u * NEW_STATE_STRIDE] = n.w;
-            new_state[4u * NEW_STATE_STRIDE] = k.x;
-            new_state[5u * NEW_STATE_STRIDE] = k.y;
+            STORE_NEW_STATE(c, count, k)
             tickets[0] = 0u;
         }
     }

@@ -24,14 +24,7 @@ layout(push_constant) uniform Push { uint blocks; };
 
 void main() {
     if (gl_GlobalInvocationID.x == 0u) {
-        const uvec4 counter = counter_plus(uvec4(STATE(0), STATE(1), STATE(2), STATE(3)),
-                                           blocks);
-        const uvec2 key = uvec2(STATE(4), STATE(5));
-        new_state[0u * NEW_STATE_STRIDE] = counter.x;
-        new_state[1u * NEW_STATE_STRIDE] = counter.y;
-        new_state[2u * NEW_STATE_STRIDE] = counter.z;
-        new_state[3u * NEW_STATE_STRIDE] = counter.w;
-        new_state[4u * NEW_STATE_STRIDE] = key.x;
-        new_state[5u * NEW_STATE_STRIDE] = key.y;
+        STORE_NEW_STATE(uvec4(STATE(0), STATE(1), STATE(2), STATE(3)), blocks,
+                        uvec2(STATE(4), STATE(5)))
     }
 }

@@ -255,6 +255,26 @@ def test_in_place_state_continues_the_stream(device):
     np.testing.assert_array_equal(s.numpy().reshape(-1), want_state)
 
 
+def in_place_executes(device, op, desc, state, executes):
+    """A recording of `executes` executes of `op` with the state in place (one state tensor
+    holding `state`), each into an output of its own: (the recording, the state tensor, the
+    outputs)."""
+    s = device.empty(desc.input_state_tensor)
+    s.write(state.reshape(desc.input_state_tensor.sizes))
+    outputs = [device.empty(desc.output_tensor) for _ in range(executes)]
+    with device.record() as rec:
+        for y in outputs:
+            rec.execute(op, input_state_tensor=s, output_tensor=y, output_state_tensor=s)
+    return rec, s, outputs
+
+
+def one_dispatch_limits(device, local_size):
+    """The device's limits with `local_size` lanes a workgroup, where the dispatch may store the
+    state itself (not narrow_reductions, which a CPU device has)."""
+    return dataclasses.replace(device.limits, local_size=local_size, narrow_reductions=False,
+                               max_local_size=max(local_size, device.limits.max_local_size))
+
+
 @pytest.mark.parametrize("state_here", [True, False])
 @pytest.mark.parametrize("local_size", [1, 4, 64])
 def test_in_place_over_many_workgroups_and_replays(device, monkeypatch, local_size, state_here):
@@ -263,19 +283,12 @@ def test_in_place_over_many_workgroups_and_replays(device, monkeypatch, local_si
     stored, in every call), whether the one dispatch stores it (the last workgroup to take a
     ticket; the ticket word back to 0 for the next execute and replay) or a second one."""
     monkeypatch.setattr(random_generator_module, "STATE_HERE", state_here)
-    limits = dataclasses.replace(device.limits, local_size=local_size, narrow_reductions=False,
-                                 max_local_size=max(local_size, device.limits.max_local_size))
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
-    op = device.compile(desc, limits)
+    op = device.compile(desc, one_dispatch_limits(device, local_size))
     kernels = [d.kernel for d in op.plan.dispatches]
     assert (kernels[-1] == "random_generator_state") == (not state_here or len(kernels) > 2)
     state = np.array(EDGE_STATES[2], np.uint32)
-    s = device.empty(STATE)
-    s.write(state.reshape(1, 1, 1, 6))
-    outputs = [device.empty(desc.output_tensor) for _ in range(3)]
-    with device.record() as rec:
-        for y in outputs:
-            rec.execute(op, input_state_tensor=s, output_tensor=y, output_state_tensor=s)
+    rec, s, outputs = in_place_executes(device, op, desc, state, 3)
     for call in range(3):
         if call:
             rec.replay()
@@ -294,21 +307,14 @@ def test_in_place_over_twenty_thousand_workgroups(device):
     the state ends advanced by all of them. (A kernel whose last workgroup by index, rather
     than by ticket, stored the state failed this on lavapipe's threads where the smaller
     cases passed.)"""
-    limits = dataclasses.replace(device.limits, local_size=1, narrow_reductions=False,
-                                 max_local_size=max(1, device.limits.max_local_size))
     per_invocation = random_generator_module.BLOCKS_PER_INVOCATION
     n = 4 * per_invocation * 20000
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (n,)), STATE)
-    op = device.compile(desc, limits)
+    op = device.compile(desc, one_dispatch_limits(device, 1))
     (dispatch,) = op.plan.dispatches
     assert dict(dispatch.constants)["STATE_HERE"] and dispatch.workgroups == 20000
     state = np.array(EDGE_STATES[1], np.uint32)
-    s = device.empty(STATE)
-    s.write(state.reshape(1, 1, 1, 6))
-    outputs = [device.empty(desc.output_tensor) for _ in range(12)]
-    with device.record() as rec:
-        for y in outputs:
-            rec.execute(op, input_state_tensor=s, output_tensor=y, output_state_tensor=s)
+    _, s, outputs = in_place_executes(device, op, desc, state, 12)
     stream, want_state = reference.random_generator(state, (len(outputs), n))
     for k, y in enumerate(outputs):
         np.testing.assert_array_equal(y.numpy(), stream[k], err_msg=f"execute {k}")
@@ -321,7 +327,7 @@ def test_two_states_in_one_recording(device):
     dispatch share its ticket word, so the recording orders them); without an output state,
     executes into other outputs need no barrier between them."""
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (4 * 1001 - 2,)), STATE)
-    op = device.compile(desc, dataclasses.replace(device.limits, narrow_reductions=False))
+    op = device.compile(desc, one_dispatch_limits(device, device.limits.local_size))
     (dispatch,) = op.plan.dispatches
     assert dict(dispatch.constants)["STATE_HERE"]
     states = [np.array(EDGE_STATES[k], np.uint32) for k in (0, 3)]
@@ -355,7 +361,7 @@ def test_a_strided_state_stored_by_the_one_dispatch(device, in_place):
     not: the new state's words, and the words between them untouched."""
     strided = TensorDesc(U32, (6,), (3,))
     desc = RandomGeneratorDesc(strided, TensorDesc(U32, (4 * 257 + 3,)), strided)
-    op = device.compile(desc, dataclasses.replace(device.limits, narrow_reductions=False))
+    op = device.compile(desc, one_dispatch_limits(device, device.limits.local_size))
     (dispatch,) = op.plan.dispatches
     assert dict(dispatch.constants)["STATE_HERE"]
     state = np.array(EDGE_STATES[2], np.uint32)

@@ -10,6 +10,21 @@
 
 #define STATE(i) state[(i) * STATE_STRIDE]
 
+// The new state ((c + blocks) mod 2^128, k) into the OutputStateTensor binding `new_state`,
+// word i at new_state[i * NEW_STATE_STRIDE] (both kernels declare them; written out, no loop
+// for a loop limit to count; every word read before the first store).
+#define STORE_NEW_STATE(c, blocks, k)                                                   \
+    {                                                                                   \
+        const uvec4 n_ = counter_plus(c, blocks);                                       \
+        const uvec2 k_ = (k);                                                           \
+        new_state[0u] = n_.x;                                                           \
+        new_state[NEW_STATE_STRIDE] = n_.y;                                             \
+        new_state[2u * NEW_STATE_STRIDE] = n_.z;                                        \
+        new_state[3u * NEW_STATE_STRIDE] = n_.w;                                        \
+        new_state[4u * NEW_STATE_STRIDE] = k_.x;                                        \
+        new_state[5u * NEW_STATE_STRIDE] = k_.y;                                        \
+    }
+
 // (c + b) mod 2^128 for a counter c in four words, x least significant, carried upward.
 uvec4 counter_plus(uvec4 c, uint b) {
     uint carry0, carry1, carry2;
