@@ -91,6 +91,13 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uin
 shared uint workgroup_lr_alpha;
 
 void main() {
+    // PACKED and PREFETCH: the first item's words are loaded before alpha, so that their
+    // latency overlaps invocation 0's computing it (every invocation waits for it at the
+    // barrier). Loads only: in place, nothing is stored before them.
+    const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    const uint i0 = first + gl_GlobalInvocationID.x;
+    uvec4 next = uvec4(0u);
+    if (PACKED && PREFETCH && i0 < count) next = uvec4(x[i0], m[i0], v[i0], g[i0]);
     if (gl_LocalInvocationIndex == 0u) {
         const uint t = step[0];
         precise float one_minus_beta1_t = 1.0 - pow_uint(BETA1, t);
@@ -106,10 +113,7 @@ void main() {
         // Each item's words are loaded one pass ahead, before the item before it is
         // computed, so that a load's latency overlaps a step's arithmetic. (Different words:
         // an item's outputs over its inputs are stored after its own loads, as below.)
-        const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-        uint i = first + gl_GlobalInvocationID.x;
-        uvec4 next = i < count ? uvec4(x[i], m[i], v[i], g[i]) : uvec4(0u);
-        for (; i < count; i += stride) {
+        for (uint i = i0; i < count; i += stride) {
             const uvec4 words = next;
             if (i + stride < count) {
                 const uint j = i + stride;

@@ -5,8 +5,8 @@
 # Steps: tests, pytest on TESTS; fp, the fingerprint check; variants, adam_variants.py on the
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
 # items, adam_items.py (ADAM_OPTIMIZER's items per invocation);
-# random, random_variants.py (RANDOM_GENERATOR's blocks per invocation, RANDOM_BLOCKS, and
-# where the new state is stored, RANDOM_STATE); ablation,
+# random, random_variants.py (RANDOM_GENERATOR's blocks per invocation, RANDOM_BLOCKS, passes
+# per invocation, RANDOM_PASSES, and where the new state is stored, RANDOM_STATE); ablation,
 # pooling_ablation.py on the SPIR-V built into benchmarks/investigations/pooling-spirv (carry
 # it); tiles, pooling_grad_variants.py (TILE_KINDS, TILE_WIDTHS, TILE_HEIGHTS, TILE_ARGMAX);
 # rows, run.py on OPS with PyTorch's side (its own process; ROWS_ARGS=--no-torch: without),
@@ -26,7 +26,7 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
   cat $OUT/adam_items.txt; }
 [[ $steps == *" random "* ]] && { run random_variants 200 python3 \
   benchmarks/investigations/random_variants.py --blocks ${RANDOM_BLOCKS:-1,2,3,4} \
-  --state ${RANDOM_STATE:-here} --out $OUT/random_variants.json; \
+  --state ${RANDOM_STATE:-here} --passes ${RANDOM_PASSES:-1} --out $OUT/random_variants.json; \
   cat $OUT/random_variants.txt; }
 [[ $steps == *" ablation "* ]] && { run pooling_ablation 250 python3 \
   benchmarks/investigations/pooling_ablation.py --spirv benchmarks/investigations/pooling-spirv \

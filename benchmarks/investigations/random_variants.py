@@ -36,19 +36,22 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--blocks", default="1,2,3,4")
     ap.add_argument("--state", default="here")
+    ap.add_argument("--passes", default="1", help="PASSES_PER_INVOCATION settings")
     ap.add_argument("--out")
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     rows = []
-    shipped = random_generator_module.BLOCKS_PER_INVOCATION, random_generator_module.STATE_HERE
-    settings = [(int(b), where) for where in args.state.split(",")
-                for b in args.blocks.split(",")]
+    module = random_generator_module
+    shipped = module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION
+    settings = [(int(b), where, int(p)) for where in args.state.split(",")
+                for b in args.blocks.split(",") for p in args.passes.split(",")]
     for _, label, _, build in bench_cases.random_generator_cases(args.quick):
         base = None
         fill = None
-        for blocks, where in settings:
+        for blocks, where, passes in settings:
             random_generator_module.BLOCKS_PER_INVOCATION = blocks
+            random_generator_module.PASSES_PER_INVOCATION = passes
             random_generator_module.STATE_HERE = where == "here"
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
             if fill is None:
@@ -65,7 +68,7 @@ def main() -> None:
             counter = sum(w << (32 * i) for i, w in enumerate(words[:4]))
             counter = (counter + -(-out.size // 4)) % 2**128
             want = [(counter >> (32 * i)) & 0xFFFFFFFF for i in range(4)] + words[4:]
-            row = dict(case=label, blocks=blocks, state=where,
+            row = dict(case=label, blocks=blocks, passes=passes, state=where,
                        dispatches=len(op.plan.dispatches),
                        workgroups=op.plan.dispatches[0].workgroups, us=ns / 1e3,
                        fill_gbps=fill / 1e9, fill_share=nbytes / ns / (fill / 1e9),
@@ -73,14 +76,15 @@ def main() -> None:
                        state_ok=tensors["input_state_tensor"].numpy().reshape(-1).tolist()
                        == want)
             rows.append(row)
-            print(f"{label:36s} BLOCKS {blocks} state {where:5s} ({row['workgroups']:6d} "
+            print(f"{label:36s} BLOCKS {blocks} passes {passes} state {where:5s} "
+                  f"({row['workgroups']:6d} "
                   f"workgroups, {row['dispatches']} dispatches) {row['us']:9.1f} us "
                   f"{100 * row['fill_share']:6.1f}% of fill  same bits: {row['same_bits']}, "
                   f"state: {row['state_ok']}", flush=True)
             rec.close()
             op.close()
             del tensors
-    random_generator_module.BLOCKS_PER_INVOCATION, random_generator_module.STATE_HERE = shipped
+    module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION = shipped
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

@@ -42,6 +42,9 @@ WORDS_PER_BLOCK = 4  # one Philox 4x32 block
 # Blocks an invocation computes a pass (the kernel's BLOCKS, 1 to 4): independent blocks'
 # rounds interleave. benchmarks/investigations/random_variants.py times the choices.
 BLOCKS_PER_INVOCATION = 4
+# Passes an invocation makes at most (the grid has that many times fewer invocations, where
+# the blocks fill it): a pass's stores then overlap the next pass's rounds.
+PASSES_PER_INVOCATION = 1
 # One dispatch over every block stores the new state itself (the kernel's STATE_HERE);
 # False: always random_generator_state after it (benchmarks/investigations/random_variants.py).
 STATE_HERE = True
@@ -127,7 +130,8 @@ class RandomGeneratorDesc(OperatorDesc):
         # A pass's rounds and stores are written out (no loop): the grid loop's iteration is
         # all an invocation counts, one per pass of `blocks` blocks (grid_slices counts one per
         # block: an overestimate, so the cuts stay under a loop limit).
-        slices = grid_slices(self.blocks, wg, limits, items_per_invocation=blocks)
+        slices = grid_slices(self.blocks, wg, limits,
+                             items_per_invocation=blocks * PASSES_PER_INVOCATION)
         # (Not where a workgroup's barrier costs a switch of CPU threads' SIMD groups:
         # lavapipe's 16 and 64 MiB rows took 30% longer with the tickets.)
         here = (STATE_HERE and self.output_state_tensor is not None and len(slices) == 1
