@@ -37,9 +37,6 @@ DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
 layout(constant_id = 19) const uint BLOCKS = 1u;
 layout(constant_id = 20) const bool STATE_HERE = false;
 layout(constant_id = 21) const uint NEW_STATE_STRIDE = 1u;
-// STATE_HERE: the ticket taken at the workgroup's start, once every invocation has its state
-// words, and looked at only at its end (the add's latency hidden behind the blocks).
-layout(constant_id = 22) const bool TICKET_FIRST = false;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
@@ -97,20 +94,9 @@ void take_ticket(uvec4 c, uvec2 k) {
     }
 }
 
-// TICKET_FIRST: each invocation's words are in registers before the barrier (a shared store
-// under a condition on them, never taken: count <= 2^30), then invocation 0 takes the ticket.
-shared uint never_stored;
-uint early_ticket(uvec4 c, uvec2 k) {
-    const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
-    if (zero != 0u) never_stored = zero;
-    barrier();
-    return gl_LocalInvocationIndex == 0u ? atomicAdd(tickets[0], 1u + zero) : 0u;
-}
-
 void main() {
     const uvec4 counter = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
     const uvec2 key = uvec2(STATE(4), STATE(5));
-    const uint ticket = STATE_HERE && TICKET_FIRST ? early_ticket(counter, key) : 0u;
     const uint lanes = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
     // Written out, not a loop (a driver counting iterations sees only the grid loop); every
     // block of a pass is computed before any is stored, so that the chains can interleave
@@ -127,12 +113,5 @@ void main() {
         if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
         if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
     }
-    if (STATE_HERE && TICKET_FIRST) {
-        if (gl_LocalInvocationIndex == 0u && ticket == gl_NumWorkGroups.x - 1u) {
-            STORE_NEW_STATE(counter, count, key)
-            tickets[0] = 0u;
-        }
-    } else if (STATE_HERE) {
-        take_ticket(counter, key);
-    }
+    if (STATE_HERE) take_ticket(counter, key);
 }

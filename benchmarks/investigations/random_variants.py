@@ -43,8 +43,7 @@ def main() -> None:
     print(f"device: {dev.name}")
     rows = []
     module = random_generator_module
-    shipped = (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
-               module.TICKET_FIRST)
+    shipped = module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION
     settings = [(int(b), where, int(p)) for where in args.state.split(",")
                 for b in args.blocks.split(",") for p in args.passes.split(",")]
     for _, label, _, build in bench_cases.random_generator_cases(args.quick):
@@ -53,8 +52,7 @@ def main() -> None:
         for blocks, where, passes in settings:
             random_generator_module.BLOCKS_PER_INVOCATION = blocks
             random_generator_module.PASSES_PER_INVOCATION = passes
-            random_generator_module.STATE_HERE = where in ("here", "first")
-            random_generator_module.TICKET_FIRST = where == "first"
+            random_generator_module.STATE_HERE = where == "here"
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
             if fill is None:
                 fill = bench_timing.write_roofline(dev, nbytes, args.repeat)
@@ -86,8 +84,7 @@ def main() -> None:
             rec.close()
             op.close()
             del tensors
-    (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
-     module.TICKET_FIRST) = shipped
+    module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION = shipped
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

@@ -48,8 +48,6 @@ PASSES_PER_INVOCATION = 1
 # One dispatch over every block stores the new state itself (the kernel's STATE_HERE);
 # False: always random_generator_state after it (benchmarks/investigations/random_variants.py).
 STATE_HERE = True
-# STATE_HERE: each workgroup takes its ticket at its start (the kernel's TICKET_FIRST).
-TICKET_FIRST = False
 
 
 class RandomGeneratorType(enum.IntEnum):
@@ -139,8 +137,7 @@ class RandomGeneratorDesc(OperatorDesc):
         here = (STATE_HERE and self.output_state_tensor is not None and len(slices) == 1
                 and not limits.narrow_reductions)
         new_state = self.output_state_tensor if here else None
-        constants.update(STATE_HERE=here, TICKET_FIRST=here and TICKET_FIRST,
-                         NEW_STATE_STRIDE=(
+        constants.update(STATE_HERE=here, NEW_STATE_STRIDE=(
             new_state.element_strides[-1] if new_state is not None else 1))
         # Not here: the kernel touches neither new_state nor tickets, so they are bound to the
         # output, which the dispatch writes anyway (a scratch buffer would be a write that the
