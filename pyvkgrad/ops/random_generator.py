@@ -8,7 +8,7 @@ mod 2^128; the OutputStateTensor, when given, receives ((C + ceil(E/4)) mod 2^12
 E output elements. Integer arithmetic only: the same bits on every device.
 
 Kernels: `random_generator`, a grid-stride loop over the blocks, BLOCKS_PER_INVOCATION at a
-time. An OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it)
+time, in a grid PASSES_PER_INVOCATION times smaller than that. An OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it)
 may change only after every block has read the state. Where one dispatch covers every block,
 it stores the new state itself, from the workgroup that reads the state last (each
 workgroup takes a ticket from a scratch word after reading: STATE_HERE). Where a loop limit
@@ -39,12 +39,14 @@ if TYPE_CHECKING:
 OPERATOR = "RANDOM_GENERATOR"
 STATE_WORDS = 6  # the counter's four words and the key's two
 WORDS_PER_BLOCK = 4  # one Philox 4x32 block
-# Blocks an invocation computes a pass (the kernel's BLOCKS, 1 to 4): independent blocks'
-# rounds interleave. benchmarks/investigations/random_variants.py times the choices.
-BLOCKS_PER_INVOCATION = 4
-# Passes an invocation makes at most (the grid has that many times fewer invocations, where
-# the blocks fill it): a pass's stores then overlap the next pass's rounds.
-PASSES_PER_INVOCATION = 1
+# Blocks an invocation computes a pass (the kernel's BLOCKS, 1 to 4: independent blocks'
+# rounds interleave), and passes it makes at most (the grid has that many times fewer
+# invocations, where the blocks fill it: a pass's stores overlap the next pass's rounds, and
+# fewer workgroups take tickets). On an H200 one block and 8 passes was the best setting or
+# within 3% of it at 16 MiB to 1 GiB, where 4 blocks in one pass was 2-9% slower
+# (benchmarks/investigations/random_variants.py, results/h200-2026-12-02-random-passes).
+BLOCKS_PER_INVOCATION = 1
+PASSES_PER_INVOCATION = 8
 # One dispatch over every block stores the new state itself (the kernel's STATE_HERE);
 # False: always random_generator_state after it (benchmarks/investigations/random_variants.py).
 STATE_HERE = True
