@@ -30,6 +30,7 @@ import json
 import numbers
 import re
 import struct
+from collections import abc
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Dict, Iterable, List, Mapping, Tuple, Union
@@ -289,6 +290,8 @@ def push_words(kernel: KernelRef, push: Pairs) -> Tuple[int, ...]:
     push = dict(push)
     _mismatch(kernel, "push constants", iface.push_constants, push)
     for name, value in push.items():
+        if type(value) is int and 0 <= value < 2**32:  # the usual case, checked quickly
+            continue
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
                 or not 0 <= value < 2**32:
             raise InterfaceError(f"kernel {kernel}: push constant {name} is a uint and takes "
@@ -296,15 +299,32 @@ def push_words(kernel: KernelRef, push: Pairs) -> Tuple[int, ...]:
     return tuple(int(push[name]) for name in iface.push_constants)
 
 
+# Constants and bindings already found to fit a kernel's interface, by (kernel, their
+# reprs), with the Interface they fit: the dispatches of one plan (hundreds of thousands where
+# a loop limit cuts a narrow grid) share them and differ in push constants only. A repr tells
+# True, 1 and 1.0 apart, as the checks do; what it does not tell apart (a numpy scalar and
+# its Python value) gets the same verdict. Bounded: emptied when full.
+_FITTING: Dict[Tuple[str, str, str], Interface] = {}
+_FITTING_MAX = 4096
+
+
 def check(kernel: KernelRef, constants: Pairs, bindings: Pairs, push: Pairs) -> None:
     """Raise InterfaceError unless the names (and values) fit kernel `kernel`'s interface."""
-    specialization(kernel, constants)
-    binding_order(kernel, bindings)
-    push_words(kernel, push)
+    iface = _interface(kernel)
+    key = (iface.kernel, repr(constants), repr(bindings))
+    if _FITTING.get(key) is not iface:
+        specialization(iface, constants)
+        binding_order(iface, bindings)
+        if len(_FITTING) >= _FITTING_MAX:
+            _FITTING.clear()
+        _FITTING[key] = iface
+    push_words(iface, push)
 
 
 def as_pairs(values: Pairs) -> Tuple[Tuple[str, Any], ...]:
     """A mapping (or pairs) as a tuple of (name, value) pairs; list values become tuples."""
-    items = values.items() if isinstance(values, Mapping) else values
-    return tuple((name, tuple(v) if isinstance(v, (list, np.ndarray)) else v)
-                 for name, v in items)
+    # (collections.abc's Mapping: typing's isinstance check costs several times more, on
+    # every dispatch a plan makes.)
+    items = values.items() if isinstance(values, abc.Mapping) else values
+    return tuple([(name, tuple(v) if isinstance(v, (list, np.ndarray)) else v)
+                  for name, v in items])

@@ -216,6 +216,24 @@ def test_a_dispatch_that_disagrees_with_its_kernel_is_refused(change, message):
         relu_dispatch(**change)
 
 
+def test_what_the_check_remembers_lets_nothing_else_through(monkeypatch):
+    """The dispatches of one plan share their constants and bindings, and the check remembers
+    those that fit a kernel (kernels._FITTING); nothing remembered lets through what the full
+    check refuses: True or 64.0 where fitting dispatches passed 1 and 64, or the same constants
+    once the kernel's interface has changed."""
+    assert relu_dispatch() == relu_dispatch()  # the second one's constants are remembered
+    for wrong, message in ((dict(DATA_TYPE=True), "DATA_TYPE is a uint"),
+                           (dict(WG=64.0), "WG is a uint")):
+        with pytest.raises(InterfaceError, match=message):
+            relu_dispatch(constants=with_constants(**wrong))
+    entry = kernels.manifest_entry(RELU)
+    entry["constants"] = [dict(c, name=c["name"].replace("X_STRIDES", "XS")) if
+                          c["name"].startswith("X_STRIDES") else c for c in entry["constants"]]
+    patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
+    with pytest.raises(InterfaceError, match="X_STRIDES0..7"):
+        relu_dispatch()
+
+
 def test_the_error_lists_what_the_kernel_declares():
     with pytest.raises(InterfaceError) as e:
         relu_dispatch(constants=with_constants(X_STRIDES=None, XS=(0,) * 8))
