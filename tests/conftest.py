@@ -6,6 +6,8 @@ canary in test_environment.py also fails when CI is not running on lavapipe.
 
 import hashlib
 import os
+import signal
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +34,20 @@ def device():
         if IN_CI:
             pytest.fail(f"CI=true but no Vulkan device: {e}")
         pytest.skip(f"no Vulkan device: {e}")
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_left_as_found():
+    """Every test leaves Ctrl-C as it found it: SIGINT's handler (pyvkgrad's deferral installs
+    one for the length of a submission and must put the caller's back) and this thread's
+    signal mask (SIGINT not blocked). A handler left behind would swallow every later Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    yield
+    after = signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert after == before, f"SIGINT's handler and mask were {before}, now {after}"
 
 
 def seed_of(nodeid: str) -> int:
