@@ -305,7 +305,7 @@ def push_words(kernel: KernelRef, push: Pairs) -> Tuple[int, ...]:
 # True, 1 and 1.0 apart, as the checks do; what it does not tell apart (a numpy scalar and
 # its Python value) gets the same verdict. Bounded: emptied when full.
 _FITTING: Dict[Tuple[str, str, str], Interface] = {}
-_FITTING_MAX = 4096
+_FITTING_MAX = 512  # keys hold reprs of a few KiB each
 
 
 def check(kernel: KernelRef, constants: Pairs, bindings: Pairs, push: Pairs) -> None:
