@@ -63,6 +63,15 @@ def patch_kernel(monkeypatch, name, spirv=None, interface=None):
                             lambda n: interface if n == name else real_interface(n))
 
 
+def rename_x_strides(monkeypatch):
+    """Serve the ReLU grad's kernel with X_STRIDES renamed XS (its manifest entry rewritten in
+    memory)."""
+    entry = kernels.manifest_entry(RELU)
+    entry["constants"] = [dict(c, name=c["name"].replace("X_STRIDES", "XS")) if
+                          c["name"].startswith("X_STRIDES") else c for c in entry["constants"]]
+    patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
+
+
 # ---- what the manifest records ------------------------------------------------------------------
 
 def test_manifest_describes_every_shipped_kernel():
@@ -226,10 +235,7 @@ def test_what_the_check_remembers_lets_nothing_else_through(monkeypatch):
                            (dict(WG=64.0), "WG is a uint")):
         with pytest.raises(InterfaceError, match=message):
             relu_dispatch(constants=with_constants(**wrong))
-    entry = kernels.manifest_entry(RELU)
-    entry["constants"] = [dict(c, name=c["name"].replace("X_STRIDES", "XS")) if
-                          c["name"].startswith("X_STRIDES") else c for c in entry["constants"]]
-    patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
+    rename_x_strides(monkeypatch)
     with pytest.raises(InterfaceError, match="X_STRIDES0..7"):
         relu_dispatch()
 
@@ -251,10 +257,7 @@ def test_a_plan_binding_an_unknown_buffer_is_refused():
 def test_a_renamed_kernel_constant_fails_at_plan_time(monkeypatch, device):
     """A kernel whose X_STRIDES became XS (here: its manifest entry rewritten in memory) no
     longer fits the plan: desc.plan and Device.compile raise before any device work."""
-    entry = kernels.manifest_entry(RELU)
-    entry["constants"] = [dict(c, name=c["name"].replace("X_STRIDES", "XS")) if
-                          c["name"].startswith("X_STRIDES") else c for c in entry["constants"]]
-    patch_kernel(monkeypatch, RELU, interface=kernels.interface_of(RELU, entry))
+    rename_x_strides(monkeypatch)
     desc = strided_relu_desc()
     with pytest.raises(InterfaceError, match=r"kernel activation_relu_grad: .*not passed by the "
                                              r"plan: XS0\.\.7; not declared by the kernel: "

@@ -181,13 +181,19 @@ def test_one_lane_under_the_loop_limit(device, layout):
     check(device, desc, state, tiny, in_place=True)
 
 
+def blocks_per_invocation():
+    """Blocks an invocation takes where the blocks fill the grid: the plan's blocks a pass
+    times its passes."""
+    return (random_generator_module.BLOCKS_PER_INVOCATION
+            * random_generator_module.PASSES_PER_INVOCATION)
+
+
 def test_beyond_the_workgroup_limit_plan():
     """Blocks beyond 65535 workgroups of 256 invocations of the plan's blocks each: a
     grid-stride loop in 65535 workgroups; the largest output (2^32 - 1 elements, 2^30 blocks)
     in one dispatch without a loop limit; and under lavapipe's, a narrow grid's dispatches
     cover every block once."""
-    per_invocation = (random_generator_module.BLOCKS_PER_INVOCATION
-                      * random_generator_module.PASSES_PER_INVOCATION)
+    per_invocation = blocks_per_invocation()
     for count in (4 * per_invocation * BEYOND_WORKGROUP_LIMIT, 2**32 - 1):
         desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (count,)), STATE)
         blocks = -(-count // 4)
@@ -308,8 +314,7 @@ def test_in_place_over_twenty_thousand_workgroups(device):
     the state ends advanced by all of them. (A kernel whose last workgroup by index, rather
     than by ticket, stored the state failed this on lavapipe's threads where the smaller
     cases passed.)"""
-    per_invocation = (random_generator_module.BLOCKS_PER_INVOCATION
-                      * random_generator_module.PASSES_PER_INVOCATION)
+    per_invocation = blocks_per_invocation()
     n = 4 * per_invocation * 20000
     desc = RandomGeneratorDesc(STATE, TensorDesc(U32, (n,)), STATE)
     op = device.compile(desc, one_dispatch_limits(device, 1))

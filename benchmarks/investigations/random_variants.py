@@ -42,7 +42,7 @@ def main() -> None:
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     rows = []
-    module = random_generator_module
+    module = random_generator_module  # the plan's settings, switched in this process
     shipped = module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION
     settings = [(int(b), where, int(p)) for where in args.state.split(",")
                 for b in args.blocks.split(",") for p in args.passes.split(",")]
@@ -50,9 +50,9 @@ def main() -> None:
         base = None
         fill = None
         for blocks, where, passes in settings:
-            random_generator_module.BLOCKS_PER_INVOCATION = blocks
-            random_generator_module.PASSES_PER_INVOCATION = passes
-            random_generator_module.STATE_HERE = where == "here"
+            module.BLOCKS_PER_INVOCATION = blocks
+            module.PASSES_PER_INVOCATION = passes
+            module.STATE_HERE = where == "here"
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
             if fill is None:
                 fill = bench_timing.write_roofline(dev, nbytes, args.repeat)

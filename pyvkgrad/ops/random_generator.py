@@ -8,14 +8,14 @@ mod 2^128; the OutputStateTensor, when given, receives ((C + ceil(E/4)) mod 2^12
 E output elements. Integer arithmetic only: the same bits on every device.
 
 Kernels: `random_generator`, a grid-stride loop over the blocks, BLOCKS_PER_INVOCATION at a
-time, in a grid PASSES_PER_INVOCATION times smaller than that. An OutputStateTensor bound over the InputStateTensor (in place, as ONNX Runtime binds it)
-may change only after every block has read the state. Where one dispatch covers every block,
-it stores the new state itself, from the workgroup that reads the state last (each
-workgroup takes a ticket from a scratch word after reading: STATE_HERE). Where a loop limit
-splits the blocks into several dispatches, and on a CPU device (`Limits.narrow_reductions`:
-the tickets' barriers cost more than a dispatch there), `random_generator_state` (one
-invocation) follows them: the device inserts a barrier between because it writes what they
-read.
+time, in a grid PASSES_PER_INVOCATION times smaller than that. An OutputStateTensor bound over
+the InputStateTensor (in place, as ONNX Runtime binds it) may change only after every block
+has read the state. Where one dispatch covers every block, it stores the new state itself,
+from the workgroup that reads the state last (each workgroup takes a ticket from a scratch
+word after reading: STATE_HERE). Where a loop limit splits the blocks into several
+dispatches, and on a CPU device (`Limits.narrow_reductions`: the tickets' barriers cost more
+than a dispatch there), `random_generator_state` (one invocation) follows them: the device
+inserts a barrier between because it writes what they read.
 """
 
 from __future__ import annotations
