@@ -199,6 +199,14 @@ class Runtime:
             raise DeviceError(f"creating a pipeline on {self.what} failed: {e}") from e
         return Program(self, algo, buffers)
 
+    @property
+    def pipelines_made(self) -> int:
+        """How many pipelines this runtime's programs have compiled. Programs of one kernel with
+        the same specialization and push-constant size share one (patch part 15), over any
+        buffers, and the 64 most recently used outlive their programs."""
+        self._check()
+        return int(self._mgr.pipelines_made())
+
     def commands(self, timestamps: int = 0, wait_spin_ns: int = 0) -> "Commands":
         """An empty command buffer; `timestamps` > 0 reserves that many timestamp queries."""
         self._check()

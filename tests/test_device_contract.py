@@ -569,6 +569,41 @@ def test_compiled_operator_does_not_keep_dropped_tensors_alive(device):
     assert memory_in_use(device) - before < 40 << 20
 
 
+def test_calls_on_new_tensors_share_the_first_calls_pipelines(device, rng):
+    """A compiled operator called on new tensors compiles nothing (the runtime's patch part 15:
+    programs of one kernel and specialization share a pipeline), and each call still reads and
+    writes its own tensors: also once the programs that made the pipelines are gone, in a
+    second operator of the same descriptor, and after the device reopens."""
+    d = TensorDesc(F32, (257,))
+    runtime = device.runtime
+
+    def call(op):
+        x, dy = rng.standard_normal((2, 257), dtype=np.float32)
+        out = device.empty(d)
+        op(input_tensor=device.upload(x), input_gradient_tensor=device.upload(dy),
+           output_gradient_tensor=out)
+        np.testing.assert_array_equal(out.numpy(), np.where(x > 0, dy, 0))
+
+    op = relu(device, d)
+    call(op)
+    made = runtime.pipelines_made
+    for _ in range(5):
+        call(op)
+    op.close()
+    gc.collect()
+    call(relu(device, d))
+    assert runtime.pipelines_made == made
+    device.close()
+    assert device.runtime.pipelines_made == 0  # a new Vulkan device: nothing kept
+    op = relu(device, d)
+    call(op)
+    made = device.runtime.pipelines_made
+    assert made > 0
+    call(op)
+    call(relu(device, d))
+    assert device.runtime.pipelines_made == made
+
+
 def test_one_call_misses_keep_memory_flat(device):
     """Cache misses that evict other problems do not grow memory (kp's Manager kept every object
     it ever made: +0.5 KB per miss for good, fixed in the runtime's patch). What remains on

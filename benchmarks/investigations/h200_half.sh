@@ -4,7 +4,8 @@
 #     STEPS="tests fp variants rows" bash benchmarks/investigations/h200_half.sh
 # Steps: tests, pytest on TESTS; fp, the fingerprint check; variants, adam_variants.py on the
 # SPIR-V it built into benchmarks/investigations/adam-spirv (carry it: it is not committed);
-# items, adam_items.py (ADAM_OPTIMIZER's items per invocation);
+# items, adam_items.py (ADAM_OPTIMIZER's items per invocation); newtensors, new_tensors.py
+# (a pipeline compiled against one shared, patch part 15);
 # random, random_variants.py (RANDOM_GENERATOR's blocks per invocation, RANDOM_BLOCKS, passes
 # per invocation, RANDOM_PASSES, and where the new state is stored, RANDOM_STATE); ablation,
 # pooling_ablation.py on the SPIR-V built into benchmarks/investigations/pooling-spirv (carry
@@ -28,6 +29,8 @@ OPS=${OPS:-adam_optimizer,average_pooling_grad,max_pooling_grad}
   benchmarks/investigations/random_variants.py --blocks ${RANDOM_BLOCKS:-1,2,3,4} \
   --state ${RANDOM_STATE:-here} --passes ${RANDOM_PASSES:-1} --out $OUT/random_variants.json; \
   cat $OUT/random_variants.txt; }
+[[ $steps == *" newtensors "* ]] && { run new_tensors 120 python3 \
+  benchmarks/investigations/new_tensors.py --out $OUT/new_tensors.json; cat $OUT/new_tensors.txt; }
 [[ $steps == *" ablation "* ]] && { run pooling_ablation 250 python3 \
   benchmarks/investigations/pooling_ablation.py --spirv benchmarks/investigations/pooling-spirv \
   --out $OUT/pooling_ablation.json; cat $OUT/pooling_ablation.txt; }
