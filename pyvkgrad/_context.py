@@ -53,6 +53,8 @@ class Session:
         self.lifetime.close()
         for obj in list(self._owned):
             obj.close()
+        if not self.runtime.closed:  # and the pipelines the runtime kept for later programs
+            self.runtime.release_pipelines()
 
 
 class DeviceContext:

@@ -207,6 +207,12 @@ class Runtime:
         self._check()
         return int(self._mgr.pipelines_made())
 
+    def release_pipelines(self) -> None:
+        """Let go of the pipelines kept for later programs (those no program holds are
+        destroyed)."""
+        self._check()
+        self._mgr.release_pipelines()
+
     def commands(self, timestamps: int = 0, wait_spin_ns: int = 0) -> "Commands":
         """An empty command buffer; `timestamps` > 0 reserves that many timestamp queries."""
         self._check()
