@@ -111,20 +111,30 @@ def near_half_quotients(rng, n):
     """Significands with ma / mb within a hair of a half-way point between two float32:
     ma 2^k = t mb - delta for odd t in [2^24, 2^25) and small odd delta (k = 24: the quotient in
     [1, 2), t / 2^24 half-way between two of its floats; k = 25: in [1/2, 1)). Odd mb is
-    invertible modulo 2^k, so t = delta / mb mod 2^k, kept where it lies in range."""
-    mas, mbs = [], []
-    while len(mas) < n:
-        mb = int(rng.integers(1 << 23, 1 << 24)) | 1
-        k = int(rng.choice([24, 25]))
-        delta = int(rng.choice([-3, -1, 1, 3]))
-        t = delta * pow(mb, -1, 1 << k) % (1 << k)
-        if t & 1 and (1 << 24) <= t < (1 << 25):
-            ma = (t * mb - delta) >> k
-            assert ma << k == t * mb - delta
-            if (1 << 23) <= ma < (1 << 24):
-                mas.append(ma)
-                mbs.append(mb)
-    return np.array(mas, np.uint32), np.array(mbs, np.uint32)
+    invertible modulo 2^k, so t = delta / mb mod 2^k, plus 2^24 where k = 24 (t's one
+    representative in range; until 2026-12-02 this was missed, and no k = 24 case was drawn),
+    kept where ma is a 24-bit significand. Drawn in batches (numpy: the inverse by Newton's
+    iteration, x -> x (2 - mb x), each step doubling its correct bits from mb's own 3), not
+    one by one in Python (45 s)."""
+    mas, mbs, have = [], [], 0
+    while have < n:
+        mb = rng.integers(1 << 23, 1 << 24, 8 * n, dtype=np.uint64) | np.uint64(1)
+        k = rng.choice(np.array([24, 25], np.uint64), mb.size)
+        delta = rng.choice(np.array([-3, -1, 1, 3], np.int64), mb.size)
+        inverse = mb.copy()  # mb mb = 1 mod 8
+        for _ in range(4):  # 3 -> 48 correct bits, arithmetic modulo 2^64
+            inverse *= np.uint64(2) - mb * inverse
+        t = (delta.astype(np.uint64) * inverse) & ((np.uint64(1) << k) - np.uint64(1))
+        t[k == 24] += np.uint64(1 << 24)
+        product = t.astype(np.int64) * mb.astype(np.int64) - delta  # < 2^49
+        ma = product >> k.astype(np.int64)
+        keep = ((t >= 1 << 24) & (t < 1 << 25) & (t & np.uint64(1) == 1)
+                & (ma >= 1 << 23) & (ma < 1 << 24))
+        assert (ma[keep] << k[keep].astype(np.int64) == product[keep]).all()
+        mas.append(ma[keep])
+        mbs.append(mb[keep])
+        have += int(keep.sum())
+    return (np.concatenate(mas)[:n].astype(np.uint32), np.concatenate(mbs)[:n].astype(np.uint32))
 
 
 def near_half_roots(n, odd):
@@ -231,7 +241,8 @@ def test_cr_div_and_cr_sqrt_round_correctly(device, inputs, previous, skew):
 
 def test_the_inputs_reach_every_case(inputs):
     """The families hit what they are for: subnormal and overflowing quotients, ties, and
-    quotients and roots a hair from half-way (within 2^-20 of a unit; roots within 2^-10)."""
+    quotients and roots a hair from half-way (within 2^-20 of a unit; roots within 2^-10), the
+    quotients with significands in [1, 2) and in [1/2, 1)."""
     a, b = inputs
     q, r = exact(a, b)
     finite = np.isfinite(q) & (q != 0)
@@ -247,6 +258,16 @@ def test_the_inputs_reach_every_case(inputs):
 
     assert (from_half(q) < 2.0**-20).sum() > 10000
     assert (from_half(r) < 2.0**-10).sum() > 10000
+    # ... those quotients with a's significand above b's (quotient significand in [1, 2)) and
+    # below it (in [1/2, 1): the result's exponent one lower), both
+    with np.errstate(invalid="ignore"):  # signalling NaNs' bits
+        fa, fb = (np.abs(x.view(np.float32).astype(np.float64)) for x in (a, b))
+    both = ((fa >= 2.0**-126) & (fb >= 2.0**-126) & np.isfinite(fa) & np.isfinite(fb)
+            & (np.abs(q) >= 2.0**-126) & np.isfinite(q))
+    near = from_half(np.abs(q[both])) < 2.0**-20
+    above = fa[both] / np.exp2(np.floor(np.log2(fa[both]))) >= \
+        fb[both] / np.exp2(np.floor(np.log2(fb[both])))
+    assert (near & above).sum() > 10000 and (near & ~above).sum() > 10000
     ties = np.isfinite(q) & (np.abs(q) < 2.0**-126)
     assert (q[ties] / 2.0**-150 % 2 == 1).sum() > 10000
 
