@@ -22,6 +22,13 @@ needs_compiler = pytest.mark.skipif(
     reason="glslangValidator is not installed (apt-get install glslang-tools spirv-tools)")
 
 
+def build_tool(test):
+    """A test of tools/build_shaders.py on the checkout or a copy of it: it makes no Vulkan
+    call and tests no installed package, so tools/test's main pass runs it and the validation
+    and installed-wheel passes leave it out (`-m "not build_tool"`)."""
+    return pytest.mark.build_tool(needs_compiler(test))
+
+
 def test_canary_vulkan_device(device):
     """Fails (never skips) in CI when the suite does not run on a Vulkan device."""
     assert device.info.name
@@ -33,7 +40,7 @@ def test_canary_ci_runs_on_lavapipe(device):
     assert "llvmpipe" in device.name, f"CI must test on lavapipe, got {device.name}"
 
 
-@needs_compiler
+@build_tool
 def test_shipped_spirv_is_current():
     """`tools/build_shaders.py --check` passes on the committed SPIR-V."""
     res = subprocess.run([sys.executable, "tools/build_shaders.py", "--check"], cwd=ROOT,
@@ -57,7 +64,7 @@ def _copy_build_tree(tmp_path):
     return tree
 
 
-@needs_compiler
+@build_tool
 def test_check_reports_stale_and_orphan_spirv(tmp_path):
     """--check writes nothing and names the fixing command when SPIR-V is stale or orphaned."""
     tree = _copy_build_tree(tmp_path)
@@ -83,7 +90,7 @@ def check_problems(stderr):
     return {line.strip() for line in stderr.splitlines()[1:] if not line.startswith("fix:")}
 
 
-@needs_compiler
+@build_tool
 def test_a_formula_is_an_operators_only_shader_file(tmp_path):
     """The build generates an element-wise formula's two kernels: --check finds a new
     formula's kernels missing and nothing else stale; the build adds their SPIR-V and their
@@ -122,7 +129,7 @@ def test_a_formula_is_an_operators_only_shader_file(tmp_path):
             "shaders/elementwise/copy_grad.glsl") in res.stderr
 
 
-@needs_compiler
+@build_tool
 def test_check_reports_a_manifest_whose_interface_differs_from_the_spirv(tmp_path):
     """The runtime resolves constant names to ids from the manifest, so --check proves the
     manifest describes the shipped SPIR-V: here two constants' ids swapped by hand."""
@@ -142,7 +149,7 @@ def test_check_reports_a_manifest_whose_interface_differs_from_the_spirv(tmp_pat
 _HEAD = "#version 450\nlayout(local_size_x_id = 0) in;\n"
 
 
-@needs_compiler
+@build_tool
 @pytest.mark.parametrize("body, message", [
     ("layout(constant_id = 2) const uint A = 1;\n"
      "layout(set = 0, binding = 0) buffer B { uint b[]; };\nvoid main() { b[0] = A; }\n",
@@ -167,7 +174,7 @@ def test_build_refuses_an_interface_plans_cannot_name(tmp_path, body, message):
         res.stderr
 
 
-@needs_compiler
+@build_tool
 def test_compile_error_names_file_and_message(tmp_path):
     tree = tmp_path / "tree"
     (tree / "shaders/include").mkdir(parents=True)
