@@ -239,7 +239,8 @@ class CompiledOperator:
             np.frombuffer(self._pipelines[index][1], dtype=np.uint32), len(d.push_constants))
         # The program holds its buffers, so their ids cannot be reused while it is cached.
         # Leaving the cache drops only the cache's reference: a recording may still use the
-        # program, and Python frees it (and the pipeline) when the last user lets go.
+        # program, and Python frees it (its descriptor set; the runtime keeps the pipeline a while)
+        # when the last user lets go.
         self._programs[key] = program
         while len(self._programs) > OPERATOR_CACHE_ENTRIES * len(self.plan.dispatches):
             self._programs.popitem(last=False)

@@ -1,7 +1,8 @@
 """The Vulkan runtime: the only module that calls Kompute (kp), and where every kp quirk lives.
 
 A small contract, in the spirit of tinygrad's runtime modules: a `Runtime` opens one Vulkan
-device and makes `Buffer`s, `Program`s (a kernel bound to buffers: a pipeline) and
+device and makes `Buffer`s, `Program`s (a kernel bound to buffers: a descriptor set over a
+pipeline that the runtime's programs of the same kernel and specialization share) and
 `Commands` (a command buffer: uploads, dispatches, barriers, downloads) that it submits and
 waits for. The device layer (recording.py, compiled_operator.py) decides what to record;
 benchmarks and the validation canary use this seam too.
@@ -279,7 +280,8 @@ class Buffer(_Owned):
 
 
 class Program(_Owned):
-    """A kernel bound to buffers: a pipeline (`Runtime.program`)."""
+    """A kernel bound to buffers (`Runtime.program`): its own descriptor set, over a pipeline
+    shared with the runtime's other programs of the kernel and specialization."""
 
     __slots__ = ("buffers",)
 
