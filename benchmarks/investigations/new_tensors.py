@@ -19,6 +19,7 @@ import argparse
 import json
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -83,11 +84,10 @@ def main() -> None:
         row = dict(operator=name, elements=N, compile_ms=round(compile_ms, 3),
                    shared_ms=round(statistics.median(shared), 4),
                    call_new_tensors_ms=round(statistics.median(calls[1:]), 3))
-        rows.append(row)
         print(json.dumps(row), flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(dict(device=device.name, rows=rows), f, indent=1)
+        rows.append(row)
+    if args.out:  # the rows, as printed, and the device
+        Path(args.out).write_text(json.dumps(dict(device=device.name, rows=rows), indent=1))
 
 
 if __name__ == "__main__":
