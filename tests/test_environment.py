@@ -15,17 +15,15 @@ from pyvkgrad import operators
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The build tool's tests need glslangValidator; a machine that only runs the shipped SPIR-V
-# (a lent GPU box) may lack it. CI has it (tools/test installs it), so CI never skips these.
-needs_compiler = pytest.mark.skipif(
-    not IN_CI and shutil.which("glslangValidator") is None,
-    reason="glslangValidator is not installed (apt-get install glslang-tools spirv-tools)")
-
-
 def build_tool(test):
     """A test of tools/build_shaders.py on the checkout or a copy of it: it makes no Vulkan
     call and tests no installed package, so tools/test's main pass runs it and the validation
-    and installed-wheel passes leave it out (`-m "not build_tool"`)."""
+    and installed-wheel passes leave it out (`-m "not build_tool"`). It needs glslangValidator,
+    which a machine that only runs the shipped SPIR-V (a lent GPU box) may lack; CI has it
+    (tools/test installs it), so CI never skips these."""
+    needs_compiler = pytest.mark.skipif(
+        not IN_CI and shutil.which("glslangValidator") is None,
+        reason="glslangValidator is not installed (apt-get install glslang-tools spirv-tools)")
     return pytest.mark.build_tool(needs_compiler(test))
 
 
