@@ -202,26 +202,29 @@ def wait_strategy(device):
             "blocks": (f"after polling the fence for up to {spin} us" if spin else "at once")}
 
 
-def benchmark_kernel(name):
+def benchmark_kernel(name, rte16=False):
     """SPIR-V and interface of a benchmark-only kernel: benchmarks/shaders/<name>.comp, built
-    by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package)."""
+    by tools/build_shaders.py into benchmarks/spirv/ (not shipped with the package); rte16:
+    its second SPIR-V, float16 conversions rounded to nearest even by the device (as
+    pyvkgrad.kernels.spirv's)."""
     from pyvkgrad import kernels
     spirv_dir = Path(__file__).resolve().parent / "spirv"
     entry = json.loads((spirv_dir / "manifest.json").read_text())["kernels"][name]
-    data = (spirv_dir / f"{name}.spv").read_bytes()
-    if hashlib.sha256(data).hexdigest() != entry["spirv_sha256"]:
-        sys.exit(f"benchmarks/spirv/{name}.spv differs from its manifest: run "
+    file, key = (f"{name}.rte16", "rte16_spirv_sha256") if rte16 else (name, "spirv_sha256")
+    data = (spirv_dir / f"{file}.spv").read_bytes()
+    if hashlib.sha256(data).hexdigest() != entry[key]:
+        sys.exit(f"benchmarks/spirv/{file}.spv differs from its manifest: run "
                  f"python tools/build_shaders.py")
     return data, kernels.interface_of(name, entry)
 
 
-def benchmark_program(device, name, buffers, constants, count):
-    """(program, push words) of the benchmark-only kernel `name` (benchmark_kernel) bound to
-    `buffers` (binding name -> runtime Buffer), specialised with `constants` and the device's
-    workgroup width, over `count` items (its push constant `count`, a grid-stride loop over
-    at most 65535 workgroups)."""
+def benchmark_program(device, name, buffers, constants, count, rte16=False):
+    """(program, push words) of the benchmark-only kernel `name` (benchmark_kernel, rte16)
+    bound to `buffers` (binding name -> runtime Buffer), specialised with `constants` and the
+    device's workgroup width, over `count` items (its push constant `count`, a grid-stride
+    loop over at most 65535 workgroups)."""
     from pyvkgrad import kernels
-    spirv, iface = benchmark_kernel(name)
+    spirv, iface = benchmark_kernel(name, rte16)
     wg = device.limits.local_size
     bound = [buffers[n] for n in kernels.binding_order(iface, {n: n for n in buffers})]
     push = np.array(kernels.push_words(iface, {"count": count}), dtype=np.uint32)
@@ -237,7 +240,7 @@ def serving(name, data):
     are made at its first execute or recording, so time inside too)."""
     from pyvkgrad import kernels
     real = kernels.spirv
-    kernels.spirv = lambda kernel: data if kernel == name else real(kernel)
+    kernels.spirv = lambda kernel, *rte16: data if kernel == name else real(kernel, *rte16)
     try:
         yield
     finally:
@@ -255,6 +258,23 @@ def variant_spirv_args(description):
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--out")
     return ap.parse_args()
+
+
+# A variant's text patch of shaders/include/load_store.glsl: float16 stores through the
+# device's conversion wherever its result is a normal half, zero or Inf (what a device rounds
+# alike under a RoundingModeRTE execution mode for 16 bits: subnormal halves and NaN still by
+# integers); where the device rounds to nearest even, the same bits as half_from_float.
+_HALF_HEAD = ("uint half_from_float(float v) {\n    const uint u = floatBitsToUint(v);\n"
+              "    const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;\n")
+CHECKED_HALF = [
+    ("include/load_store.glsl", _HALF_HEAD,
+     "bool device_rounds(uint m) { return m - 0x38800000u <= 0x7F800000u - 0x38800000u"
+     " || m == 0u; }\n" + _HALF_HEAD
+     + "    if (device_rounds(magnitude)) return packHalf2x16(vec2(v, 0.0)) & 0xFFFFu;\n"),
+    ("include/load_store.glsl",
+     "    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {\n",
+     "    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) return packHalf2x16(v);\n"
+     "    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {\n")]
 
 
 def build_variants(folder, kernel, variants):

@@ -71,6 +71,7 @@ def info() -> int:
             ("shared memory", f"{i.max_compute_shared_memory_size} bytes"),
             ("timestamps", f"{i.timestamp_compute_and_graphics}, {i.timestamp_period} ns/tick"),
             ("float atomic add", _float_atomics(d)),
+            ("float16 rounding", _float16_rounding(d)),
             ("loop limit", f"{d.max_loop_iterations} iterations per invocation"
                            if d.max_loop_iterations else "none"),
             ("submission wait", _wait_policy(d)),
@@ -107,6 +108,16 @@ def _subgroup_operations(info) -> str:
     names = ", ".join(_vulkan_info.subgroup_feature_names(info.subgroup_operations)) or "none"
     compute = info.subgroup_stages & _vulkan_info.SHADER_STAGE_COMPUTE
     return f"{names} ({'in' if compute else 'not in'} compute shaders)"
+
+
+def _float16_rounding(device) -> str:
+    if device.limits.float16_rte:
+        return ("to nearest even by the device (RoundingModeRTE for 16 bits: the kernels' rte16 "
+                "SPIR-V, VK_KHR_shader_float_controls enabled)")
+    if not device.info.rounding_mode_rte_float16:
+        return ("to nearest even by integer arithmetic (the device has no "
+                "shaderRoundingModeRTEFloat16)")
+    return "to nearest even by integer arithmetic (PYVKGRAD_FLOAT16_RTE=0)"
 
 
 def _float_atomics(device) -> str:

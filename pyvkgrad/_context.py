@@ -23,6 +23,7 @@ from ._environment import (DEFAULT_WAIT_SPIN_US, LIMIT_VARIABLES, LLVMPIPE_MAX_L
                            env_int)
 from ._state import Lifetime
 from .plan import Limits
+from ._vulkan_info import FLOAT_CONTROLS_EXTENSION
 from .runtime import FLOAT_ATOMICS_EXTENSION, Runtime
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class DeviceContext:
                 if self._runtime is None:
                     extensions = ([FLOAT_ATOMICS_EXTENSION]
                                   if self.info.shader_buffer_float32_atomic_add else [])
+                    if self.info.rounding_mode_rte_float16:  # the kernels' rte16 SPIR-V
+                        extensions.append(FLOAT_CONTROLS_EXTENSION)
                     self._runtime = Runtime(self.info.index, extensions, what=self.name)
                 self._open = Session(self.name, self._runtime)
             return self._open
@@ -122,6 +125,15 @@ class DeviceContext:
         patch enables it), unless PYVKGRAD_FLOAT_ATOMICS=0."""
         return (self.info.shader_buffer_float32_atomic_add
                 and os.environ.get("PYVKGRAD_FLOAT_ATOMICS", "1").strip() != "0")
+
+    @property
+    def float16_rte(self) -> bool:
+        """The kernels that convert to float16 run their rte16 SPIR-V (kernels.spirv): the
+        device can fix those conversions to round to nearest even (pyvkgrad enables
+        VK_KHR_shader_float_controls for it), unless PYVKGRAD_FLOAT16_RTE=0 (then they round
+        by integers; the same bits)."""
+        return (self.info.rounding_mode_rte_float16
+                and os.environ.get("PYVKGRAD_FLOAT16_RTE", "1").strip() != "0")
 
     @property
     def max_buffer_bytes(self) -> int:
@@ -167,4 +179,5 @@ class DeviceContext:
                       local_size=local, max_local_size=local if forced else widest,
                       float_atomic_add=self.float_atomic_add,
                       max_loop_iterations=self.max_loop_iterations,
-                      narrow_reductions=i.device_type == "cpu" and not forced)
+                      narrow_reductions=i.device_type == "cpu" and not forced,
+                      float16_rte=self.float16_rte)

@@ -51,7 +51,7 @@ class Variables:
 # The variables that change `Device.limits` (and so the plans), and the one that picks the
 # default device.
 LIMIT_VARIABLES = Variables("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE",
-                            "PYVKGRAD_FLOAT_ATOMICS")
+                            "PYVKGRAD_FLOAT_ATOMICS", "PYVKGRAD_FLOAT16_RTE")
 DEVICE_VARIABLE = Variables("PYVKGRAD_DEVICE")
 
 

@@ -98,6 +98,10 @@ class PhysicalDeviceInfo:
     # subnormals and the sign of zeros, Inf and NaN (False where unknown: device < 1.2).
     denorm_preserve_float32: bool = False
     signed_zero_inf_nan_preserve_float32: bool = False
+    # Whether a kernel may fix its conversions to float16 to round to nearest even (a
+    # RoundingModeRTE execution mode for 16 bits: shaderRoundingModeRTEFloat16, and the
+    # VK_KHR_shader_float_controls extension that pyvkgrad then enables): kernels.spirv's rte16.
+    rounding_mode_rte_float16: bool = False
 
 
 # --- constants -------------------------------------------------------------
@@ -116,6 +120,7 @@ _ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
 _ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2 = 1000059006
 _ST_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT = 1000237000
 _MEMORY_HEAP_DEVICE_LOCAL = 0x1
+FLOAT_CONTROLS_EXTENSION = "VK_KHR_shader_float_controls"
 
 # VkSubgroupFeatureFlagBits, bit i named SUBGROUP_FEATURES[i] (Vulkan 1.1 promises only
 # "basic", and only in compute shaders: supportedStages then holds SHADER_STAGE_COMPUTE).
@@ -359,6 +364,8 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             denorm_preserve_float32=bool(controls.shaderDenormPreserveFloat32),
             signed_zero_inf_nan_preserve_float32=bool(
                 controls.shaderSignedZeroInfNanPreserveFloat32),
+            rounding_mode_rte_float16=bool(controls.shaderRoundingModeRTEFloat16)
+            and FLOAT_CONTROLS_EXTENSION in extensions,
         ))
     return infos
 

@@ -43,7 +43,8 @@ def compile_operator(context: DeviceContext, desc: OperatorDesc,
                  f"maximum storage buffer range of {context.name} (compiled operators bind "
                  f"whole buffers; the one-call functions cut such problems where they can)",
                  f"<= {most_bytes} bytes", f"{t.total_tensor_size_in_bytes} bytes")
-    plan = desc.plan(context.limits if limits is None else limits)
+    limits = context.limits if limits is None else limits
+    plan = desc.plan(limits)
     for scratch in plan.scratch:  # bound like the tensors: binding more is invalid usage
         if buffer_words(scratch.nbytes) * 4 > most_bytes:
             fail(desc.OPERATOR, f"scratch buffer {scratch.name!r}", "exceeds the maximum "
@@ -74,7 +75,9 @@ def compile_operator(context: DeviceContext, desc: OperatorDesc,
     with context.lock:
         context.collect()
         session = context.session()
-        op = CompiledOperator(context, session, desc, plan)
+        # (rte16 only where the device has it, whatever limits a caller passed)
+        op = CompiledOperator(context, session, desc, plan,
+                              limits.float16_rte and context.info.rounding_mode_rte_float16)
         session.own(op)
         session.operators.add(op)
         return op
@@ -91,7 +94,7 @@ class CompiledOperator:
     """
 
     def __init__(self, context: DeviceContext, session: Session, desc: OperatorDesc,
-                 plan: Plan) -> None:
+                 plan: Plan, rte16: bool = False) -> None:
         self.device: Device = context.device
         self.desc: OperatorDesc = desc
         self.plan: Plan = plan
@@ -128,8 +131,12 @@ class CompiledOperator:
         self._pipelines: Tuple[Tuple[str, bytes, int], ...] = tuple(
             (d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups)
             for d in plan.dispatches)
+        # rte16: where the device can fix its float16 conversions to round to nearest even,
+        # the kernels that convert to float16 run their rte16 SPIR-V (the same bits, faster).
+        self._rte16 = rte16
         for d in plan.dispatches:
-            kernels.spirv(d.kernel)  # load (and check) every kernel now, not at the first call
+            # load (and check) every kernel now, not at the first call
+            kernels.spirv(d.kernel, self._rte16)
 
     @property
     def closed(self) -> bool:
@@ -235,7 +242,7 @@ class CompiledOperator:
             return program
         d = self.plan.dispatches[index]
         program = self._session.runtime.program(
-            buffers, kernels.spirv(d.kernel), d.workgroups,
+            buffers, kernels.spirv(d.kernel, self._rte16), d.workgroups,
             np.frombuffer(self._pipelines[index][1], dtype=np.uint32), len(d.push_constants))
         # The program holds its buffers, so their ids cannot be reused while it is cached.
         # Leaving the cache drops only the cache's reference: a recording may still use the

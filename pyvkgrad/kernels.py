@@ -116,16 +116,22 @@ def _entry(name: str) -> Dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
-def spirv(name: str) -> bytes:
-    """The SPIR-V of kernel `name`, checked against the manifest's hash."""
+def spirv(name: str, rte16: bool = False) -> bytes:
+    """The SPIR-V of kernel `name`, checked against the manifest's hash. rte16: its second
+    SPIR-V, `<name>.rte16.spv`, where it has one (a kernel that converts to float16: the
+    device rounds the halves under a RoundingModeRTE execution mode, for the devices that
+    support it, `PhysicalDeviceInfo.rounding_mode_rte_float16`); the same bits."""
     entry = _entry(name)
+    key, file = "spirv_sha256", name
+    if rte16 and "rte16_spirv_sha256" in entry:
+        key, file = "rte16_spirv_sha256", name + ".rte16"
     try:
-        data = resources.files(__package__).joinpath(f"spirv/{name}.spv").read_bytes()
+        data = resources.files(__package__).joinpath(f"spirv/{file}.spv").read_bytes()
     except FileNotFoundError as e:
-        raise KernelError(f"pyvkgrad/spirv/{name}.spv is missing; rebuild with "
+        raise KernelError(f"pyvkgrad/spirv/{file}.spv is missing; rebuild with "
                           f"`python tools/build_shaders.py`") from e
-    if data[:4] != SPIRV_MAGIC or hashlib.sha256(data).hexdigest() != entry["spirv_sha256"]:
-        raise KernelError(f"pyvkgrad/spirv/{name}.spv is corrupt (hash differs from the "
+    if data[:4] != SPIRV_MAGIC or hashlib.sha256(data).hexdigest() != entry[key]:
+        raise KernelError(f"pyvkgrad/spirv/{file}.spv is corrupt (hash differs from the "
                           f"manifest); rebuild with `python tools/build_shaders.py`")
     return data
 

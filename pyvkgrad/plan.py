@@ -46,6 +46,9 @@ class Limits:
     # barriers and idle lanes cost time: kernels that reduce in shared memory take one
     # subgroup a workgroup there, where PYVKGRAD_LOCAL_SIZE does not force a width.
     narrow_reductions: bool = False
+    # The kernels that convert to float16 run their rte16 SPIR-V, which fixes those
+    # conversions to round to nearest even (DeviceContext.float16_rte; the same bits).
+    float16_rte: bool = False
 
     def __post_init__(self) -> None:
         # A width that is a power of two is a multiple of any subgroup size (Vulkan's are

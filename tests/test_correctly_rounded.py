@@ -40,9 +40,9 @@ SPECIALS = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC000
                     dtype=np.uint32)
 
 
-def run_ops(device, kernel, inputs, outputs, constants):
-    """The output words (named `outputs`) of the element-wise benchmark kernel `kernel` on
-    `inputs` (binding name -> uint32 array, all of one size)."""
+def run_ops(device, kernel, inputs, outputs, constants, rte16=False):
+    """The output words (named `outputs`) of the element-wise benchmark kernel `kernel` (its
+    rte16 SPIR-V with rte16) on `inputs` (binding name -> uint32 array, all of one size)."""
     runtime = device.runtime()
     n = next(iter(inputs.values())).size
     padded = -(-n // 4) * 4  # buffers hold whole 16-byte vectors
@@ -52,7 +52,7 @@ def run_ops(device, kernel, inputs, outputs, constants):
         words[:n] = a
         buffers[name] = runtime.buffer(4 * padded, words=words)
     buffers.update({k: runtime.buffer(4 * padded) for k in outputs})
-    program, push = benchmark_program(device, kernel, buffers, constants, n)
+    program, push = benchmark_program(device, kernel, buffers, constants, n, rte16)
     commands = runtime.commands()
     commands.upload([buffers[k] for k in inputs])
     commands.dispatch(program, push)
@@ -372,20 +372,25 @@ def half_inputs(rng, n_random):
     return np.concatenate([structured, rng.integers(0, 1 << 32, n_random, dtype=np.uint32)])
 
 
-@pytest.mark.parametrize("device_rtz", [False, True])
-def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz):
+@pytest.mark.parametrize("device_rtz,rte16", [(False, False), (True, False), (False, True)],
+                         ids=["device", "device_rtz", "rte16"])
+def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     """load_store.glsl's half_from_float gives numpy's float16 (round to nearest even,
     subnormal halves kept, 65520 and above to Inf) on every input class, with the device's
     own conversion and on a simulated device whose conversion rounds toward zero and flushes
     subnormal halves (Vulkan leaves the rounding undefined): the fast path only ever converts
     values that are halves. NaN: sign | 0x7E00. halves_from_floats gives the same bits, two to
     a word, for pairs of every class (the inputs against a shuffle of themselves, and each
-    against itself: both of a pair on the one-conversion path, or one of them off it)."""
+    against itself: both of a pair on the one-conversion path, or one of them off it).
+    rte16: the kernel's rte16 SPIR-V (RoundingModeRTE for 16-bit results: the device converts
+    every value whose half is zero, normal or Inf), where the device supports it."""
+    if rte16 and not device.info.rounding_mode_rte_float16:
+        pytest.skip(f"{device.name} cannot fix its float16 rounding (shaderRoundingModeRTEFloat16)")
     a = half_inputs(rng, 50000)
     b = rng.permutation(a)
     b[::3] = a[::3]
     got, pairs = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs"),
-                         dict(DEVICE_RTZ=device_rtz))
+                         dict(DEVICE_RTZ=device_rtz), rte16)
 
     def want(words):
         f = words.view(np.float32)

@@ -113,7 +113,7 @@ def leaky_relu(monkeypatch, example_build):
         data = example_build.after[f"{name}.spv"]
         built[name] = (data, kernels.interface_of(name, tool.read_interface(data, name)))
     monkeypatch.setattr(kernels, "spirv",
-                        lambda n: built[n][0] if n in built else real_spirv(n))
+                        lambda n, *rte16: built[n][0] if n in built else real_spirv(n, *rte16))
     monkeypatch.setattr(kernels, "interface",
                         lambda n: built[n][1] if n in built else real_interface(n))
     monkeypatch.setattr(kernels, "manifest_entry", lambda n: dict(

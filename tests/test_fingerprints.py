@@ -1,7 +1,10 @@
 """The same bits on every GPU (docs/semantics.md §17): this device's fingerprints against the
 committed tests/fingerprints.json, and the same in processes whose lavapipe has subgroups of 4
 and 16 lanes (LP_NATIVE_VECTOR_WIDTH 128 and 512; this process has 8 on a 256-bit machine),
-another workgroup width and a buffer limit that cuts the one-call problems."""
+another workgroup width and a buffer limit that cuts the one-call problems; and with the
+float16 conversions rounded by integers rather than by the device under RoundingModeRTE
+(PYVKGRAD_FLOAT16_RTE=0: this process takes the kernels' rte16 SPIR-V where the device
+supports it, as lavapipe does)."""
 
 import json
 import os
@@ -32,8 +35,9 @@ def test_this_device_gives_the_stored_bits(device):
 
 @pytest.mark.parametrize("env", [
     dict(LP_NATIVE_VECTOR_WIDTH="128", PYVKGRAD_LOCAL_SIZE="64"),
-    dict(LP_NATIVE_VECTOR_WIDTH="512", PYVKGRAD_MAX_BUFFER_BYTES="2000000"),
-], ids=["subgroup4-wg64", "subgroup16-cuts"])
+    dict(LP_NATIVE_VECTOR_WIDTH="512", PYVKGRAD_MAX_BUFFER_BYTES="2000000",
+         PYVKGRAD_FLOAT16_RTE="0"),
+], ids=["subgroup4-wg64", "subgroup16-cuts-integer-halves"])
 def test_other_subgroups_workgroups_and_cuts_give_the_stored_bits(env):
     result = subprocess.run(
         [sys.executable, "-m", "pyvkgrad", "fingerprint", "--check", str(FILE)],

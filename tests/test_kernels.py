@@ -57,7 +57,8 @@ def patch_kernel(monkeypatch, name, spirv=None, interface=None):
     """Serve kernel `name` with other SPIR-V and/or another interface (an in-memory manifest)."""
     real_spirv, real_interface = kernels.spirv, kernels.interface
     if spirv is not None:
-        monkeypatch.setattr(kernels, "spirv", lambda n: spirv if n == name else real_spirv(n))
+        monkeypatch.setattr(kernels, "spirv",
+                            lambda n, *rte16: spirv if n == name else real_spirv(n, *rte16))
     if interface is not None:
         monkeypatch.setattr(kernels, "interface",
                             lambda n: interface if n == name else real_interface(n))

@@ -111,9 +111,10 @@ def source_hash(text: str, where: Path | None, what: str) -> str:
     return h.hexdigest()
 
 
-def compile_one(comp: Path, out: Path, what: str) -> None:
-    """Compile the kernel source `comp` (a file, `what` in messages) to `out`."""
-    res = _run([COMPILER, *FLAGS, "-o", str(out), str(comp)])
+def compile_one(comp: Path, out: Path, what: str, defines: tuple[str, ...] = ()) -> None:
+    """Compile the kernel source `comp` (a file, `what` in messages) to `out`, with the
+    preprocessor macros `defines` set."""
+    res = _run([COMPILER, *FLAGS, *(f"-D{d}" for d in defines), "-o", str(out), str(comp)])
     text = (res.stdout + res.stderr).strip()
     # glslangValidator echoes the file name on success; anything else is a diagnostic.
     diagnostics = [line for line in text.splitlines()
@@ -181,6 +182,33 @@ def target_kernels(sources_dir: Path) -> list[Kernel]:
     return sorted(found, key=lambda k: k.name)
 
 
+# ---- the second SPIR-V of a kernel that converts float32 to float16 ---------------------------
+
+# A kernel whose SPIR-V converts to float16 (GLSL.std.450's PackHalf2x16, instruction 58 of
+# OpExtInst, opcode 12) is built a second time with this macro set, into `<name>.rte16.spv`:
+# shaders/include/load_store.glsl then declares RoundingModeRTE for 16-bit results and lets
+# the device round the halves (kernels.spirv takes it where the device can round so). Its
+# interface is the first's, plus the capability RoundingModeRTE; the manifest records its hash
+# as `rte16_spirv_sha256`.
+RTE16_DEFINE = "HALVES_ROUND_TO_NEAREST_EVEN"
+RTE16_SUFFIX = ".rte16"
+_OP_EXT_INST_IMPORT, _OP_EXT_INST, _PACK_HALF_2X16 = 11, 12, 58
+
+
+def converts_halves(data: bytes) -> bool:
+    """Whether the SPIR-V module `data` calls GLSL.std.450's PackHalf2x16."""
+    words = struct.unpack(f"<{len(data) // 4}I", data)
+    glsl, i = None, 5
+    while i < len(words):
+        count, op = words[i] >> 16, words[i] & 0xFFFF
+        if op == _OP_EXT_INST_IMPORT and _string(words[i + 2:i + count]) == "GLSL.std.450":
+            glsl = words[i + 1]
+        elif op == _OP_EXT_INST and words[i + 3] == glsl and words[i + 4] == _PACK_HALF_2X16:
+            return True
+        i += max(count, 1)
+    return False
+
+
 # ---- the kernel's interface, read from its SPIR-V ---------------------------------------------
 
 # Opcodes, decorations and storage classes used below (SPIR-V specification, section 3).
@@ -192,7 +220,7 @@ CAPABILITIES = {1: "Shader", 9: "Float16", 11: "Int64", 22: "Int16",
                 63: "GroupNonUniformArithmetic", 64: "GroupNonUniformBallot",
                 65: "GroupNonUniformShuffle", 66: "GroupNonUniformShuffleRelative",
                 67: "GroupNonUniformClustered", 68: "GroupNonUniformQuad",
-                6033: "AtomicFloat32AddEXT"}
+                4467: "RoundingModeRTE", 6033: "AtomicFloat32AddEXT"}
 _OP_TYPE_BOOL, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR = 20, 21, 22, 23
 _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER = 29, 30, 32
 _OP_SPEC_TRUE, _OP_SPEC_FALSE, _OP_SPEC, _OP_SPEC_COMPOSITE = 48, 49, 50, 51
@@ -397,6 +425,25 @@ def _dumps(manifest: dict) -> str:
 
 # ---- build and check ----------------------------------------------------------------------------
 
+def ship(shipped: Path, data: bytes, check: bool, same_compiler: bool, source_changed: bool,
+         source: Path, problems: list) -> None:
+    """Write `data` to `shipped` where it differs, or (check) append why it is stale: its
+    bytes differ from the build's (the same compiler), or its kernel's source changed (another
+    compiler version emits other bytes)."""
+    rel = shipped.relative_to(ROOT)
+    if not check:
+        shipped.parent.mkdir(parents=True, exist_ok=True)
+        if not shipped.exists() or shipped.read_bytes() != data:
+            shipped.write_bytes(data)
+            print(f"wrote {rel} ({len(data)} bytes)")
+    elif not shipped.exists():
+        problems.append(f"{rel} is missing")
+    elif same_compiler and shipped.read_bytes() != data:
+        problems.append(f"{rel} is stale (differs from {source.name})")
+    elif not same_compiler and source_changed:
+        problems.append(f"{rel} is stale ({source.name} changed)")
+
+
 def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
                  problems: list) -> int:
     """Compile one target's kernels; returns how many. Appends what --check finds stale."""
@@ -418,27 +465,29 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
             spv = Path(tmp) / f"{name}.spv"
             compile_one(comp, spv, what)
             data = spv.read_bytes()
-            manifest["kernels"][name] = {
+            entry = manifest["kernels"][name] = {
                 "source": str(source),
                 **({"generated": kernel.generated} if kernel.generated else {}),
                 "source_sha256": source_hash(kernel.text, kernel.folder, what),
                 "spirv_sha256": hashlib.sha256(data).hexdigest(),
                 **read_interface(data, what),
             }
+            files = {name: data}
+            if converts_halves(data):
+                spv = Path(tmp) / f"{name}{RTE16_SUFFIX}.spv"
+                compile_one(comp, spv, f"{what} with {RTE16_DEFINE}", (RTE16_DEFINE,))
+                files[name + RTE16_SUFFIX] = variant = spv.read_bytes()
+                iface = read_interface(variant, what)
+                iface["capabilities"].remove("RoundingModeRTE")
+                if iface != read_interface(data, what):
+                    raise BuildError(f"{what}: the interface with {RTE16_DEFINE} differs")
+                entry["rte16_spirv_sha256"] = hashlib.sha256(variant).hexdigest()
+            for file_name, file_data in files.items():
+                ship(spirv_dir / f"{file_name}.spv", file_data, check,
+                     same_compiler,
+                     old.get("kernels", {}).get(name, {}).get("source_sha256")
+                     != entry["source_sha256"], source, problems)
             shipped = spirv_dir / f"{name}.spv"
-            if not check:
-                spirv_dir.mkdir(parents=True, exist_ok=True)
-                if not shipped.exists() or shipped.read_bytes() != data:
-                    shipped.write_bytes(data)
-                    print(f"wrote {rel(shipped)} ({len(data)} bytes)")
-            elif not shipped.exists():
-                problems.append(f"{rel(shipped)} is missing")
-            elif same_compiler and shipped.read_bytes() != data:
-                problems.append(f"{rel(shipped)} is stale (differs from {source.name})")
-            elif not same_compiler and old.get("kernels", {}).get(name, {}).get(
-                    "source_sha256") != manifest["kernels"][name]["source_sha256"]:
-                # Another compiler version emits other bytes: compare sources instead.
-                problems.append(f"{rel(shipped)} is stale ({source.name} changed)")
             if check and shipped.exists():
                 # What the runtime trusts: the shipped manifest describes the shipped SPIR-V.
                 entry = old.get("kernels", {}).get(name, {})
@@ -446,8 +495,10 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
                 if recorded != read_interface(shipped.read_bytes(), str(rel(shipped))):
                     problems.append(f"{rel(manifest_path)}: the interface recorded for {name} "
                                     f"differs from {rel(shipped)}'s")
+    variants = {n + RTE16_SUFFIX for n, e in manifest["kernels"].items()
+                if "rte16_spirv_sha256" in e}
     for spv in sorted(spirv_dir.glob("*.spv")):
-        if spv.stem not in manifest["kernels"]:
+        if spv.stem not in manifest["kernels"] and spv.stem not in variants:
             if check:
                 problems.append(f"{rel(spv)} has no source in {rel(sources_dir)}/")
             else:

@@ -53,7 +53,7 @@ AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 KERNELS = {
     "avg": ("average_pooling_grad", AVERAGE, dict(
-        shipped=[], device_half=DEVICE_HALF,
+        shipped=[], device_half=DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
         device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
                                    "    return v;")],
@@ -63,7 +63,7 @@ KERNELS = {
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
     "max": ("max_pooling_grad", MAX, dict(
-        shipped=[], device_half=DEVICE_HALF,
+        shipped=[], device_half=DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
@@ -74,7 +74,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "by_windows", "by_integers", "every_cell_test", "unguarded")
+SAME_BITS = ("shipped", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:

@@ -4,6 +4,21 @@
 // words with unpackHalf2x16 needs no 16-bit storage feature). Element i lives in word i/2,
 // low half when i is even. 16- and 8-bit integers pack the same way (SUB_BITS).
 
+// HALVES_ROUND_TO_NEAREST_EVEN: the second SPIR-V that tools/build_shaders.py builds of a
+// kernel that converts float32 to float16 (`<kernel>.rte16.spv`), for the devices whose
+// float16 conversions may be made to round to nearest even (shaderRoundingModeRTEFloat16):
+// its RoundingModeRTE execution mode for 16-bit results fixes the rounding of every
+// conversion to float16 (packHalf2x16's too: a conversion to 16-bit float), so
+// half_from_float and halves_from_floats hand the device every value whose half is zero,
+// normal or Inf, and HALF_FROM_FLOAT's rounding is no longer the device's choice.
+#ifdef HALVES_ROUND_TO_NEAREST_EVEN
+#extension GL_EXT_spirv_intrinsics : require
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);
+const bool DEVICE_ROUNDS_HALVES = true;
+#else
+const bool DEVICE_ROUNDS_HALVES = false;
+#endif
+
 // Elements narrower than a word (16 or 8 bits) pack 2^L to a word (L = 1 or 2; L = 0 is a
 // whole word), element i in word i >> L, the lowest bits first; float16 is L = 1.
 #define SUB_SHIFT(i, L) (((i) & ((1u << (L)) - 1u)) * (32u >> (L)))
@@ -54,9 +69,18 @@ bool rounds_by_add(uint magnitude) {
     return magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u;
 }
 
+// DEVICE_ROUNDS_HALVES: whether the device's conversion, rounding to nearest even, gives the
+// half of a float32 of magnitude bits `magnitude`: zero, or at least 2^-14 and not NaN (normal
+// halves, and Inf for 65520 and above and for Inf). Subnormal halves (a device may flush them)
+// and NaN (its payload) stay with the integers.
+bool device_rounds(uint magnitude) {
+    return magnitude - 0x38800000u <= 0x7F800000u - 0x38800000u || magnitude == 0u;
+}
+
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
+    if (DEVICE_ROUNDS_HALVES && device_rounds(magnitude)) return DEVICE_HALF_BITS(v);
     if (rounds_by_add(magnitude)) {
         const float c = half_grid(magnitude);
         precise float rounded = (uintBitsToFloat(magnitude) + c) - c;
@@ -77,6 +101,9 @@ uint half_from_float(float v) {
 uint halves_from_floats(vec2 v) {
     const uvec2 u = floatBitsToUint(v);
     const uvec2 magnitude = u & 0x7FFFFFFFu;
+    if (DEVICE_ROUNDS_HALVES && device_rounds(magnitude.x) && device_rounds(magnitude.y)) {
+        return DEVICE_HALF_PAIR(v);
+    }
     if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {
         const vec2 c = vec2(half_grid(magnitude.x), half_grid(magnitude.y));
         precise vec2 rounded = (uintBitsToFloat(magnitude) + c) - c;
