@@ -117,7 +117,10 @@ def _float16_rounding(device) -> str:
     if not device.info.rounding_mode_rte_float16:
         return ("to nearest even by integer arithmetic (the device has no "
                 "shaderRoundingModeRTEFloat16)")
-    return "to nearest even by integer arithmetic (PYVKGRAD_FLOAT16_RTE=0)"
+    if os.environ.get("PYVKGRAD_FLOAT16_RTE", "").strip() == "0":
+        return "to nearest even by integer arithmetic (PYVKGRAD_FLOAT16_RTE=0)"
+    return ("to nearest even by integer arithmetic (a CPU device, whose driver emulates a "
+            "fixed rounding; PYVKGRAD_FLOAT16_RTE=1 lets the device round)")
 
 
 def _float_atomics(device) -> str:
