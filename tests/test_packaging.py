@@ -192,8 +192,10 @@ def test_installed_package_is_the_one_under_test():
     assert any(re.fullmatch(r"pyvkgrad/_kompute\..*\.so", f) for f in shipped)
     kernels = json.loads((PACKAGE / "spirv" / "manifest.json").read_text())["kernels"]
     assert kernels
-    for name in kernels:
+    for name, entry in kernels.items():
         assert f"pyvkgrad/spirv/{name}.spv" in shipped, name
+        if "rte16_spirv_sha256" in entry:  # its second SPIR-V (float16 rounded by the device)
+            assert f"pyvkgrad/spirv/{name}.rte16.spv" in shipped, name
 
 
 def test_package_ships_its_typing_marker_and_kernels():
