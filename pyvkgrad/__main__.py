@@ -112,15 +112,13 @@ def _subgroup_operations(info) -> str:
 
 def _float16_rounding(device) -> str:
     if device.limits.float16_rte:
-        return ("to nearest even by the device (RoundingModeRTE for 16 bits: the kernels' rte16 "
-                "SPIR-V, VK_KHR_shader_float_controls enabled)")
+        return ("to nearest even by the device (OpFConvert under RoundingModeRTE for 16 bits: "
+                "the kernels' rte16 SPIR-V; " + ", ".join(_vulkan_info.RTE16_EXTENSIONS)
+                + " enabled)")
     if not device.info.rounding_mode_rte_float16:
         return ("to nearest even by integer arithmetic (the device has no "
                 "shaderRoundingModeRTEFloat16)")
-    if os.environ.get("PYVKGRAD_FLOAT16_RTE", "").strip() == "0":
-        return "to nearest even by integer arithmetic (PYVKGRAD_FLOAT16_RTE=0)"
-    return ("to nearest even by integer arithmetic (a CPU device, whose driver emulates a "
-            "fixed rounding; PYVKGRAD_FLOAT16_RTE=1 lets the device round)")
+    return "to nearest even by integer arithmetic (PYVKGRAD_FLOAT16_RTE=0)"
 
 
 def _float_atomics(device) -> str:

@@ -23,7 +23,7 @@ from ._environment import (DEFAULT_WAIT_SPIN_US, LIMIT_VARIABLES, LLVMPIPE_MAX_L
                            env_int)
 from ._state import Lifetime
 from .plan import Limits
-from ._vulkan_info import FLOAT_CONTROLS_EXTENSION
+from ._vulkan_info import RTE16_EXTENSIONS
 from .runtime import FLOAT_ATOMICS_EXTENSION, Runtime
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ class DeviceContext:
                     extensions = ([FLOAT_ATOMICS_EXTENSION]
                                   if self.info.shader_buffer_float32_atomic_add else [])
                     if self.info.rounding_mode_rte_float16:  # the kernels' rte16 SPIR-V
-                        extensions.append(FLOAT_CONTROLS_EXTENSION)
+                        extensions += RTE16_EXTENSIONS
                     self._runtime = Runtime(self.info.index, extensions, what=self.name)
                 self._open = Session(self.name, self._runtime)
             return self._open
@@ -129,14 +129,11 @@ class DeviceContext:
     @property
     def float16_rte(self) -> bool:
         """The kernels that convert to float16 run their rte16 SPIR-V (kernels.spirv): the
-        device can fix those conversions to round to nearest even (pyvkgrad enables
-        VK_KHR_shader_float_controls for it) and is not a CPU device, whose driver emulates a
-        conversion with a fixed rounding (lavapipe: float16 pooling grads 12-30% slower,
-        ADAM_OPTIMIZER 6%). PYVKGRAD_FLOAT16_RTE=1 runs it wherever the device can (tests do
-        on lavapipe), =0 nowhere. The same bits either way."""
-        setting = os.environ.get("PYVKGRAD_FLOAT16_RTE", "").strip()
-        wanted = setting == "1" if setting in ("0", "1") else self.info.device_type != "cpu"
-        return self.info.rounding_mode_rte_float16 and wanted
+        device can fix those conversions to round to nearest even (pyvkgrad enables the
+        extensions for it, _vulkan_info.RTE16_EXTENSIONS), unless PYVKGRAD_FLOAT16_RTE=0
+        (then they round by integers). The same bits either way."""
+        return (self.info.rounding_mode_rte_float16
+                and os.environ.get("PYVKGRAD_FLOAT16_RTE", "1").strip() != "0")
 
     @property
     def max_buffer_bytes(self) -> int:

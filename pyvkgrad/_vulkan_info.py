@@ -27,6 +27,7 @@ from ._vulkan_structs import (VkApplicationInfo, VkExtensionProperties, VkInstan
                               VkPhysicalDeviceMemoryProperties2, VkPhysicalDeviceProperties,
                               VkPhysicalDeviceProperties2,
                               VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,
+                              VkPhysicalDeviceShaderFloat16Int8Features,
                               VkPhysicalDeviceSubgroupProperties)
 
 __all__ = ["LOADER_NAMES", "NoDevice", "NoDriver", "NoLoader", "PhysicalDeviceInfo",
@@ -98,9 +99,12 @@ class PhysicalDeviceInfo:
     # subnormals and the sign of zeros, Inf and NaN (False where unknown: device < 1.2).
     denorm_preserve_float32: bool = False
     signed_zero_inf_nan_preserve_float32: bool = False
-    # Whether a kernel may fix its conversions to float16 to round to nearest even (a
-    # RoundingModeRTE execution mode for 16 bits: shaderRoundingModeRTEFloat16, and the
-    # VK_KHR_shader_float_controls extension that pyvkgrad then enables): kernels.spirv's rte16.
+    # Whether a kernel may convert to float16 by OpFConvert under a RoundingModeRTE execution
+    # mode for 16 bits, which fixes that conversion's rounding (kernels.spirv's rte16): the
+    # device has shaderRoundingModeRTEFloat16, sets each width's rounding mode independently
+    # (roundingModeIndependence ALL: the mode is declared for 16 bits alone) and offers
+    # VK_KHR_shader_float_controls and VK_KHR_shader_float16_int8 with shaderFloat16 (the
+    # Float16 capability), which pyvkgrad then enables.
     rounding_mode_rte_float16: bool = False
 
 
@@ -120,7 +124,12 @@ _ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT = 1000260000
 _ST_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2 = 1000059006
 _ST_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT = 1000237000
 _MEMORY_HEAP_DEVICE_LOCAL = 0x1
+_ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES = 1000082000
+_INDEPENDENCE_ALL = 1  # VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL
+# The device extensions behind rounding_mode_rte_float16, which pyvkgrad enables for it.
 FLOAT_CONTROLS_EXTENSION = "VK_KHR_shader_float_controls"
+FLOAT16_INT8_EXTENSION = "VK_KHR_shader_float16_int8"
+RTE16_EXTENSIONS = (FLOAT_CONTROLS_EXTENSION, FLOAT16_INT8_EXTENSION)
 
 # VkSubgroupFeatureFlagBits, bit i named SUBGROUP_FEATURES[i] (Vulkan 1.1 promises only
 # "basic", and only in compute shaders: supportedStages then holds SHADER_STAGE_COMPUTE).
@@ -334,6 +343,16 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             get_feats2(phys, byref(feats2))
             atomic_add = bool(atomics.shaderBufferFloat32AtomicAdd)
 
+        float16 = False
+        if get_feats2 is not None and usable >= _V1_1 and \
+                FLOAT16_INT8_EXTENSION in extensions:
+            halves = VkPhysicalDeviceShaderFloat16Int8Features(
+                sType=_ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES)
+            feats2 = VkPhysicalDeviceFeatures2(sType=_ST_PHYSICAL_DEVICE_FEATURES_2,
+                                               pNext=ctypes.addressof(halves))
+            get_feats2(phys, byref(feats2))
+            float16 = bool(halves.shaderFloat16)
+
         lim = props.limits
         infos.append(PhysicalDeviceInfo(
             index=index,
@@ -365,7 +384,8 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             signed_zero_inf_nan_preserve_float32=bool(
                 controls.shaderSignedZeroInfNanPreserveFloat32),
             rounding_mode_rte_float16=bool(controls.shaderRoundingModeRTEFloat16)
-            and FLOAT_CONTROLS_EXTENSION in extensions,
+            and controls.roundingModeIndependence == _INDEPENDENCE_ALL
+            and FLOAT_CONTROLS_EXTENSION in extensions and float16,
         ))
     return infos
 

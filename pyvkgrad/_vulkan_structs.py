@@ -156,6 +156,11 @@ class VkPhysicalDeviceFeatures2(Structure):
     _fields_ = [("sType", c_uint32), ("pNext", c_void_p), ("features", VkPhysicalDeviceFeatures)]
 
 
+class VkPhysicalDeviceShaderFloat16Int8Features(Structure):
+    _fields_ = [("sType", c_uint32), ("pNext", c_void_p)] + _fields(VkBool32, """
+        shaderFloat16 shaderInt8""")
+
+
 class VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(Structure):
     _fields_ = [("sType", c_uint32), ("pNext", c_void_p)] + _fields(VkBool32, """
         shaderBufferFloat32Atomics shaderBufferFloat32AtomicAdd shaderBufferFloat64Atomics

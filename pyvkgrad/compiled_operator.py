@@ -75,9 +75,10 @@ def compile_operator(context: DeviceContext, desc: OperatorDesc,
     with context.lock:
         context.collect()
         session = context.session()
-        # (rte16 only where the device has it, whatever limits a caller passed)
-        op = CompiledOperator(context, session, desc, plan,
-                              limits.float16_rte and context.info.rounding_mode_rte_float16)
+        # (rte16 only where the device was opened with its extensions, whatever limits a
+        # caller passed)
+        op = CompiledOperator(context, session, desc, plan, limits.float16_rte and all(
+            e in session.runtime.extensions for e in _vulkan_info.RTE16_EXTENSIONS))
         session.own(op)
         session.operators.add(op)
         return op

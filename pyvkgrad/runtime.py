@@ -127,6 +127,8 @@ class Runtime:
 
     def __init__(self, index: int, extensions: Sequence[str] = (), what: str = "") -> None:
         self.what: str = what or f"Vulkan device {index}"
+        self.extensions: Tuple[str, ...] = tuple(extensions)  # as requested (kp enables those
+        # the device has; pyvkgrad requests only those it has)
         self._mapped_device_local: Optional[bool] = None
         self._forked = False
         self._objects: "weakref.WeakSet[_Owned]" = weakref.WeakSet()  # made here, for _abandon

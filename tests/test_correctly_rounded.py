@@ -369,7 +369,14 @@ def half_inputs(rng, n_random):
     low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000], np.uint32)
     high = rng.integers(0, 1 << 10, 16, dtype=np.uint32) << 13
     structured = (fields[:, None, None] | high[None, :, None] | low[None, None, :]).ravel()
-    return np.concatenate([structured, rng.integers(0, 1 << 32, n_random, dtype=np.uint32)])
+    # The edges between the paths, both signs: zero, the smallest normal half and just below
+    # it, 65504's neighbours up to the first that rounds to Inf, Inf, NaN, float32's extremes.
+    edges = np.array([0, 0x38800000, 0x387FFFFF, 0x387FF000, 0x387FEFFF, 0x477FE000,
+                      0x477FEFFF, 0x477FF000, 0x477FF001, 0x47800000, 0x7F7FFFFF, 0x7F800000,
+                      0x7FC00000, 0x7F800001, 1, 0x33000000, 0x33000001], np.uint32)
+    edges = np.concatenate([edges, edges | np.uint32(0x80000000)])
+    return np.concatenate([structured, edges,
+                           rng.integers(0, 1 << 32, n_random, dtype=np.uint32)])
 
 
 @pytest.mark.parametrize("device_rtz,rte16", [(False, False), (True, False), (False, True)],

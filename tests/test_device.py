@@ -209,13 +209,10 @@ def test_local_size_override_is_validated(monkeypatch, device):
             device.limits
 
 
-@pytest.mark.parametrize("device_type", ["cpu", "discrete"])
-def test_float16_rte_follows_the_device_and_the_variable(monkeypatch, device, device_type):
+def test_float16_rte_follows_the_device_and_the_variable(monkeypatch, device):
     """Limits.float16_rte (the kernels' rte16 SPIR-V, float16 rounded by the device under
-    RoundingModeRTE): only where the device reports it can (shaderRoundingModeRTEFloat16 and
-    VK_KHR_shader_float_controls); by default not on a CPU device, whose driver emulates the
-    fixed rounding (slower there); PYVKGRAD_FLOAT16_RTE=1 or 0 decides where it can. The
-    variable re-plans, as the other limits' do."""
+    RoundingModeRTE): only where the device reports it can (rounding_mode_rte_float16), unless
+    PYVKGRAD_FLOAT16_RTE=0. The variable re-plans, as the other limits' do."""
     import dataclasses
     # (Limits are cached by the variables' values alone: monkeypatch puts the device's own
     # cached limits back at the end, with its info.)
@@ -223,9 +220,8 @@ def test_float16_rte_follows_the_device_and_the_variable(monkeypatch, device, de
     for can in (False, True):
         monkeypatch.setattr(device._context, "_limits", None)
         monkeypatch.setattr(device, "info", dataclasses.replace(
-            device.info, device_type=device_type, rounding_mode_rte_float16=can))
-        for setting, want in ((None, can and device_type != "cpu"), ("1", can), ("0", False),
-                              ("", can and device_type != "cpu")):
+            device.info, rounding_mode_rte_float16=can))
+        for setting, want in ((None, can), ("0", False), ("1", can), ("", can)):
             if setting is None:
                 monkeypatch.delenv("PYVKGRAD_FLOAT16_RTE", raising=False)
             else:

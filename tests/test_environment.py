@@ -36,6 +36,11 @@ def test_canary_vulkan_device(device):
 @pytest.mark.skipif(not IN_CI, reason="only CI must run on lavapipe")
 def test_canary_ci_runs_on_lavapipe(device):
     assert "llvmpipe" in device.name, f"CI must test on lavapipe, got {device.name}"
+    # The suite's own process takes the kernels' rte16 SPIR-V (tests/test_fingerprints.py
+    # checks the integer rounding's bits in another): lavapipe can round float16 under
+    # RoundingModeRTE, unless PYVKGRAD_FLOAT16_RTE=0 asks otherwise.
+    if os.environ.get("PYVKGRAD_FLOAT16_RTE", "1").strip() != "0":
+        assert device.limits.float16_rte, "lavapipe's float16 rounding under RoundingModeRTE"
 
 
 @build_tool

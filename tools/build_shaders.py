@@ -186,12 +186,13 @@ def target_kernels(sources_dir: Path) -> list[Kernel]:
 
 # A kernel whose SPIR-V converts to float16 (GLSL.std.450's PackHalf2x16, instruction 58 of
 # OpExtInst, opcode 12) is built a second time with this macro set, into `<name>.rte16.spv`:
-# shaders/include/load_store.glsl then declares RoundingModeRTE for 16-bit results and lets
-# the device round the halves (kernels.spirv takes it where the device can round so). Its
-# interface is the first's, plus the capability RoundingModeRTE; the manifest records its hash
-# as `rte16_spirv_sha256`.
+# shaders/include/load_store.glsl then converts with OpFConvert under RoundingModeRTE for
+# 16-bit results and lets the device round the halves (kernels.spirv takes it where the device
+# can round so). Its interface is the first's, plus the capabilities Float16 and
+# RoundingModeRTE; the manifest records its hash as `rte16_spirv_sha256`.
 RTE16_DEFINE = "HALVES_ROUND_TO_NEAREST_EVEN"
 RTE16_SUFFIX = ".rte16"
+RTE16_CAPABILITIES = ("Float16", "RoundingModeRTE")  # what the second SPIR-V declares more
 _OP_EXT_INST_IMPORT, _OP_EXT_INST, _PACK_HALF_2X16 = 11, 12, 58
 
 
@@ -478,9 +479,13 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
                 compile_one(comp, spv, f"{what} with {RTE16_DEFINE}", (RTE16_DEFINE,))
                 files[name + RTE16_SUFFIX] = variant = spv.read_bytes()
                 iface = read_interface(variant, what)
-                iface["capabilities"].remove("RoundingModeRTE")
-                if iface != read_interface(data, what):
-                    raise BuildError(f"{what}: the interface with {RTE16_DEFINE} differs")
+                added = sorted(set(iface["capabilities"]) - set(entry["capabilities"]))
+                iface["capabilities"] = [c for c in iface["capabilities"]
+                                         if c not in RTE16_CAPABILITIES]
+                if added != sorted(RTE16_CAPABILITIES) or iface != read_interface(data, what):
+                    raise BuildError(f"{what}: with {RTE16_DEFINE}, the interface is not the "
+                                     f"first SPIR-V's plus {', '.join(RTE16_CAPABILITIES)} "
+                                     f"(added: {', '.join(added) or 'none'})")
                 entry["rte16_spirv_sha256"] = hashlib.sha256(variant).hexdigest()
             for file_name, file_data in files.items():
                 ship(spirv_dir / f"{file_name}.spv", file_data, check,

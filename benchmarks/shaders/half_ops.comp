@@ -16,16 +16,18 @@
 layout(constant_id = 1) const bool DEVICE_RTZ = false;
 
 // The float16 bits of r rounded toward zero, subnormal halves and NaN payloads flushed (a
-// legal device conversion), or the device's own.
+// legal device conversion), or the device's own (HALF_FROM_FLOAT: in the rte16 SPIR-V, the
+// conversion under RoundingModeRTE). Declared here, defined after load_store.glsl.
+uint device_half_bits(float r);
+#define DEVICE_HALF_BITS(r) device_half_bits(r)
+#include "common.glsl"
+
 uint device_half_bits(float r) {
     const uint u = floatBitsToUint(r), magnitude = u & 0x7FFFFFFFu;
     const uint half_magnitude = magnitude < 0x38800000u ? 0u
         : magnitude >= 0x47800000u ? 0x7C00u : (magnitude - 0x38000000u) >> 13;
-    return DEVICE_RTZ ? ((u >> 16) & 0x8000u) | half_magnitude
-                      : packHalf2x16(vec2(r, 0.0)) & 0xFFFFu;
+    return DEVICE_RTZ ? ((u >> 16) & 0x8000u) | half_magnitude : HALF_FROM_FLOAT(r);
 }
-#define DEVICE_HALF_BITS(r) device_half_bits(r)
-#include "common.glsl"
 
 layout(set = 0, binding = 0) readonly buffer A { uint a[]; };
 layout(set = 0, binding = 1) readonly buffer B { uint b[]; };

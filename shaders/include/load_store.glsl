@@ -4,19 +4,21 @@
 // words with unpackHalf2x16 needs no 16-bit storage feature). Element i lives in word i/2,
 // low half when i is even. 16- and 8-bit integers pack the same way (SUB_BITS).
 
-// HALVES_ROUND_TO_NEAREST_EVEN: the second SPIR-V that tools/build_shaders.py builds of a
-// kernel that converts float32 to float16 (`<kernel>.rte16.spv`), for the devices whose
-// float16 conversions may be made to round to nearest even (shaderRoundingModeRTEFloat16):
-// its RoundingModeRTE execution mode for 16-bit results fixes the rounding of every
-// conversion to float16 (packHalf2x16's too: a conversion to 16-bit float), so
-// half_from_float and halves_from_floats hand the device every value whose half is zero,
-// normal or Inf, and HALF_FROM_FLOAT's rounding is no longer the device's choice.
+// HALVES_ROUND_TO_NEAREST_EVEN: the second SPIR-V that tools/build_shaders.py builds of each
+// kernel that converts float32 to float16 (`<kernel>.rte16.spv`), for the devices that can fix
+// that conversion's rounding (_vulkan_info.py: rounding_mode_rte_float16). It converts with
+// OpFConvert (f16vec2(v), the Float16 capability) under a RoundingModeRTE execution mode for
+// 16-bit results, which fixes OpFConvert's rounding to nearest even (the mode does not govern
+// packHalf2x16, whose rounding Vulkan leaves to the implementation, mode or not). So
+// half_from_float and halves_from_floats hand the device |v| itself where its half is zero or
+// normal (no add), and HALF_FROM_FLOAT rounds to nearest even there too.
 #ifdef HALVES_ROUND_TO_NEAREST_EVEN
 #extension GL_EXT_spirv_intrinsics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4467], 4462, 16);
-const bool DEVICE_ROUNDS_HALVES = true;
+#define DEVICE_PACK_HALVES(v) packFloat2x16(f16vec2(v))
 #else
-const bool DEVICE_ROUNDS_HALVES = false;
+#define DEVICE_PACK_HALVES(v) packHalf2x16(v)
 #endif
 
 // Elements narrower than a word (16 or 8 bits) pack 2^L to a word (L = 1 or 2; L = 0 is a
@@ -31,12 +33,13 @@ const bool DEVICE_ROUNDS_HALVES = false;
 // rounding to the implementation; every device measured rounds to nearest even (NVIDIA H100
 // and H200, lavapipe: the fingerprints, docs/semantics.md §17). The seed operators' kernels
 // (ResampleGrad, the BatchNorm grads, the element-wise ones) store through it: half_from_float
-// cost ResampleGrad's float16 rows 15-24% on an H200.
-#define HALF_FROM_FLOAT(v) (packHalf2x16(vec2((v), 0.0)) & 0xFFFFu)
+// cost ResampleGrad's float16 rows 15-24% on an H200. (With HALVES_ROUND_TO_NEAREST_EVEN the
+// rounding is the mode's, to nearest even, wherever the half is normal.)
+#define HALF_FROM_FLOAT(v) (DEVICE_PACK_HALVES(vec2((v), 0.0)) & 0xFFFFu)
 
 // Two floats as the word of two float16 (x in the low half), by the device's conversion as
 // HALF_FROM_FLOAT.
-uint pack_halves(vec2 v) { return packHalf2x16(v); }
+uint pack_halves(vec2 v) { return DEVICE_PACK_HALVES(v); }
 
 // c = 2^(e + 13) with the sign of the float32 whose bits are `bits`, |v| in [2^e, 2^(e + 1)):
 // v + c lies where float32's last place is the float16 grid's of v's binade, so that add
@@ -58,7 +61,7 @@ float half_grid(uint bits) { return uintBitsToFloat((bits & 0xFF800000u) + (13u 
 // device's one conversion of the pair, or the test's DEVICE_HALF_BITS of each.
 #ifndef DEVICE_HALF_BITS
 #define DEVICE_HALF_BITS(r) HALF_FROM_FLOAT(r)
-#define DEVICE_HALF_PAIR(r) packHalf2x16(r)
+#define DEVICE_HALF_PAIR(r) DEVICE_PACK_HALVES(r)
 #else
 #define DEVICE_HALF_PAIR(r) (DEVICE_HALF_BITS((r).x) | (DEVICE_HALF_BITS((r).y) << 16))
 #endif
@@ -69,22 +72,17 @@ bool rounds_by_add(uint magnitude) {
     return magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u;
 }
 
-// DEVICE_ROUNDS_HALVES: whether the device's conversion, rounding to nearest even, gives the
-// half of a float32 of magnitude bits `magnitude`: zero, or at least 2^-14 and not NaN (normal
-// halves, and Inf for 65520 and above and for Inf). Subnormal halves (a device may flush them)
-// and NaN (its payload) stay with the integers.
-bool device_rounds(uint magnitude) {
-    return magnitude - 0x38800000u <= 0x7F800000u - 0x38800000u || magnitude == 0u;
-}
-
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
-    if (DEVICE_ROUNDS_HALVES && device_rounds(magnitude)) return DEVICE_HALF_BITS(v);
     if (rounds_by_add(magnitude)) {
+#ifdef HALVES_ROUND_TO_NEAREST_EVEN
+        return sign | DEVICE_HALF_BITS(uintBitsToFloat(magnitude));  // the device rounds |v|
+#else
         const float c = half_grid(magnitude);
         precise float rounded = (uintBitsToFloat(magnitude) + c) - c;
         return sign | DEVICE_HALF_BITS(rounded);
+#endif
     }
     if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
     if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
@@ -101,12 +99,13 @@ uint half_from_float(float v) {
 uint halves_from_floats(vec2 v) {
     const uvec2 u = floatBitsToUint(v);
     const uvec2 magnitude = u & 0x7FFFFFFFu;
-    if (DEVICE_ROUNDS_HALVES && device_rounds(magnitude.x) && device_rounds(magnitude.y)) {
-        return DEVICE_HALF_PAIR(v);
-    }
     if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {
+#ifdef HALVES_ROUND_TO_NEAREST_EVEN
+        const vec2 rounded = uintBitsToFloat(magnitude);  // the device rounds |v|
+#else
         const vec2 c = vec2(half_grid(magnitude.x), half_grid(magnitude.y));
         precise vec2 rounded = (uintBitsToFloat(magnitude) + c) - c;
+#endif
         return ((u.x >> 16) & 0x8000u) | (u.y & 0x80000000u) | DEVICE_HALF_PAIR(rounded);
     }
     return half_from_float(v.x) | (half_from_float(v.y) << 16);
