@@ -261,9 +261,9 @@ def variant_spirv_args(description):
 
 
 # A variant's text patch of shaders/include/load_store.glsl: float16 stores through the
-# device's conversion wherever its result is a normal half, zero or Inf (what a device rounds
-# alike under a RoundingModeRTE execution mode for 16 bits: subnormal halves and NaN still by
-# integers); where the device rounds to nearest even, the same bits as half_from_float.
+# device's packHalf2x16 wherever the result is a normal half, zero or Inf (subnormal halves and
+# NaN still by integers); where the device rounds to nearest even, the same bits as
+# half_from_float. (What the first, unlanded rte16 design would cost; no execution mode.)
 _HALF_HEAD = ("uint half_from_float(float v) {\n    const uint u = floatBitsToUint(v);\n"
               "    const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;\n")
 CHECKED_HALF = [
