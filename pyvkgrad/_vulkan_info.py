@@ -333,25 +333,23 @@ def _probe(lib, instance, instance_version: int) -> list[PhysicalDeviceInfo]:
             props = props2.properties
 
         extensions = _device_extensions(enum_exts, phys)
-        atomic_add = False
-        if get_feats2 is not None and usable >= _V1_1 and \
-                "VK_EXT_shader_atomic_float" in extensions:
-            atomics = VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
-                sType=_ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT)
+        def feature(extension, struct, s_type, field):
+            """The feature `field` of an extension's features struct, False where the device
+            lacks the extension (or Vulkan 1.1's vkGetPhysicalDeviceFeatures2)."""
+            if get_feats2 is None or usable < _V1_1 or extension not in extensions:
+                return False
+            features = struct(sType=s_type)
             feats2 = VkPhysicalDeviceFeatures2(sType=_ST_PHYSICAL_DEVICE_FEATURES_2,
-                                               pNext=ctypes.addressof(atomics))
+                                               pNext=ctypes.addressof(features))
             get_feats2(phys, byref(feats2))
-            atomic_add = bool(atomics.shaderBufferFloat32AtomicAdd)
+            return bool(getattr(features, field))
 
-        float16 = False
-        if get_feats2 is not None and usable >= _V1_1 and \
-                FLOAT16_INT8_EXTENSION in extensions:
-            halves = VkPhysicalDeviceShaderFloat16Int8Features(
-                sType=_ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES)
-            feats2 = VkPhysicalDeviceFeatures2(sType=_ST_PHYSICAL_DEVICE_FEATURES_2,
-                                               pNext=ctypes.addressof(halves))
-            get_feats2(phys, byref(feats2))
-            float16 = bool(halves.shaderFloat16)
+        atomic_add = feature("VK_EXT_shader_atomic_float",
+                             VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,
+                             _ST_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                             "shaderBufferFloat32AtomicAdd")
+        float16 = feature(FLOAT16_INT8_EXTENSION, VkPhysicalDeviceShaderFloat16Int8Features,
+                          _ST_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, "shaderFloat16")
 
         lim = props.limits
         infos.append(PhysicalDeviceInfo(
