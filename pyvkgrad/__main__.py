@@ -99,9 +99,9 @@ def _same_bits(info) -> str:
     def can(flag: bool) -> str:
         return "available" if flag else "not available"
     return (f"yes, for the operators of docs/semantics.md §17 (a conforming Vulkan 1.1 device "
-            f"is all they need); float controls, not requested: subnormal preservation "
-            f"{can(info.denorm_preserve_float32)}, signed zero/Inf/NaN preservation "
-            f"{can(info.signed_zero_inf_nan_preserve_float32)}")
+            f"is all they need); float controls other than float16 rounding, not requested: "
+            f"subnormal preservation {can(info.denorm_preserve_float32)}, signed zero/Inf/NaN "
+            f"preservation {can(info.signed_zero_inf_nan_preserve_float32)}")
 
 
 def _subgroup_operations(info) -> str:

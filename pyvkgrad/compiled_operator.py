@@ -140,6 +140,12 @@ class CompiledOperator:
             kernels.spirv(d.kernel, self._rte16)
 
     @property
+    def float16_rte(self) -> bool:
+        """Whether its kernels that convert to float16 run their rte16 SPIR-V (the device
+        rounds under RoundingModeRTE: Limits.float16_rte, on a runtime opened for it)."""
+        return self._rte16
+
+    @property
     def closed(self) -> bool:
         """Whether the operator, or its device's session, was closed."""
         return not self._lifetime.alive

@@ -122,13 +122,14 @@ if hasattr(os, "register_at_fork"):
 
 class Runtime:
     """One Vulkan device opened through kp (`index`: the loader's device order). `extensions`
-    are device extensions to enable; with VK_EXT_shader_atomic_float the patch also enables its
-    float32 buffer atomics."""
+    are device extensions to enable (each once); with VK_EXT_shader_atomic_float the patch also
+    enables its float32 buffer atomics, with VK_KHR_shader_float16_int8 shaderFloat16."""
 
     def __init__(self, index: int, extensions: Sequence[str] = (), what: str = "") -> None:
         self.what: str = what or f"Vulkan device {index}"
-        self.extensions: Tuple[str, ...] = tuple(extensions)  # as requested (kp enables those
-        # the device has; pyvkgrad requests only those it has)
+        # As requested, each once (kp enables those the device has; pyvkgrad requests only
+        # those it has). A repeat would chain the patch's feature struct to itself.
+        self.extensions: Tuple[str, ...] = tuple(dict.fromkeys(extensions))
         self._mapped_device_local: Optional[bool] = None
         self._forked = False
         self._objects: "weakref.WeakSet[_Owned]" = weakref.WeakSet()  # made here, for _abandon
@@ -139,7 +140,7 @@ class Runtime:
         except _vulkan_info.NoLoader as e:
             raise DeviceError(str(e)) from e
         try:
-            self._mgr: Any = kp.Manager(index, [], list(extensions))
+            self._mgr: Any = kp.Manager(index, [], list(self.extensions))
         except Exception as e:
             raise DeviceError(f"creating a Vulkan device on {self.what} failed: {e}") from e
         _runtimes.add(self)

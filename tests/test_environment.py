@@ -41,6 +41,15 @@ def test_canary_ci_runs_on_lavapipe(device):
     # RoundingModeRTE, unless PYVKGRAD_FLOAT16_RTE=0 asks otherwise.
     if os.environ.get("PYVKGRAD_FLOAT16_RTE", "1").strip() != "0":
         assert device.limits.float16_rte, "lavapipe's float16 rounding under RoundingModeRTE"
+        import pyvkgrad
+        t = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT16, (8,))
+        op = device.compile(pyvkgrad.AdamOptimizerDesc(
+            t, t, t, t, pyvkgrad.TensorDesc(pyvkgrad.DataType.UINT32, (1,)), t, t, t, 0.001,
+            0.9, 0.999, 1e-8))
+        try:
+            assert op.float16_rte, "a compiled operator on lavapipe runs its rte16 SPIR-V"
+        finally:
+            op.close()
 
 
 @build_tool
@@ -86,6 +95,47 @@ def test_check_reports_stale_and_orphan_spirv(tmp_path):
     assert "orphan.spv has no source" in res.stderr
     assert "fix: python tools/build_shaders.py" in res.stderr
     assert {p: p.read_bytes() for p in (tree / "pyvkgrad/spirv").iterdir()} == before
+
+
+@build_tool
+def test_a_kernel_that_converts_halves_ships_its_rte16_spirv(tmp_path):
+    """A kernel that converts to float16 ships a second SPIR-V, `<kernel>.rte16.spv`, whose
+    hash the manifest records: --check finds it stale or missing like the first; a kernel
+    that stops converting loses it (the build removes it, --check calls it an orphan); a
+    direct packHalf2x16 call, which RoundingModeRTE does not govern, is refused."""
+    tree = _copy_build_tree(tmp_path)
+    spirv = tree / "pyvkgrad/spirv"
+    manifest = json.loads((spirv / "manifest.json").read_text())["kernels"]
+    assert "rte16_spirv_sha256" in manifest["adam_optimizer"]
+    assert "rte16_spirv_sha256" not in manifest["slice_grad"]  # converts nothing
+    check = [sys.executable, "tools/build_shaders.py", "--check"]
+    (spirv / "adam_optimizer.rte16.spv").unlink()
+    res = subprocess.run(check, cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 1
+    assert check_problems(res.stderr) == {"pyvkgrad/spirv/adam_optimizer.rte16.spv is missing"}
+
+    build = [sys.executable, "tools/build_shaders.py"]
+    assert subprocess.run(build, cwd=tree, capture_output=True).returncode == 0
+    # LRN's output kernel converts through half_from_float alone: made to store float32 bits,
+    # it converts nothing.
+    lrn = tree / "shaders/local_response_normalization_grad_output.comp"
+    text = lrn.read_text()
+    store = "half_from_float(result)"
+    assert store in text
+    lrn.write_text(text.replace(store, "floatBitsToUint(result)"))
+    res = subprocess.run(build, cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert not (spirv / "local_response_normalization_grad_output.rte16.spv").exists()
+    assert "removed pyvkgrad/spirv/local_response_normalization_grad_output.rte16.spv" \
+        in res.stdout
+    (spirv / "local_response_normalization_grad_output.rte16.spv").write_bytes(
+        (spirv / "adam_optimizer.rte16.spv").read_bytes())
+    res = subprocess.run(check, cwd=tree, capture_output=True, text=True)
+    assert "local_response_normalization_grad_output.rte16.spv has no source" in res.stderr
+
+    lrn.write_text(text.replace(store, "(packHalf2x16(vec2(result, 0.0)) & 0xFFFFu)"))
+    res = subprocess.run(build, cwd=tree, capture_output=True, text=True)
+    assert res.returncode == 2 and "still calls packHalf2x16" in res.stderr, res.stderr
 
 
 def check_problems(stderr):

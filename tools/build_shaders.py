@@ -478,6 +478,10 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
                 spv = Path(tmp) / f"{name}{RTE16_SUFFIX}.spv"
                 compile_one(comp, spv, f"{what} with {RTE16_DEFINE}", (RTE16_DEFINE,))
                 files[name + RTE16_SUFFIX] = variant = spv.read_bytes()
+                if converts_halves(variant):  # a conversion the mode does not govern
+                    raise BuildError(f"{what}: with {RTE16_DEFINE} it still calls "
+                                     f"packHalf2x16 (convert through load_store.glsl's "
+                                     f"DEVICE_PACK_HALVES)")
                 iface = read_interface(variant, what)
                 added = sorted(set(iface["capabilities"]) - set(entry["capabilities"]))
                 iface["capabilities"] = [c for c in iface["capabilities"]

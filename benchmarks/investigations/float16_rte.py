@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The kernels' rte16 SPIR-V (float16 rounded by the device under RoundingModeRTE) against the
 integer rounding, in turn in one process (PYVKGRAD_FLOAT16_RTE=1 and 0; the same bits): the
-benchmark's float16 ADAM_OPTIMIZER and pooling cases, kernel time (Vulkan timestamps).
-Behind the rule that a CPU device rounds by integers (lavapipe emulates the fixed rounding).
+benchmark's float16 ADAM_OPTIMIZER and pooling cases, kernel time (Vulkan timestamps). On
+lavapipe: the same times (a first design, packHalf2x16 under the mode, was 12-30% slower
+there).
 
     python3 benchmarks/investigations/float16_rte.py [--quick] [--repeat N] [--out DIR]
 """

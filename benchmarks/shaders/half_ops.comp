@@ -17,9 +17,13 @@ layout(constant_id = 1) const bool DEVICE_RTZ = false;
 
 // The float16 bits of r rounded toward zero, subnormal halves and NaN payloads flushed (a
 // legal device conversion), or the device's own (HALF_FROM_FLOAT: in the rte16 SPIR-V, the
-// conversion under RoundingModeRTE). Declared here, defined after load_store.glsl.
+// conversion under RoundingModeRTE); and the word of a pair's, or the device's one conversion
+// of the pair (DEVICE_PACK_HALVES, as the kernels' halves_from_floats). Declared here,
+// defined after load_store.glsl.
 uint device_half_bits(float r);
+uint device_half_pair(vec2 r);
 #define DEVICE_HALF_BITS(r) device_half_bits(r)
+#define DEVICE_HALF_PAIR(r) device_half_pair(r)
 #include "common.glsl"
 
 uint device_half_bits(float r) {
@@ -27,6 +31,11 @@ uint device_half_bits(float r) {
     const uint half_magnitude = magnitude < 0x38800000u ? 0u
         : magnitude >= 0x47800000u ? 0x7C00u : (magnitude - 0x38000000u) >> 13;
     return DEVICE_RTZ ? ((u >> 16) & 0x8000u) | half_magnitude : HALF_FROM_FLOAT(r);
+}
+
+uint device_half_pair(vec2 r) {
+    return DEVICE_RTZ ? device_half_bits(r.x) | (device_half_bits(r.y) << 16)
+                      : DEVICE_PACK_HALVES(r);
 }
 
 layout(set = 0, binding = 0) readonly buffer A { uint a[]; };

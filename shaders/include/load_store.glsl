@@ -11,7 +11,8 @@
 // 16-bit results, which fixes OpFConvert's rounding to nearest even (the mode does not govern
 // packHalf2x16, whose rounding Vulkan leaves to the implementation, mode or not). So
 // half_from_float and halves_from_floats hand the device |v| itself where its half is zero or
-// normal (no add), and HALF_FROM_FLOAT rounds to nearest even there too.
+// normal up to 65504 (no add: device_rounds), and HALF_FROM_FLOAT rounds to nearest even there
+// too.
 #ifdef HALVES_ROUND_TO_NEAREST_EVEN
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -58,12 +59,12 @@ float half_grid(uint bits) { return uintBitsToFloat((bits & 0xFF800000u) + (13u 
 // DEVICE_HALF_BITS(r) is the device's conversion (HALF_FROM_FLOAT); tests define it to round
 // toward zero and flush subnormal halves (benchmarks/shaders/half_ops.comp).
 // DEVICE_HALF_PAIR(r) converts a vec2 to the word of two float16 (halves_from_floats): the
-// device's one conversion of the pair, or the test's DEVICE_HALF_BITS of each.
+// device's one conversion of the pair, or the test's (half_ops.comp defines both).
 #ifndef DEVICE_HALF_BITS
 #define DEVICE_HALF_BITS(r) HALF_FROM_FLOAT(r)
+#endif
+#ifndef DEVICE_HALF_PAIR
 #define DEVICE_HALF_PAIR(r) DEVICE_PACK_HALVES(r)
-#else
-#define DEVICE_HALF_PAIR(r) (DEVICE_HALF_BITS((r).x) | (DEVICE_HALF_BITS((r).y) << 16))
 #endif
 
 // Whether a float32 of magnitude bits `magnitude` is zero or rounds to a normal half: the
@@ -72,17 +73,26 @@ bool rounds_by_add(uint magnitude) {
     return magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u;
 }
 
+#ifdef HALVES_ROUND_TO_NEAREST_EVEN
+// Whether the device's conversion, to nearest even, gives the half of |v| (magnitude bits
+// `magnitude`): zero, or a normal half no greater than 65504 (its largest). Above 65504 and
+// below 65520 the half is 65504 too, but Vulkan lets a conversion send an overflowing value
+// to Inf: those take the add.
+bool device_rounds(uint magnitude) {
+    return magnitude - 0x38800000u <= 0x477FE000u - 0x38800000u || magnitude == 0u;
+}
+#endif
+
 uint half_from_float(float v) {
     const uint u = floatBitsToUint(v);
     const uint sign = (u >> 16) & 0x8000u, magnitude = u & 0x7FFFFFFFu;
-    if (rounds_by_add(magnitude)) {
 #ifdef HALVES_ROUND_TO_NEAREST_EVEN
-        return sign | DEVICE_HALF_BITS(uintBitsToFloat(magnitude));  // the device rounds |v|
-#else
+    if (device_rounds(magnitude)) return sign | DEVICE_HALF_BITS(uintBitsToFloat(magnitude));
+#endif
+    if (rounds_by_add(magnitude)) {
         const float c = half_grid(magnitude);
         precise float rounded = (uintBitsToFloat(magnitude) + c) - c;
         return sign | DEVICE_HALF_BITS(rounded);
-#endif
     }
     if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
     if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
@@ -99,15 +109,18 @@ uint half_from_float(float v) {
 uint halves_from_floats(vec2 v) {
     const uvec2 u = floatBitsToUint(v);
     const uvec2 magnitude = u & 0x7FFFFFFFu;
-    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {
 #ifdef HALVES_ROUND_TO_NEAREST_EVEN
-        const vec2 rounded = uintBitsToFloat(magnitude);  // the device rounds |v|
+    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) {  // the device rounds |v|
+        return ((u.x >> 16) & 0x8000u) | (u.y & 0x80000000u)
+            | DEVICE_HALF_PAIR(uintBitsToFloat(magnitude));
+    }
 #else
+    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {
         const vec2 c = vec2(half_grid(magnitude.x), half_grid(magnitude.y));
         precise vec2 rounded = (uintBitsToFloat(magnitude) + c) - c;
-#endif
         return ((u.x >> 16) & 0x8000u) | (u.y & 0x80000000u) | DEVICE_HALF_PAIR(rounded);
     }
+#endif
     return half_from_float(v.x) | (half_from_float(v.y) << 16);
 }
 
