@@ -210,7 +210,7 @@ def benchmark_kernel(name, rte16=False):
     from pyvkgrad import kernels
     spirv_dir = Path(__file__).resolve().parent / "spirv"
     entry = json.loads((spirv_dir / "manifest.json").read_text())["kernels"][name]
-    file, key = (f"{name}.rte16", "rte16_spirv_sha256") if rte16 else (name, "spirv_sha256")
+    file, key = kernels.spirv_file(name, entry, rte16)
     data = (spirv_dir / f"{file}.spv").read_bytes()
     if hashlib.sha256(data).hexdigest() != entry[key]:
         sys.exit(f"benchmarks/spirv/{file}.spv differs from its manifest: run "

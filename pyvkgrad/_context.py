@@ -20,7 +20,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Deque, Optional, Tuple
 
 from ._environment import (DEFAULT_WAIT_SPIN_US, LIMIT_VARIABLES, LLVMPIPE_MAX_LOOP_ITERATIONS,
-                           env_int)
+                           env_int, env_on)
 from ._state import Lifetime
 from .plan import Limits
 from ._vulkan_info import RTE16_EXTENSIONS
@@ -124,7 +124,7 @@ class DeviceContext:
         """Native float32 atomicAdd on storage buffers: the device supports it (pyvkgrad's kp
         patch enables it), unless PYVKGRAD_FLOAT_ATOMICS=0."""
         return (self.info.shader_buffer_float32_atomic_add
-                and os.environ.get("PYVKGRAD_FLOAT_ATOMICS", "1").strip() != "0")
+                and env_on("PYVKGRAD_FLOAT_ATOMICS"))
 
     @property
     def float16_rte(self) -> bool:
@@ -133,7 +133,7 @@ class DeviceContext:
         extensions for it, _vulkan_info.RTE16_EXTENSIONS), unless PYVKGRAD_FLOAT16_RTE=0
         (then they round by integers). The same bits either way."""
         return (self.info.rounding_mode_rte_float16
-                and os.environ.get("PYVKGRAD_FLOAT16_RTE", "1").strip() != "0")
+                and env_on("PYVKGRAD_FLOAT16_RTE"))
 
     @property
     def max_buffer_bytes(self) -> int:

@@ -55,6 +55,12 @@ LIMIT_VARIABLES = Variables("PYVKGRAD_MAX_BUFFER_BYTES", "PYVKGRAD_LOCAL_SIZE",
 DEVICE_VARIABLE = Variables("PYVKGRAD_DEVICE")
 
 
+def env_on(name: str) -> bool:
+    """A switch that is on unless environment variable `name` is 0 (PYVKGRAD_FLOAT_ATOMICS,
+    PYVKGRAD_FLOAT16_RTE)."""
+    return os.environ.get(name, "1").strip() != "0"
+
+
 def env_int(name: str, unit: str, minimum: int, power_of_two: bool = False) -> Optional[int]:
     """The whole number in environment variable `name`, None when unset or empty."""
     value = os.environ.get(name, "").strip()

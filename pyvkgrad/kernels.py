@@ -115,6 +115,14 @@ def _entry(name: str) -> Dict[str, Any]:
     return entry
 
 
+def spirv_file(name: str, entry: Mapping[str, Any], rte16: bool) -> Tuple[str, str]:
+    """(file stem, manifest hash key) of kernel `name`'s SPIR-V (entry: its manifest entry):
+    with rte16 its second SPIR-V, `<name>.rte16.spv`, where the build made one."""
+    if rte16 and "rte16_spirv_sha256" in entry:
+        return name + ".rte16", "rte16_spirv_sha256"
+    return name, "spirv_sha256"
+
+
 @functools.lru_cache(maxsize=None)
 def spirv(name: str, rte16: bool = False) -> bytes:
     """The SPIR-V of kernel `name`, checked against the manifest's hash. rte16: its second
@@ -122,9 +130,7 @@ def spirv(name: str, rte16: bool = False) -> bytes:
     device rounds the halves under a RoundingModeRTE execution mode, for the devices that
     support it, `PhysicalDeviceInfo.rounding_mode_rte_float16`); the same bits."""
     entry = _entry(name)
-    key, file = "spirv_sha256", name
-    if rte16 and "rte16_spirv_sha256" in entry:
-        key, file = "rte16_spirv_sha256", name + ".rte16"
+    file, key = spirv_file(name, entry, rte16)
     try:
         data = resources.files(__package__).joinpath(f"spirv/{file}.spv").read_bytes()
     except FileNotFoundError as e:

@@ -486,7 +486,7 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
                 added = sorted(set(iface["capabilities"]) - set(entry["capabilities"]))
                 iface["capabilities"] = [c for c in iface["capabilities"]
                                          if c not in RTE16_CAPABILITIES]
-                if added != sorted(RTE16_CAPABILITIES) or iface != read_interface(data, what):
+                if added != sorted(RTE16_CAPABILITIES) or iface != {k: entry[k] for k in INTERFACE}:
                     raise BuildError(f"{what}: with {RTE16_DEFINE}, the interface is not the "
                                      f"first SPIR-V's plus {', '.join(RTE16_CAPABILITIES)} "
                                      f"(added: {', '.join(added) or 'none'})")
@@ -499,8 +499,8 @@ def build_target(sources_dir: Path, spirv_dir: Path, version: str, check: bool,
             shipped = spirv_dir / f"{name}.spv"
             if check and shipped.exists():
                 # What the runtime trusts: the shipped manifest describes the shipped SPIR-V.
-                entry = old.get("kernels", {}).get(name, {})
-                recorded = {key: entry.get(key) for key in INTERFACE}
+                recorded_entry = old.get("kernels", {}).get(name, {})
+                recorded = {key: recorded_entry.get(key) for key in INTERFACE}
                 if recorded != read_interface(shipped.read_bytes(), str(rel(shipped))):
                     problems.append(f"{rel(manifest_path)}: the interface recorded for {name} "
                                     f"differs from {rel(shipped)}'s")
