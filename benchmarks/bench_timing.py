@@ -277,11 +277,12 @@ CHECKED_HALF = [
      "    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {\n")]
 
 
-def build_variants(folder, kernel, variants):
+def build_variants(folder, kernel, variants, shaders_of=None):
     """Write FOLDER/NAME.spv for each variant of shaders/KERNEL (`variants`: name -> [(file
     under shaders/, old text, new text)], applied in order to a copy of shaders/), built with
     glslangValidator as tools/build_shaders.py builds (the lent GPU has no compiler: build here,
-    carry the folder, and time them through `serving`)."""
+    carry the folder, and time them through `serving`). `shaders_of`: name -> another shaders/
+    folder to copy for that variant (e.g. an earlier commit's)."""
     import tempfile
     root = Path(__file__).resolve().parents[1]
     out = Path(folder)
@@ -289,7 +290,7 @@ def build_variants(folder, kernel, variants):
     for name, patches in variants.items():
         with tempfile.TemporaryDirectory() as tmp:
             shaders = Path(tmp) / "shaders"
-            shutil.copytree(root / "shaders", shaders)
+            shutil.copytree((shaders_of or {}).get(name, root / "shaders"), shaders)
             for rel, old, new in patches:
                 path = shaders / rel
                 text = path.read_text()

@@ -136,46 +136,49 @@ uvec2 element_offsets(uint r) {
     return o;
 }
 
-// Element i of a chunk, at offsets o (in_channel: r < n; else it counts as 0): a = X - shift
-// into a, dY into g (GRAD), and where WRITE_DX stores its dX, dY's offset (else NO_DX).
-const uint NO_DX = 0xFFFFFFFFu;
-void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout vec4 g[4],
-          inout uint dx_at[16]) {
-    a[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) - shift : 0.0;
-    if (GRAD) g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
-    if (WRITE_DX) dx_at[i] = in_channel ? o.y : NO_DX;
-}
-
-// WRITE_DX: the chunk's dX = dY * dx_factor, stored after its sums. dX may be bound over X (in
-// place) and does not depend on X: each store takes zero bits from the chunk's X sum
-// (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of the
-// chunk comes first.
-void store_dx(vec4 g[4], uint dx_at[16], float dx_factor, float x_sum) {
-    for (uint i = 0u; i < 16u; ++i) {
-        if (dx_at[i] != NO_DX) {
-            precise float v = g[i >> 2][i & 3u] * dx_factor;
-            dx[dx_at[i]] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
-        }
-    }
-}
-
-// Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
-// forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
-// innermost reduced dimension while they stay in its run, and are decomposed anew where they
-// leave it.
-vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
-    precise vec4 a[4], g[4];
+// A chunk as loaded: X before the shift is taken, and (GRAD) dY, element i in component i % 4
+// of vector i / 4 (0 past the channel's end, where bit i of `in_channel` is clear), and
+// (WRITE_DX) each element's dY offset for its dX. Loading is apart from summing so that a lane
+// loads its next chunk before it sums this one (LOADS_AHEAD), and its first chunk before the
+// shift is known (the item's barriers and the shift's loads then overlap the first loads).
+struct Chunk {
+    vec4 x[4];
+    vec4 g[4];
+    uint in_channel;
     uint dx_at[16];
-    // 32 elements on, in X and dY: built at run time, component by component (the validation
-    // layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
+};
+const uint NO_DX = 0xFFFFFFFFu;
+const bool LOADS_AHEAD = true;
+
+// 32 elements on, in X and dY: built at run time, component by component (the validation
+// layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
+uvec2 chunk_step() {
     uvec2 step = uvec2(0u);
     step.x = 32u * R_X_STRIDES7;
     step.y = 32u * R_DY_STRIDES7;
+    return step;
+}
+
+// Element i of the chunk, at offsets o (in_channel: r < n; else it counts as 0).
+void take(inout Chunk ch, uint i, uvec2 o, bool in_channel) {
+    ch.x[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) : 0.0;
+    if (GRAD) ch.g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
+    if (WRITE_DX) ch.dx_at[i] = in_channel ? o.y : NO_DX;
+    ch.in_channel |= in_channel ? 1u << i : 0u;
+}
+
+// Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j), loaded. Its elements
+// r0 + 32 i step along the innermost reduced dimension while they stay in its run, and are
+// decomposed anew where they leave it.
+Chunk chunk_load(uvec2 base, uint r0) {
+    Chunk ch;
+    ch.in_channel = 0u;
+    const uvec2 step = chunk_step();
     uint inner = r0 % R_SIZES7;
     uvec2 o = base + element_offsets(r0);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g, dx_at);
+        for (uint i = 0u; i < 16u; ++i) take(ch, i, o + i * step, true);
     } else {
         for (uint i = 0u; i < 16u; ++i) {
             const uint r = r0 + 32u * i;
@@ -188,14 +191,39 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
                     o = base + element_offsets(r);
                 }
             }
-            take(i, o, r < reduced, shift, a, g, dx_at);
+            take(ch, i, o, r < reduced);
         }
     }
+    return ch;
+}
+
+// WRITE_DX: the chunk's dX = dY * dx_factor, stored after its sums. dX may be bound over X (in
+// place) and does not depend on X: each store takes zero bits from the chunk's X sum
+// (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of the
+// chunk comes first.
+void store_dx(Chunk ch, float dx_factor, float x_sum) {
+    for (uint i = 0u; i < 16u; ++i) {
+        if (ch.dx_at[i] != NO_DX) {
+            precise float v = ch.g[i >> 2][i & 3u] * dx_factor;
+            dx[ch.dx_at[i]] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
+        }
+    }
+}
+
+// The chunk's tree sums around `shift` (a = X - shift, 0 past the channel's end): the
+// forward's a and a^2, GRAD's dY, a and dY a.
+vec3 chunk_sums(Chunk ch, float shift, float dx_factor) {
+    precise vec4 a[4];
+    for (uint i = 0u; i < 16u; ++i) {
+        a[i >> 2][i & 3u] = ((ch.in_channel >> i) & 1u) != 0u ? ch.x[i >> 2][i & 3u] - shift
+                                                               : 0.0;
+    }
     if (GRAD) {
-        precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
-        const vec3 sums = vec3(chunk_tree(g[0], g[1], g[2], g[3]),
+        precise vec4 p0 = ch.g[0] * a[0], p1 = ch.g[1] * a[1], p2 = ch.g[2] * a[2],
+                     p3 = ch.g[3] * a[3];
+        const vec3 sums = vec3(chunk_tree(ch.g[0], ch.g[1], ch.g[2], ch.g[3]),
                                chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(p0, p1, p2, p3));
-        if (WRITE_DX) store_dx(g, dx_at, dx_factor, sums.y);
+        if (WRITE_DX) store_dx(ch, dx_factor, sums.y);
         return sums;
     }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
@@ -245,15 +273,25 @@ void finish(uint k, vec3 s, float shift) {
     }
 }
 
+// The first element r0 of the lane's chunk c in chunk group g: chunk q = (q / 32, q % 32),
+// r0 = 512 (q / 32) + q % 32.
+uint chunk_start(uint g, uint lane, uint c) {
+    const uint q = (g * CHUNKS_PER_LANE + c) * LR + lane;
+    return (q >> 5) * 512u + (q & 31u);
+}
+
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
-    const uint per_group = LR * CHUNKS_PER_LANE;
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
         const uint k0 = (item / groups) * LK;  // the item's first channel
         const uint k = k0 + slot, g = item % groups;
         const bool live = k < channels;
         const uvec4 base = live ? channel_offsets(k) : uvec4(0u);
+        // The lane's first chunk, loaded before the barriers and the shift.
+        bool have = live && chunk_start(g, lane, 0u) < reduced;
+        Chunk chunk;
+        if (have) chunk = chunk_load(base.xy, chunk_start(g, lane, 0u));
         barrier();  // the previous item's digits are stored
         exact_clear();
         if (!GRAD) {
@@ -280,18 +318,21 @@ void main() {
         }
         barrier();
         ExactWindow w0 = exact_empty(), w1 = exact_empty(), w2 = exact_empty();
-        if (live) {
-            const float shift = shift_of[slot];
-            const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
-            for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
-                const uint q = g * per_group + lane + LR * c;  // chunk (q / 32, q % 32)
-                const uint r0 = (q >> 5) * 512u + (q & 31u);
-                if (r0 >= reduced) break;
-                const vec3 sums = chunk_sums(base.xy, r0, shift, factor);
-                exact_add(w0, sums.x, SUMS * slot);
-                exact_add(w1, sums.y, SUMS * slot + 1u);
-                if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
-            }
+        const float shift = shift_of[slot];
+        const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
+        for (uint c = 0u; have; ++c) {
+            // The next chunk's loads in flight while this one's sums compute (LOADS_AHEAD).
+            const uint r0 = chunk_start(g, lane, c + 1u);
+            const bool next = c + 1u < CHUNKS_PER_LANE && r0 < reduced;
+            Chunk ahead;
+            if (LOADS_AHEAD && next) ahead = chunk_load(base.xy, r0);
+            const vec3 sums = chunk_sums(chunk, shift, factor);
+            exact_add(w0, sums.x, SUMS * slot);
+            exact_add(w1, sums.y, SUMS * slot + 1u);
+            if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
+            if (!LOADS_AHEAD && next) ahead = chunk_load(base.xy, r0);
+            chunk = ahead;
+            have = next;
         }
         exact_finish(w0, SUMS * slot);
         exact_finish(w1, SUMS * slot + 1u);

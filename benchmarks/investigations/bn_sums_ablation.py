@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The BatchNorm exact sums' loads (issues 29 and 30): the three operators that use
+batch_normalization_training_sums (BATCH_NORMALIZATION_GRAD, BATCH_NORMALIZATION_TRAINING_GRAD,
+BATCH_NORMALIZATION_TRAINING) with variants of that kernel, on the benchmark's shapes, in
+float32 and float16, against the copy roofline of the operator's bytes (X and dY read, dX
+written; the forward: X read, Output written), for the work-item targets in BN_TARGETS.
+
+Variants (text patches of shaders/, built here: bench_timing.build_variants):
+- previous: the kernel as it was before each lane loaded ahead (`--previous DIR`: that commit's
+  shaders/ folder, e.g. from `git archive`);
+- shipped: shaders/ as they are: each lane's first chunk loaded before the item's barriers and
+  its shift, and each next chunk while the current one's sums compute (LOADS_AHEAD);
+- not_ahead: the first chunk early, the next ones after the current one's sums;
+- late_first: loads ahead, but the first chunk loaded after the shift.
+Every variant gives the same bits (exact sums), checked against the first here.
+
+    python3 benchmarks/investigations/bn_sums_ablation.py --build DIR [--previous SHADERS]
+    python3 benchmarks/investigations/bn_sums_ablation.py --spirv DIR [--quick] [--repeat N]
+        (BN_TARGETS=512,256: the plan's TARGET_ITEMS values; BN_OPS=grad,training_grad,training)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import pyvkgrad  # noqa: E402
+from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
+from pyvkgrad.ops import batch_normalization_training as bnt  # noqa: E402
+from pyvkgrad.ops._batch_normalization_plan import plan as bn_plan  # noqa: E402
+import bench_timing  # noqa: E402
+
+KERNEL = "batch_normalization_training_sums"
+SOURCE = f"{KERNEL}.comp"
+FIRST_LOAD = "        if (have) chunk = chunk_load(base.xy, chunk_start(g, lane, 0u));\n"
+WINDOWS = "        ExactWindow w0 = exact_empty(), w1 = exact_empty(), w2 = exact_empty();\n"
+VARIANTS = dict(
+    previous=[],
+    shipped=[],
+    not_ahead=[(SOURCE, "const bool LOADS_AHEAD = true;", "const bool LOADS_AHEAD = false;")],
+    late_first=[(SOURCE, FIRST_LOAD, ""), (SOURCE, WINDOWS, FIRST_LOAD + WINDOWS)],
+)
+
+
+def cases(dev, quick):
+    """(operator, shape, dtype, descriptor class, plan, args, tensors, bytes moved) for each
+    case."""
+    shapes = ([(4, 64, 28, 28), (3, 5, 7, 11)] if quick else
+              [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
+    ops = os.environ.get("BN_OPS", "grad,training_grad,training").split(",")
+    rng = np.random.default_rng(0)
+    for op in ops:
+        for shape in shapes:
+            c = shape[1]
+            for dt, np_dt in ((DataType.FLOAT32, np.float32), (DataType.FLOAT16, np.float16)):
+                big, small = TensorDesc(dt, shape), TensorDesc(dt, (1, c, 1, 1))
+                x = (rng.standard_normal(shape, dtype=np.float32) + 0.5).astype(np_dt)
+                per = [rng.standard_normal((1, c, 1, 1)).astype(np_dt) for _ in range(3)]
+                if op == "training":
+                    tensors = dict(input_tensor=dev.upload(x), scale_tensor=dev.upload(per[0]),
+                                   bias_tensor=dev.upload(per[1]), output_tensor=dev.empty(big),
+                                   output_mean_tensor=dev.empty(small),
+                                   output_variance_tensor=dev.empty(small))
+                    yield (op, shape, dt, bnt.BatchNormalizationTrainingDesc, bnt._plan,
+                           (big, small, small, None, big, small, small, 1e-5), tensors,
+                           2 * x.nbytes)
+                    continue
+                dy = rng.standard_normal(shape).astype(np_dt)
+                per[1] = np.abs(per[1]) + np_dt(0.5)
+                tensors = dict(input_tensor=dev.upload(x), input_gradient_tensor=dev.upload(dy),
+                               mean_tensor=dev.upload(per[0]),
+                               variance_tensor=dev.upload(per[1]),
+                               scale_tensor=dev.upload(per[2]),
+                               output_gradient_tensor=dev.empty(big),
+                               output_scale_gradient_tensor=dev.empty(small),
+                               output_bias_gradient_tensor=dev.empty(small))
+                base = (pyvkgrad.BatchNormalizationGradDesc if op == "grad"
+                        else pyvkgrad.BatchNormalizationTrainingGradDesc)
+                yield (op, shape, dt, base, lambda d, limits: bn_plan(d, limits, d.TRAINING),
+                       (big, big, small, small, small, big, small, small, 1e-5), tensors,
+                       3 * x.nbytes)
+
+
+def main() -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", metavar="DIR")
+    ap.add_argument("--previous", metavar="SHADERS")
+    ap.add_argument("--spirv", metavar="DIR")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.build:
+        variants = dict(VARIANTS)
+        if not args.previous:
+            del variants["previous"]
+        bench_timing.build_variants(Path(args.build), SOURCE, variants,
+                                    {"previous": args.previous} if args.previous else None)
+        return
+    dev = pyvkgrad.default_device()
+    print(f"device: {dev.name}")
+    spirv = {v: (Path(args.spirv) / f"{v}.spv").read_bytes() for v in VARIANTS
+             if (Path(args.spirv) / f"{v}.spv").exists()}
+    targets = [int(t) for t in os.environ.get("BN_TARGETS", "512,256").split(",")]
+    default_target = bn_sums.TARGET_ITEMS
+    rows = []
+    for op, shape, dt, base, plan, op_args, tensors, nbytes in cases(dev, args.quick):
+        roof = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16, args.repeat)
+        bits = None
+        for target in targets:
+            bn_sums.TARGET_ITEMS = target
+            for variant, data in spirv.items():
+                with bench_timing.serving(KERNEL, data):
+                    times, whole, out = bench_timing.part_times(
+                        dev, base, plan, op_args, {"sums": "_sums"}, tensors, args.repeat)
+                same = bits is None or out == bits
+                bits = bits or out
+                sums = [d for d in whole.dispatches if d.kernel.endswith("_sums")]
+                row = dict(operator=op, shape=list(shape), dtype=dt.name, target=target,
+                           variant=variant, us=times["all"], sums_us=times["sums"],
+                           roofline_share=nbytes / (times["all"] * 1e-6) / roof,
+                           workgroups=sums[0].workgroups,
+                           chunks_per_lane=dict(sums[0].constants)["CHUNKS_PER_LANE"],
+                           same_bits=same)
+                rows.append(row)
+                print(f"{op:14s} {str(list(shape)):18s} {dt.name:8s} target {target:4d} "
+                      f"{variant:11s} {row['us']:7.1f} us ({100 * row['roofline_share']:5.1f}% "
+                      f"of copy), sums {row['sums_us']:6.1f}; workgroups {row['workgroups']}, "
+                      f"chunks/lane {row['chunks_per_lane']}; same bits {same}", flush=True)
+        for t in tensors.values():
+            t.close()
+    bn_sums.TARGET_ITEMS = default_target
+    if args.out:
+        Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
+
+
+if __name__ == "__main__":
+    main()
