@@ -39,13 +39,14 @@
 // Lanes: LK channel slots of LR = WG / LK lanes (K_FAST: consecutive invocations on
 // consecutive channels, for a channel dimension innermost in memory). Work item `item` is
 // channel group item / groups (channels LK * that + slot) and chunk group item % groups,
-// whose chunks g LR CHUNKS_PER_LANE + lane + LR c (c < CHUNKS_PER_LANE) the lanes take.
+// whose chunks g LR CHUNKS_PER_LANE + lane + LR c (c < CHUNKS_PER_LANE) the lanes take
+// (PAIRED: those units u, each the chunks 2u and 2u + 1).
 // partials: batch_normalization_training.glsl's layout.
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
 // Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the
 // reduced dimensions of X (and dY), 8 dimensions each, right-aligned, in elements. With
-// WRITE_DX dX has dY's strides.
+// WRITE_DX dX has dY's strides. PAIRED: chunks two at a time (chunk_pair_sums).
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -71,6 +72,10 @@ layout(constant_id = 81) const float N_R = 1.0;  // the channel's element count 
 // the grads' OutputScaleGradientTensor and OutputBiasGradientTensor.
 DIMS8_5(uint, K_BIAS_STRIDES, K_OUTPUT_MEAN_STRIDES, K_OUTPUT_VARIANCE_STRIDES, K_DSCALE_STRIDES,
         K_DBIAS_STRIDES, 82, 0)
+// The plan's: the innermost reduced dimension contiguous and of even size, every other stride
+// even (in X, and with GRAD in dY), n even, and no WRITE_DX: a lane takes chunks in pairs
+// (b, j) and (b, j + 1), j even, whose elements r0 + 32 i and r0 + 1 + 32 i are adjacent.
+layout(constant_id = 122) const bool PAIRED = false;
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -79,11 +84,13 @@ const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 #include "batch_normalization_training.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
+layout(set = 0, binding = 0) readonly buffer X_PAIRS { uvec2 x_pairs[]; };  // the same
 // scratch, read back by the item that completes a channel (coherent: other workgroups wrote it)
 layout(set = 0, binding = 1) coherent buffer PARTIALS { int partials[]; };
 // GRAD: InputGradientTensor, MeanTensor, VarianceTensor, ScaleTensor, and (WRITE_DX)
 // OutputGradientTensor; the forward binds them to buffers it never reads or writes.
 layout(set = 0, binding = 2) readonly buffer DY { uint dy[]; };
+layout(set = 0, binding = 2) readonly buffer DY_PAIRS { uvec2 dy_pairs[]; };  // the same
 layout(set = 0, binding = 3) readonly buffer MEAN { uint mean[]; };
 layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };
 layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };
@@ -136,98 +143,118 @@ uvec2 element_offsets(uint r) {
     return o;
 }
 
-// A chunk as loaded: X before the shift is taken, and (GRAD) dY, element i in component i % 4
-// of vector i / 4 (0 past the channel's end, where bit i of `in_channel` is clear), and
-// (WRITE_DX) each element's dY offset for its dX. Loading is apart from summing so that a lane
-// loads its next chunk before it sums this one (LOADS_AHEAD), and its first chunk before the
-// shift is known (the item's barriers and the shift's loads then overlap the first loads).
-struct Chunk {
-    vec4 x[4];
-    vec4 g[4];
-    uint in_channel;
-    uint dx_at[16];
-};
+// Element i of a chunk, at offsets o (in_channel: r < n; else it counts as 0): a = X - shift
+// into a, dY into g (GRAD), and where WRITE_DX stores its dX, dY's offset (else NO_DX).
 const uint NO_DX = 0xFFFFFFFFu;
-const bool LOADS_AHEAD = true;
-
-// 32 elements on, in X and dY: built at run time, component by component (the validation
-// layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
-uvec2 chunk_step() {
-    uvec2 step = uvec2(0u);
-    step.x = 32u * R_X_STRIDES7;
-    step.y = 32u * R_DY_STRIDES7;
-    return step;
-}
-
-// Element i of the chunk, at offsets o (in_channel: r < n; else it counts as 0).
-void take(inout Chunk ch, uint i, uvec2 o, bool in_channel) {
-    ch.x[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) : 0.0;
-    if (GRAD) ch.g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
-    if (WRITE_DX) ch.dx_at[i] = in_channel ? o.y : NO_DX;
-    ch.in_channel |= in_channel ? 1u << i : 0u;
-}
-
-// Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j), loaded. Its elements
-// r0 + 32 i step along the innermost reduced dimension while they stay in its run, and are
-// decomposed anew where they leave it.
-Chunk chunk_load(uvec2 base, uint r0) {
-    Chunk ch;
-    ch.in_channel = 0u;
-    const uvec2 step = chunk_step();
-    uint inner = r0 % R_SIZES7;
-    uvec2 o = base + element_offsets(r0);
-    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
-        // The 16 elements in one run, all in the channel: loads with no branches.
-        for (uint i = 0u; i < 16u; ++i) take(ch, i, o + i * step, true);
-    } else {
-        for (uint i = 0u; i < 16u; ++i) {
-            const uint r = r0 + 32u * i;
-            if (i > 0u) {
-                inner += 32u;
-                if (inner < R_SIZES7) {
-                    o += step;
-                } else {
-                    inner = r % R_SIZES7;
-                    o = base + element_offsets(r);
-                }
-            }
-            take(ch, i, o, r < reduced);
-        }
-    }
-    return ch;
+void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout vec4 g[4],
+          inout uint dx_at[16]) {
+    a[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) - shift : 0.0;
+    if (GRAD) g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
+    if (WRITE_DX) dx_at[i] = in_channel ? o.y : NO_DX;
 }
 
 // WRITE_DX: the chunk's dX = dY * dx_factor, stored after its sums. dX may be bound over X (in
 // place) and does not depend on X: each store takes zero bits from the chunk's X sum
 // (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of the
 // chunk comes first.
-void store_dx(Chunk ch, float dx_factor, float x_sum) {
+void store_dx(vec4 g[4], uint dx_at[16], float dx_factor, float x_sum) {
     for (uint i = 0u; i < 16u; ++i) {
-        if (ch.dx_at[i] != NO_DX) {
-            precise float v = ch.g[i >> 2][i & 3u] * dx_factor;
-            dx[ch.dx_at[i]] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
+        if (dx_at[i] != NO_DX) {
+            precise float v = g[i >> 2][i & 3u] * dx_factor;
+            dx[dx_at[i]] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
         }
     }
 }
 
-// The chunk's tree sums around `shift` (a = X - shift, 0 past the channel's end): the
-// forward's a and a^2, GRAD's dY, a and dY a.
-vec3 chunk_sums(Chunk ch, float shift, float dx_factor) {
-    precise vec4 a[4];
-    for (uint i = 0u; i < 16u; ++i) {
-        a[i >> 2][i & 3u] = ((ch.in_channel >> i) & 1u) != 0u ? ch.x[i >> 2][i & 3u] - shift
-                                                               : 0.0;
+// From element r - 32 of a chunk to element r (offsets o, `inner` its index in its run of the
+// innermost reduced dimension): a step along the run while it lasts, else decomposed anew.
+void walk(uvec2 base, uint r, uvec2 step, inout uint inner, inout uvec2 o) {
+    inner += 32u;
+    if (inner < R_SIZES7) {
+        o += step;
+    } else {
+        inner = r % R_SIZES7;
+        o = base + element_offsets(r);
+    }
+}
+
+// Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
+// forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
+// innermost reduced dimension while they stay in its run, and are decomposed anew where they
+// leave it.
+vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
+    precise vec4 a[4], g[4];
+    uint dx_at[16];
+    // 32 elements on, in X and dY: built at run time, component by component (the validation
+    // layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
+    uvec2 step = uvec2(0u);
+    step.x = 32u * R_X_STRIDES7;
+    step.y = 32u * R_DY_STRIDES7;
+    uint inner = r0 % R_SIZES7;
+    uvec2 o = base + element_offsets(r0);
+    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
+        // The 16 elements in one run, all in the channel: loads with no branches.
+        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g, dx_at);
+    } else {
+        for (uint i = 0u; i < 16u; ++i) {
+            const uint r = r0 + 32u * i;
+            if (i > 0u) walk(base, r, step, inner, o);
+            take(i, o, r < reduced, shift, a, g, dx_at);
+        }
     }
     if (GRAD) {
-        precise vec4 p0 = ch.g[0] * a[0], p1 = ch.g[1] * a[1], p2 = ch.g[2] * a[2],
-                     p3 = ch.g[3] * a[3];
-        const vec3 sums = vec3(chunk_tree(ch.g[0], ch.g[1], ch.g[2], ch.g[3]),
+        precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
+        const vec3 sums = vec3(chunk_tree(g[0], g[1], g[2], g[3]),
                                chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(p0, p1, p2, p3));
-        if (WRITE_DX) store_dx(ch, dx_factor, sums.y);
+        if (WRITE_DX) store_dx(g, dx_at, dx_factor, sums.y);
         return sums;
     }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
     return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
+}
+
+// Elements o and o + 1 (o even) of a tensor bound as `words` and `pairs`: one word of two
+// halves, or one 8-byte vector of two float32.
+#define LOAD_PAIR(words, pairs, o) \
+    (IS_F16 ? unpackHalf2x16((words)[(o) >> 1]) : uintBitsToFloat((pairs)[(o) >> 1]))
+
+// PAIRED: chunks (b, j) and (b, j + 1), j even (r0 = 512 b + j), in one pass: each load
+// gives element r0 + 32 i and r0 + 1 + 32 i (LOAD_PAIR), in X and in dY; the sums are
+// chunk_sums' for each chunk, the same bits (float16 widens exactly). Both chunks lie in the
+// channel alike (n is even) and their pairs in one run (the run's size is even).
+void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 second) {
+    precise vec4 a[4], b[4], g[4], h[4];
+    uvec2 step = uvec2(0u);
+    step.x = 32u * R_X_STRIDES7;
+    step.y = 32u * R_DY_STRIDES7;
+    uint inner = r0 % R_SIZES7;
+    uvec2 o = base + element_offsets(r0);
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint r = r0 + 32u * i;
+        if (i > 0u) walk(base, r, step, inner, o);
+        const bool in_channel = r < reduced;
+        const vec2 xs = in_channel ? LOAD_PAIR(x, x_pairs, o.x) : vec2(0.0);
+        a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
+        b[i >> 2][i & 3u] = in_channel ? xs.y - shift : 0.0;
+        if (GRAD) {
+            const vec2 gs = in_channel ? LOAD_PAIR(dy, dy_pairs, o.y) : vec2(0.0);
+            g[i >> 2][i & 3u] = gs.x;
+            h[i >> 2][i & 3u] = gs.y;
+        }
+    }
+    if (GRAD) {
+        precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
+        precise vec4 q0 = h[0] * b[0], q1 = h[1] * b[1], q2 = h[2] * b[2], q3 = h[3] * b[3];
+        first = vec3(chunk_tree(g[0], g[1], g[2], g[3]), chunk_tree(a[0], a[1], a[2], a[3]),
+                     chunk_tree(p0, p1, p2, p3));
+        second = vec3(chunk_tree(h[0], h[1], h[2], h[3]), chunk_tree(b[0], b[1], b[2], b[3]),
+                      chunk_tree(q0, q1, q2, q3));
+        return;
+    }
+    precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
+    precise vec4 t0 = b[0] * b[0], t1 = b[1] * b[1], t2 = b[2] * b[2], t3 = b[3] * b[3];
+    first = vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
+    second = vec3(chunk_tree(b[0], b[1], b[2], b[3]), chunk_tree(t0, t1, t2, t3), 0.0);
 }
 
 // The forward's shift of slot `slot` from chunk (0, 0) in first_x.
@@ -273,25 +300,15 @@ void finish(uint k, vec3 s, float shift) {
     }
 }
 
-// The first element r0 of the lane's chunk c in chunk group g: chunk q = (q / 32, q % 32),
-// r0 = 512 (q / 32) + q % 32.
-uint chunk_start(uint g, uint lane, uint c) {
-    const uint q = (g * CHUNKS_PER_LANE + c) * LR + lane;
-    return (q >> 5) * 512u + (q & 31u);
-}
-
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
+    const uint per_group = LR * CHUNKS_PER_LANE;
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
         const uint k0 = (item / groups) * LK;  // the item's first channel
         const uint k = k0 + slot, g = item % groups;
         const bool live = k < channels;
         const uvec4 base = live ? channel_offsets(k) : uvec4(0u);
-        // The lane's first chunk, loaded before the barriers and the shift.
-        bool have = live && chunk_start(g, lane, 0u) < reduced;
-        Chunk chunk;
-        if (have) chunk = chunk_load(base.xy, chunk_start(g, lane, 0u));
         barrier();  // the previous item's digits are stored
         exact_clear();
         if (!GRAD) {
@@ -318,21 +335,29 @@ void main() {
         }
         barrier();
         ExactWindow w0 = exact_empty(), w1 = exact_empty(), w2 = exact_empty();
-        const float shift = shift_of[slot];
-        const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
-        for (uint c = 0u; have; ++c) {
-            // The next chunk's loads in flight while this one's sums compute (LOADS_AHEAD).
-            const uint r0 = chunk_start(g, lane, c + 1u);
-            const bool next = c + 1u < CHUNKS_PER_LANE && r0 < reduced;
-            Chunk ahead;
-            if (LOADS_AHEAD && next) ahead = chunk_load(base.xy, r0);
-            const vec3 sums = chunk_sums(chunk, shift, factor);
-            exact_add(w0, sums.x, SUMS * slot);
-            exact_add(w1, sums.y, SUMS * slot + 1u);
-            if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
-            if (!LOADS_AHEAD && next) ahead = chunk_load(base.xy, r0);
-            chunk = ahead;
-            have = next;
+        if (live) {
+            const float shift = shift_of[slot];
+            const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
+            for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
+                // chunk (q / 32, q % 32); PAIRED: chunks q and q + 1
+                const uint u = g * per_group + lane + LR * c, q = PAIRED ? 2u * u : u;
+                const uint r0 = (q >> 5) * 512u + (q & 31u);
+                if (r0 >= reduced) break;
+                vec3 sums, more;
+                if (PAIRED) {
+                    chunk_pair_sums(base.xy, r0, shift, sums, more);
+                } else {
+                    sums = chunk_sums(base.xy, r0, shift, factor);
+                }
+                exact_add(w0, sums.x, SUMS * slot);
+                exact_add(w1, sums.y, SUMS * slot + 1u);
+                if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
+                if (PAIRED) {
+                    exact_add(w0, more.x, SUMS * slot);
+                    exact_add(w1, more.y, SUMS * slot + 1u);
+                    if (GRAD) exact_add(w2, more.z, SUMS * slot + 2u);
+                }
+            }
         }
         exact_finish(w0, SUMS * slot);
         exact_finish(w1, SUMS * slot + 1u);

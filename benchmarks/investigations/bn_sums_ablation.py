@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""The BatchNorm exact sums' loads (issues 29 and 30): the three operators that use
+"""The BatchNorm exact sums' float16 loads (issues 29 and 30): the three operators that use
 batch_normalization_training_sums (BATCH_NORMALIZATION_GRAD, BATCH_NORMALIZATION_TRAINING_GRAD,
-BATCH_NORMALIZATION_TRAINING) with variants of that kernel, on the benchmark's shapes, in
-float32 and float16, against the copy roofline of the operator's bytes (X and dY read, dX
-written; the forward: X read, Output written), for the work-item targets in BN_TARGETS.
+BATCH_NORMALIZATION_TRAINING) on the benchmark's shapes, in float32 and float16, against the
+copy roofline of the operator's bytes (X and dY read, dX written; the forward: X read, Output
+written), for the work-item targets in BN_TARGETS.
 
-Variants (text patches of shaders/, built here: bench_timing.build_variants):
-- previous: the kernel as it was before each lane loaded ahead (`--previous DIR`: that commit's
-  shaders/ folder, e.g. from `git archive`);
-- shipped: shaders/ as they are: each lane's first chunk loaded before the item's barriers and
-  its shift, and each next chunk while the current one's sums compute (LOADS_AHEAD);
-- not_ahead: the first chunk early, the next ones after the current one's sums;
-- late_first: loads ahead, but the first chunk loaded after the shift.
+Variants:
+- previous: the kernel before chunk pairs (`--previous DIR` at --build: that commit's
+  shaders/, e.g. from `git archive`; built here by bench_timing.build_variants), its plan;
+- unpaired: shaders/ as they are, chunks one at a time (the plan's PAIRED_SIZES empty);
+- paired: shaders/ as they are, chunks in pairs where the layout allows (PAIRED: one load, a
+  word of two halves or 8 bytes of two float32, gives an element of each chunk), float16
+  and float32 (BATCH_NORMALIZATION_GRAD float32 stores dX as it reads: never paired).
 Every variant gives the same bits (exact sums), checked against the first here.
 
     python3 benchmarks/investigations/bn_sums_ablation.py --build DIR [--previous SHADERS]
@@ -40,14 +40,8 @@ import bench_timing  # noqa: E402
 
 KERNEL = "batch_normalization_training_sums"
 SOURCE = f"{KERNEL}.comp"
-FIRST_LOAD = "        if (have) chunk = chunk_load(base.xy, chunk_start(g, lane, 0u));\n"
-WINDOWS = "        ExactWindow w0 = exact_empty(), w1 = exact_empty(), w2 = exact_empty();\n"
-VARIANTS = dict(
-    previous=[],
-    shipped=[],
-    not_ahead=[(SOURCE, "const bool LOADS_AHEAD = true;", "const bool LOADS_AHEAD = false;")],
-    late_first=[(SOURCE, FIRST_LOAD, ""), (SOURCE, WINDOWS, FIRST_LOAD + WINDOWS)],
-)
+# variant: (SPIR-V file built here, the plan's PAIRED_SIZES)
+VARIANTS = dict(previous=("previous", ()), unpaired=("shipped", ()), paired=("shipped", (2, 4)))
 
 
 def cases(dev, quick):
@@ -100,25 +94,24 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.build:
-        variants = dict(VARIANTS)
-        if not args.previous:
-            del variants["previous"]
+        variants = dict(shipped=[], **({"previous": []} if args.previous else {}))
         bench_timing.build_variants(Path(args.build), SOURCE, variants,
                                     {"previous": args.previous} if args.previous else None)
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
-    spirv = {v: (Path(args.spirv) / f"{v}.spv").read_bytes() for v in VARIANTS
-             if (Path(args.spirv) / f"{v}.spv").exists()}
+    spirv = {v: ((Path(args.spirv) / f"{f}.spv").read_bytes(), pair)
+             for v, (f, pair) in VARIANTS.items() if (Path(args.spirv) / f"{f}.spv").exists()}
     targets = [int(t) for t in os.environ.get("BN_TARGETS", "512,256").split(",")]
-    default_target = bn_sums.TARGET_ITEMS
+    default_target, default_pair = bn_sums.TARGET_ITEMS, bn_sums.PAIRED_SIZES
     rows = []
     for op, shape, dt, base, plan, op_args, tensors, nbytes in cases(dev, args.quick):
         roof = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16, args.repeat)
         bits = None
         for target in targets:
             bn_sums.TARGET_ITEMS = target
-            for variant, data in spirv.items():
+            for variant, (data, pair) in spirv.items():
+                bn_sums.PAIRED_SIZES = pair
                 with bench_timing.serving(KERNEL, data):
                     times, whole, out = bench_timing.part_times(
                         dev, base, plan, op_args, {"sums": "_sums"}, tensors, args.repeat)
@@ -130,15 +123,16 @@ def main() -> None:
                            roofline_share=nbytes / (times["all"] * 1e-6) / roof,
                            workgroups=sums[0].workgroups,
                            chunks_per_lane=dict(sums[0].constants)["CHUNKS_PER_LANE"],
+                           paired=bool(dict(sums[0].constants).get("PAIRED")),
                            same_bits=same)
                 rows.append(row)
                 print(f"{op:14s} {str(list(shape)):18s} {dt.name:8s} target {target:4d} "
                       f"{variant:11s} {row['us']:7.1f} us ({100 * row['roofline_share']:5.1f}% "
                       f"of copy), sums {row['sums_us']:6.1f}; workgroups {row['workgroups']}, "
-                      f"chunks/lane {row['chunks_per_lane']}; same bits {same}", flush=True)
+                      f"units/lane {row['chunks_per_lane']}, paired {row['paired']}; same bits {same}", flush=True)
         for t in tensors.values():
             t.close()
-    bn_sums.TARGET_ITEMS = default_target
+    bn_sums.TARGET_ITEMS, bn_sums.PAIRED_SIZES = default_target, default_pair
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

@@ -1,6 +1,7 @@
-# One lent-GPU run for the BatchNorm exact sums' loads (each lane's first chunk before the
-# item's barriers, the next chunk while the current one sums): the device's float controls,
-# the fingerprints, the BatchNorm tests and in-place check, bn_sums_ablation.py's variants
+# One lent-GPU run for the BatchNorm exact sums' loads (run 1: each lane's first chunk before
+# the item's barriers, the next chunk while the current one sums; run 2: float16 chunks in
+# pairs): the device's float controls, the fingerprints, the BatchNorm tests and in-place
+# check, bn_sums_ablation.py's variants
 # (built here first: python3 benchmarks/investigations/bn_sums_ablation.py --build
 # benchmarks/investigations/bn-sums-spirv --previous <the previous commit's shaders/>), then
 # the benchmark's BatchNorm rows with PyTorch's side. From the project root with .gpu and

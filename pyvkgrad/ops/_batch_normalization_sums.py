@@ -34,6 +34,10 @@ CHUNK, INTERLEAVE = 16, 32
 # lane loaded as vectors did not help (benchmarks/results/h200-2026-11-28-bn-training).
 CHUNKS_PER_LANE_MAX = 16
 TARGET_ITEMS = 512
+# The element sizes (bytes) whose chunks a lane takes two at a time where the layout allows
+# (the kernel's PAIRED): one load (a word of two halves, 8 bytes of two float32) gives an
+# element of each (benchmarks/RESULTS.md, "2026-12-03").
+PAIRED_SIZES = (2,)
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
@@ -77,10 +81,11 @@ class Lanes:
 
 
 def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks: int,
-           most: int) -> Lanes:
-    """The lanes of a `wg`-wide workgroup over channels of `chunks` chunks; under a loop limit
-    (`most` iterations an invocation, 0: none) the fewest chunks per lane that fit, where any
-    do (else the loops of the best, which the caller refuses)."""
+           most: int, pair: int) -> Lanes:
+    """The lanes of a `wg`-wide workgroup over channels of `chunks` units (a chunk, or with
+    `pair` 2 a pair of chunks) each; under a loop limit (`most` iterations an invocation, 0:
+    none) the fewest units per lane that fit, where any do (else the loops of the best, which
+    the caller refuses)."""
     channels, n = axes.channels, axes.reduced_count
     if axes.kept_innermost:
         # Channels side by side (K_FAST), as many slots as fit: consecutive invocations read
@@ -108,7 +113,7 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
 
     def item_loops(p: int) -> int:
         groups = -(-chunks // (lr * p))
-        return (1 + (p + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
+        return (1 + (pair * p + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
                 + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
 
     if most and item_loops(per_lane) > most:
@@ -146,7 +151,18 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     rsizes, rstrides = coalesce([x.sizes[d] for d in reduced],
                                 *[[t.element_strides[d] for d in reduced] for t in walked])
     rstrides = [right_align(s, 8, 0) for s in rstrides]
+    # Chunks in pairs (PAIRED): elements r, r + 1 (r even) adjacent and aligned to their pair
+    # in X and dY: the innermost reduced dimension contiguous and of even size (so n and the
+    # chunk count are even too), every other reduced and kept stride even (tensors at offset
+    # 0); not with WRITE_DX (its stores stay per chunk).
+    kept_strides = [t.element_strides[d] for t in walked for d in axes.kept]
+    paired = (x.data_type.element_size in PAIRED_SIZES and not constants.get("WRITE_DX")
+              and len(rsizes) > 0 and rsizes[-1] % 2 == 0
+              and all(s[-1] == 1 and all(v % 2 == 0 for v in s[:-1]) for s in rstrides)
+              and all(v % 2 == 0 for v in kept_strides))
+    pair = 2 if paired else 1
     chunks = chunk_count(n)
+    units = chunks // pair
     most = limits.max_loop_iterations - LOOP_MARGIN if limits.max_loop_iterations else 0
     # On lavapipe one subgroup a workgroup ([32,256,14,14] took 68 ms with 256 lanes, 33 with
     # 8), unless a channel is too long for its loop limit at that width.
@@ -154,7 +170,7 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     if limits.narrow_reductions and limits.subgroup_size < limits.local_size:
         widths.insert(0, limits.subgroup_size)
     for wg in widths:
-        lanes = _lanes(axes, x, limits, sums, wg, chunks, most)
+        lanes = _lanes(axes, x, limits, sums, wg, units, most, pair)
         if not most or lanes.loops <= most:
             break
     if most and lanes.loops > most:
@@ -163,16 +179,16 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
              n, RuntimeError)
     lr, lk, per_lane, loops = lanes.lr, lanes.lk, lanes.per_lane, lanes.loops
     # A slot's digits take a flush per chunk sum at most, and one per lane at the end.
-    if lr * (per_lane + 1) > GROUPS_MAX:
+    if lr * (pair * per_lane + 1) > GROUPS_MAX:
         fail(operator, "InputTensor.Sizes", "must give at most 2^33 elements per channel",
              "fewer elements per channel", n, RuntimeError)
-    groups = -(-chunks // (lr * per_lane))
-    assert groups <= GROUPS_MAX, (groups, chunks, lr, per_lane)
+    groups = -(-units // (lr * per_lane))
+    assert groups <= GROUPS_MAX, (groups, units, lr, per_lane)
     items = -(-channels // lk) * groups
     # Each operator passes only its own constants: the others stay off.
     unused = right_align([], 8, 0)
     common = dict(WG=wg, IS_F16=x.data_type.element_size == 2, LK=lk, N_R=float(n),
-                  K_FAST=axes.kept_innermost, CHUNKS_PER_LANE=per_lane,
+                  K_FAST=axes.kept_innermost, CHUNKS_PER_LANE=per_lane, PAIRED=paired,
                   R_SIZES=right_align(rsizes, 8, 1), R_X_STRIDES=rstrides[0],
                   R_DY_STRIDES=rstrides[1] if dy is not None else unused, GRAD=False,
                   TRAINING=False, EPSILON=0.0, WRITE_DX=False, K_DY_STRIDES=unused,
