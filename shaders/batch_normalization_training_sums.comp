@@ -72,9 +72,9 @@ layout(constant_id = 81) const float N_R = 1.0;  // the channel's element count 
 // the grads' OutputScaleGradientTensor and OutputBiasGradientTensor.
 DIMS8_5(uint, K_BIAS_STRIDES, K_OUTPUT_MEAN_STRIDES, K_OUTPUT_VARIANCE_STRIDES, K_DSCALE_STRIDES,
         K_DBIAS_STRIDES, 82, 0)
-// The plan's: the innermost reduced dimension contiguous and of even size, every other stride
-// even (in X, and with GRAD in dY), n even, and no WRITE_DX: a lane takes chunks in pairs
-// (b, j) and (b, j + 1), j even, whose elements r0 + 32 i and r0 + 1 + 32 i are adjacent.
+// The plan's, for the forward in float16 (not GRAD): the innermost reduced dimension
+// contiguous and of even size, every other stride even, n even: a lane takes chunks in pairs
+// (b, j) and (b, j + 1), j even, whose elements r0 + 32 i and r0 + 1 + 32 i share a word.
 layout(constant_id = 122) const bool PAIRED = false;
 
 const uint LR = WG / LK;
@@ -84,13 +84,11 @@ const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 #include "batch_normalization_training.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
-layout(set = 0, binding = 0) readonly buffer X_PAIRS { uvec2 x_pairs[]; };  // the same
 // scratch, read back by the item that completes a channel (coherent: other workgroups wrote it)
 layout(set = 0, binding = 1) coherent buffer PARTIALS { int partials[]; };
 // GRAD: InputGradientTensor, MeanTensor, VarianceTensor, ScaleTensor, and (WRITE_DX)
 // OutputGradientTensor; the forward binds them to buffers it never reads or writes.
 layout(set = 0, binding = 2) readonly buffer DY { uint dy[]; };
-layout(set = 0, binding = 2) readonly buffer DY_PAIRS { uvec2 dy_pairs[]; };  // the same
 layout(set = 0, binding = 3) readonly buffer MEAN { uint mean[]; };
 layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };
 layout(set = 0, binding = 5) readonly buffer SCALE { uint scale[]; };
@@ -213,43 +211,23 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
 }
 
-// Elements o and o + 1 (o even) of a tensor bound as `words` and `pairs`: one word of two
-// halves, or one 8-byte vector of two float32.
-#define LOAD_PAIR(words, pairs, o) \
-    (IS_F16 ? unpackHalf2x16((words)[(o) >> 1]) : uintBitsToFloat((pairs)[(o) >> 1]))
-
-// PAIRED: chunks (b, j) and (b, j + 1), j even (r0 = 512 b + j), in one pass: each load
-// gives element r0 + 32 i and r0 + 1 + 32 i (LOAD_PAIR), in X and in dY; the sums are
-// chunk_sums' for each chunk, the same bits (float16 widens exactly). Both chunks lie in the
-// channel alike (n is even) and their pairs in one run (the run's size is even).
+// PAIRED (the forward, float16): chunks (b, j) and (b, j + 1), j even (r0 = 512 b + j), in
+// one pass: each word of X loaded holds element r0 + 32 i (its low half) and r0 + 1 + 32 i.
+// The sums are chunk_sums' for each chunk, the same bits (float16 widens exactly). Both chunks
+// lie in the channel alike (n is even) and their pairs in one run (the run's size is even).
 void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 second) {
-    precise vec4 a[4], b[4], g[4], h[4];
+    precise vec4 a[4], b[4];
     uvec2 step = uvec2(0u);
     step.x = 32u * R_X_STRIDES7;
-    step.y = 32u * R_DY_STRIDES7;
     uint inner = r0 % R_SIZES7;
     uvec2 o = base + element_offsets(r0);
     for (uint i = 0u; i < 16u; ++i) {
         const uint r = r0 + 32u * i;
         if (i > 0u) walk(base, r, step, inner, o);
         const bool in_channel = r < reduced;
-        const vec2 xs = in_channel ? LOAD_PAIR(x, x_pairs, o.x) : vec2(0.0);
+        const vec2 xs = in_channel ? unpackHalf2x16(x[o.x >> 1]) : vec2(0.0);
         a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
         b[i >> 2][i & 3u] = in_channel ? xs.y - shift : 0.0;
-        if (GRAD) {
-            const vec2 gs = in_channel ? LOAD_PAIR(dy, dy_pairs, o.y) : vec2(0.0);
-            g[i >> 2][i & 3u] = gs.x;
-            h[i >> 2][i & 3u] = gs.y;
-        }
-    }
-    if (GRAD) {
-        precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
-        precise vec4 q0 = h[0] * b[0], q1 = h[1] * b[1], q2 = h[2] * b[2], q3 = h[3] * b[3];
-        first = vec3(chunk_tree(g[0], g[1], g[2], g[3]), chunk_tree(a[0], a[1], a[2], a[3]),
-                     chunk_tree(p0, p1, p2, p3));
-        second = vec3(chunk_tree(h[0], h[1], h[2], h[3]), chunk_tree(b[0], b[1], b[2], b[3]),
-                      chunk_tree(q0, q1, q2, q3));
-        return;
     }
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
     precise vec4 t0 = b[0] * b[0], t1 = b[1] * b[1], t2 = b[2] * b[2], t3 = b[3] * b[3];
@@ -344,7 +322,7 @@ void main() {
                 const uint r0 = (q >> 5) * 512u + (q & 31u);
                 if (r0 >= reduced) break;
                 vec3 sums, more;
-                if (PAIRED) {
+                if (PAIRED && !GRAD) {
                     chunk_pair_sums(base.xy, r0, shift, sums, more);
                 } else {
                     sums = chunk_sums(base.xy, r0, shift, factor);
@@ -352,10 +330,9 @@ void main() {
                 exact_add(w0, sums.x, SUMS * slot);
                 exact_add(w1, sums.y, SUMS * slot + 1u);
                 if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
-                if (PAIRED) {
+                if (PAIRED && !GRAD) {
                     exact_add(w0, more.x, SUMS * slot);
                     exact_add(w1, more.y, SUMS * slot + 1u);
-                    if (GRAD) exact_add(w2, more.z, SUMS * slot + 2u);
                 }
             }
         }

@@ -259,6 +259,49 @@ def test_same_bits_whatever_the_plan(device, rng, dtype):
             same_bits(run_desc(device, x, scale, bias, 1e-5, limits), want)
 
 
+def _paired(desc, limits):
+    return [dict(d.constants)["PAIRED"] for d in desc.plan(limits).dispatches
+            if d.kernel == "batch_normalization_training_sums"]
+
+
+@pytest.mark.parametrize("shape,stats,window,paired", [
+    ((4, 6, 8, 10), (1, 6, 1, 1), None, True),  # NCHW, a run of 80
+    ((3, 5, 7, 11), (1, 5, 1, 1), None, False),  # a run of 77: odd
+    ((2, 3000), (1, 1), None, True),  # one run of 6000
+    ((5, 3, 2), (1, 3, 1), None, True),  # runs of 2: every chunk crosses runs
+    ((1, 1, 2), (1, 1, 1), None, True),  # one pair
+    ((3, 7, 34), (1, 7, 1), None, True),
+    ((4, 7, 10), (1, 7, 1), 11, False),  # a view of (4, 7, 11): channel stride 11 is odd
+    ((4, 7, 10), (1, 7, 1), 12, True),  # a view of (4, 7, 12): strides 84, 12, 1
+])
+def test_float16_pairs(device, rng, monkeypatch, shape, stats, window, paired):
+    """Float16 chunks in pairs (the sums kernel's PAIRED: one word loaded gives an element of
+    two chunks) where the innermost reduced dimension is contiguous and even and every other
+    stride even: the model's bits, with pairs and without, for several plans and views."""
+    from pyvkgrad.ops import _batch_normalization_sums as sums
+    base = rng.standard_normal(shape[:-1] + (window or shape[-1],)) + 2.0
+    x = base.astype(F16)[..., :shape[-1]]
+    scale, bias = (rng.standard_normal(stats).astype(F16) for _ in range(2))
+    want = model(np.ascontiguousarray(x), scale, bias, 1e-5)
+    xd = TensorDesc(DataType.FLOAT16, shape,
+                    tuple(s // 2 for s in x.strides)) if window else TensorDesc(
+                        DataType.FLOAT16, shape)
+    sd = TensorDesc(DataType.FLOAT16, stats)
+    desc = BatchNormalizationTrainingDesc(xd, sd, sd, None, TensorDesc(DataType.FLOAT16, shape),
+                                          sd, sd, 1e-5)
+    assert set(_paired(desc, Limits())) == {paired}
+    same_bits(batch_normalization_training(x, scale, bias, 1e-5, device=device), want)
+    if window is None:
+        for limits in (Limits(local_size=1, max_local_size=1),
+                       Limits(local_size=64, max_loop_iterations=2000),
+                       Limits(local_size=256, max_workgroups=3)):
+            same_bits(run_desc(device, x, scale, bias, 1e-5, limits), want)
+    monkeypatch.setattr(sums, "PAIR_HALVES", False)
+    assert set(_paired(desc, Limits())) == {False}
+    device.cache_clear()
+    same_bits(batch_normalization_training(x, scale, bias, 1e-5, device=device), want)
+
+
 def test_plan_bounds_its_loops():
     """Under a small loop limit the sums and the statistics split into several dispatches, each
     within the limit's share."""

@@ -8,10 +8,11 @@ written), for the work-item targets in BN_TARGETS.
 Variants:
 - previous: the kernel before chunk pairs (`--previous DIR` at --build: that commit's
   shaders/, e.g. from `git archive`; built here by bench_timing.build_variants), its plan;
-- unpaired: shaders/ as they are, chunks one at a time (the plan's PAIRED_SIZES empty);
-- paired: shaders/ as they are, chunks in pairs where the layout allows (PAIRED: one load, a
-  word of two halves or 8 bytes of two float32, gives an element of each chunk), float16
-  and float32 (BATCH_NORMALIZATION_GRAD float32 stores dX as it reads: never paired).
+- unpaired: shaders/ as they are, chunks one at a time (the plan's PAIR_HALVES off);
+- paired: shaders/ as they are, BATCH_NORMALIZATION_TRAINING's float16 chunks in pairs where
+  the layout allows (PAIRED: one word loaded gives an element of each chunk).
+Run 2 of 2026-12-03 timed an earlier kernel that paired the grads' chunks too (X and dY) and
+float32's (8-byte loads), both slower; `--previous` there was 239d257's shaders/.
 Every variant gives the same bits (exact sums), checked against the first here.
 
     python3 benchmarks/investigations/bn_sums_ablation.py --build DIR [--previous SHADERS]
@@ -40,8 +41,9 @@ import bench_timing  # noqa: E402
 
 KERNEL = "batch_normalization_training_sums"
 SOURCE = f"{KERNEL}.comp"
-# variant: (SPIR-V file built here, the plan's PAIRED_SIZES)
-VARIANTS = dict(previous=("previous", ()), unpaired=("shipped", ()), paired=("shipped", (2, 4)))
+# variant: (SPIR-V file built here, the plan's PAIR_HALVES)
+VARIANTS = dict(previous=("previous", False), unpaired=("shipped", False),
+                paired=("shipped", True))
 
 
 def cases(dev, quick):
@@ -103,7 +105,7 @@ def main() -> None:
     spirv = {v: ((Path(args.spirv) / f"{f}.spv").read_bytes(), pair)
              for v, (f, pair) in VARIANTS.items() if (Path(args.spirv) / f"{f}.spv").exists()}
     targets = [int(t) for t in os.environ.get("BN_TARGETS", "512,256").split(",")]
-    default_target, default_pair = bn_sums.TARGET_ITEMS, bn_sums.PAIRED_SIZES
+    default_target, default_pair = bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES
     rows = []
     for op, shape, dt, base, plan, op_args, tensors, nbytes in cases(dev, args.quick):
         roof = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16, args.repeat)
@@ -111,7 +113,7 @@ def main() -> None:
         for target in targets:
             bn_sums.TARGET_ITEMS = target
             for variant, (data, pair) in spirv.items():
-                bn_sums.PAIRED_SIZES = pair
+                bn_sums.PAIR_HALVES = pair
                 with bench_timing.serving(KERNEL, data):
                     times, whole, out = bench_timing.part_times(
                         dev, base, plan, op_args, {"sums": "_sums"}, tensors, args.repeat)
@@ -132,7 +134,7 @@ def main() -> None:
                       f"units/lane {row['chunks_per_lane']}, paired {row['paired']}; same bits {same}", flush=True)
         for t in tensors.values():
             t.close()
-    bn_sums.TARGET_ITEMS, bn_sums.PAIRED_SIZES = default_target, default_pair
+    bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES = default_target, default_pair
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

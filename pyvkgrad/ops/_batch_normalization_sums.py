@@ -34,10 +34,11 @@ CHUNK, INTERLEAVE = 16, 32
 # lane loaded as vectors did not help (benchmarks/results/h200-2026-11-28-bn-training).
 CHUNKS_PER_LANE_MAX = 16
 TARGET_ITEMS = 512
-# The element sizes (bytes) whose chunks a lane takes two at a time where the layout allows
-# (the kernel's PAIRED): one load (a word of two halves, 8 bytes of two float32) gives an
-# element of each (benchmarks/RESULTS.md, "2026-12-03").
-PAIRED_SIZES = (2,)
+# BATCH_NORMALIZATION_TRAINING's float16 chunks two at a time where the layout allows (the
+# kernel's PAIRED): one word loaded gives an element of each. On an H200 5-10% faster where
+# it applies; the grads' pairs (X and dY, four vectors of each) and float32's (8-byte
+# loads) were slower (benchmarks/RESULTS.md, "2026-12-03").
+PAIR_HALVES = True
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
@@ -151,15 +152,13 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     rsizes, rstrides = coalesce([x.sizes[d] for d in reduced],
                                 *[[t.element_strides[d] for d in reduced] for t in walked])
     rstrides = [right_align(s, 8, 0) for s in rstrides]
-    # Chunks in pairs (PAIRED): elements r, r + 1 (r even) adjacent and aligned to their pair
-    # in X and dY: the innermost reduced dimension contiguous and of even size (so n and the
-    # chunk count are even too), every other reduced and kept stride even (tensors at offset
-    # 0); not with WRITE_DX (its stores stay per chunk).
-    kept_strides = [t.element_strides[d] for t in walked for d in axes.kept]
-    paired = (x.data_type.element_size in PAIRED_SIZES and not constants.get("WRITE_DX")
-              and len(rsizes) > 0 and rsizes[-1] % 2 == 0
-              and all(s[-1] == 1 and all(v % 2 == 0 for v in s[:-1]) for s in rstrides)
-              and all(v % 2 == 0 for v in kept_strides))
+    # The forward's float16 chunks in pairs (PAIRED): elements r, r + 1 (r even) in one word
+    # of X: the innermost reduced dimension contiguous and of even size (so n and the chunk
+    # count are even too), every other reduced and kept stride even (X at offset 0).
+    paired = (PAIR_HALVES and dy is None and x.data_type.element_size == 2
+              and len(rsizes) > 0 and rsizes[-1] % 2 == 0 and rstrides[0][-1] == 1
+              and all(v % 2 == 0 for v in rstrides[0][:-1])
+              and all(x.element_strides[d] % 2 == 0 for d in axes.kept))
     pair = 2 if paired else 1
     chunks = chunk_count(n)
     units = chunks // pair
