@@ -131,7 +131,8 @@ def main() -> None:
                 print(f"{op:14s} {str(list(shape)):18s} {dt.name:8s} target {target:4d} "
                       f"{variant:11s} {row['us']:7.1f} us ({100 * row['roofline_share']:5.1f}% "
                       f"of copy), sums {row['sums_us']:6.1f}; workgroups {row['workgroups']}, "
-                      f"units/lane {row['chunks_per_lane']}, paired {row['paired']}; same bits {same}", flush=True)
+                      f"units/lane {row['chunks_per_lane']}, paired {row['paired']}; "
+                      f"same bits {same}", flush=True)
         for t in tensors.values():
             t.close()
     bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES = default_target, default_pair
