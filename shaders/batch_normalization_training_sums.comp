@@ -318,7 +318,7 @@ void main() {
             const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
             for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
                 // chunk (q / 32, q % 32); PAIRED: chunks q and q + 1
-                const uint u = g * per_group + lane + LR * c, q = PAIRED ? 2u * u : u;
+                const uint u = g * per_group + lane + LR * c, q = PAIRED && !GRAD ? 2u * u : u;
                 const uint r0 = (q >> 5) * 512u + (q & 31u);
                 if (r0 >= reduced) break;
                 vec3 sums, more;

@@ -264,34 +264,40 @@ def _paired(desc, limits):
             if d.kernel == "batch_normalization_training_sums"]
 
 
-@pytest.mark.parametrize("shape,stats,window,paired", [
+@pytest.mark.parametrize("shape,stats,strides,paired", [
     ((4, 6, 8, 10), (1, 6, 1, 1), None, True),  # NCHW, a run of 80
     ((3, 5, 7, 11), (1, 5, 1, 1), None, False),  # a run of 77: odd
     ((2, 3000), (1, 1), None, True),  # one run of 6000
-    ((5, 3, 2), (1, 3, 1), None, True),  # runs of 2: every chunk crosses runs
+    ((3, 2, 522), (1, 2, 1), None, True),  # n = 1566: a last block of 30 elements
+    ((5, 3, 2), (1, 3, 1), None, True),  # runs of 2
     ((1, 1, 2), (1, 1, 1), None, True),  # one pair
-    ((3, 7, 34), (1, 7, 1), None, True),
-    ((4, 7, 10), (1, 7, 1), 11, False),  # a view of (4, 7, 11): channel stride 11 is odd
-    ((4, 7, 10), (1, 7, 1), 12, True),  # a view of (4, 7, 12): strides 84, 12, 1
+    ((3, 7, 34), (1, 7, 1), None, True),  # chunks that cross runs
+    ((4, 7, 10), (1, 7, 1), (80, 11, 1), False),  # the channel's stride odd
+    ((4, 7, 10), (1, 7, 1), (71, 10, 1), False),  # the outer reduced stride odd
+    ((4, 7, 10), (1, 7, 1), (84, 12, 1), True),  # gaps, every stride even
+    ((6, 4, 10), (1, 4, 1), (10, 0, 1), True),  # a broadcast channel (stride 0)
 ])
-def test_float16_pairs(device, rng, monkeypatch, shape, stats, window, paired):
+def test_float16_pairs(device, rng, monkeypatch, shape, stats, strides, paired):
     """Float16 chunks in pairs (the sums kernel's PAIRED: one word loaded gives an element of
     two chunks) where the innermost reduced dimension is contiguous and even and every other
     stride even: the model's bits, with pairs and without, for several plans and views."""
     from pyvkgrad.ops import _batch_normalization_sums as sums
-    base = rng.standard_normal(shape[:-1] + (window or shape[-1],)) + 2.0
-    x = base.astype(F16)[..., :shape[-1]]
+    if strides is None:
+        x = (rng.standard_normal(shape) + 2.0).astype(F16)
+    else:
+        span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+        base = (rng.standard_normal(span) + 2.0).astype(F16)
+        x = np.lib.stride_tricks.as_strided(base, shape, tuple(2 * s for s in strides))
     scale, bias = (rng.standard_normal(stats).astype(F16) for _ in range(2))
     want = model(np.ascontiguousarray(x), scale, bias, 1e-5)
-    xd = TensorDesc(DataType.FLOAT16, shape,
-                    tuple(s // 2 for s in x.strides)) if window else TensorDesc(
-                        DataType.FLOAT16, shape)
+    xd = TensorDesc(DataType.FLOAT16, shape, strides)
     sd = TensorDesc(DataType.FLOAT16, stats)
     desc = BatchNormalizationTrainingDesc(xd, sd, sd, None, TensorDesc(DataType.FLOAT16, shape),
                                           sd, sd, 1e-5)
     assert set(_paired(desc, Limits())) == {paired}
+    device.cache_clear()  # no plan made before, with or without pairs
     same_bits(batch_normalization_training(x, scale, bias, 1e-5, device=device), want)
-    if window is None:
+    if strides is None:
         for limits in (Limits(local_size=1, max_local_size=1),
                        Limits(local_size=64, max_loop_iterations=2000),
                        Limits(local_size=256, max_workgroups=3)):
@@ -300,6 +306,26 @@ def test_float16_pairs(device, rng, monkeypatch, shape, stats, window, paired):
     assert set(_paired(desc, Limits())) == {False}
     device.cache_clear()
     same_bits(batch_normalization_training(x, scale, bias, 1e-5, device=device), want)
+    monkeypatch.undo()
+    device.cache_clear()  # no plan without pairs left for later tests
+
+
+def test_float16_pairs_within_a_loop_limit():
+    """Pairs take a lane twice a chunk's loop iterations: under a tight loop limit the plan
+    takes the per-lane count that fits with pairs, or chunks one at a time where pairs do
+    not fit (never refusing what chunks one at a time would plan)."""
+    from pyvkgrad.ops import _batch_normalization_sums as sums
+    for shape, limits in ((((1, 8_000_000), (1, 1)),
+                           Limits(local_size=1, max_local_size=1, max_loop_iterations=65535)),
+                          (((1, 2), (1, 1)), Limits(local_size=8, max_loop_iterations=800))):
+        xd, sd = (TensorDesc(DataType.FLOAT16, s) for s in shape)
+        desc = BatchNormalizationTrainingDesc(xd, sd, sd, None, xd, sd, sd, 1e-5)
+        assert desc.plan(limits).dispatches  # plans, with pairs or without
+    xd, sd = TensorDesc(DataType.FLOAT16, (1, 8_000_000)), TensorDesc(DataType.FLOAT16, (1, 1))
+    desc = BatchNormalizationTrainingDesc(xd, sd, sd, None, xd, sd, sd, 1e-5)
+    assert set(_paired(desc, Limits(local_size=1, max_local_size=1,
+                                     max_loop_iterations=65535))) == {True}
+    assert sums.PAIR_HALVES
 
 
 def test_plan_bounds_its_loops():

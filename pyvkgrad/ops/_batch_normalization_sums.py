@@ -28,10 +28,11 @@ from ._batch_normalization_axes import Axes, pow2_ceil
 
 # The canonical chunks (the kernels' comments): 16 elements, interleaved by 32 in blocks of 512.
 CHUNK, INTERLEAVE = 16, 32
-# Chunks a lane takes per work item at most, and about how many work items the plan
-# makes (fewer, longer items where there are more chunks): on an H200, 512 against 2048 took
-# float32 [32,64,112,112] from 125 to 101 us and float16 from 105 to 81 us; 4 chunks per
-# lane loaded as vectors did not help (benchmarks/results/h200-2026-11-28-bn-training).
+# Chunks (or pairs of chunks, the kernel's PAIRED) a lane takes per work item at most, and
+# about how many work items the plan makes (fewer, longer items where there are more
+# chunks): on an H200, 512 against 2048 took float32 [32,64,112,112] from 125 to 101 us and
+# float16 from 105 to 81 us; 4 chunks per lane loaded as vectors did not help
+# (benchmarks/results/h200-2026-11-28-bn-training).
 CHUNKS_PER_LANE_MAX = 16
 TARGET_ITEMS = 512
 # BATCH_NORMALIZATION_TRAINING's float16 chunks two at a time where the layout allows (the
@@ -121,8 +122,8 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
         # More chunks per lane make fewer groups for the completing item to add: the loops
         # fall until about `best` chunks per lane, then rise. The least per_lane that fits,
         # by bisection below `best` (every step keeps a per_lane that fits).
-        top = max(per_lane, GROUPS_MAX // lr - 1)
-        best = math.isqrt(chunks * sums * PARTIAL_WORDS // (40 * lr * lr))
+        top = max(per_lane, (GROUPS_MAX // lr - 1) // pair)
+        best = math.isqrt(chunks * sums * PARTIAL_WORDS // (40 * pair * lr * lr))
         best = min(top, max(per_lane, best))
         best = min(range(max(per_lane, best - 2), min(top, best + 2) + 1), key=item_loops)
         if item_loops(best) <= most:
@@ -159,19 +160,23 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
               and len(rsizes) > 0 and rsizes[-1] % 2 == 0 and rstrides[0][-1] == 1
               and all(v % 2 == 0 for v in rstrides[0][:-1])
               and all(x.element_strides[d] % 2 == 0 for d in axes.kept))
-    pair = 2 if paired else 1
     chunks = chunk_count(n)
-    units = chunks // pair
     most = limits.max_loop_iterations - LOOP_MARGIN if limits.max_loop_iterations else 0
     # On lavapipe one subgroup a workgroup ([32,256,14,14] took 68 ms with 256 lanes, 33 with
     # 8), unless a channel is too long for its loop limit at that width.
     widths = [limits.local_size]
     if limits.narrow_reductions and limits.subgroup_size < limits.local_size:
         widths.insert(0, limits.subgroup_size)
-    for wg in widths:
-        lanes = _lanes(axes, x, limits, sums, wg, units, most, pair)
+    # Pairs where they fit the loop limit, else chunks one at a time (a pair's lanes are half
+    # as many per channel, so more channels share a workgroup's finish).
+    for pair in ((2, 1) if paired else (1,)):
+        for wg in widths:
+            lanes = _lanes(axes, x, limits, sums, wg, chunks // pair, most, pair)
+            if not most or lanes.loops <= most:
+                break
         if not most or lanes.loops <= most:
             break
+    paired, units = pair == 2, chunks // pair
     if most and lanes.loops > most:
         fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
              f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
