@@ -14,8 +14,16 @@ folder):
   quick step (not the same bits: what the correctly rounded pair costs);
 - no_checks: no_cr without the float path's checks (no exact path);
 - device_half: no_checks storing float16 through packHalf2x16 instead of half_from_float;
-- memory: x + g, m + g, v + g with device_half's stores (the seven streams' traffic alone).
-Only shipped and no_quick must give the same bits (checked after the same timed steps).
+- memory: x + g, m + g, v + g with device_half's stores (the seven streams' traffic alone);
+- rte16: the shipped second SPIR-V (HALVES_ROUND_TO_NEAREST_EVEN: |v| of zero and normal
+  halves converted by the device under RoundingModeRTE for 16 bits, the signs put back);
+- preserve16: rte16 also declaring DenormPreserve and SignedZeroInfNanPreserve for 16 bits
+  (where a device offers them, as the H200 does), so the device converts v itself, sign and
+  subnormal halves included, wherever v is zero or a normal float32 up to 65504 (not built
+  into the package: what it would save).
+Only shipped, no_quick and rte16 must give the same bits (checked after the same timed steps;
+preserve16 too where the device keeps subnormal halves, as the modes require).
+ADAM_VARIANTS=shipped,rte16 (a list) and ADAM_DTYPES=float16 time only those.
 
     python3 benchmarks/investigations/adam_variants.py --build DIR   (here: writes DIR/*.spv)
     python3 benchmarks/investigations/adam_variants.py --spirv DIR [--quick] [--repeat N]
@@ -25,6 +33,7 @@ Only shipped and no_quick must give the same bits (checked after the same timed 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -53,10 +62,27 @@ MEMORY = DEVICE_HALF + [
     (STEP, "          bool half_outputs) {\n",
      "          bool half_outputs) {\n    return vec3(xe + ge, me + ge, ve + ge);\n")]
 QUICK_DEVICE_HALF = [(KERNEL, "half_from_float(", "HALF_FROM_FLOAT(")]
+RTE16 = [(KERNEL, "#version 450\n", "#version 450\n#define HALVES_ROUND_TO_NEAREST_EVEN\n")]
+_LS = "include/load_store.glsl"
+_MODE = ('spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = '
+         '[{}], {}, 16);\n')
+PRESERVE16 = RTE16 + [
+    (_LS, _MODE.format(4467, 4462), _MODE.format(4467, 4462) + _MODE.format(4464, 4459)
+     + _MODE.format(4466, 4461)),  # RoundingModeRTE, then DenormPreserve, SignedZeroInfNan...
+    (_LS, "uint half_from_float(float v) {\n",
+     "bool device_takes(uint m) { return m - 0x00800000u <= 0x477FE000u - 0x00800000u"
+     " || m == 0u; }\nuint half_from_float(float v) {\n"),
+    (_LS, "    if (device_rounds(magnitude)) return sign | "
+          "DEVICE_HALF_BITS(uintBitsToFloat(magnitude));",
+     "    if (device_takes(magnitude)) return DEVICE_HALF_BITS(v);"),
+    (_LS, "    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) {",
+     "    if (device_takes(magnitude.x) && device_takes(magnitude.y)) return DEVICE_HALF_PAIR(v);"
+     "\n    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) {")]
 VARIANTS = dict(shipped=[], no_quick=NO_QUICK, quick_device_half=QUICK_DEVICE_HALF,
                 checked_half=bench_timing.CHECKED_HALF,
-                no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY)
-SAME_BITS = ("shipped", "no_quick", "checked_half")
+                no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY,
+                rte16=RTE16, preserve16=PRESERVE16)
+SAME_BITS = ("shipped", "no_quick", "checked_half", "rte16", "preserve16")
 OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 
@@ -68,10 +94,14 @@ def main() -> None:
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
-    spirv = {n: (Path(args.spirv) / f"{n}.spv").read_bytes() for n in VARIANTS}
+    names = os.environ.get("ADAM_VARIANTS", ",".join(VARIANTS)).split(",")
+    spirv = {n: (Path(args.spirv) / f"{n}.spv").read_bytes() for n in names}
+    dtypes = os.environ.get("ADAM_DTYPES")
     rows = []
     no_torch = types.SimpleNamespace(torch=None)
     for dt, (x, m, v, g) in bench_cases.adam_sweep(1 << 20 if args.quick else None):
+        if dtypes and str(dt) not in dtypes.split(","):
+            continue
         n = x.size
         nbytes = 7 * x.nbytes
         roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)
