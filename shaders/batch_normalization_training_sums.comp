@@ -176,6 +176,27 @@ void walk(uvec2 base, uint r, uvec2 step, inout uint inner, inout uvec2 o) {
     }
 }
 
+// A chunk's walk: 32 elements on in X and dY, built at run time, component by component (the
+// validation layer's SPIR-V passes mis-folded this vector of specialization constants:
+// VUID-...-06719); and its first element r0's offsets (`inner`: r0's index in its run).
+uvec2 chunk_step() {
+    uvec2 step = uvec2(0u);
+    step.x = 32u * R_X_STRIDES7;
+    step.y = 32u * R_DY_STRIDES7;
+    return step;
+}
+
+uvec2 chunk_first(uvec2 base, uint r0, out uint inner) {
+    inner = r0 % R_SIZES7;
+    return base + element_offsets(r0);
+}
+
+// The forward's tree sums of a chunk's a = X - shift: a's and a^2's.
+vec3 forward_trees(vec4 a[4]) {
+    precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
+    return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
+}
+
 // Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
 // forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
 // innermost reduced dimension while they stay in its run, and are decomposed anew where they
@@ -183,13 +204,9 @@ void walk(uvec2 base, uint r, uvec2 step, inout uint inner, inout uvec2 o) {
 vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     precise vec4 a[4], g[4];
     uint dx_at[16];
-    // 32 elements on, in X and dY: built at run time, component by component (the validation
-    // layer's SPIR-V passes mis-folded this vector of specialization constants: VUID-...-06719).
-    uvec2 step = uvec2(0u);
-    step.x = 32u * R_X_STRIDES7;
-    step.y = 32u * R_DY_STRIDES7;
-    uint inner = r0 % R_SIZES7;
-    uvec2 o = base + element_offsets(r0);
+    const uvec2 step = chunk_step();
+    uint inner;
+    uvec2 o = chunk_first(base, r0, inner);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
         for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g, dx_at);
@@ -207,8 +224,7 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
         if (WRITE_DX) store_dx(g, dx_at, dx_factor, sums.y);
         return sums;
     }
-    precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
-    return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
+    return forward_trees(a);
 }
 
 // PAIRED (the forward, float16): chunks (b, j) and (b, j + 1), j even (r0 = 512 b + j), in
@@ -217,10 +233,9 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
 // lie in the channel alike (n is even) and their pairs in one run (the run's size is even).
 void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 second) {
     precise vec4 a[4], b[4];
-    uvec2 step = uvec2(0u);
-    step.x = 32u * R_X_STRIDES7;
-    uint inner = r0 % R_SIZES7;
-    uvec2 o = base + element_offsets(r0);
+    const uvec2 step = chunk_step();
+    uint inner;
+    uvec2 o = chunk_first(base, r0, inner);
     for (uint i = 0u; i < 16u; ++i) {
         const uint r = r0 + 32u * i;
         if (i > 0u) walk(base, r, step, inner, o);
@@ -229,10 +244,8 @@ void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 
         a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
         b[i >> 2][i & 3u] = in_channel ? xs.y - shift : 0.0;
     }
-    precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
-    precise vec4 t0 = b[0] * b[0], t1 = b[1] * b[1], t2 = b[2] * b[2], t3 = b[3] * b[3];
-    first = vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
-    second = vec3(chunk_tree(b[0], b[1], b[2], b[3]), chunk_tree(t0, t1, t2, t3), 0.0);
+    first = forward_trees(a);
+    second = forward_trees(b);
 }
 
 // The forward's shift of slot `slot` from chunk (0, 0) in first_x.
