@@ -79,6 +79,7 @@ layout(constant_id = 122) const bool PAIRED = false;
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
+const bool PAIRS = PAIRED && !GRAD;  // the plan pairs only the forward's chunks
 #define EXACT_SLOTS (SUMS * LK)
 #include "exact_sums.glsl"
 #include "batch_normalization_training.glsl"
@@ -331,11 +332,11 @@ void main() {
             const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
             for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
                 // chunk (q / 32, q % 32); PAIRED: chunks q and q + 1
-                const uint u = g * per_group + lane + LR * c, q = PAIRED && !GRAD ? 2u * u : u;
+                const uint u = g * per_group + lane + LR * c, q = PAIRS ? 2u * u : u;
                 const uint r0 = (q >> 5) * 512u + (q & 31u);
                 if (r0 >= reduced) break;
                 vec3 sums, more;
-                if (PAIRED && !GRAD) {
+                if (PAIRS) {
                     chunk_pair_sums(base.xy, r0, shift, sums, more);
                 } else {
                     sums = chunk_sums(base.xy, r0, shift, factor);
@@ -343,7 +344,7 @@ void main() {
                 exact_add(w0, sums.x, SUMS * slot);
                 exact_add(w1, sums.y, SUMS * slot + 1u);
                 if (GRAD) exact_add(w2, sums.z, SUMS * slot + 2u);
-                if (PAIRED && !GRAD) {
+                if (PAIRS) {
                     exact_add(w0, more.x, SUMS * slot);
                     exact_add(w1, more.y, SUMS * slot + 1u);
                 }

@@ -20,6 +20,7 @@ steps=" ${STEPS:-controls fp tests ablation rows} "
   benchmarks/investigations/bn_sums_ablation.py --spirv benchmarks/investigations/bn-sums-spirv \
   --out $OUT/ablation.json; grep -c "same bits True" $OUT/ablation.txt; \
   grep -c "same bits False" $OUT/ablation.txt; }
-[[ $steps == *" rows "* ]] && { run rows 300 python3 benchmarks/run.py --ops bn,batch_normalization_training --repeat 20 \
-  --out $OUT/rows; grep -h "^BATCH\|copy roofline" $OUT/rows.txt | head -40; }
+[[ $steps == *" rows "* ]] && { run rows 300 python3 benchmarks/run.py \
+  --ops bn,batch_normalization_training --repeat 20 --out $OUT/rows; \
+  grep -h "^BATCH\|copy roofline" $OUT/rows.txt | head -40; }
 true

@@ -169,15 +169,18 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
         widths.insert(0, limits.subgroup_size)
     # Pairs where they fit the loop limit, else chunks one at a time (a pair's lanes are half
     # as many per channel, so more channels share a workgroup's finish).
+    def fits(lanes: Lanes) -> bool:
+        return not most or lanes.loops <= most
+
     for pair in ((2, 1) if paired else (1,)):
         for wg in widths:
             lanes = _lanes(axes, x, limits, sums, wg, chunks // pair, most, pair)
-            if not most or lanes.loops <= most:
+            if fits(lanes):
                 break
-        if not most or lanes.loops <= most:
+        if fits(lanes):
             break
-    paired, units = pair == 2, chunks // pair
-    if most and lanes.loops > most:
+    units = chunks // pair
+    if not fits(lanes):
         fail(operator, "InputTensor.Sizes", f"needs fewer loop iterations per invocation than "
              f"the device allows ({limits.max_loop_iterations})", "fewer elements per channel",
              n, RuntimeError)
@@ -192,7 +195,7 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     # Each operator passes only its own constants: the others stay off.
     unused = right_align([], 8, 0)
     common = dict(WG=wg, IS_F16=x.data_type.element_size == 2, LK=lk, N_R=float(n),
-                  K_FAST=axes.kept_innermost, CHUNKS_PER_LANE=per_lane, PAIRED=paired,
+                  K_FAST=axes.kept_innermost, CHUNKS_PER_LANE=per_lane, PAIRED=pair == 2,
                   R_SIZES=right_align(rsizes, 8, 1), R_X_STRIDES=rstrides[0],
                   R_DY_STRIDES=rstrides[1] if dy is not None else unused, GRAD=False,
                   TRAINING=False, EPSILON=0.0, WRITE_DX=False, K_DY_STRIDES=unused,
