@@ -62,28 +62,38 @@ uint quotient(uint n, uint d) {
     return r < 0 ? q - 1u : (r >= int(d) ? q + 1u : q);
 }
 
-// v / count correctly rounded: cr_div(v, float(count))'s bits (div_count's other roads). A
-// normal v over a power of two
-// with a normal quotient is the exponent less k (exact); a normal v and a count up to
-// 128 take a shorter road, the quotient of v's significand in 32-bit integers (a division by
-// a specialization constant where count is a whole window's, which the compiler makes a
-// multiplication): v = m 2^e with m in [2^23, 2^24), so n = m 2^8 is below 2^32 and
-// q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are the sticky
-// bit of cr_round's rounding, as in cr_div.
+// v / count correctly rounded: cr_div(v, float(count))'s bits (div_count's other roads).
+// - Zeros, Inf and NaN as cr_div gives them (+-0, +-Inf, 0x7FC00000).
+// - A normal v over a power of two with a normal quotient: the exponent less k (exact).
+// - Otherwise, for a count up to 128, the quotient of v's significand in 32-bit integers (a
+//   division by a specialization constant where count is a whole window's, which the
+//   compiler makes a multiplication): v = m 2^(b - 150) with m in [2^23, 2^24) (b the biased
+//   exponent; a subnormal v's fraction shifted up to m, b = 1 - shift), so n = m 2^8 is below
+//   2^32 and q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are
+//   the sticky bit of cr_round's rounding, as in cr_div (subnormal quotients included).
+// - A count above 128 only where a window has more cells: cr_div itself. Elsewhere (count 0:
+//   a window all padding, in a tile, whose term no position takes) v; so where no window
+//   holds more than 128 cells the kernel carries no general division (half the code on an
+//   H200, 1-3% faster: benchmarks/RESULTS.md, 2026-12-03 (later)).
 float div_count_of(float v, uint count) {
-    const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
-    // (count 0 or wrapped: a window all padding, whose term no position takes, in a tile)
-    if (biased == 0u || biased == 0xFFu || count - 1u >= 128u) return cr_div(v, float(count));
+    const uint u = floatBitsToUint(v), magnitude = u & 0x7FFFFFFFu, biased = magnitude >> 23;
+    if (count - 1u >= 128u) return WINDOW_CELLS > 128u ? cr_div(v, float(count)) : v;
+    if (magnitude >= 0x7F800000u) {
+        return magnitude > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;
+    }
+    if (magnitude == 0u) return v;
     if ((count & (count - 1u)) == 0u && biased > uint(findLSB(count))) {
         return uintBitsToFloat(u - (uint(findLSB(count)) << 23u));  // 2^k: exact, normal
     }
-    const uint n = ((u & 0x7FFFFFu) | 0x800000u) << 8u;
+    const int shift = biased == 0u ? 23 - findMSB(magnitude) : 0;
+    const uint n = (biased == 0u ? magnitude << uint(shift)
+                                 : (magnitude & 0x7FFFFFu) | 0x800000u) << 8u;
     const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : quotient(n, count);
     const uint extra = uint(findMSB(q)) - 24u;  // q in [2^24, 2^32)
     const bool sticky = n != q * count || (q & ((1u << extra) - 1u)) != 0u;
-    // |v| / count = (m + f) 2^e: m = q >> extra in [2^24, 2^25), e = biased - 150 - 8 + extra.
+    // |v| / count = (m + f) 2^e: m = q >> extra in [2^24, 2^25), e = b - 150 - 8 + extra.
     const uint m = q >> extra;
-    const int e = int(biased) - 158 + int(extra);
+    const int e = (biased == 0u ? 1 - shift : int(biased)) - 158 + int(extra);
     if (e < -150) return uintBitsToFloat((u & 0x80000000u) | cr_round(m, e, sticky));
     // A normal quotient (cr_round's rounding with one bit below the last place): the last bit
     // of m rounds, to even where nothing is past it.

@@ -143,26 +143,10 @@ uvec2 element_offsets(uint r) {
 }
 
 // Element i of a chunk, at offsets o (in_channel: r < n; else it counts as 0): a = X - shift
-// into a, dY into g (GRAD), and where WRITE_DX stores its dX, dY's offset (else NO_DX).
-const uint NO_DX = 0xFFFFFFFFu;
-void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout vec4 g[4],
-          inout uint dx_at[16]) {
+// into a, and dY into g (GRAD).
+void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout vec4 g[4]) {
     a[i >> 2][i & 3u] = in_channel ? LOAD(x, o.x) - shift : 0.0;
     if (GRAD) g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
-    if (WRITE_DX) dx_at[i] = in_channel ? o.y : NO_DX;
-}
-
-// WRITE_DX: the chunk's dX = dY * dx_factor, stored after its sums. dX may be bound over X (in
-// place) and does not depend on X: each store takes zero bits from the chunk's X sum
-// (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of the
-// chunk comes first.
-void store_dx(vec4 g[4], uint dx_at[16], float dx_factor, float x_sum) {
-    for (uint i = 0u; i < 16u; ++i) {
-        if (dx_at[i] != NO_DX) {
-            precise float v = g[i >> 2][i & 3u] * dx_factor;
-            dx[dx_at[i]] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
-        }
-    }
 }
 
 // From element r - 32 of a chunk to element r (offsets o, `inner` its index in its run of the
@@ -192,6 +176,28 @@ uvec2 chunk_first(uvec2 base, uint r0, out uint inner) {
     return base + element_offsets(r0);
 }
 
+// WRITE_DX: chunk r0's dX = dY * dx_factor, stored after its sums, at offsets walked again
+// from r0 (kept from the loads, they took 16 more registers: 80 a lane on an H200; stored at
+// each load, the stores kept the next loads behind them). dX may be bound over X (in place)
+// and does not depend on X: each store takes zero bits from the chunk's X sum
+// (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of
+// the chunk comes first. The walk starts from r0 + (groups >> 16), r0 at run time but not to
+// the compiler, which would otherwise keep the loads' offsets live rather than walk again.
+void store_dx(uvec2 base, uint r0, vec4 g[4], float dx_factor, float x_sum) {
+    const uvec2 step = chunk_step();
+    uint inner;
+    r0 += groups >> 16u;
+    uvec2 o = chunk_first(base, r0, inner);
+    for (uint i = 0u; i < 16u; ++i) {
+        const uint r = r0 + 32u * i;
+        if (i > 0u) walk(base, r, step, inner, o);
+        if (r < reduced) {
+            precise float v = g[i >> 2][i & 3u] * dx_factor;
+            dx[o.y] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
+        }
+    }
+}
+
 // The forward's tree sums of a chunk's a = X - shift: a's and a^2's.
 vec3 forward_trees(vec4 a[4]) {
     precise vec4 s0 = a[0] * a[0], s1 = a[1] * a[1], s2 = a[2] * a[2], s3 = a[3] * a[3];
@@ -204,25 +210,24 @@ vec3 forward_trees(vec4 a[4]) {
 // leave it.
 vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     precise vec4 a[4], g[4];
-    uint dx_at[16];
     const uvec2 step = chunk_step();
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g, dx_at);
+        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g);
     } else {
         for (uint i = 0u; i < 16u; ++i) {
             const uint r = r0 + 32u * i;
             if (i > 0u) walk(base, r, step, inner, o);
-            take(i, o, r < reduced, shift, a, g, dx_at);
+            take(i, o, r < reduced, shift, a, g);
         }
     }
     if (GRAD) {
         precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
         const vec3 sums = vec3(chunk_tree(g[0], g[1], g[2], g[3]),
                                chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(p0, p1, p2, p3));
-        if (WRITE_DX) store_dx(g, dx_at, dx_factor, sums.y);
+        if (WRITE_DX) store_dx(base, r0, g, dx_factor, sums.y);
         return sums;
     }
     return forward_trees(a);

@@ -24,6 +24,9 @@ Variants (text patches of shaders/, built here: bench_timing.build_variants):
   2026-12-02; the kernel's EVERY_CELL_WINS now drops that test);
 - winners_only / tiles_only: max pooling's two dispatches, the other one doing nothing (what
   each costs; the tiles then read stale winners, the winners pass's time stands alone).
+Commit cad154e (run 1 of 2026-12-03 (later)) also had light_rare (div_count_of's zeros, Inf,
+NaN and subnormal v without cr_div where no window holds more than 128 cells: now the kernel)
+and no_rare (those cases' cr_div taken out: what its code cost).
 Same bits: shipped, by_windows, by_integers, every_cell_test and unguarded, checked against
 shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
 
@@ -51,31 +54,6 @@ TILES = "include/pooling_grad.glsl"
 DEVICE_HALF = [(TILES, "halves_from_floats(", "pack_halves(")]
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
-# div_count_of's exceptions without cr_div where no window holds more than 128 cells: zeros,
-# Inf and NaN as cr_div gives them, subnormal v normalised into the integer road (whose
-# cr_round already rounds subnormal quotients), count 0 (a window all padding, whose term no
-# position takes) as v: the same bits, and no general division in the kernel.
-LIGHT_RARE = [(AVERAGE, """    const uint u = floatBitsToUint(v), biased = (u >> 23) & 0xFFu;
-    // (count 0 or wrapped: a window all padding, whose term no position takes, in a tile)
-    if (biased == 0u || biased == 0xFFu || count - 1u >= 128u) return cr_div(v, float(count));
-    if ((count & (count - 1u)) == 0u && biased > uint(findLSB(count))) {
-        return uintBitsToFloat(u - (uint(findLSB(count)) << 23u));  // 2^k: exact, normal
-    }
-    const uint n = ((u & 0x7FFFFFu) | 0x800000u) << 8u;""", """    const uint u = floatBitsToUint(v), magnitude = u & 0x7FFFFFFFu, biased = magnitude >> 23;
-    if (count - 1u >= 128u) return WINDOW_CELLS > 128u ? cr_div(v, float(count)) : v;
-    if (magnitude >= 0x7F800000u) {
-        return magnitude > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;
-    }
-    if (magnitude == 0u) return v;
-    if ((count & (count - 1u)) == 0u && biased > uint(findLSB(count))) {
-        return uintBitsToFloat(u - (uint(findLSB(count)) << 23u));  // 2^k: exact, normal
-    }
-    const int shift = biased == 0u ? 23 - findMSB(magnitude) : 0;
-    const uint n = (biased == 0u ? magnitude << uint(shift)
-                                 : (magnitude & 0x7FFFFFu) | 0x800000u) << 8u;"""),
-    (AVERAGE, "const int e = int(biased) - 158 + int(extra);",
-     "const int e = (biased == 0u ? 1 - shift : int(biased)) - 158 + int(extra);")]
-
 KERNELS = {
     "avg": ("average_pooling_grad", AVERAGE, dict(
         shipped=[], device_half=DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
@@ -84,9 +62,6 @@ KERNELS = {
                                    "    return v;")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
                       "    if (false) {")],
-        light_rare=LIGHT_RARE,
-        no_rare=[(AVERAGE, "count - 1u >= 128u) return cr_div(v, float(count));",
-                  "count - 1u >= 128u) return v;")],
         unguarded=[(AVERAGE, "        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) "
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
@@ -102,8 +77,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded",
-             "light_rare")
+SAME_BITS = ("shipped", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:
