@@ -149,9 +149,12 @@ void take(uint i, uvec2 o, bool in_channel, float shift, inout vec4 a[4], inout 
     if (GRAD) g[i >> 2][i & 3u] = in_channel ? LOAD(dy, o.y) : 0.0;
 }
 
-// From element r - 32 of a chunk to element r (offsets o, `inner` its index in its run of the
-// innermost reduced dimension): a step along the run while it lasts, else decomposed anew.
-void walk(uvec2 base, uint r, uvec2 step, inout uint inner, inout uvec2 o) {
+// Element i of the chunk from r0, r = r0 + 32 i (returned): from element r - 32's offsets o to
+// r's (`inner` its index in its run of the innermost reduced dimension), a step along the run
+// while it lasts, else decomposed anew; for i = 0, o and inner stay r0's (chunk_first).
+uint walk(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2 o) {
+    const uint r = r0 + 32u * i;
+    if (i == 0u) return r;
     inner += 32u;
     if (inner < R_SIZES7) {
         o += step;
@@ -159,6 +162,7 @@ void walk(uvec2 base, uint r, uvec2 step, inout uint inner, inout uvec2 o) {
         inner = r % R_SIZES7;
         o = base + element_offsets(r);
     }
+    return r;
 }
 
 // A chunk's walk: 32 elements on in X and dY, built at run time, component by component (the
@@ -189,9 +193,7 @@ void store_dx(uvec2 base, uint r0, vec4 g[4], float dx_factor, float x_sum) {
     r0 += groups >> 16u;
     uvec2 o = chunk_first(base, r0, inner);
     for (uint i = 0u; i < 16u; ++i) {
-        const uint r = r0 + 32u * i;
-        if (i > 0u) walk(base, r, step, inner, o);
-        if (r < reduced) {
+        if (walk(base, r0, i, step, inner, o) < reduced) {
             precise float v = g[i >> 2][i & 3u] * dx_factor;
             dx[o.y] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
         }
@@ -218,8 +220,7 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
         for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g);
     } else {
         for (uint i = 0u; i < 16u; ++i) {
-            const uint r = r0 + 32u * i;
-            if (i > 0u) walk(base, r, step, inner, o);
+            const uint r = walk(base, r0, i, step, inner, o);
             take(i, o, r < reduced, shift, a, g);
         }
     }
@@ -243,9 +244,7 @@ void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
     for (uint i = 0u; i < 16u; ++i) {
-        const uint r = r0 + 32u * i;
-        if (i > 0u) walk(base, r, step, inner, o);
-        const bool in_channel = r < reduced;
+        const bool in_channel = walk(base, r0, i, step, inner, o) < reduced;
         const vec2 xs = in_channel ? unpackHalf2x16(x[o.x >> 1]) : vec2(0.0);
         a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
         b[i >> 2][i & 3u] = in_channel ? xs.y - shift : 0.0;
