@@ -71,10 +71,11 @@ uint quotient(uint n, uint d) {
 //   exponent; a subnormal v's fraction shifted up to m, b = 1 - shift), so n = m 2^8 is below
 //   2^32 and q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are
 //   the sticky bit of cr_round's rounding, as in cr_div (subnormal quotients included).
-// - A count above 128 only where a window has more cells: cr_div itself. Elsewhere (count 0:
-//   a window all padding, in a tile, whose term no position takes) v; so where no window
-//   holds more than 128 cells the kernel carries no general division (half the code on an
-//   H200, 1-3% faster: benchmarks/RESULTS.md, 2026-12-03 (later)).
+// - A count above 128 only where a window has more cells: cr_div itself. Where no window has
+//   more than 128 cells, such a count is 0 or wrapped: a window all padding, in a tile, whose
+//   term lands only on padding cells, never stored (wrapped counts from 1 to 128 take the
+//   integer road, as unused); it gives v, and the kernel carries no general division (half
+//   the code on an H200, 1-3% faster: benchmarks/RESULTS.md, 2026-12-03 (later)).
 float div_count_of(float v, uint count) {
     const uint u = floatBitsToUint(v), magnitude = u & 0x7FFFFFFFu, biased = magnitude >> 23;
     if (count - 1u >= 128u) return WINDOW_CELLS > 128u ? cr_div(v, float(count)) : v;

@@ -34,10 +34,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import pyvkgrad  # noqa: E402
 from pyvkgrad import _vulkan_info as vi, kernels, operators  # noqa: E402
-from pyvkgrad._vulkan_structs import VkPhysicalDeviceShaderFloat16Int8Features  # noqa: E402
+from pyvkgrad._vulkan_structs import (VkPhysicalDeviceShaderAtomicFloatFeaturesEXT,  # noqa: E402
+                                      VkPhysicalDeviceShaderFloat16Int8Features)
 import bench_cases  # noqa: E402
 
 EXTENSION = "VK_KHR_pipeline_executable_properties"
+ATOMIC_FLOAT = "VK_EXT_shader_atomic_float"
 CAPTURE_STATISTICS, CAPTURE_INTERNAL = 0x40, 0x80
 STORAGE_BUFFER, COMPUTE = 7, 0x20
 
@@ -96,7 +98,8 @@ class SpecInfo(Structure):
 
 class StageInfo(Structure):
     _fields_ = [("sType", c_int32), ("pNext", c_void_p), ("flags", c_uint32), ("stage", c_uint32),
-                ("module", c_void_p), ("pName", c_char_p), ("pSpecializationInfo", POINTER(SpecInfo))]
+                ("module", c_void_p), ("pName", c_char_p),
+                ("pSpecializationInfo", POINTER(SpecInfo))]
 
 
 class ComputeInfo(Structure):
@@ -133,7 +136,7 @@ class Representation(Structure):
 ST = dict(queue=2, device=3, module=16, stage=18, compute=29, layout=30, set_layout=32,
           features=1000269000, pipeline_info=1000269001, properties=1000269002,
           executable_info=1000269003, statistic=1000269004, representation=1000269005,
-          float16=1000082000)
+          float16=1000082000, atomic_float=1000260000)
 
 
 def statistic_value(s: Statistic):
@@ -165,6 +168,12 @@ class Driver:
             feats = ExecutableFeatures(sType=ST["features"], pipelineExecutableInfo=1)
             self._keep.append(feats)
             chain = ctypes.addressof(feats)
+        if ATOMIC_FLOAT in offered:  # as the runtime enables it (ResampleGrad's atomic kernel)
+            names.append(ATOMIC_FLOAT)
+            atomic = VkPhysicalDeviceShaderAtomicFloatFeaturesEXT(
+                sType=ST["atomic_float"], shaderBufferFloat32AtomicAdd=1, pNext=chain)
+            self._keep.append(atomic)
+            chain = ctypes.addressof(atomic)
         if rte16 and all(e in offered for e in vi.RTE16_EXTENSIONS):
             names += list(vi.RTE16_EXTENSIONS)
             f16 = VkPhysicalDeviceShaderFloat16Int8Features(sType=ST["float16"], shaderFloat16=1,
@@ -197,43 +206,50 @@ class Driver:
         dev = self.device
         code = ctypes.create_string_buffer(spirv, len(spirv))
         module, set_layout, layout, pipeline = c_void_p(), c_void_p(), c_void_p(), c_void_p()
-        self.fn("vkCreateShaderModule", c_void_p, POINTER(ModuleInfo), c_void_p,
-                POINTER(c_void_p))(dev, byref(ModuleInfo(sType=ST["module"], codeSize=len(spirv),
-                                                         pCode=ctypes.addressof(code))),
-                                   None, byref(module))
-        binds = (SetBinding * bindings)(*[SetBinding(i, STORAGE_BUFFER, 1, COMPUTE, None)
-                                          for i in range(bindings)])
-        self.fn("vkCreateDescriptorSetLayout", c_void_p, POINTER(SetLayoutInfo), c_void_p,
-                POINTER(c_void_p))(dev, byref(SetLayoutInfo(sType=ST["set_layout"],
-                                                            bindingCount=bindings, pBindings=binds)),
-                                   None, byref(set_layout))
-        push = PushRange(COMPUTE, 0, 4 * max(1, push_words))
-        self.fn("vkCreatePipelineLayout", c_void_p, POINTER(LayoutInfo), c_void_p,
-                POINTER(c_void_p))(dev, byref(LayoutInfo(
-                    sType=ST["layout"], setLayoutCount=1, pSetLayouts=ctypes.pointer(set_layout),
-                    pushConstantRangeCount=1, pPushConstantRanges=ctypes.pointer(push))),
-                    None, byref(layout))
-        words = np.ascontiguousarray(specialization, dtype=np.uint32)
-        entries = (MapEntry * len(words))(*[MapEntry(i, 4 * i, 4) for i in range(len(words))])
-        spec = SpecInfo(len(words), entries, words.nbytes, words.ctypes.data)
-        flags = (CAPTURE_STATISTICS | (CAPTURE_INTERNAL if ir_prefix else 0)) if self.capture else 0
-        info = ComputeInfo(sType=ST["compute"], flags=flags,
-                           stage=StageInfo(sType=ST["stage"], stage=COMPUTE, module=module,
-                                           pName=b"main", pSpecializationInfo=ctypes.pointer(spec)),
-                           layout=layout, basePipelineIndex=-1)
-        vi._check(self.fn("vkCreateComputePipelines", c_void_p, c_void_p, c_uint32,
-                          POINTER(ComputeInfo), c_void_p, POINTER(c_void_p))(
-                              dev, None, 1, byref(info), None, byref(pipeline)),
-                  "vkCreateComputePipelines")
-        out = []
-        if self.capture:
-            out = self._executables(pipeline, ir_prefix)
-        for name, handle in (("vkDestroyPipeline", pipeline), ("vkDestroyPipelineLayout", layout),
-                             ("vkDestroyDescriptorSetLayout", set_layout),
-                             ("vkDestroyShaderModule", module)):
-            addr = self.lib.vkGetDeviceProcAddr(dev, name.encode())
-            ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_void_p)(addr)(dev, handle, None)
-        return out
+        try:
+            vi._check(self.fn("vkCreateShaderModule", c_void_p, POINTER(ModuleInfo), c_void_p,
+                              POINTER(c_void_p))(
+                dev, byref(ModuleInfo(sType=ST["module"], codeSize=len(spirv),
+                                      pCode=ctypes.addressof(code))), None, byref(module)),
+                "vkCreateShaderModule")
+            binds = (SetBinding * bindings)(*[SetBinding(i, STORAGE_BUFFER, 1, COMPUTE, None)
+                                              for i in range(bindings)])
+            vi._check(self.fn("vkCreateDescriptorSetLayout", c_void_p, POINTER(SetLayoutInfo),
+                              c_void_p, POINTER(c_void_p))(
+                dev, byref(SetLayoutInfo(sType=ST["set_layout"], bindingCount=bindings,
+                                         pBindings=binds)), None, byref(set_layout)),
+                "vkCreateDescriptorSetLayout")
+            push = PushRange(COMPUTE, 0, 4 * max(1, push_words))
+            vi._check(self.fn("vkCreatePipelineLayout", c_void_p, POINTER(LayoutInfo), c_void_p,
+                              POINTER(c_void_p))(
+                dev, byref(LayoutInfo(sType=ST["layout"], setLayoutCount=1,
+                                      pSetLayouts=ctypes.pointer(set_layout),
+                                      pushConstantRangeCount=1,
+                                      pPushConstantRanges=ctypes.pointer(push))),
+                None, byref(layout)), "vkCreatePipelineLayout")
+            words = np.ascontiguousarray(specialization, dtype=np.uint32)
+            entries = (MapEntry * len(words))(*[MapEntry(i, 4 * i, 4) for i in range(len(words))])
+            spec = SpecInfo(len(words), entries, words.nbytes, words.ctypes.data)
+            flags = ((CAPTURE_STATISTICS | (CAPTURE_INTERNAL if ir_prefix else 0))
+                     if self.capture else 0)
+            info = ComputeInfo(sType=ST["compute"], flags=flags,
+                               stage=StageInfo(sType=ST["stage"], stage=COMPUTE, module=module,
+                                               pName=b"main",
+                                               pSpecializationInfo=ctypes.pointer(spec)),
+                               layout=layout, basePipelineIndex=-1)
+            vi._check(self.fn("vkCreateComputePipelines", c_void_p, c_void_p, c_uint32,
+                              POINTER(ComputeInfo), c_void_p, POINTER(c_void_p))(
+                                  dev, None, 1, byref(info), None, byref(pipeline)),
+                      "vkCreateComputePipelines")
+            return self._executables(pipeline, ir_prefix) if self.capture else []
+        finally:  # what was made, in reverse (a null handle is ignored)
+            for name, handle in (("vkDestroyPipeline", pipeline),
+                                 ("vkDestroyPipelineLayout", layout),
+                                 ("vkDestroyDescriptorSetLayout", set_layout),
+                                 ("vkDestroyShaderModule", module)):
+                if handle.value:
+                    addr = self.lib.vkGetDeviceProcAddr(dev, name.encode())
+                    ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_void_p)(addr)(dev, handle, None)
 
     def _executables(self, pipeline, ir_prefix):
         get_props = self.fn("vkGetPipelineExecutablePropertiesKHR", c_void_p,
@@ -260,7 +276,8 @@ class Driver:
             get_stats(self.device, byref(einfo), byref(n), stats)
             row = dict(executable=p.name.decode(errors="replace"),
                        subgroup_size=p.subgroupSize,
-                       **{s.name.decode(errors="replace"): statistic_value(s) for s in stats})
+                       statistics={s.name.decode(errors="replace"): statistic_value(s)
+                                   for s in stats})
             if ir_prefix:
                 row["ir"] = self._ir(get_ir, einfo, f"{ir_prefix}.{i}")
             out.append(row)
@@ -314,36 +331,38 @@ def main() -> None:
                 for operator, label, dt, build in bench_cases.benchmark_cases(records[name])(
                         args.quick):
                     op, tensors = build(dev, np.random.default_rng(1))[:2]  # (op, tensors, ...)
-                    rte16 = op.float16_rte
-                    driver = drivers.get(rte16)
-                    if driver is None:
-                        driver = drivers[rte16] = Driver(lib, instance, dev.index, rte16)
-                        if not driver.capture:
-                            print(f"{dev.name}: no {EXTENSION}: pipelines made, no statistics")
-                    for i, d in enumerate(op.plan.dispatches):
-                        iface = kernels.interface_of(d.kernel, kernels._entry(d.kernel))
-                        spec = np.frombuffer(op._pipelines[i][1], dtype=np.uint32)
-                        variants = {"shipped": kernels.spirv(d.kernel, rte16)}
-                        folder = Path(args.spirv or "/nonexistent") / d.kernel
-                        if folder.is_dir():
-                            variants.update({p.stem: p.read_bytes()
-                                             for p in sorted(folder.glob("*.spv"))})
-                        for variant, data in variants.items():
-                            prefix = (f"{args.ir}/{d.kernel}.{variant}.{dt}.{i}"
-                                      if args.ir else None)
-                            ex = driver.stats(data, spec, len(iface.bindings),
-                                              len(d.push_constants), prefix)
-                            row = dict(operator=operator, case=label, dtype=dt, dispatch=i,
-                                       kernel=d.kernel, variant=variant, rte16=rte16,
-                                       workgroups=d.workgroups, executables=ex)
-                            rows.append(row)
-                            brief = "; ".join(", ".join(f"{k}={v}" for k, v in e.items()
-                                                        if k not in ("executable", "ir"))
-                                              for e in ex)
-                            print(f"{operator} {label} {dt} #{i} {d.kernel} {variant}: "
-                                  f"{brief or 'made'}", flush=True)
-                    op.close()
-                    del tensors
+                    try:
+                        rte16 = op.float16_rte
+                        driver = drivers.get(rte16)
+                        if driver is None:
+                            driver = drivers[rte16] = Driver(lib, instance, dev.index, rte16)
+                            if not driver.capture:
+                                print(f"{dev.name}: no {EXTENSION}: pipelines made, no statistics")
+                        for i, d in enumerate(op.plan.dispatches):
+                            iface = kernels.interface_of(d.kernel, kernels._entry(d.kernel))
+                            spec = np.frombuffer(op._pipelines[i][1], dtype=np.uint32)
+                            variants = {"shipped": kernels.spirv(d.kernel, rte16)}
+                            folder = Path(args.spirv or "/nonexistent") / d.kernel
+                            if folder.is_dir():
+                                variants.update({p.stem: p.read_bytes()
+                                                 for p in sorted(folder.glob("*.spv"))})
+                            for variant, data in variants.items():
+                                prefix = (f"{args.ir}/{d.kernel}.{variant}.{dt}.{i}"
+                                          if args.ir else None)
+                                ex = driver.stats(data, spec, len(iface.bindings),
+                                                  len(d.push_constants), prefix)
+                                row = dict(operator=operator, case=label, dtype=dt, dispatch=i,
+                                           kernel=d.kernel, variant=variant, rte16=rte16,
+                                           workgroups=d.workgroups, executables=ex)
+                                rows.append(row)
+                                brief = "; ".join(", ".join(
+                                    [f"subgroup_size={e['subgroup_size']}"]
+                                    + [f"{k}={v}" for k, v in e["statistics"].items()]) for e in ex)
+                                print(f"{operator} {label} {dt} #{i} {d.kernel} {variant}: "
+                                      f"{brief or 'made'}", flush=True)
+                    finally:
+                        op.close()
+                        del tensors
         finally:
             for driver in drivers.values():
                 driver.close()
