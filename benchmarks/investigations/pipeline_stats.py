@@ -194,6 +194,11 @@ class Driver:
         lib.vkGetDeviceProcAddr.restype = c_void_p
         lib.vkGetDeviceProcAddr.argtypes = [c_void_p, c_char_p]
 
+    def destroy(self, name, handle):
+        """vkDestroy<name>(device, handle, NULL): a handle the device made."""
+        addr = self.lib.vkGetDeviceProcAddr(self.device, name.encode())
+        ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_void_p)(addr)(self.device, handle, None)
+
     def fn(self, name, *argtypes):
         addr = self.lib.vkGetDeviceProcAddr(self.device, name.encode())
         if not addr:
@@ -248,8 +253,7 @@ class Driver:
                                  ("vkDestroyDescriptorSetLayout", set_layout),
                                  ("vkDestroyShaderModule", module)):
                 if handle.value:
-                    addr = self.lib.vkGetDeviceProcAddr(dev, name.encode())
-                    ctypes.CFUNCTYPE(None, c_void_p, c_void_p, c_void_p)(addr)(dev, handle, None)
+                    self.destroy(name, handle)
 
     def _executables(self, pipeline, ir_prefix):
         get_props = self.fn("vkGetPipelineExecutablePropertiesKHR", c_void_p,
@@ -259,21 +263,13 @@ class Driver:
                             POINTER(ExecutableInfo), POINTER(c_uint32), POINTER(Statistic))
         get_ir = self.fn("vkGetPipelineExecutableInternalRepresentationsKHR", c_void_p,
                          POINTER(ExecutableInfo), POINTER(c_uint32), POINTER(Representation))
-        pinfo = PipelineInfo(sType=ST["pipeline_info"], pipeline=pipeline)
-        count = c_uint32()
-        get_props(self.device, byref(pinfo), byref(count), None)
-        props = (ExecutableProperties * count.value)(
-            *[ExecutableProperties(sType=ST["properties"]) for _ in range(count.value)])
-        get_props(self.device, byref(pinfo), byref(count), props)
+        props = self.listed(get_props, PipelineInfo(sType=ST["pipeline_info"], pipeline=pipeline),
+                            ExecutableProperties, ST["properties"])
         out = []
         for i, p in enumerate(props):
             einfo = ExecutableInfo(sType=ST["executable_info"], pipeline=pipeline,
                                    executableIndex=i)
-            n = c_uint32()
-            get_stats(self.device, byref(einfo), byref(n), None)
-            stats = (Statistic * n.value)(*[Statistic(sType=ST["statistic"])
-                                            for _ in range(n.value)])
-            get_stats(self.device, byref(einfo), byref(n), stats)
+            stats = self.listed(get_stats, einfo, Statistic, ST["statistic"])
             row = dict(executable=p.name.decode(errors="replace"),
                        subgroup_size=p.subgroupSize,
                        statistics={s.name.decode(errors="replace"): statistic_value(s)
@@ -284,15 +280,12 @@ class Driver:
         return out
 
     def _ir(self, get_ir, einfo, prefix):
-        n = c_uint32()
-        get_ir(self.device, byref(einfo), byref(n), None)
-        reps = (Representation * n.value)(*[Representation(sType=ST["representation"])
-                                            for _ in range(n.value)])
-        get_ir(self.device, byref(einfo), byref(n), reps)  # sizes
+        reps = self.listed(get_ir, einfo, Representation, ST["representation"])  # sizes
         buffers = [ctypes.create_string_buffer(r.dataSize) for r in reps]
         for r, b in zip(reps, buffers):
             r.pData = ctypes.addressof(b)
-        get_ir(self.device, byref(einfo), byref(n), reps)
+        n = c_uint32(len(reps))
+        vi._check(get_ir(self.device, byref(einfo), byref(n), reps), "the internal representations")
         files = []
         for j, (r, b) in enumerate(zip(reps, buffers)):
             path = Path(f"{prefix}.{j}.{'txt' if r.isText else 'bin'}")
@@ -305,6 +298,15 @@ class Driver:
     def close(self):
         addr = self.lib.vkGetDeviceProcAddr(self.device, b"vkDestroyDevice")
         ctypes.CFUNCTYPE(None, c_void_p, c_void_p)(addr)(self.device, None)
+
+    def listed(self, get, info, struct, s_type):
+        """Vulkan's two-call enumeration: get(device, info, &count, NULL), then the array of
+        `struct` (each with sType `s_type`) filled."""
+        n = c_uint32()
+        vi._check(get(self.device, byref(info), byref(n), None), "a pipeline executable query")
+        items = (struct * n.value)(*[struct(sType=s_type) for _ in range(n.value)])
+        vi._check(get(self.device, byref(info), byref(n), items), "a pipeline executable query")
+        return items
 
 
 def main() -> None:
@@ -339,8 +341,8 @@ def main() -> None:
                             if not driver.capture:
                                 print(f"{dev.name}: no {EXTENSION}: pipelines made, no statistics")
                         for i, d in enumerate(op.plan.dispatches):
-                            iface = kernels.interface_of(d.kernel, kernels._entry(d.kernel))
-                            spec = np.frombuffer(op._pipelines[i][1], dtype=np.uint32)
+                            iface = kernels.interface(d.kernel)
+                            spec = kernels.specialization(d.kernel, d.constants)  # the runtime's
                             variants = {"shipped": kernels.spirv(d.kernel, rte16)}
                             folder = Path(args.spirv or "/nonexistent") / d.kernel
                             if folder.is_dir():
