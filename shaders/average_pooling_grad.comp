@@ -67,10 +67,10 @@ uint quotient(uint n, uint d) {
 // - A normal v over a power of two with a normal quotient: the exponent less k (exact).
 // - Otherwise, for a count up to 128, the quotient of v's significand in 32-bit integers (a
 //   division by a specialization constant where count is a whole window's, which the
-//   compiler makes a multiplication): |v| = m 2^e with m in [2^23, 2^24) (cr_unpack: a
-//   subnormal v's fraction shifted up to m), so n = m 2^8 is below 2^32 and
-//   q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are the
-//   sticky bit of cr_round's rounding, as in cr_div (subnormal quotients included).
+//   compiler makes a multiplication): v = m 2^(b - 150) with m in [2^23, 2^24) (b the biased
+//   exponent; a subnormal v's fraction shifted up to m, b = 1 - shift), so n = m 2^8 is below
+//   2^32 and q = floor(n / count) at least 2^24; q's bits past its 25th and the remainder are
+//   the sticky bit of cr_round's rounding, as in cr_div (subnormal quotients included).
 // - A count above 128 only where a window has more cells: cr_div itself. Where no window has
 //   more than 128 cells, such a count is 0 or wrapped: a window all padding, in a tile, whose
 //   term lands only on padding cells, never stored (wrapped counts from 1 to 128 take the
@@ -86,16 +86,18 @@ float div_count_of(float v, uint count) {
     if ((count & (count - 1u)) == 0u && biased > uint(findLSB(count))) {
         return uintBitsToFloat(u - (uint(findLSB(count)) << 23u));  // 2^k: exact, normal
     }
-    uint mv;
-    int ev;
-    cr_unpack(magnitude, mv, ev);  // |v| = mv 2^ev, mv in [2^23, 2^24), subnormals normalised
-    const uint n = mv << 8u;
+    // (cr_unpack's normalisation, written out: with cr_unpack called here the Khronos
+    // validation layer 1.3.239's SPIR-V folding reports the specialised module invalid,
+    // VUID-VkPipelineShaderStageCreateInfo-pSpecializationInfo-06719)
+    const int shift = biased == 0u ? 23 - findMSB(magnitude) : 0;
+    const uint n = (biased == 0u ? magnitude << uint(shift)
+                                 : (magnitude & 0x7FFFFFu) | 0x800000u) << 8u;
     const uint q = count == WINDOW_CELLS ? n / WINDOW_CELLS : quotient(n, count);
     const uint extra = uint(findMSB(q)) - 24u;  // q in [2^24, 2^32)
     const bool sticky = n != q * count || (q & ((1u << extra) - 1u)) != 0u;
-    // |v| / count = (m + f) 2^e: m = q >> extra in [2^24, 2^25), e = ev - 8 + extra.
+    // |v| / count = (m + f) 2^e: m = q >> extra in [2^24, 2^25), e = b - 150 - 8 + extra.
     const uint m = q >> extra;
-    const int e = ev - 8 + int(extra);
+    const int e = (biased == 0u ? 1 - shift : int(biased)) - 158 + int(extra);
     if (e < -150) return uintBitsToFloat((u & 0x80000000u) | cr_round(m, e, sticky));
     // A normal quotient (cr_round's rounding with one bit below the last place): the last bit
     // of m rounds, to even where nothing is past it.
