@@ -235,12 +235,19 @@ def benchmark_program(device, name, buffers, constants, count, rte16=False):
 
 
 @contextlib.contextmanager
-def serving(name, data):
+def serving(name, data, rte16_data=None):
     """Kernel `name`'s SPIR-V replaced by `data` for the pipelines made inside (an operator's
-    are made at its first execute or recording, so time inside too)."""
+    are made at its first execute or recording, so time inside too); with `rte16_data`, its
+    second SPIR-V by that where the device takes it."""
     from pyvkgrad import kernels
     real = kernels.spirv
-    kernels.spirv = lambda kernel, *rte16: data if kernel == name else real(kernel, *rte16)
+
+    def spirv(kernel, *rte16):
+        if kernel != name:
+            return real(kernel, *rte16)
+        return rte16_data if rte16_data is not None and rte16 and rte16[0] else data
+
+    kernels.spirv = spirv
     try:
         yield
     finally:
@@ -277,12 +284,14 @@ CHECKED_HALF = [
      "    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {\n")]
 
 
-def build_variants(folder, kernel, variants, shaders_of=None):
+def build_variants(folder, kernel, variants, shaders_of=None, rte16=False):
     """Write FOLDER/NAME.spv for each variant of shaders/KERNEL (`variants`: name -> [(file
     under shaders/, old text, new text)], applied in order to a copy of shaders/), built with
     glslangValidator as tools/build_shaders.py builds (the lent GPU has no compiler: build here,
     carry the folder, and time them through `serving`). `shaders_of`: name -> another shaders/
-    folder to copy for that variant (e.g. an earlier commit's)."""
+    folder to copy for that variant (e.g. an earlier commit's). rte16: also FOLDER/NAME.rte16.spv,
+    the second SPIR-V (tools/build_shaders.py's RTE16_DEFINE), where the variant compiles so
+    (a variant that patches the first SPIR-V's roads may not: it then has none)."""
     import tempfile
     root = Path(__file__).resolve().parents[1]
     out = Path(folder)
@@ -296,10 +305,17 @@ def build_variants(folder, kernel, variants, shaders_of=None):
                 text = path.read_text()
                 assert old in text, (name, rel, old)
                 path.write_text(text.replace(old, new))
-            subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
-                            f"-I{shaders / 'include'}", "-o", str(out / f"{name}.spv"),
-                            str(shaders / kernel)], check=True, capture_output=True)
-        print(f"built {out / name}.spv")
+            built = [f"{name}.spv"]
+            for suffix, defines in (("", []), (".rte16", ["-DHALVES_ROUND_TO_NEAREST_EVEN"])):
+                if suffix and not rte16:
+                    continue
+                done = subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
+                                       f"-I{shaders / 'include'}", *defines, "-o",
+                                       str(out / f"{name}{suffix}.spv"), str(shaders / kernel)],
+                                      check=not suffix, capture_output=True)
+                if suffix and done.returncode == 0:
+                    built.append(f"{name}{suffix}.spv")
+        print(f"built {out}/" + " and ".join(built))
 
 
 def same_bytes_roofline(dev, T, nbytes, repeat):

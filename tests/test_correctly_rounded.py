@@ -388,7 +388,8 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     subnormal halves (Vulkan leaves the rounding undefined): the fast path only ever converts
     values that are halves. NaN: sign | 0x7E00. halves_from_floats gives the same bits, two to
     a word, for pairs of every class (the inputs against a shuffle of themselves, and each
-    against itself: both of a pair on the one-conversion path, or one of them off it).
+    against itself: both of a pair on the one-conversion path, or one of them off it), and
+    halves_from_floats8 four pairs at a time (rows of one class and of mixed classes).
     rte16: the kernel's rte16 SPIR-V (RoundingModeRTE for 16-bit results: the device converts
     every value whose half is zero, normal or Inf), where the device supports it."""
     if rte16 and not device.info.rounding_mode_rte_float16:
@@ -396,8 +397,8 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     a = half_inputs(rng, 50000)
     b = rng.permutation(a)
     b[::3] = a[::3]
-    got, pairs = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs"),
-                         dict(DEVICE_RTZ=device_rtz), rte16)
+    got, pairs, rows = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs", "rows"),
+                               dict(DEVICE_RTZ=device_rtz), rte16)
 
     def want(words):
         f = words.view(np.float32)
@@ -412,4 +413,9 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     want_pairs = want(a) | (want(b) << 16)
     differ = np.flatnonzero(pairs != want_pairs)
     assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(pairs[i]), hex(want_pairs[i]))
+                              for i in differ[:5]]
+    # halves_from_floats8: the same words, four pairs (a row of eight) at a time.
+    n = a.size // 4 * 4
+    differ = np.flatnonzero(rows[:n] != want_pairs[:n])
+    assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(rows[i]), hex(want_pairs[i]))
                               for i in differ[:5]]

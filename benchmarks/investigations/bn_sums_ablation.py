@@ -17,7 +17,8 @@ Every variant gives the same bits (exact sums), checked against the first here.
 
     python3 benchmarks/investigations/bn_sums_ablation.py --build DIR [--previous SHADERS]
     python3 benchmarks/investigations/bn_sums_ablation.py --spirv DIR [--quick] [--repeat N]
-        (BN_TARGETS=512,256: the plan's TARGET_ITEMS values; BN_OPS=grad,training_grad,training)
+        (BN_TARGETS=512,256: the plan's TARGET_ITEMS values; BN_OPS=grad,training_grad,training;
+         BN_VARIANTS=previous,unpaired,paired: those of them to time)
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ def main() -> None:
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     spirv = {v: ((Path(args.spirv) / f"{f}.spv").read_bytes(), pair)
-             for v, (f, pair) in VARIANTS.items() if (Path(args.spirv) / f"{f}.spv").exists()}
+             for v, (f, pair) in VARIANTS.items() if (Path(args.spirv) / f"{f}.spv").exists()
+             and v in os.environ.get("BN_VARIANTS", ",".join(VARIANTS)).split(",")}
     targets = [int(t) for t in os.environ.get("BN_TARGETS", "512,256").split(",")]
     default_target, default_pair = bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES
     rows = []

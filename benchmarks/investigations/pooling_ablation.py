@@ -4,8 +4,12 @@ roofline on an H200, float32 at 91%; max 3x3 at 12% in float16, 32% in float32):
 kernels against copies with parts taken out or changed, on the benchmark's pooling cases (the
 plan's tiles), one shape.
 
-Variants (text patches of shaders/, built here: bench_timing.build_variants):
+Variants (text patches of shaders/, built here, each with its rte16 SPIR-V:
+bench_timing.build_variants):
 - shipped: shaders/ as they are;
+- pairs: the float16 tile rows stored pair by pair through halves_from_floats (a range test
+  and branch per pair; before 2026-12-04), in place of halves_from_floats8's one test a row;
+- row_unrolled: halves_from_floats8 with its rare road's loop unrolled;
 - device_half: the float16 stores through the device's conversion (pack_halves) in place of
   halves_from_floats (not the same bits on every device);
 - device_div: average pooling's term v / count by the device's division (not the same bits);
@@ -28,7 +32,8 @@ Commit cad154e (run 1 of 2026-12-03 (later)) also had light_rare (div_count_of's
 NaN and subnormal v without cr_div where no window holds more than 128 cells: now the kernel)
 and no_rare (those cases' cr_div taken out: what its code cost).
 Same bits: shipped, by_windows, by_integers, every_cell_test and unguarded, checked against
-shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only.
+shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only; POOLING_VARIANTS=shipped,pairs
+those variants only; POOLING_DTYPES=float16 those cases only.
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
     python3 benchmarks/investigations/pooling_ablation.py --spirv DIR [--repeat N] [--out FILE]
@@ -51,13 +56,21 @@ import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
 TILES = "include/pooling_grad.glsl"
-DEVICE_HALF = [(TILES, "halves_from_floats(", "pack_halves(")]
+ROW = "halves_from_floats8(row[0], row[1])"
+DEVICE_HALF = [(TILES, "halves_from_floats(", "pack_halves("),
+               (TILES, ROW, "uvec4(pack_halves(row[0].xy), pack_halves(row[0].zw), "
+                            "pack_halves(row[1].xy), pack_halves(row[1].zw))")]
+# The float16 rows' stores pair by pair (before 2026-12-04: a range test and a branch per
+# pair, the rare roads unrolled four times), and the row's rare road unrolled.
+PAIRS = [(TILES, ROW, "uvec4(halves_from_floats(row[0].xy), halves_from_floats(row[0].zw), "
+                      "halves_from_floats(row[1].xy), halves_from_floats(row[1].zw))")]
+ROW_UNROLLED = [("include/half_rows.glsl", "[[dont_unroll]]", "[[unroll]]")]
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 KERNELS = {
     "avg": ("average_pooling_grad", AVERAGE, dict(
-        shipped=[], device_half=DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
-        device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
+        shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
+        checked_half=bench_timing.CHECKED_HALF, device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
                                    "    return v;")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
@@ -66,8 +79,8 @@ KERNELS = {
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
     "max": ("max_pooling_grad", MAX, dict(
-        shipped=[], device_half=DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
-        by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
+        shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
+        checked_half=bench_timing.CHECKED_HALF, by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
         winners_only=[(TILES, "        tile_main();", "")],
@@ -77,14 +90,14 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
+SAME_BITS = ("shipped", "pairs", "row_unrolled", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:
     args = bench_timing.variant_spirv_args(__doc__.splitlines()[0])
     if args.build:
         for kind, (name, source, variants) in KERNELS.items():
-            bench_timing.build_variants(Path(args.build) / name, source, variants)
+            bench_timing.build_variants(Path(args.build) / name, source, variants, rte16=True)
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
@@ -93,14 +106,22 @@ def main() -> None:
     for kind, (name, _, variants) in KERNELS.items():
         if kind not in kinds:
             continue
-        spirv = {v: (Path(args.spirv) / name / f"{v}.spv").read_bytes() for v in variants}
+        chosen = os.environ.get("POOLING_VARIANTS")
+        folder = Path(args.spirv) / name
+        # each variant's first SPIR-V, and its second (rte16) where the device takes that
+        spirv = {v: ((folder / f"{v}.spv").read_bytes(),
+                     (folder / f"{v}.rte16.spv").read_bytes()
+                     if (folder / f"{v}.rte16.spv").exists() else None)
+                 for v in variants if not chosen or v in chosen.split(",")}
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             if not args.quick and "[64, 128" in label:
                 continue  # one shape: the other's rows track it within a few percent
+            if dt not in os.environ.get("POOLING_DTYPES", "float32,float16").split(","):
+                continue
             roofline = None  # the case's, measured once
             shipped = None  # dX of the shipped kernel, for the same-bits variants
-            for variant, data in spirv.items():
-                with bench_timing.serving(name, data):
+            for variant, (data, rte16_data) in spirv.items():
+                with bench_timing.serving(name, data, rte16_data):
                     op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
                     if roofline is None:
                         roofline = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16,

@@ -46,7 +46,8 @@ uint pack_halves(vec2 v) { return DEVICE_PACK_HALVES(v); }
 // v + c lies where float32's last place is the float16 grid's of v's binade, so that add
 // (correctly rounded, ties to even) rounds v to that grid (float16's own for e from -14 to
 // 15).
-float half_grid(uint bits) { return uintBitsToFloat((bits & 0xFF800000u) + (13u << 23)); }
+#define HALF_GRID(bits) uintBitsToFloat(((bits) & 0xFF800000u) + (13u << 23))
+float half_grid(uint bits) { return HALF_GRID(bits); }
 
 // The float16 bits of v, rounded to nearest even on any device (subnormal halves included;
 // 65520 and above to Inf; NaN stays NaN, as sign | 0x7E00): the kernels of the operators
@@ -67,10 +68,16 @@ float half_grid(uint bits) { return uintBitsToFloat((bits & 0xFF800000u) + (13u 
 #define DEVICE_HALF_PAIR(r) DEVICE_PACK_HALVES(r)
 #endif
 
+// Float32 magnitude bits: 2^-14 (float16's smallest normal), 65504 (its largest half) and
+// 65520 (the least that rounds to Inf).
+#define HALF_MIN_NORMAL 0x38800000u
+#define HALF_MAX 0x477FE000u
+#define HALF_INF_FROM 0x477FF000u
+
 // Whether a float32 of magnitude bits `magnitude` is zero or rounds to a normal half: the
 // path where one add rounds it (half_from_float).
 bool rounds_by_add(uint magnitude) {
-    return magnitude - 0x38800000u < 0x477FF000u - 0x38800000u || magnitude == 0u;
+    return magnitude - HALF_MIN_NORMAL < HALF_INF_FROM - HALF_MIN_NORMAL || magnitude == 0u;
 }
 
 #ifdef HALVES_ROUND_TO_NEAREST_EVEN
@@ -79,7 +86,7 @@ bool rounds_by_add(uint magnitude) {
 // below 65520 the half is 65504 too, but Vulkan lets a conversion send an overflowing value
 // to Inf: those take the add.
 bool device_rounds(uint magnitude) {
-    return magnitude - 0x38800000u <= 0x477FE000u - 0x38800000u || magnitude == 0u;
+    return magnitude - HALF_MIN_NORMAL <= HALF_MAX - HALF_MIN_NORMAL || magnitude == 0u;
 }
 #endif
 
@@ -95,7 +102,7 @@ uint half_from_float(float v) {
         return sign | DEVICE_HALF_BITS(rounded);
     }
     if (magnitude > 0x7F800000u) return sign | 0x7E00u;  // NaN
-    if (magnitude >= 0x477FF000u) return sign | 0x7C00u;  // 65520 and above round to Inf
+    if (magnitude >= HALF_INF_FROM) return sign | 0x7C00u;  // 65520 and above round to Inf
     // A subnormal half (below 2^-14): adding 0.5, whose float32 last place is 2^-24, the
     // subnormal half's, rounds to it (correctly rounded, ties to even); the sum's low bits
     // are the half's. Below 2^-126 (flushed or not) the half is 0 either way.
@@ -123,7 +130,6 @@ uint halves_from_floats(vec2 v) {
 #endif
     return half_from_float(v.x) | (half_from_float(v.y) << 16);
 }
-
 
 // Store the bits of element i (16 or 8 bits, L = 1 or 2). The rest of the word may belong to
 // another invocation, so only our bits change, through two integer atomics (core Vulkan, no

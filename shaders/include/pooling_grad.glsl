@@ -43,6 +43,8 @@
 //   accumulator; TILED: always 2).
 // Dispatch: up to 65535 workgroups, a grid-stride loop over the elements (or tiles).
 
+#include "half_rows.glsl"
+
 layout(constant_id = 1) const bool IS_F16 = false;
 // Per-axis groups of 3 (spatial) and 5 (N, C, spatial) constants, NAME0 the outermost.
 #define POOLING_CONSTANT(NAME, ID) layout(constant_id = ID) const uint NAME = DEFAULT_;
@@ -259,13 +261,12 @@ const bool ROW_VECTOR = TILE2 == (IS_F16 ? 8u : 4u) && DX_STRIDES4 == 1u;
 
 void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
     if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
-        uvec4 v;
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-            v[j] = IS_F16 ? halves_from_floats(vec2(plus_zero_sum(sums[k0 + 2u * j]),
-                                                    plus_zero_sum(sums[k0 + 2u * j + 1u])))
-                          : floatBitsToUint(plus_zero_sum(sums[k0 + j]));
+        vec4 row[2] = vec4[2](vec4(0.0), vec4(0.0));
+        [[unroll]] for (uint j = 0u; j < TILE2; ++j) {
+            row[j >> 2u][j & 3u] = plus_zero_sum(sums[k0 + j]);
         }
-        dx_uvec4[off / TILE2] = v;
+        dx_uvec4[off / TILE2] = IS_F16 ? halves_from_floats8(row[0], row[1])
+                                       : floatBitsToUint(row[0]);
         return;
     }
     [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
