@@ -16,7 +16,9 @@
 // Dispatch: up to 65535 workgroups; grid-stride loop over the items [first, count).
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
+#include "half_rows.glsl"
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool FUSED_ADD = false;
@@ -61,22 +63,24 @@ float value(float xv, float fv, vec4 c) {
 }
 
 // A vector item: VEC packed elements from element e on, the 4 words w of X and f of FusedAdd.
+// Float16: the eight results rounded as one row (halves_from_floats8).
 uvec4 vector_value(uint e, uvec4 w, uvec4 f) {
     uvec4 out_words;
+    vec4 row[2] = vec4[2](vec4(0.0), vec4(0.0));
     const vec4 c_same = SAME ? coefficients[channel(e)] : vec4(0.0);
     for (uint j = 0u; j < 4u; ++j) {
         if (IS_F16) {
             const vec2 xv = unpackHalf2x16(w[j]), fv = unpackHalf2x16(f[j]);
             const vec4 c0 = SAME ? c_same : coefficients[channel(e + 2u * j)];
             const vec4 c1 = SAME ? c_same : coefficients[channel(e + 2u * j + 1u)];
-            out_words[j] = halves_from_floats(vec2(value(xv.x, fv.x, c0),
-                                                   value(xv.y, fv.y, c1)));
+            row[j >> 1u][2u * (j & 1u)] = value(xv.x, fv.x, c0);
+            row[j >> 1u][2u * (j & 1u) + 1u] = value(xv.y, fv.y, c1);
         } else {
             const vec4 c = SAME ? c_same : coefficients[channel(e + j)];
             out_words[j] = floatBitsToUint(value(uintBitsToFloat(w[j]), uintBitsToFloat(f[j]), c));
         }
     }
-    return out_words;
+    return IS_F16 ? halves_from_floats8(row[0], row[1]) : out_words;
 }
 
 void main() {

@@ -15,8 +15,10 @@ folder):
 - no_checks: no_cr without the float path's checks (no exact path);
 - device_half: no_checks storing float16 through packHalf2x16 instead of half_from_float;
 - memory: x + g, m + g, v + g with device_half's stores (the seven streams' traffic alone);
-- rows, rows_rte16: shipped and rte16 storing each word triple of x', m' and v' through
-  halves_from_floats8 (one range test for the six halves);
+- pairs, pairs_rte16: shipped and rte16 storing x', m' and v' word by word through
+  halves_from_floats (a range test each; before 2026-12-04, when halves_from_floats8's one
+  test for the six halves replaced them: run 2 of 2026-12-04 timed that as "rows" against
+  "shipped");
 - rte16: the shipped second SPIR-V (HALVES_ROUND_TO_NEAREST_EVEN: |v| of zero and normal
   halves converted by the device under RoundingModeRTE for 16 bits, the signs put back);
 - preserve16: rte16 also declaring DenormPreserve and SignedZeroInfNanPreserve for 16 bits
@@ -80,26 +82,20 @@ PRESERVE16 = RTE16 + [
     (_LS, "    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) {",
      "    if (device_takes(magnitude.x) && device_takes(magnitude.y)) return DEVICE_HALF_PAIR(v);"
      "\n    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) {")]
-# float16 words stored three at a time through half_rows.glsl's halves_from_floats8 (one range
-# test for the six halves of x', m' and v', and a zero pair), as the pooling grads' rows.
-ROWS = [(KERNEL, "#extension GL_GOOGLE_include_directive : require\n",
-         "#extension GL_GOOGLE_include_directive : require\n"
-         "#extension GL_EXT_control_flow_attributes : require\n"),
-        (KERNEL, '#include "correctly_rounded.glsl"\n',
-         '#include "correctly_rounded.glsl"\n#include "half_rows.glsl"\n'),
-        (KERNEL, """        new_x[i] = halves_from_floats(vec2(lo.x, hi.x));
-        new_m[i] = halves_from_floats(vec2(lo.y, hi.y));
-        new_v[i] = halves_from_floats(vec2(lo.z, hi.z));""",
-         """        const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x, lo.y, hi.y),
+# float16 words stored one at a time through halves_from_floats (three range tests a word
+# triple; shipped before 2026-12-04, when halves_from_floats8's one test replaced them).
+PAIRS = [(KERNEL, """        const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x, lo.y, hi.y),
                                            vec4(lo.z, hi.z, 0.0, 0.0));
         new_x[i] = w.x;
         new_m[i] = w.y;
-        new_v[i] = w.z;""")]
-VARIANTS = dict(shipped=[], no_quick=NO_QUICK, rows=ROWS, rows_rte16=RTE16 + ROWS, quick_device_half=QUICK_DEVICE_HALF,
+        new_v[i] = w.z;""", """        new_x[i] = halves_from_floats(vec2(lo.x, hi.x));
+        new_m[i] = halves_from_floats(vec2(lo.y, hi.y));
+        new_v[i] = halves_from_floats(vec2(lo.z, hi.z));""")]
+VARIANTS = dict(shipped=[], no_quick=NO_QUICK, pairs=PAIRS, pairs_rte16=RTE16 + PAIRS, quick_device_half=QUICK_DEVICE_HALF,
                 checked_half=bench_timing.CHECKED_HALF,
                 no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY,
                 rte16=RTE16, preserve16=PRESERVE16)
-SAME_BITS = ("shipped", "no_quick", "rows", "rows_rte16", "checked_half", "rte16", "preserve16")
+SAME_BITS = ("shipped", "no_quick", "pairs", "pairs_rte16", "checked_half", "rte16", "preserve16")
 OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 

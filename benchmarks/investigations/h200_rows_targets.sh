@@ -9,7 +9,10 @@
 # (adam_variants.py, built first likewise into benchmarks/investigations/adam-spirv, carried);
 # rows: the benchmark's pooling rows with PyTorch's side:
 #     STEPS="pool bn adam fp rows" bash benchmarks/investigations/h200_rows_targets.sh
-# (run 1 ran "pool bn"; run 2 "pool adam fp rows" with POOLING_DTYPES=float16)
+# compare: COMPARE_OPS' benchmark rows of a `git archive` of the previous commit (.old-main,
+# carried; torch-free) beside this tree's with PyTorch's side.
+# (run 1 ran "pool bn"; run 2 "pool adam fp rows" with POOLING_DTYPES=float16; run 3 "fp
+# compare" for ADAM_OPTIMIZER and BATCH_NORMALIZATION_TRAINING against 142392d)
 source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-pool bn adam fp rows} "
 [[ $steps == *" pool "* ]] && { POOLING_VARIANTS=${POOLING_VARIANTS:-shipped,pairs,row_unrolled,device_half} \
@@ -29,4 +32,9 @@ steps=" ${STEPS:-pool bn adam fp rows} "
 [[ $steps == *" rows "* ]] && { run rows 300 python3 benchmarks/run.py \
   --ops average_pooling_grad,max_pooling_grad --repeat 20 --out $OUT/rows; \
   grep -h "POOLING\|copy roofline" $OUT/rows.txt | cut -c1-170; }
+[[ $steps == *" compare "* ]] && { OPS=${COMPARE_OPS:-adam_optimizer,batch_normalization_training}; \
+  in_tree .old-main run rows-old 200 python3 benchmarks/run.py --ops $OPS --repeat 20 \
+  --no-torch --out $OUT/rows-old; run rows-new 300 python3 benchmarks/run.py --ops $OPS \
+  --repeat 20 --out $OUT/rows-new; grep -h "^[A-Z_]*  \|copy roofline" $OUT/rows-old.txt \
+  $OUT/rows-new.txt | cut -c1-170; }
 true
