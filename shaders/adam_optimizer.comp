@@ -73,7 +73,7 @@ void packed_item(uint i, uint xw, uint mw, uint vw, uint gw, float lr_alpha, uin
     const vec3 hi = adam(xs.y, ms.y, vs.y, gs.y, lr_alpha, field, IS_F16);
     if (2u * i + 1u < elements) {
         // The six halves through one range test (and a zero pair): 3-4% faster on an H200
-        // than three halves_from_floats (benchmarks/RESULTS.md, "2026-12-04").
+        // than three halves_from_floats (benchmarks/RESULTS.md, "2026-12-03 (night)").
         const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x, lo.y, hi.y),
                                            vec4(lo.z, hi.z, 0.0, 0.0));
         new_x[i] = w.x;

@@ -16,8 +16,8 @@ folder):
 - device_half: no_checks storing float16 through packHalf2x16 instead of half_from_float;
 - memory: x + g, m + g, v + g with device_half's stores (the seven streams' traffic alone);
 - pairs, pairs_rte16: shipped and rte16 storing x', m' and v' word by word through
-  halves_from_floats (a range test each; before 2026-12-04, when halves_from_floats8's one
-  test for the six halves replaced them: run 2 of 2026-12-04 timed that as "rows" against
+  halves_from_floats (a range test each; before 2026-12-03 (night), when halves_from_floats8's one
+  test for the six halves replaced them: run 2 of 2026-12-03 (night) timed that as "rows" against
   "shipped");
 - rte16: the shipped second SPIR-V (HALVES_ROUND_TO_NEAREST_EVEN: |v| of zero and normal
   halves converted by the device under RoundingModeRTE for 16 bits, the signs put back);
@@ -83,7 +83,7 @@ PRESERVE16 = RTE16 + [
      "    if (device_takes(magnitude.x) && device_takes(magnitude.y)) return DEVICE_HALF_PAIR(v);"
      "\n    if (device_rounds(magnitude.x) && device_rounds(magnitude.y)) {")]
 # float16 words stored one at a time through halves_from_floats (three range tests a word
-# triple; shipped before 2026-12-04, when halves_from_floats8's one test replaced them).
+# triple; shipped before 2026-12-03 (night), when halves_from_floats8's one test replaced them).
 PAIRS = [(KERNEL, """        const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x, lo.y, hi.y),
                                            vec4(lo.z, hi.z, 0.0, 0.0));
         new_x[i] = w.x;

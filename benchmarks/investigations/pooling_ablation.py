@@ -8,8 +8,11 @@ Variants (text patches of shaders/, built here, each with its rte16 SPIR-V:
 bench_timing.build_variants):
 - shipped: shaders/ as they are;
 - pairs: the float16 tile rows stored pair by pair through halves_from_floats (a range test
-  and branch per pair; before 2026-12-04), in place of halves_from_floats8's one test a row;
+  and branch per pair; before 2026-12-03 (night)), in place of halves_from_floats8's one test a row;
 - row_unrolled: halves_from_floats8 with its rare road's loop unrolled;
+- preserve16, preserve16_max: the rte16 SPIR-V also under DenormPreserve and
+  SignedZeroInfNanPreserve for 16 bits, a row of magnitudes within range converted as it is
+  (see PRESERVE16; the same bits on a device that offers the modes, as an H200 does);
 - device_half: the float16 stores through the device's conversion (pack_halves) in place of
   halves_from_floats (not the same bits on every device);
 - device_div: average pooling's term v / count by the device's division (not the same bits);
@@ -60,16 +63,36 @@ ROW = "halves_from_floats8(row[0], row[1])"
 DEVICE_HALF = [(TILES, "halves_from_floats(", "pack_halves("),
                (TILES, ROW, "uvec4(pack_halves(row[0].xy), pack_halves(row[0].zw), "
                             "pack_halves(row[1].xy), pack_halves(row[1].zw))")]
-# The float16 rows' stores pair by pair (before 2026-12-04: a range test and a branch per
-# pair, the rare roads unrolled four times), and the row's rare road unrolled.
+# The float16 rows' stores pair by pair (before 2026-12-03 (night): a range test and a
+# branch per pair, the rare roads unrolled four times), and the row's rare road unrolled.
 PAIRS = [(TILES, ROW, "uvec4(halves_from_floats(row[0].xy), halves_from_floats(row[0].zw), "
                       "halves_from_floats(row[1].xy), halves_from_floats(row[1].zw))")]
 ROW_UNROLLED = [("include/half_rows.glsl", "[[dont_unroll]]", "[[unroll]]")]
+# The rte16 SPIR-V also declaring DenormPreserve and SignedZeroInfNanPreserve for 16-bit
+# results (an H200 offers both), so that the device converts v itself, sign and subnormal
+# halves included: a row whose eight magnitudes are zero or from float32's least normal up to
+# 65504 (preserve16; preserve16_max: up to 65504, float32 subnormals too) goes straight to
+# the pairs' conversions (the rte16 SPIR-V only; not the same bits on a device without the
+# modes).
+_MODE = ('spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = '
+         '[{}], {}, 16);\n')
+_MODES = [("include/load_store.glsl", _MODE.format(4467, 4462),
+           _MODE.format(4467, 4462) + _MODE.format(4464, 4459) + _MODE.format(4466, 4461))]
+_DIRECT = ("        return uvec4(DEVICE_HALF_PAIR(lo.xy), DEVICE_HALF_PAIR(lo.zw), "
+           "DEVICE_HALF_PAIR(hi.xy), DEVICE_HALF_PAIR(hi.zw));\n    }\n")
+PRESERVE16 = _MODES + [("include/half_rows.glsl", "    const uint excess =",
+    "    if (max(range_excess(ulo, 0x00800000u), range_excess(uhi, 0x00800000u))\n"
+    "            <= HALF_MAX - 0x00800000u) {\n" + _DIRECT + "    const uint excess =")]
+PRESERVE16_MAX = _MODES + [("include/half_rows.glsl", "    const uint excess =",
+    "    const uvec4 mlo = ulo & 0x7FFFFFFFu, mhi = uhi & 0x7FFFFFFFu;\n"
+    "    if (max(max(max(mlo.x, mlo.y), max(mlo.z, mlo.w)), max(max(mhi.x, mhi.y), "
+    "max(mhi.z, mhi.w))) <= HALF_MAX) {\n" + _DIRECT + "    const uint excess =")]
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 KERNELS = {
     "avg": ("average_pooling_grad", AVERAGE, dict(
         shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
+        preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
         checked_half=bench_timing.CHECKED_HALF, device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
                                    "    return v;")],
@@ -80,6 +103,7 @@ KERNELS = {
                     "        if (eq - 2u < 253u) {")])),
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
+        preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
         checked_half=bench_timing.CHECKED_HALF, by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
@@ -90,7 +114,7 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "pairs", "row_unrolled", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
+SAME_BITS = ("shipped", "pairs", "row_unrolled", "preserve16", "preserve16_max", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:
