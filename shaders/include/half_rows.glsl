@@ -15,14 +15,18 @@ uint range_excess(uvec4 u, uint low) {
 // other row goes pair by pair through halves_from_floats, in a loop kept rolled (one copy of
 // its rare roads, not four). The usual row converts the signed values: rounding to nearest
 // even is symmetric, a nonzero half's conversion keeps its sign, and -0 takes the rare road.
+// The device's conversions of a row's four pairs (each a half already, or under the rte16
+// SPIR-V's rounding mode).
+#define PAIRS_OF_ROW(lo, hi) uvec4(DEVICE_HALF_PAIR((lo).xy), DEVICE_HALF_PAIR((lo).zw), \
+                                   DEVICE_HALF_PAIR((hi).xy), DEVICE_HALF_PAIR((hi).zw))
+
 uvec4 halves_from_floats8(vec4 lo, vec4 hi) {
     const uvec4 ulo = floatBitsToUint(lo), uhi = floatBitsToUint(hi);
     const uint excess = max(range_excess(ulo, HALF_MIN_NORMAL),
                             range_excess(uhi, HALF_MIN_NORMAL));
 #ifdef HALVES_ROUND_TO_NEAREST_EVEN
     if (excess <= HALF_MAX - HALF_MIN_NORMAL) {  // device_rounds, all eight
-        return uvec4(DEVICE_HALF_PAIR(lo.xy), DEVICE_HALF_PAIR(lo.zw),
-                     DEVICE_HALF_PAIR(hi.xy), DEVICE_HALF_PAIR(hi.zw));
+        return PAIRS_OF_ROW(lo, hi);
     }
 #else
     if (excess < HALF_INF_FROM - HALF_MIN_NORMAL) {  // rounds_by_add, all eight
@@ -30,8 +34,7 @@ uvec4 halves_from_floats8(vec4 lo, vec4 hi) {
         const vec4 clo = HALF_GRID(ulo), chi = HALF_GRID(uhi);
         precise vec4 rlo = (lo + clo) - clo;
         precise vec4 rhi = (hi + chi) - chi;
-        return uvec4(DEVICE_HALF_PAIR(rlo.xy), DEVICE_HALF_PAIR(rlo.zw),
-                     DEVICE_HALF_PAIR(rhi.xy), DEVICE_HALF_PAIR(rhi.zw));
+        return PAIRS_OF_ROW(rlo, rhi);
     }
 #endif
     uvec4 words = uvec4(0u);
