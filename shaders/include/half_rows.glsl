@@ -9,17 +9,17 @@ uint range_excess(uvec4 u, uint low) {
     return max(max(t.x, t.y), max(t.z, t.w));
 }
 
+// The device's conversions of a row's four pairs (each a half already, or under the rte16
+// SPIR-V's rounding mode).
+#define PAIRS_OF_ROW(lo, hi) uvec4(DEVICE_HALF_PAIR((lo).xy), DEVICE_HALF_PAIR((lo).zw), \
+                                   DEVICE_HALF_PAIR((hi).xy), DEVICE_HALF_PAIR((hi).zw))
+
 // The four words of two float16 of a row of eight floats, halves_from_floats of (lo.x, lo.y),
 // (lo.z, lo.w), (hi.x, hi.y) and (hi.z, hi.w): one range test for all eight, so that the usual
 // row (every half +0 or normal) takes the pairs' conversions with no branch between them; any
 // other row goes pair by pair through halves_from_floats, in a loop kept rolled (one copy of
 // its rare roads, not four). The usual row converts the signed values: rounding to nearest
 // even is symmetric, a nonzero half's conversion keeps its sign, and -0 takes the rare road.
-// The device's conversions of a row's four pairs (each a half already, or under the rte16
-// SPIR-V's rounding mode).
-#define PAIRS_OF_ROW(lo, hi) uvec4(DEVICE_HALF_PAIR((lo).xy), DEVICE_HALF_PAIR((lo).zw), \
-                                   DEVICE_HALF_PAIR((hi).xy), DEVICE_HALF_PAIR((hi).zw))
-
 uvec4 halves_from_floats8(vec4 lo, vec4 hi) {
     const uvec4 ulo = floatBitsToUint(lo), uhi = floatBitsToUint(hi);
     const uint excess = max(range_excess(ulo, HALF_MIN_NORMAL),
