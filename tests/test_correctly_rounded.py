@@ -360,6 +360,16 @@ def test_ieee_mul_and_add_keep_subnormals(device, rng):
                                          for i in differ[:5]])
 
 
+# The edges between the float16 conversion's paths, both signs: zero, the smallest normal half
+# and just below it, 65504's neighbours up to the first that rounds to Inf, Inf, NaN, float32's
+# extremes (its subnormals among them).
+HALF_EDGES = np.array([0, 0x38800000, 0x387FFFFF, 0x387FF000, 0x387FEFFF, 0x477FE000,
+                       0x477FEFFF, 0x477FF000, 0x477FF001, 0x47800000, 0x7F7FFFFF, 0x7F800000,
+                       0x7FC00000, 0x7F800001, 1, 0x007FFFFF, 0x00800000, 0x33000000,
+                       0x33000001], np.uint32)
+HALF_EDGES = np.concatenate([HALF_EDGES, HALF_EDGES | np.uint32(0x80000000)])
+
+
 def half_inputs(rng, n_random):
     """float32 bits for a float16 conversion: in every binade of both signs (all 512 sign and
     exponent fields), float16's ties (low 13 bits 0x1000, either parity of the bit above),
@@ -369,14 +379,31 @@ def half_inputs(rng, n_random):
     low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000], np.uint32)
     high = rng.integers(0, 1 << 10, 16, dtype=np.uint32) << 13
     structured = (fields[:, None, None] | high[None, :, None] | low[None, None, :]).ravel()
-    # The edges between the paths, both signs: zero, the smallest normal half and just below
-    # it, 65504's neighbours up to the first that rounds to Inf, Inf, NaN, float32's extremes.
-    edges = np.array([0, 0x38800000, 0x387FFFFF, 0x387FF000, 0x387FEFFF, 0x477FE000,
-                      0x477FEFFF, 0x477FF000, 0x477FF001, 0x47800000, 0x7F7FFFFF, 0x7F800000,
-                      0x7FC00000, 0x7F800001, 1, 0x33000000, 0x33000001], np.uint32)
-    edges = np.concatenate([edges, edges | np.uint32(0x80000000)])
-    return np.concatenate([structured, edges,
+    return np.concatenate([structured, HALF_EDGES,
                            rng.integers(0, 1 << 32, n_random, dtype=np.uint32)])
+
+
+def half_rows(rng, n_rows):
+    """Rows of eight float32 words for halves_from_floats8 (as its (a, b) pairs, a row being
+    a[4g + j], b[4g + j] for j < 4): n_rows whose every value takes its one test (+0, normal
+    halves of both signs with ties and near-ties, and up to 65520, which only the first
+    SPIR-V's test takes), then such rows with one edge value (HALF_EDGES) at each of the eight
+    places, so that the test's every bound is crossed by a single value."""
+    fields = np.arange(113, 142, dtype=np.uint32) << 23  # 2^-14 up to 2^15
+    low = np.array([0, 1, 0xFFF, 0x1000, 0x1001, 0x1FFF, 0x2000], np.uint32)
+    pool = (fields[:, None] | low[None, :]).ravel()
+    pool = pool | (rng.integers(0, 1 << 10, pool.size, dtype=np.uint32) << 13)
+    # +0, and the top binade up to 65504 and (the first SPIR-V's) up to 65520
+    pool = np.concatenate([pool, [0, 0x47000000, 0x477FC000, 0x477FE000, 0x477FEFFF]])
+    pool = pool.astype(np.uint32)
+    signs = np.array([0, 0x80000000], np.uint32)
+    shape = (n_rows + 8 * HALF_EDGES.size, 8)
+    values = rng.choice(pool, shape) | rng.choice(signs, shape)
+    values[values == 0x80000000] = 0  # -0 is an edge, not a fast value
+    for k, edge in enumerate(HALF_EDGES):
+        for place in range(8):
+            values[n_rows + 8 * k + place, place] = edge
+    return values[:, 0::2].ravel(), values[:, 1::2].ravel()
 
 
 @pytest.mark.parametrize("device_rtz,rte16", [(False, False), (True, False), (False, True)],
@@ -389,7 +416,8 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     values that are halves. NaN: sign | 0x7E00. halves_from_floats gives the same bits, two to
     a word, for pairs of every class (the inputs against a shuffle of themselves, and each
     against itself: both of a pair on the one-conversion path, or one of them off it), and
-    halves_from_floats8 four pairs at a time (rows of one class and of mixed classes).
+    halves_from_floats8 four pairs at a time: on those inputs, and on rows of values its one
+    test takes, alone and with an edge value at each of the eight places (half_rows).
     rte16: the kernel's rte16 SPIR-V (RoundingModeRTE for 16-bit results: the device converts
     every value whose half is zero, normal or Inf), where the device supports it."""
     if rte16 and not device.info.rounding_mode_rte_float16:
@@ -414,8 +442,16 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     differ = np.flatnonzero(pairs != want_pairs)
     assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(pairs[i]), hex(want_pairs[i]))
                               for i in differ[:5]]
-    # halves_from_floats8: the same words, four pairs (a row of eight) at a time.
+    # halves_from_floats8: the same words, four pairs (a row of eight) at a time, on the
+    # inputs above (mostly rows it takes pair by pair) and on rows built for its one test.
     n = a.size // 4 * 4
     differ = np.flatnonzero(rows[:n] != want_pairs[:n])
+    assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(rows[i]), hex(want_pairs[i]))
+                              for i in differ[:5]]
+    a, b = half_rows(rng, 4000)
+    _, _, rows = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs", "rows"),
+                         dict(DEVICE_RTZ=device_rtz), rte16)
+    want_pairs = want(a) | (want(b) << 16)
+    differ = np.flatnonzero(rows != want_pairs)
     assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(rows[i]), hex(want_pairs[i]))
                               for i in differ[:5]]
