@@ -16,17 +16,19 @@ folder):
 - device_half: no_checks storing float16 through packHalf2x16 instead of half_from_float;
 - memory: x + g, m + g, v + g with device_half's stores (the seven streams' traffic alone);
 - pairs, pairs_rte16: shipped and rte16 storing x', m' and v' word by word through
-  halves_from_floats (a range test each; before 2026-12-03 (night), when halves_from_floats8's one
-  test for the six halves replaced them: run 2 of 2026-12-03 (night) timed that as "rows" against
-  "shipped");
-- rte16: the shipped second SPIR-V (HALVES_ROUND_TO_NEAREST_EVEN: |v| of zero and normal
-  halves converted by the device under RoundingModeRTE for 16 bits, the signs put back);
+  halves_from_floats (a range test each): the stores before 2026-12-03 (night), when one
+  halves_from_floats8 test for the six halves replaced them (run 2 of that night timed the
+  row as "rows" against these stores as "shipped");
+- rte16: the shipped second SPIR-V (HALVES_ROUND_TO_NEAREST_EVEN: the device converts the
+  halves under RoundingModeRTE for 16 bits);
 - preserve16: rte16 also declaring DenormPreserve and SignedZeroInfNanPreserve for 16 bits
   (where a device offers them, as the H200 does), so the device converts v itself, sign and
   subnormal halves included, wherever v is zero or a normal float32 up to 65504 (not built
-  into the package: what it would save).
-Only shipped, no_quick and rte16 must give the same bits (checked after the same timed steps;
-preserve16 too where the device keeps subnormal halves, as the modes require).
+  into the package: what it would save). Its patch, and checked_half's, change
+  halves_from_floats, which the packed float16 store now calls only for a row that fails
+  halves_from_floats8's test: since 2026-12-03 (night) they time that rare road alone.
+SAME_BITS must give the same bits (checked after the same timed steps, against the first of
+them timed; preserve16 only where the device keeps subnormal halves, as the modes require).
 ADAM_VARIANTS=shipped,rte16 (a list) and ADAM_DTYPES=float16 time only those.
 
     python3 benchmarks/investigations/adam_variants.py --build DIR   (here: writes DIR/*.spv)

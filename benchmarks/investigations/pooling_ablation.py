@@ -34,8 +34,9 @@ bench_timing.build_variants):
 Commit cad154e (run 1 of 2026-12-03 (later)) also had light_rare (div_count_of's zeros, Inf,
 NaN and subnormal v without cr_div where no window holds more than 128 cells: now the kernel)
 and no_rare (those cases' cr_div taken out: what its code cost).
-Same bits: shipped, by_windows, by_integers, every_cell_test and unguarded, checked against
-shipped here. POOLING_KINDS=avg (or max) times one kernel's variants only; POOLING_VARIANTS=shipped,pairs
+Same bits: SAME_BITS, checked against the first of them timed. Each row says which SPIR-V ran
+(a variant without an rte16 build runs its first one where the device takes rte16).
+POOLING_KINDS=avg (or max) times one kernel's variants only; POOLING_VARIANTS=shipped,pairs
 those variants only; POOLING_DTYPES=float16 those cases only.
 
     python3 benchmarks/investigations/pooling_ablation.py --build DIR   (here: DIR/<kernel>/*.spv)
@@ -81,19 +82,22 @@ _MODES = [("include/load_store.glsl", _MODE.format(4467, 4462),
 _DIRECT = ("        return uvec4(DEVICE_HALF_PAIR(lo.xy), DEVICE_HALF_PAIR(lo.zw), "
            "DEVICE_HALF_PAIR(hi.xy), DEVICE_HALF_PAIR(hi.zw));\n    }\n")
 PRESERVE16 = _MODES + [("include/half_rows.glsl", "    const uint excess =",
+    "#ifdef HALVES_ROUND_TO_NEAREST_EVEN\n"
     "    if (max(range_excess(ulo, 0x00800000u), range_excess(uhi, 0x00800000u))\n"
-    "            <= HALF_MAX - 0x00800000u) {\n" + _DIRECT + "    const uint excess =")]
+    "            <= HALF_MAX - 0x00800000u) {\n" + _DIRECT + "#endif\n    const uint excess =")]
 PRESERVE16_MAX = _MODES + [("include/half_rows.glsl", "    const uint excess =",
+    "#ifdef HALVES_ROUND_TO_NEAREST_EVEN\n"
     "    const uvec4 mlo = ulo & 0x7FFFFFFFu, mhi = uhi & 0x7FFFFFFFu;\n"
     "    if (max(max(max(mlo.x, mlo.y), max(mlo.z, mlo.w)), max(max(mhi.x, mhi.y), "
-    "max(mhi.z, mhi.w))) <= HALF_MAX) {\n" + _DIRECT + "    const uint excess =")]
+    "max(mhi.z, mhi.w))) <= HALF_MAX) {\n" + _DIRECT + "#endif\n    const uint excess =")]
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 KERNELS = {
     "avg": ("average_pooling_grad", AVERAGE, dict(
         shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
         preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
-        checked_half=bench_timing.CHECKED_HALF, device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
+        checked_half=bench_timing.CHECKED_HALF,
+        device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
         loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
                                    "    return v;")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
@@ -104,7 +108,8 @@ KERNELS = {
     "max": ("max_pooling_grad", MAX, dict(
         shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
         preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
-        checked_half=bench_timing.CHECKED_HALF, by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
+        checked_half=bench_timing.CHECKED_HALF,
+        by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
         winners_only=[(TILES, "        tile_main();", "")],
@@ -114,7 +119,10 @@ KERNELS = {
                      "[[unroll]] for (uint f = 0u; f < 1u; ++f) {")])),
 }
 
-SAME_BITS = ("shipped", "pairs", "row_unrolled", "preserve16", "preserve16_max", "checked_half", "by_windows", "by_integers", "every_cell_test", "unguarded")
+# preserve16 where the device offers the modes; preserve16_max also needs the device to keep a
+# float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
+SAME_BITS = ("shipped", "pairs", "row_unrolled", "preserve16", "checked_half", "by_windows",
+             "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:
@@ -143,7 +151,7 @@ def main() -> None:
             if dt not in os.environ.get("POOLING_DTYPES", "float32,float16").split(","):
                 continue
             roofline = None  # the case's, measured once
-            shipped = None  # dX of the shipped kernel, for the same-bits variants
+            reference = None  # (variant, dX) of the first same-bits variant timed
             for variant, (data, rte16_data) in spirv.items():
                 with bench_timing.serving(name, data, rte16_data):
                     op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
@@ -152,16 +160,19 @@ def main() -> None:
                                                               args.repeat)
                     ns, rec = bench_timing.vulkan_time(dev, op, tensors, args.repeat)
                 dx = tensors["output_gradient_tensor"].numpy().view(np.uint8)
-                if variant == "shipped":
-                    shipped = dx
-                same = None if variant not in SAME_BITS else bool((dx == shipped).all())
+                if variant in SAME_BITS and reference is None:
+                    reference = variant, dx
+                same = None if variant not in SAME_BITS else bool((dx == reference[1]).all())
+                # the SPIR-V served: a variant without an rte16 build runs its first one
+                served = "rte16" if op.float16_rte and rte16_data is not None else "first"
                 row = dict(operator=operator, case=label, dtype=dt, variant=variant,
                            us=ns / 1e3, roofline_share=nbytes / ns / (roofline / 1e9),
-                           same_bits=same)
+                           same_bits=same, spirv=served)
                 rows.append(row)
                 print(f"{operator:20s} {label:36s} {dt:8s} {variant:12s} {row['us']:8.1f} us "
-                      f"{100 * row['roofline_share']:6.1f}% of copy"
-                      + ("" if same is None else f", same bits as shipped {same}"), flush=True)
+                      f"{100 * row['roofline_share']:6.1f}% of copy ({served} SPIR-V)"
+                      + ("" if same is None else f", same bits as {reference[0]} {same}"),
+                      flush=True)
                 rec.close()
                 op.close()
                 del tensors
