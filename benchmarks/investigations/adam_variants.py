@@ -29,7 +29,8 @@ folder):
   halves_from_floats8's test: since 2026-12-03 (night) they time that rare road alone.
 SAME_BITS must give the same bits (checked after the same timed steps, against the first of
 them timed; preserve16 only where the device keeps subnormal halves, as the modes require).
-ADAM_VARIANTS=shipped,rte16 (a list) and ADAM_DTYPES=float16 time only those.
+ADAM_VARIANTS=shipped,rte16 (a list) and ADAM_DTYPES=float16 time only those; ADAM_DATA=small
+times data of small gradients (small_moments: most float16 v' subnormal halves).
 
     python3 benchmarks/investigations/adam_variants.py --build DIR   (here: writes DIR/*.spv)
     python3 benchmarks/investigations/adam_variants.py --spirv DIR [--quick] [--repeat N]
@@ -102,6 +103,14 @@ OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 
 
+def small_moments(x, m, v, g):
+    """ADAM_DATA=small: the case's data with gradients of 1e-3 (g scaled), m = g / 10 and
+    v = g^2, so that in float16 most of v (and v') are subnormal halves, as small gradients
+    make them in training: the stores' rare road, which the benchmark's v = |g| never takes."""
+    g32 = g.astype(np.float32) * np.float32(1e-3)
+    return x, (g32 / 10).astype(g.dtype), (g32 * g32).astype(g.dtype), g32.astype(g.dtype)
+
+
 def main() -> None:
     args = bench_timing.variant_spirv_args(__doc__.splitlines()[0])
     if args.build:
@@ -117,6 +126,8 @@ def main() -> None:
     for dt, (x, m, v, g) in bench_cases.adam_sweep(1 << 20 if args.quick else None):
         if dtypes and str(dt) not in dtypes.split(","):
             continue
+        if os.environ.get("ADAM_DATA") == "small":
+            x, m, v, g = small_moments(x, m, v, g)
         n = x.size
         nbytes = 7 * x.nbytes
         roofline = bench_timing.same_bytes_roofline(dev, no_torch, nbytes, args.repeat)

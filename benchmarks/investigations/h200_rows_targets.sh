@@ -11,7 +11,8 @@
 #     STEPS="pool bn adam fp rows" bash benchmarks/investigations/h200_rows_targets.sh
 # compare: COMPARE_OPS' benchmark rows of a `git archive` of the previous commit (.old-main,
 # carried; torch-free) beside this tree's with PyTorch's side.
-# tests: TESTS (default tests/test_correctly_rounded.py) on the device.
+# tests: TESTS (default tests/test_correctly_rounded.py) on the device. ADAM_DATA=small (with
+# adam) times Adam on small gradients, most of its float16 v' subnormal halves.
 # (run 1 ran "pool bn"; run 2 "pool adam fp rows" with POOLING_DTYPES=float16; run 3 "fp
 # compare" for ADAM_OPTIMIZER and BATCH_NORMALIZATION_TRAINING against 142392d; run 4 "pool"
 # with the preserve16 variants; run 5 "tests fp pool adam rows", halves_from_floats8 converting
