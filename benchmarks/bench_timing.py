@@ -267,6 +267,17 @@ def variant_spirv_args(description):
     return ap.parse_args()
 
 
+# A variant's text patch of shaders/include/load_store.glsl for the rte16 SPIR-V: beside
+# RoundingModeRTE, the DenormPreserve and SignedZeroInfNanPreserve execution modes for 16-bit
+# results (capabilities 4464 and 4466; modes 4459 and 4461), so that the device keeps float16
+# subnormals and signed zeros in its conversions (where it offers them, as an H200 does).
+_MODE = ('spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = '
+         '[{}], {}, 16);\n')
+PRESERVE16_MODES = [("include/load_store.glsl", _MODE.format(4467, 4462),
+                     _MODE.format(4467, 4462) + _MODE.format(4464, 4459)
+                     + _MODE.format(4466, 4461))]
+
+
 # A variant's text patch of shaders/include/load_store.glsl: float16 stores through the
 # device's packHalf2x16 wherever the result is a normal half, zero or Inf (subnormal halves and
 # NaN still by integers); where the device rounds to nearest even, the same bits as
@@ -292,8 +303,16 @@ def build_variants(folder, kernel, variants, shaders_of=None, rte16=False):
     folder to copy for that variant (e.g. an earlier commit's). rte16: also FOLDER/NAME.rte16.spv,
     the second SPIR-V (tools/build_shaders.py's RTE16_DEFINE), where the variant compiles so
     (a variant that patches the first SPIR-V's roads may not: it then has none)."""
+    import importlib.util
     import tempfile
     root = Path(__file__).resolve().parents[1]
+    # the compiler, its flags and the rte16 build's macro and suffix, as tools/build_shaders.py
+    spec = importlib.util.spec_from_file_location("build_shaders",
+                                                  root / "tools" / "build_shaders.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    flags = [f for f in tool.FLAGS if not f.startswith("-I")]  # the copy's include folder
+    builds = [("", [])] + ([(tool.RTE16_SUFFIX, [f"-D{tool.RTE16_DEFINE}"])] if rte16 else [])
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     for name, patches in variants.items():
@@ -305,15 +324,13 @@ def build_variants(folder, kernel, variants, shaders_of=None, rte16=False):
                 text = path.read_text()
                 assert old in text, (name, rel, old)
                 path.write_text(text.replace(old, new))
-            built = [f"{name}.spv"]
-            for suffix, defines in (("", []), (".rte16", ["-DHALVES_ROUND_TO_NEAREST_EVEN"])):
-                if suffix and not rte16:
-                    continue
-                done = subprocess.run(["glslangValidator", "-V", "--target-env", "vulkan1.1",
-                                       f"-I{shaders / 'include'}", *defines, "-o",
-                                       str(out / f"{name}{suffix}.spv"), str(shaders / kernel)],
+            built = []
+            for suffix, defines in builds:
+                done = subprocess.run([tool.COMPILER, *flags, f"-I{shaders / 'include'}",
+                                       *defines, "-o", str(out / f"{name}{suffix}.spv"),
+                                       str(shaders / kernel)],
                                       check=not suffix, capture_output=True)
-                if suffix and done.returncode == 0:
+                if done.returncode == 0:
                     built.append(f"{name}{suffix}.spv")
         print(f"built {out}/" + " and ".join(built))
 

@@ -422,11 +422,20 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
     every value whose half is zero, normal or Inf), where the device supports it."""
     if rte16 and not device.info.rounding_mode_rte_float16:
         pytest.skip(f"{device.name} cannot fix its float16 rounding (shaderRoundingModeRTEFloat16)")
+    def half_ops(a, b):
+        return run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs", "rows"),
+                       dict(DEVICE_RTZ=device_rtz), rte16)
+
+    def same(got, want, a, b):
+        """got == want word for word; else the first differing inputs and words."""
+        differ = np.flatnonzero(got != want)
+        assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(got[i]), hex(want[i]))
+                                  for i in differ[:5]]
+
     a = half_inputs(rng, 50000)
     b = rng.permutation(a)
     b[::3] = a[::3]
-    got, pairs, rows = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs", "rows"),
-                               dict(DEVICE_RTZ=device_rtz), rte16)
+    got, pairs, rows = half_ops(a, b)
 
     def want(words):
         f = words.view(np.float32)
@@ -436,22 +445,13 @@ def test_half_from_float_rounds_to_nearest_even(device, rng, device_rtz, rte16):
         bits[nan] = ((words[nan] >> 16) & 0x8000) | 0x7E00
         return bits
 
-    differ = np.flatnonzero(got != want(a))
-    assert differ.size == 0, [(hex(a[i]), hex(got[i]), hex(want(a)[i])) for i in differ[:5]]
+    same(got, want(a), a, a)
     want_pairs = want(a) | (want(b) << 16)
-    differ = np.flatnonzero(pairs != want_pairs)
-    assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(pairs[i]), hex(want_pairs[i]))
-                              for i in differ[:5]]
+    same(pairs, want_pairs, a, b)
     # halves_from_floats8: the same words, four pairs (a row of eight) at a time, on the
     # inputs above (mostly rows it takes pair by pair) and on rows built for its one test.
     n = a.size // 4 * 4
-    differ = np.flatnonzero(rows[:n] != want_pairs[:n])
-    assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(rows[i]), hex(want_pairs[i]))
-                              for i in differ[:5]]
+    same(rows[:n], want_pairs[:n], a, b)
     a, b = half_rows(rng, 4000)
-    _, _, rows = run_ops(device, "half_ops", dict(a=a, b=b), ("halves", "pairs", "rows"),
-                         dict(DEVICE_RTZ=device_rtz), rte16)
-    want_pairs = want(a) | (want(b) << 16)
-    differ = np.flatnonzero(rows != want_pairs)
-    assert differ.size == 0, [(hex(a[i]), hex(b[i]), hex(rows[i]), hex(want_pairs[i]))
-                              for i in differ[:5]]
+    _, _, rows = half_ops(a, b)
+    same(rows, want(a) | (want(b) << 16), a, b)

@@ -71,11 +71,7 @@ MEMORY = DEVICE_HALF + [
 QUICK_DEVICE_HALF = [(KERNEL, "half_from_float(", "HALF_FROM_FLOAT(")]
 RTE16 = [(KERNEL, "#version 450\n", "#version 450\n#define HALVES_ROUND_TO_NEAREST_EVEN\n")]
 _LS = "include/load_store.glsl"
-_MODE = ('spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = '
-         '[{}], {}, 16);\n')
-PRESERVE16 = RTE16 + [
-    (_LS, _MODE.format(4467, 4462), _MODE.format(4467, 4462) + _MODE.format(4464, 4459)
-     + _MODE.format(4466, 4461)),  # RoundingModeRTE, then DenormPreserve, SignedZeroInfNan...
+PRESERVE16 = RTE16 + bench_timing.PRESERVE16_MODES + [
     (_LS, "uint half_from_float(float v) {\n",
      "bool device_takes(uint m) { return m - 0x00800000u <= 0x477FE000u - 0x00800000u"
      " || m == 0u; }\nuint half_from_float(float v) {\n"),
@@ -94,8 +90,8 @@ PAIRS = [(KERNEL, """        const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x
         new_v[i] = w.z;""", """        new_x[i] = halves_from_floats(vec2(lo.x, hi.x));
         new_m[i] = halves_from_floats(vec2(lo.y, hi.y));
         new_v[i] = halves_from_floats(vec2(lo.z, hi.z));""")]
-VARIANTS = dict(shipped=[], no_quick=NO_QUICK, pairs=PAIRS, pairs_rte16=RTE16 + PAIRS, quick_device_half=QUICK_DEVICE_HALF,
-                checked_half=bench_timing.CHECKED_HALF,
+VARIANTS = dict(shipped=[], no_quick=NO_QUICK, pairs=PAIRS, pairs_rte16=RTE16 + PAIRS,
+                quick_device_half=QUICK_DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
                 no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY,
                 rte16=RTE16, preserve16=PRESERVE16)
 SAME_BITS = ("shipped", "no_quick", "pairs", "pairs_rte16", "checked_half", "rte16", "preserve16")

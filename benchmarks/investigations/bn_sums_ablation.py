@@ -103,9 +103,10 @@ def main() -> None:
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
+    chosen = os.environ.get("BN_VARIANTS", ",".join(VARIANTS)).split(",")
     spirv = {v: ((Path(args.spirv) / f"{f}.spv").read_bytes(), pair)
-             for v, (f, pair) in VARIANTS.items() if (Path(args.spirv) / f"{f}.spv").exists()
-             and v in os.environ.get("BN_VARIANTS", ",".join(VARIANTS)).split(",")}
+             for v, (f, pair) in VARIANTS.items()
+             if v in chosen and (Path(args.spirv) / f"{f}.spv").exists()}
     targets = [int(t) for t in os.environ.get("BN_TARGETS", "512,256").split(",")]
     default_target, default_pair = bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES
     rows = []

@@ -5,8 +5,10 @@
 # and the BatchNorm exact sums' work-item target (bn_sums_ablation.py over BN_TARGETS, the
 # shipped kernel; build it first: python3 benchmarks/investigations/bn_sums_ablation.py --build
 # benchmarks/investigations/bn-sums-spirv). From the project root with .gpu and both folders
-# carried; adam: ADAM_OPTIMIZER float16 with its words through halves_from_floats8
-# (adam_variants.py, built first likewise into benchmarks/investigations/adam-spirv, carried);
+# carried; adam: ADAM_OPTIMIZER float16 with its words through halves_from_floats8 against
+# the previous stores, word by word (adam_variants.py's pairs; run 2 ran the row as "rows"
+# against "shipped" of 142392d), built first likewise into benchmarks/investigations/adam-spirv,
+# carried;
 # rows: the benchmark's pooling rows with PyTorch's side:
 #     STEPS="pool bn adam fp rows" bash benchmarks/investigations/h200_rows_targets.sh
 # compare: COMPARE_OPS' benchmark rows of a `git archive` of the previous commit (.old-main,
@@ -29,7 +31,7 @@ steps=" ${STEPS:-pool bn adam fp rows} "
   BN_TARGETS=${BN_TARGETS:-512,256,1024} BN_VARIANTS=paired run bn ${BN_LIMIT:-330} python3 \
   benchmarks/investigations/bn_sums_ablation.py --spirv benchmarks/investigations/bn-sums-spirv \
   --out $OUT/bn.json; grep -h " us" $OUT/bn.txt | cut -c1-160; }
-[[ $steps == *" adam "* ]] && { ADAM_VARIANTS=${ADAM_VARIANTS:-shipped,rows,rte16,rows_rte16} \
+[[ $steps == *" adam "* ]] && { ADAM_VARIANTS=${ADAM_VARIANTS:-shipped,pairs,rte16,pairs_rte16} \
   ADAM_DTYPES=float16 run adam ${ADAM_LIMIT:-200} python3 \
   benchmarks/investigations/adam_variants.py --spirv benchmarks/investigations/adam-spirv \
   --out $OUT/adam.json; grep -h " us" $OUT/adam.txt | cut -c1-160; }

@@ -75,21 +75,25 @@ ROW_UNROLLED = [("include/half_rows.glsl", "[[dont_unroll]]", "[[unroll]]")]
 # 65504 (preserve16; preserve16_max: up to 65504, float32 subnormals too) goes straight to
 # the pairs' conversions (the rte16 SPIR-V only; not the same bits on a device without the
 # modes).
-_MODE = ('spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = '
-         '[{}], {}, 16);\n')
-_MODES = [("include/load_store.glsl", _MODE.format(4467, 4462),
-           _MODE.format(4467, 4462) + _MODE.format(4464, 4459) + _MODE.format(4466, 4461))]
-_DIRECT = ("        return uvec4(DEVICE_HALF_PAIR(lo.xy), DEVICE_HALF_PAIR(lo.zw), "
-           "DEVICE_HALF_PAIR(hi.xy), DEVICE_HALF_PAIR(hi.zw));\n    }\n")
-PRESERVE16 = _MODES + [("include/half_rows.glsl", "    const uint excess =",
-    "#ifdef HALVES_ROUND_TO_NEAREST_EVEN\n"
+
+
+def _preserved_row(test):
+    """The rte16 SPIR-V under bench_timing.PRESERVE16_MODES, a row that passes `test` (GLSL
+    lines ending in an `if (...) {`) converted as it is, ahead of halves_from_floats8's test."""
+    anchor = "    const uint excess ="
+    return bench_timing.PRESERVE16_MODES + [(
+        "include/half_rows.glsl", anchor,
+        "#ifdef HALVES_ROUND_TO_NEAREST_EVEN\n" + test
+        + "\n        return PAIRS_OF_ROW(lo, hi);\n    }\n#endif\n" + anchor)]
+
+
+PRESERVE16 = _preserved_row(
     "    if (max(range_excess(ulo, 0x00800000u), range_excess(uhi, 0x00800000u))\n"
-    "            <= HALF_MAX - 0x00800000u) {\n" + _DIRECT + "#endif\n    const uint excess =")]
-PRESERVE16_MAX = _MODES + [("include/half_rows.glsl", "    const uint excess =",
-    "#ifdef HALVES_ROUND_TO_NEAREST_EVEN\n"
+    "            <= HALF_MAX - 0x00800000u) {")
+PRESERVE16_MAX = _preserved_row(
     "    const uvec4 mlo = ulo & 0x7FFFFFFFu, mhi = uhi & 0x7FFFFFFFu;\n"
     "    if (max(max(max(mlo.x, mlo.y), max(mlo.z, mlo.w)), max(max(mhi.x, mhi.y), "
-    "max(mhi.z, mhi.w))) <= HALF_MAX) {\n" + _DIRECT + "#endif\n    const uint excess =")]
+    "max(mhi.z, mhi.w))) <= HALF_MAX) {")
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 KERNELS = {
