@@ -27,20 +27,21 @@ layout(set = 0, binding = 1) buffer DX { uint dx[]; };
 layout(set = 0, binding = 1) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
 layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 
-// pooling_grad.glsl's tiles: every position a window contains takes its term.
-#define EVERY_CELL_WINS true
-#include "pooling_grad.glsl"
-
-layout(constant_id = 48) const bool INCLUDE_PADDING = false;
 // The plan's: every window's count is WINDOW_CELLS (no count computed), and the float32 bits
 // of 1 / WINDOW_CELLS rounded to nearest even (average_pooling_grad.py: whole_windows,
 // reciprocal_bits).
 layout(constant_id = 49) const bool WHOLE_WINDOWS = false;
 layout(constant_id = 50) const uint RECIPROCAL = 0x3F800000u;
 
-uint x_slice_offset(uint n, uint c) { return 0u; }
+// pooling_grad.glsl's tiles: every position a window contains takes its term; a whole
+// window of 2^k cells divides a float16 dY exactly (HALF_TERMS: half_term).
+#define EVERY_CELL_WINS true
+#define TERMS_ARE_HALVES WHOLE_WINDOWS && WINDOW_CELLS_POWER_OF_TWO  // (no parentheses)
+#include "pooling_grad.glsl"
 
-const uint WINDOW_CELLS = WINDOW0 * WINDOW1 * WINDOW2;
+layout(constant_id = 48) const bool INCLUDE_PADDING = false;
+
+uint x_slice_offset(uint n, uint c) { return 0u; }
 
 // The divisor's factor along one axis for a window starting at s (an int: it may lie in
 // the start padding). Only windows with a real element come here, so it is >= 1.
@@ -120,12 +121,27 @@ float div_count_of(float v, uint count) {
 // it), so the step gives its correct rounding whatever q0 was.
 // benchmarks/investigations/pooling_division.py checks the road for every such d and every
 // significand, the product rounded to nearest, up and down.
-const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u
-    && (WINDOW_CELLS & (WINDOW_CELLS - 1u)) != 0u;
+//
+// A float16 dY over such a d takes integers alone (HALF_BY_INTEGERS): |dY| = m 2^(b - 137)
+// with m < 2^11, its significand's first 11 bits (a float16 widens to a normal float32 whose
+// significand's last 13 bits are 0, a subnormal half's too), b its float32 biased exponent.
+// With 2^(c - 1) < d < 2^c, n = m 2^s (s = 12 + c, or 13 + c where m < d 2^(11 - c)) puts
+// n / d in [2^23, 2^24) and 2n + d below 2^32, so q = floor((2n + d) / 2d), one division by
+// a constant (a product and a shift), is n / d rounded to nearest: no such quotient lies
+// half-way (where d's odd factor divides m, n / d is an integer; else it is no dyadic
+// fraction). The quotient is q at exponent b + 12 - s, always a normal float32.
+const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u && !WINDOW_CELLS_POWER_OF_TWO;
 
 float div_count(float v, uint count) {
     if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {
         const uint u = floatBitsToUint(v), a = u & 0x7FFFFFFFu;  // |v|
+        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {  // HALF_BY_INTEGERS: nonzero and finite
+            const uint c = uint(findMSB(WINDOW_CELLS)) + 1u;
+            const uint m = ((a & 0x7FFFFFu) | 0x800000u) >> 13u;
+            const uint s = m < (WINDOW_CELLS << (11u - c)) ? 13u + c : 12u + c;
+            const uint q = ((m << s) * 2u + WINDOW_CELLS) / (2u * WINDOW_CELLS);
+            return uintBitsToFloat((u & 0x80000000u) | ((((a >> 23u) + 12u - s) << 23u) + q));
+        }
         precise float q0 = uintBitsToFloat(a) * uintBitsToFloat(RECIPROCAL);
         const uint bits = floatBitsToUint(q0), eq = bits >> 23;
         const uint mq = (bits & 0x7FFFFFu) | 0x800000u;
@@ -147,8 +163,7 @@ float average_term(uint dy_base, uvec3 o) {
         : axis_count(s.x, WINDOW0, SIZES2, END_PADDING0)
             * axis_count(s.y, WINDOW1, SIZES3, END_PADDING1)
             * axis_count(s.z, WINDOW2, SIZES4, END_PADDING2);
-    const float v = LOAD(dy, dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4);
-    return div_count(v, count);
+    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);
 }
 
 bool window_term(Element el, uvec3 o, out float term) {
@@ -160,8 +175,25 @@ void tile_prepare(ivec3 origin, uint n, uint c) {}
 
 bool own_pass() { return false; }
 
-bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
-    term = average_term(dy_base, uvec3(o));
+bool tile_window(uint w, ivec3 o, out uint winner) {
     winner = EVERY_CELL;
     return true;
+}
+
+float tile_term(uint dy_base, ivec3 o) { return average_term(dy_base, uvec3(o)); }
+
+// HALF_TERMS (a whole window of 2^k cells): half_from_float(+0 + dY / 2^k) from dY's float16
+// bits h. The quotient is exact in float32. Where it is a normal half, that is h with an
+// exponent k lower. Below, it is m 2^-24 / 2^k (m 2^-24 is |dY|: a subnormal h's fraction,
+// else its significand shifted), rounded to a subnormal half by integers, to nearest even,
+// with dY's sign (a zero so rounded keeps it, as half_from_float's does). +-0 give +0 (the
+// sum from +0), Inf stays, a NaN gives 0x7E00 (div_count's NaN is 0x7FC00000).
+uint half_term(uint h) {
+    const uint k = uint(findLSB(WINDOW_CELLS)), magnitude = h & 0x7FFFu, e = magnitude >> 10u;
+    if (magnitude >= 0x7C00u) return magnitude > 0x7C00u ? 0x7E00u : h;
+    if (e > k) return h - (k << 10u);
+    if (magnitude == 0u) return 0u;
+    const uint m = e == 0u ? magnitude : ((magnitude & 0x3FFu) | 0x400u) << (e - 1u);
+    const uint q = k == 0u ? m : (m + (1u << (k - 1u)) - 1u + ((m >> k) & 1u)) >> k;
+    return (h & 0x8000u) | q;
 }

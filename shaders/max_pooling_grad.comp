@@ -39,8 +39,9 @@ layout(set = 0, binding = 2) buffer DX_UVEC4 { uvec4 dx_uvec4[]; };  // the same
 layout(set = 0, binding = 3) buffer ACCUMULATOR { uint accumulator[]; };
 layout(set = 0, binding = 4) buffer WINDOW_WINNERS { uint window_winners[]; };
 
-// pooling_grad.glsl's tiles: only its winner.
+// pooling_grad.glsl's tiles: only its winner; its term dY itself (HALF_TERMS: half_term).
 #define EVERY_CELL_WINS false
+#define TERMS_ARE_HALVES true
 #include "pooling_grad.glsl"
 
 DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here
@@ -109,7 +110,7 @@ bool window_term(Element el, uvec3 o, out float term) {
             }
         }
     }
-    term = LOAD(dy, el.dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4);
+    term = LOAD(dy, dy_offset(el.dy_base, o));
     return true;
 }
 
@@ -127,6 +128,16 @@ const uint FOOT2 = (WINDOWS2 - 1u) * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2 + 1u
 const uint FOOT_CELLS = FOOT0 * FOOT1 * FOOT2;
 uint tile_keys[TILE_MAX_FOOTPRINT];
 uint winner_base;  // ARGMAX 2: the tile's slice's first winner
+const uint VECTOR = IS_F16 ? 8u : 4u;  // elements in 16 bytes
+// Element k of a 16-byte vector of X's words: its bits.
+uint vector_bits(uvec4 words, uint k) {
+    return IS_F16 ? (words[k >> 1u] >> (16u * (k & 1u))) & 0xFFFFu : words[k];
+}
+// Footprint rows of one 16-byte vector (the 2x2 stride-2 tiles): X's rows packed and every
+// footprint row's offset a multiple of the vector's from the first's, so where the first
+// starts on a vector each row is one vector load.
+const bool KEY_VECTORS = FOOT2 == VECTOR && X_STRIDES4 == 1u && X_STRIDES3 % VECTOR == 0u
+    && (FOOT0 == 1u || X_STRIDES2 % VECTOR == 0u);
 
 void tile_prepare(ivec3 origin, uint n, uint c) {
     if (ARGMAX == 2u) {
@@ -145,6 +156,16 @@ void tile_prepare(ivec3 origin, uint n, uint c) {
     end.z += int(FOOT2);
     if (all(greaterThanEqual(start, ivec3(0))) && all(lessThanEqual(end, size))) {
         // Inside X (most tiles): no position tests, offsets constant from `first`.
+        if (KEY_VECTORS && (first & (VECTOR - 1u)) == 0u) {
+            [[unroll]] for (uint r = 0u; r < FOOT0 * FOOT1; ++r) {
+                const uvec4 words = x_uvec4[(first + (r / FOOT1) * X_STRIDES2
+                                             + (r % FOOT1) * X_STRIDES3) / VECTOR];
+                [[unroll]] for (uint k = 0u; k < VECTOR; ++k) {
+                    tile_keys[r * VECTOR + k] = key_of_bits(vector_bits(words, k));
+                }
+            }
+            return;
+        }
         [[unroll]] for (uint f = 0u; f < FOOT_CELLS; ++f) {
             const uvec3 q = unflatten(f, FOOT1, FOOT2);
             tile_keys[f] = order_key(first + q.x * X_STRIDES2 + q.y * X_STRIDES3
@@ -161,15 +182,11 @@ void tile_prepare(ivec3 origin, uint n, uint c) {
     }
 }
 
-bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
-    term = 0.0;
+bool tile_window(uint w, ivec3 o, out uint winner) {
     if (ARGMAX == 2u) {
         const uint e = winner_base + (uint(o.x) * OUT1 + uint(o.y)) * OUT2 + uint(o.z);
         winner = (window_winners[e >> 2u] >> (8u * (e & 3u))) & 0xFFu;
-        if (winner == NO_WINNER) return false;
-        term = LOAD(dy, dy_base + uint(o.x) * DY_STRIDES2 + uint(o.y) * DY_STRIDES3
-                            + uint(o.z) * DY_STRIDES4);
-        return true;
+        return winner != NO_WINNER;
     }
     // The window's cells through take_larger.
     const uvec3 from = unflatten(w, WINDOWS1, WINDOWS2) * uvec3(STRIDES0, STRIDES1, STRIDES2);
@@ -180,10 +197,16 @@ bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner)
         const uvec3 q = from + unflatten(f, WINDOW1, WINDOW2) * dilation;
         take_larger(tile_keys[(q.x * FOOT1 + q.y) * FOOT2 + q.z], f, best, winner);
     }
-    if (best == 0u) return false;  // every cell padding
-    term = LOAD(dy, dy_base + uint(o.x) * DY_STRIDES2 + uint(o.y) * DY_STRIDES3
-                        + uint(o.z) * DY_STRIDES4);
-    return true;
+    return best != 0u;  // else every cell padding
+}
+
+float tile_term(uint dy_base, ivec3 o) { return LOAD(dy, dy_offset(dy_base, uvec3(o))); }
+
+// HALF_TERMS: half_from_float(+0 + dY) from dY's float16 bits h: h itself, but +0 for -0 and
+// sign | 0x7E00 for a NaN.
+uint half_term(uint h) {
+    const uint magnitude = h & 0x7FFFu;
+    return magnitude > 0x7C00u ? (h & 0x8000u) | 0x7E00u : (magnitude == 0u ? 0u : h);
 }
 
 // ARGMAX 1: the winner of the window starting at s (s = o S - P0 per axis) in X's slice at
@@ -216,7 +239,6 @@ uint window_winner(uint x_base, ivec3 s, bool checked) {
 // keys once, a vector outside X all padding (rows start on vectors and hold whole ones, so a
 // vector lies wholly inside or outside its row). Each window still takes its cells in its
 // row-major scan order, rows outer: the same winners.
-const uint VECTOR = IS_F16 ? 8u : 4u;  // elements in 16 bytes
 const uint ROW_LEAD = (VECTOR - START_PADDING2 % VECTOR) % VECTOR;
 const uint ROW_VECTORS = (ROW_LEAD + 3u * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2 + VECTOR)
     / VECTOR;
@@ -247,9 +269,8 @@ uint row_winners(uint x_base, ivec3 s) {
             uvec4 words = uvec4(0u);
             if (inside) words = x_uvec4[(row + uint(column)) / VECTOR];
             [[unroll]] for (uint k = 0u; k < VECTOR; ++k) {
-                const uint bits = IS_F16 ? (words[k >> 1u] >> (16u * (k & 1u))) & 0xFFFFu
-                                         : words[k];
-                keys[v * VECTOR + k] = inside ? key_of_bits(bits) : 0u;  // 0: padding
+                // 0: padding
+                keys[v * VECTOR + k] = inside ? key_of_bits(vector_bits(words, k)) : 0u;
             }
         }
         [[unroll]] for (uint j = 0u; j < 4u; ++j) {

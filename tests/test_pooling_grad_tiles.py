@@ -256,6 +256,33 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
             assert_same_bits(*results, f"window {wh}x{ww}: the tiles against the gather")
 
 
+@pytest.mark.parametrize("window", [(1, 3), (2, 3), (3, 3), (3, 5), (1, 7), (5, 5), (7, 9),
+                                    (1, 127)])
+def test_the_float16_division_by_every_count(device, rng, monkeypatch, window):
+    """Every float16 (all 65,536 bit patterns, shuffled) over whole windows' counts that are
+    not powers of two (the float16 road of the reciprocal's division, HALF_BY_INTEGERS):
+    windows that do not overlap, each dX one term, the float32 quotient correctly rounded and
+    then rounded to float16 (+0 + term), in the tiles and in the gather."""
+    out = (1, 1, 256, 256)
+    dy = rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
+        np.float16).reshape(out)
+    sizes = out[:2] + tuple(o * w for o, w in zip(out[2:], window))
+    desc = pyvkgrad.AveragePoolingGradDesc(TensorDesc(F16, out), TensorDesc(F16, sizes),
+                                           window, window, (0, 0), (0, 0), False)
+    assert desc.plan(device.limits).dispatches[0].constant("WHOLE_WINDOWS")
+    d = np.float32(window[0] * window[1])
+    with np.errstate(invalid="ignore"):
+        term = np.float32(0) + dy.astype(np.float32) / d  # float32: correctly rounded
+    want = np.repeat(np.repeat(term, window[0], 2), window[1], 3).astype(np.float16)
+    nan = np.isnan(want)
+    for width in (0, None):
+        got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
+                     monkeypatch=monkeypatch)
+        assert (np.isnan(got) == nan).all()
+        assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want),
+                         f"window {window} width {width}")
+
+
 def tile_constants(desc, limits=Limits()):
     d = desc.plan(limits).dispatches[0]
     return {name: d.constant(name) for name in ("TILED", "TILE", "TILES", "WINDOWS",
@@ -331,6 +358,54 @@ def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype, argmax_pa
         got, _ = run(device, desc, {"input_tensor": x, "input_gradient_tensor": dy}, width,
                      monkeypatch=monkeypatch, height=height)
         assert_same_bits(got, want, f"tile {width}x{height}")
+
+
+# Float16 poolings whose windows do not overlap ((W - 1) D < S along every axis): the tiles
+# work on dY's bits (HALF_TERMS) where each term is a half already: max pooling's, and the
+# average's over a whole window of 2^k cells (k = 0, 1, 2, 4). (kind, window, strides,
+# dilations)
+HALF_TERM_POOLINGS = [("avg", (2, 2), (2, 2), (1, 1)), ("avg", (1, 2), (1, 3), (1, 1)),
+                      ("avg", (1, 1), (2, 2), (1, 1)), ("avg", (2, 8), (2, 8), (1, 1)),
+                      ("max", (2, 2), (2, 2), (1, 1)), ("max", (1, 3), (2, 3), (1, 1)),
+                      ("max", (2, 2), (3, 5), (2, 2))]
+
+
+@pytest.mark.parametrize("kind, window, strides, dilations", HALF_TERM_POOLINGS)
+def test_float16_tiles_on_halves(device, rng, monkeypatch, kind, window, strides, dilations):
+    """Every float16 (all 65,536 bit patterns, shuffled) as dY of a pooling whose tiles work
+    on halves: the oracle's bits (subnormal quotients rounded to nearest even, a negative one
+    rounded to zero keeping its sign, +0 for +-0 dY, Inf kept) and the gather's, NaN for NaN."""
+    out = (1, 4, 128, 128)
+    dy = rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
+        np.float16).reshape(out)
+    sizes = out[:2] + tuple(o * s for o, s in zip(out[2:], strides))
+    dyd, xd = TensorDesc(F16, out), TensorDesc(F16, sizes)
+    zeros = (0,) * len(window)
+    if kind == "avg":
+        desc = pyvkgrad.AveragePoolingGradDesc(dyd, xd, strides, window, zeros, zeros, False)
+        inputs = {"input_gradient_tensor": dy}
+        assert desc.plan(device.limits).dispatches[0].constant("WHOLE_WINDOWS")
+        with np.errstate(invalid="ignore"):
+            want = reference.average_pooling_grad(dy, sizes, strides, window, zeros, zeros,
+                                                  False)
+    else:
+        x = rng.integers(-3, 4, sizes).astype(np.float16)  # ties
+        desc = pyvkgrad.MaxPoolingGradDesc(xd, dyd, xd, strides, window, zeros, zeros,
+                                           dilations)
+        inputs = {"input_tensor": x, "input_gradient_tensor": dy}
+        with np.errstate(invalid="ignore"):
+            want = reference.max_pooling_grad(x, dy, strides, window, zeros, zeros, dilations)
+    want = want.astype(np.float16)
+    nan = np.isnan(want)
+    # the gather, the tiles, and max pooling's tiles reading the winners' own pass
+    for width, argmax in ((0, None), (None, None)) + (((None, True),) if kind == "max" else ()):
+        monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", argmax)
+        got, tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
+        assert tiled == (width is None)
+        assert (np.isnan(got) == nan).all()
+        assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want),
+                         f"{kind} {window} {strides} width {width} argmax pass {argmax}")
+    assert (want[~nan] != 0).sum() >= 60000  # every dY reached dX
 
 
 def test_tiles_over_windows_all_padding(device, rng, monkeypatch, argmax_pass):

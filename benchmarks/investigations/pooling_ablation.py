@@ -7,6 +7,11 @@ plan's tiles), one shape.
 Variants (text patches of shaders/, built here, each with its rte16 SPIR-V:
 bench_timing.build_variants):
 - shipped: shaders/ as they are;
+- sums: the float16 tiles of non-overlapping windows summing float32 terms and rounding them
+  (before 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS);
+- scalar_keys, sums_scalar_keys: max pooling's tiles loading X's footprint element by element
+  (before 2026-12-03 (evening)) instead of a 16-byte vector a row (KEY_VECTORS), with the
+  halves or (together the previous kernel) the sums;
 - pairs: the float16 tile rows stored pair by pair through halves_from_floats (a range test
   and branch per pair; before 2026-12-03 (night)), in place of halves_from_floats8's one test a row;
 - row_unrolled: halves_from_floats8 with its rare road's loop unrolled;
@@ -18,6 +23,8 @@ bench_timing.build_variants):
 - device_div: average pooling's term v / count by the device's division (not the same bits);
 - loads_only: average pooling's term dY itself, and device_half's stores (the tile's loads,
   sums and stores alone);
+- half_reciprocal: float16 dY over a whole window's count through the reciprocal's product
+  (before 2026-12-03 (evening)) instead of HALF_BY_INTEGERS' integer quotient;
 - by_integers: average pooling's division by a whole window's count through the integer
   quotient (div_count_of, as before 2026-12-02) instead of the reciprocal's product;
 - unguarded: the reciprocal's road without the tests that make its one step right for any
@@ -96,23 +103,32 @@ PRESERVE16_MAX = _preserved_row(
     "max(mhi.z, mhi.w))) <= HALF_MAX) {")
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
+TERM = "    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);"  # average_term's
+# The float16 tiles of non-overlapping windows summing float32 terms and rounding them (before
+# 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS).
+SUMS = [(TILES, "const bool HALF_TERMS = IS_F16", "const bool HALF_TERMS = false && IS_F16")]
+# Max pooling's tiles loading X's footprint element by element (before 2026-12-03 (evening)).
+SCALAR_KEYS = [(MAX, "        if (KEY_VECTORS && (first & (VECTOR - 1u)) == 0u) {",
+                "        if (false) {")]
 KERNELS = {
     "avg": ("average_pooling_grad", AVERAGE, dict(
-        shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
+        shipped=[], sums=SUMS, pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
         preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
         checked_half=bench_timing.CHECKED_HALF,
-        device_div=[(AVERAGE, "    return div_count(v, count);", "    return v / float(count);")],
-        loads_only=DEVICE_HALF + [(AVERAGE, "    return div_count(v, count);",
-                                   "    return v;")],
+        device_div=[(AVERAGE, TERM, "    return LOAD(dy, dy_offset(dy_base, o)) / float(count);")],
+        loads_only=DEVICE_HALF + [(AVERAGE, TERM, "    return LOAD(dy, dy_offset(dy_base, o));")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
                       "    if (false) {")],
+        half_reciprocal=[(AVERAGE, "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
+                          "        if (false) {")],
         unguarded=[(AVERAGE, "        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) "
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
     "max": ("max_pooling_grad", MAX, dict(
-        shipped=[], pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
+        shipped=[], sums=SUMS, pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
         preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
         checked_half=bench_timing.CHECKED_HALF,
+        scalar_keys=SCALAR_KEYS, sums_scalar_keys=SUMS + SCALAR_KEYS,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
@@ -125,7 +141,9 @@ KERNELS = {
 
 # preserve16 where the device offers the modes; preserve16_max also needs the device to keep a
 # float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
-SAME_BITS = ("shipped", "pairs", "row_unrolled", "preserve16", "checked_half", "by_windows",
+SAME_BITS = ("shipped", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal", "pairs",
+             "row_unrolled",
+             "preserve16", "checked_half", "by_windows",
              "by_integers", "every_cell_test", "unguarded")
 
 

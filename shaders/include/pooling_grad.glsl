@@ -26,9 +26,10 @@
 // (FIRST_WINDOW = ceil((P0 - (W - 1) D) / S) = -WINDOWS_BEHIND),
 // w in [0, WINDOWS), and whether window w contains position k, and where in the window,
 // depends on k and w alone (reach = k + P0 - (FIRST_WINDOW + w) S): constants once the
-// loops unroll. Each window's term is computed once per tile (the division, max pooling's
-// argmax: `tile_window`), then every position adds the terms of its windows in ascending w,
-// which is ascending o: the gather's order, so the gather's bits. No divisions by anything
+// loops unroll. Each window's term is computed once per tile (max pooling's argmax:
+// `tile_window`; the average's division: `tile_term`), then every position adds the terms of
+// its windows in ascending w, which is ascending o: the gather's order, so the gather's bits
+// (or, with HALF_TERMS, takes its one window's half). No divisions by anything
 // but specialization constants (the compiler makes them multiplications), no per-element
 // loops of unknown length, and float16 pairs of a word stored whole.
 //
@@ -89,6 +90,14 @@ layout(push_constant) uniform Push {
     uint window_end;
     uint stage;
 };
+
+const uint WINDOW_CELLS = WINDOW0 * WINDOW1 * WINDOW2;
+const bool WINDOW_CELLS_POWER_OF_TWO = (WINDOW_CELLS & (WINDOW_CELLS - 1u)) == 0u;
+
+// dY's element o of the (n, c) slice at dy_base.
+uint dy_offset(uint dy_base, uvec3 o) {
+    return dy_base + o.x * DY_STRIDES2 + o.y * DY_STRIDES3 + o.z * DY_STRIDES4;
+}
 
 // A dX element: its spatial coordinates, and the offsets of its (n, c) slice in dY and X.
 struct Element {
@@ -213,22 +222,51 @@ uvec3 unflatten(uint f, uint n1, uint n2) { return uvec3(f / (n1 * n2), (f / n2)
 // Each kernel's: before the windows, what they share (max: the keys of X's footprint, or
 // where the winners are stored); origin is the tile's first position, (n, c) its slice.
 void tile_prepare(ivec3 origin, uint n, uint c);
-// Window o (the tile's window w): its term and the window cell (row-major index) whose
-// position takes it (EVERY_CELL: all it contains); false where it adds to no position.
-bool tile_window(uint w, ivec3 o, uint dy_base, out float term, out uint winner);
+// Window o (the tile's window w): whether it adds to any position, and the window cell
+// (row-major index) whose position takes its term (EVERY_CELL: all it contains).
+bool tile_window(uint w, ivec3 o, out uint winner);
+// Window o's term (where tile_window said it adds).
+float tile_term(uint dy_base, ivec3 o);
 
-// The tile's positions' sums (float32, from +0, terms in ascending window order).
-void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TILE_MAX_CELLS]) {
+// Float16 tiles on halves (HALF_TERMS). Where windows do not overlap along any axis
+// ((W - 1) D < S), a position lies in at most one window, so its sum is +0 or +0 + one term.
+// Where that term is a float16 already (each kernel's TERMS_ARE_HALVES: max pooling's dY; the
+// average's dY over a whole window of 2^k cells, an exact quotient), the tile works on dY's
+// bits h: the kernel's half_term(h) is half_from_float(+0 + term), with no float arithmetic
+// and no conversions. The same bits as the sums (tests/test_pooling_grad_tiles.py: every
+// float16 as dY).
+// (A chain of named constants and comparisons: with a product or a parenthesised `&&` after
+// `&&`, glslang 11 computes the condition at run time in the function that first reads it,
+// which spirv-val rejects where another function reads it too.)
+const uint SPAN0 = (WINDOW0 - 1u) * DILATIONS0;
+const uint SPAN1 = (WINDOW1 - 1u) * DILATIONS1;
+const uint SPAN2 = (WINDOW2 - 1u) * DILATIONS2;
+const bool HALF_TERMS = IS_F16 && TERMS_ARE_HALVES && SPAN0 < STRIDES0 && SPAN1 < STRIDES1
+    && SPAN2 < STRIDES2;
+uint half_term(uint h);
+
+// The tile's positions' sums (float32, from +0, terms in ascending window order), or with
+// HALF_TERMS their float16 bits (`halves`; `sums` unset).
+void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TILE_MAX_CELLS],
+               out uint halves[TILE_MAX_CELLS]) {
     float terms[TILE_MAX_WINDOWS];
+    uint half_terms[TILE_MAX_WINDOWS];
     uint winners[TILE_MAX_WINDOWS];
     bool adds[TILE_MAX_WINDOWS];
     const ivec3 out_size = ivec3(OUT0, OUT1, OUT2);
     [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
         const ivec3 o = first_window + ivec3(unflatten(w, WINDOWS1, WINDOWS2));
         terms[w] = 0.0;
+        half_terms[w] = 0u;
         winners[w] = EVERY_CELL;
         adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
-            && tile_window(w, o, dy_base, terms[w], winners[w]);
+            && tile_window(w, o, winners[w]);
+        if (!adds[w]) continue;
+        if (HALF_TERMS) {
+            half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));
+        } else {
+            terms[w] = tile_term(dy_base, o);
+        }
     }
     const ivec3 stride = ivec3(STRIDES0, STRIDES1, STRIDES2);
     const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
@@ -239,6 +277,7 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
     [[unroll]] for (uint k = 0u; k < TILE_CELLS; ++k) {
         const ivec3 kk = ivec3(unflatten(k, TILE1, TILE2));
         precise float acc = 0.0;
+        halves[k] = 0u;
         [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
             // Position k in window w: reach = k + P0 - (FIRST_WINDOW + w) S, on the window's
             // grid and within its span (constants once unrolled).
@@ -247,18 +286,55 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
                 || any(notEqual(reach % dilation, ivec3(0)))) continue;
             const ivec3 cell = reach / dilation;
             const uint own = uint((cell.x * window.y + cell.y) * window.z + cell.z);
-            if (adds[w] && (EVERY_CELL_WINS || winners[w] == own)) acc = acc + terms[w];
+            if (!adds[w] || !(EVERY_CELL_WINS || winners[w] == own)) continue;
+            if (HALF_TERMS) {
+                halves[k] = half_terms[w];  // this position's one window
+            } else {
+                acc = acc + terms[w];
+            }
         }
         sums[k] = acc;
     }
 }
 
-// One row of the tile into dX: its positions k0 .. k0 + TILE2 - 1 of `sums` from offset off,
-// the first `left` of them dX's. A whole row of 16 bytes (4 float32 or 8 float16) at an
-// aligned offset is one vector store (dx_uvec4, each kernel's view of dx); float16 pairs of
-// one word are one store; halves alone go through STORE_HALF_BITS's atomics.
+// A tile row of 16 bytes (4 float32 or 8 float16 positions) laid out contiguously in dX.
 const bool ROW_VECTOR = TILE2 == (IS_F16 ? 8u : 4u) && DX_STRIDES4 == 1u;
 
+// The float16 bits of a tile row (positions k0 .. k0 + TILE2 - 1 of `halves`) into dX from
+// offset off, the first `left` of them dX's: the row one 16-byte store where whole and
+// aligned, pairs of one word one store, halves alone through STORE_HALF_BITS's atomics.
+void store_row_halves(uint off, int left, uint halves[TILE_MAX_CELLS], uint k0) {
+    if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
+        uvec4 words;
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
+            words[j] = halves[k0 + 2u * j] | (halves[k0 + 2u * j + 1u] << 16u);
+        }
+        dx_uvec4[off / TILE2] = words;
+        return;
+    }
+    [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
+        if (int(z) >= left) break;
+        const uint at = off + z * DX_STRIDES4;
+        if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
+            // Positions z and z + 1 share a word when `at` is even and both are dX's.
+            if ((z & 1u) != 0u) continue;  // the pair's second, stored with the first
+            if ((at & 1u) == 0u && int(z) + 1 < left) {
+                dx[at >> 1u] = halves[k0 + z] | (halves[k0 + z + 1u] << 16u);
+            } else {
+                STORE_HALF_BITS(dx, at, halves[k0 + z]);
+                if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, halves[k0 + z + 1u]);
+            }
+        } else {
+            STORE_HALF_BITS(dx, at, halves[k0 + z]);
+        }
+    }
+}
+
+// One row of the tile into dX: its positions k0 .. k0 + TILE2 - 1 of `sums` from offset off,
+// the first `left` of them dX's. A whole row of 16 bytes (4 float32 or 8 float16) at an
+// aligned offset is one vector store (dx_uvec4, each kernel's view of dx); float16 rounds
+// once (a whole row through halves_from_floats8, else pairs through halves_from_floats) and
+// goes through store_row_halves.
 void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
     if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
         vec4 row[2] = vec4[2](vec4(0.0), vec4(0.0));
@@ -269,27 +345,25 @@ void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
                                        : floatBitsToUint(row[0]);
         return;
     }
-    [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
-        if (int(z) >= left) break;
-        const uint at = off + z * DX_STRIDES4;
-        if (!IS_F16) {
-            dx[at] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
-        } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
-            // Positions z and z + 1 share a word when `at` is even and both are dX's.
-            if ((z & 1u) != 0u) continue;  // the pair's second, stored with the first
+    if (!IS_F16) {
+        [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
+            if (int(z) >= left) break;
+            dx[off + z * DX_STRIDES4] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
+        }
+        return;
+    }
+    uint halves[TILE_MAX_CELLS];
+    [[unroll]] for (uint z = 0u; z < TILE2; z += 2u) {
+        if (z + 1u == TILE2) {
+            halves[z] = half_from_float(plus_zero_sum(sums[k0 + z]));
+        } else {
             const uint pair = halves_from_floats(vec2(plus_zero_sum(sums[k0 + z]),
                                                       plus_zero_sum(sums[k0 + z + 1u])));
-            if ((at & 1u) == 0u && int(z) + 1 < left) {
-                dx[at >> 1u] = pair;
-            } else {
-                const uint low = pair & 0xFFFFu, high = pair >> 16u;
-                STORE_HALF_BITS(dx, at, low);
-                if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, high);
-            }
-        } else {
-            STORE_HALF_BITS(dx, at, half_from_float(plus_zero_sum(sums[k0 + z])));
+            halves[z] = pair & 0xFFFFu;
+            halves[z + 1u] = pair >> 16u;
         }
     }
+    store_row_halves(off, left, halves, 0u);
 }
 
 void tile_main() {
@@ -307,15 +381,20 @@ void tile_main() {
         const ivec3 origin = t * tile;
         tile_prepare(origin, n, c);
         float sums[TILE_MAX_CELLS];
+        uint halves[TILE_MAX_CELLS];
         tile_sums(origin, t * windows_step + FIRST_WINDOW,
-                  n * DY_STRIDES0 + c * DY_STRIDES1, sums);
+                  n * DY_STRIDES0 + c * DY_STRIDES1, sums, halves);
         const uint base = n * DX_STRIDES0 + c * DX_STRIDES1 + uint(origin.x) * DX_STRIDES2
             + uint(origin.y) * DX_STRIDES3 + uint(origin.z) * DX_STRIDES4;
         [[unroll]] for (uint r = 0u; r < TILE0 * TILE1; ++r) {
             const ivec2 rr = ivec2(r / TILE1, r % TILE1);
             if (any(greaterThanEqual(origin.xy + rr, size.xy))) continue;
-            store_tile_row(base + uint(rr.x) * DX_STRIDES2 + uint(rr.y) * DX_STRIDES3,
-                           size.z - origin.z, sums, r * TILE2);
+            const uint off = base + uint(rr.x) * DX_STRIDES2 + uint(rr.y) * DX_STRIDES3;
+            if (HALF_TERMS) {
+                store_row_halves(off, size.z - origin.z, halves, r * TILE2);
+            } else {
+                store_tile_row(off, size.z - origin.z, sums, r * TILE2);
+            }
         }
     }
 }
