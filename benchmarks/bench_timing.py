@@ -331,7 +331,9 @@ def build_variants(folder, kernel, variants, shaders_of=None, rte16=False):
                                        str(shaders / kernel)],
                                       check=not suffix, capture_output=True)
                 if done.returncode == 0:
-                    built.append(f"{name}{suffix}.spv")
+                    spv = out / f"{name}{suffix}.spv"  # as the package's: buffers Aliased
+                    spv.write_bytes(tool.mark_aliased(spv.read_bytes(), str(spv)))
+                    built.append(spv.name)
         print(f"built {out}/" + " and ".join(built))
 
 

@@ -19,6 +19,8 @@ folder):
   halves_from_floats (a range test each): the stores before 2026-12-03 (night), when one
   halves_from_floats8 test for the six halves replaced them (run 2 of that night timed the
   row as "rows" against these stores as "shipped");
+- row_xm, row_xm_rte16: x' and m' through one row test, v' (subnormal halves where gradients
+  are small) through halves_from_floats;
 - rte16: the shipped second SPIR-V (HALVES_ROUND_TO_NEAREST_EVEN: the device converts the
   halves under RoundingModeRTE for 16 bits);
 - preserve16: rte16 also declaring DenormPreserve and SignedZeroInfNanPreserve for 16 bits
@@ -90,11 +92,23 @@ PAIRS = [(KERNEL, """        const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x
         new_v[i] = w.z;""", """        new_x[i] = halves_from_floats(vec2(lo.x, hi.x));
         new_m[i] = halves_from_floats(vec2(lo.y, hi.y));
         new_v[i] = halves_from_floats(vec2(lo.z, hi.z));""")]
+# x' and m' through one row test (halves_from_floats8 of the four values twice: the compiler
+# folds the repeat), v' (subnormal halves for small gradients) through halves_from_floats.
+ROW_XM = [(KERNEL, """        const uvec4 w = halves_from_floats8(vec4(lo.x, hi.x, lo.y, hi.y),
+                                           vec4(lo.z, hi.z, 0.0, 0.0));
+        new_x[i] = w.x;
+        new_m[i] = w.y;
+        new_v[i] = w.z;""", """        const vec4 xm = vec4(lo.x, hi.x, lo.y, hi.y);
+        const uvec4 w = halves_from_floats8(xm, xm);
+        new_x[i] = w.x;
+        new_m[i] = w.y;
+        new_v[i] = halves_from_floats(vec2(lo.z, hi.z));""")]
 VARIANTS = dict(shipped=[], no_quick=NO_QUICK, pairs=PAIRS, pairs_rte16=RTE16 + PAIRS,
+                row_xm=ROW_XM, row_xm_rte16=RTE16 + ROW_XM,
                 quick_device_half=QUICK_DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
                 no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY,
                 rte16=RTE16, preserve16=PRESERVE16)
-SAME_BITS = ("shipped", "no_quick", "pairs", "pairs_rte16", "checked_half", "rte16", "preserve16")
+SAME_BITS = ("shipped", "no_quick", "pairs", "pairs_rte16", "row_xm", "row_xm_rte16", "checked_half", "rte16", "preserve16")
 OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 

@@ -9,6 +9,8 @@ bench_timing.build_variants):
 - shipped: shaders/ as they are;
 - sums: the float16 tiles of non-overlapping windows summing float32 terms and rounding them
   (before 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS);
+- term_after, prev_cells, prev_store: the tiles' float road in other forms (TERM_AFTER's
+  comment);
 - scalar_keys, sums_scalar_keys: max pooling's tiles loading X's footprint element by element
   (before 2026-12-03 (evening)) instead of a 16-byte vector a row (KEY_VECTORS), with the
   halves or (together the previous kernel) the sums;
@@ -41,6 +43,8 @@ bench_timing.build_variants):
 Commit cad154e (run 1 of 2026-12-03 (later)) also had light_rare (div_count_of's zeros, Inf,
 NaN and subnormal v without cr_div where no window holds more than 128 cells: now the kernel)
 and no_rare (those cases' cr_div taken out: what its code cost).
+previous: with POOLING_PREVIOUS=DIR at --build, the kernels of the shaders/ folder DIR (an
+earlier commit's: git archive COMMIT shaders | tar -x -C PARENT).
 Same bits: SAME_BITS, checked against the first of them timed. Each row says which SPIR-V ran
 (a variant without an rte16 build runs its first one where the device takes rte16).
 POOLING_KINDS=avg (or max) times one kernel's variants only; POOLING_VARIANTS=shipped,pairs
@@ -101,6 +105,69 @@ PRESERVE16_MAX = _preserved_row(
     "    const uvec4 mlo = ulo & 0x7FFFFFFFu, mhi = uhi & 0x7FFFFFFFu;\n"
     "    if (max(max(max(mlo.x, mlo.y), max(mlo.z, mlo.w)), max(max(mhi.x, mhi.y), "
     "max(mhi.z, mhi.w))) <= HALF_MAX) {")
+# 2026-12-03 (evening), the tiles' forms. term_after: the float road's term computed in a
+# branch of its own after `adds` (run 2's "shipped": 65% slower for float16 3x3 average
+# pooling on an H200); the shipped form computes it within the condition (run 2's
+# "prev_window"). prev_cells: each cell's sum under one condition, as before HALF_TERMS;
+# prev_store: the row's float16 stores position by position, as before.
+TERM_AFTER = [(TILES,
+               """                && tile_window_term(w, o, dy_base, terms[w], winners[w]);""",
+               """                && tile_window(w, o, winners[w]);
+            if (adds[w]) terms[w] = tile_term(dy_base, o);""")]
+PREV_CELLS = [(TILES,
+               """            if (!adds[w] || !(EVERY_CELL_WINS || winners[w] == own)) continue;
+            if (HALF_TERMS) {
+                halves[k] = half_terms[w];  // this position's one window
+            } else {
+                acc = acc + terms[w];
+            }
+""", """            const bool takes = adds[w] && (EVERY_CELL_WINS || winners[w] == own);
+            if (!HALF_TERMS && takes) acc = acc + terms[w];
+            if (HALF_TERMS && takes) halves[k] = half_terms[w];
+""")]
+PREV_STORE = [(TILES, """    if (!IS_F16) {
+        [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
+            if (int(z) >= left) break;
+            dx[off + z * DX_STRIDES4] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
+        }
+        return;
+    }
+    uint halves[TILE_MAX_CELLS];
+    [[unroll]] for (uint z = 0u; z < TILE2; z += 2u) {
+        if (z + 1u == TILE2) {
+            halves[z] = half_from_float(plus_zero_sum(sums[k0 + z]));
+        } else {
+            const uint pair = halves_from_floats(vec2(plus_zero_sum(sums[k0 + z]),
+                                                      plus_zero_sum(sums[k0 + z + 1u])));
+            halves[z] = pair & 0xFFFFu;
+            halves[z + 1u] = pair >> 16u;
+        }
+    }
+    store_row_halves(off, left, halves, 0u);
+}""", """    [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
+        if (int(z) >= left) break;
+        const uint at = off + z * DX_STRIDES4;
+        if (!IS_F16) {
+            dx[at] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
+        } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
+            if ((z & 1u) != 0u) continue;
+            const uint pair = halves_from_floats(vec2(plus_zero_sum(sums[k0 + z]),
+                                                      plus_zero_sum(sums[k0 + z + 1u])));
+            if ((at & 1u) == 0u && int(z) + 1 < left) {
+                dx[at >> 1u] = pair;
+            } else {
+                const uint low = pair & 0xFFFFu, high = pair >> 16u;
+                STORE_HALF_BITS(dx, at, low);
+                if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, high);
+            }
+        } else {
+            STORE_HALF_BITS(dx, at, half_from_float(plus_zero_sum(sums[k0 + z])));
+        }
+    }
+}""")]
+HALF_RECIPROCAL = [("average_pooling_grad.comp", "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
+                    "        if (false) {")]
+PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS, prev_store=PREV_STORE)
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 TERM = "    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);"  # average_term's
@@ -119,8 +186,7 @@ KERNELS = {
         loads_only=DEVICE_HALF + [(AVERAGE, TERM, "    return LOAD(dy, dy_offset(dy_base, o));")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
                       "    if (false) {")],
-        half_reciprocal=[(AVERAGE, "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
-                          "        if (false) {")],
+        half_reciprocal=HALF_RECIPROCAL, **PREV_VARIANTS,
         unguarded=[(AVERAGE, "        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) "
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
@@ -128,7 +194,7 @@ KERNELS = {
         shipped=[], sums=SUMS, pairs=PAIRS, row_unrolled=ROW_UNROLLED, device_half=DEVICE_HALF,
         preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
         checked_half=bench_timing.CHECKED_HALF,
-        scalar_keys=SCALAR_KEYS, sums_scalar_keys=SUMS + SCALAR_KEYS,
+        scalar_keys=SCALAR_KEYS, sums_scalar_keys=SUMS + SCALAR_KEYS, **PREV_VARIANTS,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
@@ -141,7 +207,8 @@ KERNELS = {
 
 # preserve16 where the device offers the modes; preserve16_max also needs the device to keep a
 # float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
-SAME_BITS = ("shipped", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal", "pairs",
+SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
+             "term_after", "prev_cells", "prev_store", "pairs",
              "row_unrolled",
              "preserve16", "checked_half", "by_windows",
              "by_integers", "every_cell_test", "unguarded")
@@ -150,8 +217,11 @@ SAME_BITS = ("shipped", "sums", "scalar_keys", "sums_scalar_keys", "half_recipro
 def main() -> None:
     args = bench_timing.variant_spirv_args(__doc__.splitlines()[0])
     if args.build:
+        previous = os.environ.get("POOLING_PREVIOUS")  # an earlier commit's shaders/ folder
         for kind, (name, source, variants) in KERNELS.items():
-            bench_timing.build_variants(Path(args.build) / name, source, variants, rte16=True)
+            bench_timing.build_variants(Path(args.build) / name, source,
+                                        dict(variants, **({"previous": []} if previous else {})),
+                                        shaders_of={"previous": previous}, rte16=True)
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
@@ -166,7 +236,8 @@ def main() -> None:
         spirv = {v: ((folder / f"{v}.spv").read_bytes(),
                      (folder / f"{v}.rte16.spv").read_bytes()
                      if (folder / f"{v}.rte16.spv").exists() else None)
-                 for v in variants if not chosen or v in chosen.split(",")}
+                 for v in [*variants, "previous"] if (not chosen or v in chosen.split(","))
+                 and (folder / f"{v}.spv").exists()}
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             if not args.quick and "[64, 128" in label:
                 continue  # one shape: the other's rows track it within a few percent

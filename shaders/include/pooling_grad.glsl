@@ -245,6 +245,18 @@ const bool HALF_TERMS = IS_F16 && TERMS_ARE_HALVES && SPAN0 < STRIDES0 && SPAN1 
     && SPAN2 < STRIDES2;
 uint half_term(uint h);
 
+// tile_window, and where the window adds, its term. (The float road computes the term within
+// `adds`' condition: computed in a branch of its own after it, the float16 3x3 average's tiles
+// took 80.6 us against 48.9 on an H200, and max pooling's float32 3x3 ones 98.2 against 93.2;
+// the halves road the other way round, max pooling's float16 2x2 tiles 38.9 against 40.3:
+// benchmarks/RESULTS.md, 2026-12-03 (evening).)
+bool tile_window_term(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
+    term = 0.0;
+    if (!tile_window(w, o, winner)) return false;
+    term = tile_term(dy_base, o);
+    return true;
+}
+
 // The tile's positions' sums (float32, from +0, terms in ascending window order), or with
 // HALF_TERMS their float16 bits (`halves`; `sums` unset).
 void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TILE_MAX_CELLS],
@@ -259,13 +271,13 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
         terms[w] = 0.0;
         half_terms[w] = 0u;
         winners[w] = EVERY_CELL;
-        adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
-            && tile_window(w, o, winners[w]);
-        if (!adds[w]) continue;
         if (HALF_TERMS) {
-            half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));
+            adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
+                && tile_window(w, o, winners[w]);
+            if (adds[w]) half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));
         } else {
-            terms[w] = tile_term(dy_base, o);
+            adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
+                && tile_window_term(w, o, dy_base, terms[w], winners[w]);
         }
     }
     const ivec3 stride = ivec3(STRIDES0, STRIDES1, STRIDES2);
