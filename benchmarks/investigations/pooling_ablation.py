@@ -9,8 +9,7 @@ bench_timing.build_variants):
 - shipped: shaders/ as they are;
 - sums: the float16 tiles of non-overlapping windows summing float32 terms and rounding them
   (before 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS);
-- term_after, prev_cells, prev_store: the tiles' float road in other forms (TERM_AFTER's
-  comment);
+- term_after, prev_cells: the tiles' float road in other forms (TERM_AFTER's comment);
 - scalar_keys, sums_scalar_keys: max pooling's tiles loading X's footprint element by element
   (before 2026-12-03 (evening)) instead of a 16-byte vector a row (KEY_VECTORS), with the
   halves or (together the previous kernel) the sums;
@@ -108,8 +107,8 @@ PRESERVE16_MAX = _preserved_row(
 # 2026-12-03 (evening), the tiles' forms. term_after: the float road's term computed in a
 # branch of its own after `adds` (run 2's "shipped": 65% slower for float16 3x3 average
 # pooling on an H200); the shipped form computes it within the condition (run 2's
-# "prev_window"). prev_cells: each cell's sum under one condition, as before HALF_TERMS;
-# prev_store: the row's float16 stores position by position, as before.
+# "prev_window"). prev_cells: each cell's sum under one condition, as before HALF_TERMS.
+# (Run 2 also timed the row's float16 stores position by position, as before: no change.)
 TERM_AFTER = [(TILES,
                """                && tile_window_term(w, o, dy_base, terms[w], winners[w]);""",
                """                && tile_window(w, o, winners[w]);
@@ -125,49 +124,9 @@ PREV_CELLS = [(TILES,
             if (!HALF_TERMS && takes) acc = acc + terms[w];
             if (HALF_TERMS && takes) halves[k] = half_terms[w];
 """)]
-PREV_STORE = [(TILES, """    if (!IS_F16) {
-        [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
-            if (int(z) >= left) break;
-            dx[off + z * DX_STRIDES4] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
-        }
-        return;
-    }
-    uint halves[TILE_MAX_CELLS];
-    [[unroll]] for (uint z = 0u; z < TILE2; z += 2u) {
-        if (z + 1u == TILE2) {
-            halves[z] = half_from_float(plus_zero_sum(sums[k0 + z]));
-        } else {
-            const uint pair = halves_from_floats(vec2(plus_zero_sum(sums[k0 + z]),
-                                                      plus_zero_sum(sums[k0 + z + 1u])));
-            halves[z] = pair & 0xFFFFu;
-            halves[z + 1u] = pair >> 16u;
-        }
-    }
-    store_row_halves(off, left, halves, 0u);
-}""", """    [[unroll]] for (uint z = 0u; z < TILE2; ++z) {
-        if (int(z) >= left) break;
-        const uint at = off + z * DX_STRIDES4;
-        if (!IS_F16) {
-            dx[at] = floatBitsToUint(plus_zero_sum(sums[k0 + z]));
-        } else if (DX_STRIDES4 == 1u && (TILE2 & 1u) == 0u) {
-            if ((z & 1u) != 0u) continue;
-            const uint pair = halves_from_floats(vec2(plus_zero_sum(sums[k0 + z]),
-                                                      plus_zero_sum(sums[k0 + z + 1u])));
-            if ((at & 1u) == 0u && int(z) + 1 < left) {
-                dx[at >> 1u] = pair;
-            } else {
-                const uint low = pair & 0xFFFFu, high = pair >> 16u;
-                STORE_HALF_BITS(dx, at, low);
-                if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, high);
-            }
-        } else {
-            STORE_HALF_BITS(dx, at, half_from_float(plus_zero_sum(sums[k0 + z])));
-        }
-    }
-}""")]
 HALF_RECIPROCAL = [("average_pooling_grad.comp", "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
                     "        if (false) {")]
-PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS, prev_store=PREV_STORE)
+PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 TERM = "    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);"  # average_term's
@@ -208,7 +167,7 @@ KERNELS = {
 # preserve16 where the device offers the modes; preserve16_max also needs the device to keep a
 # float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
 SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
-             "term_after", "prev_cells", "prev_store", "pairs",
+             "term_after", "prev_cells", "pairs",
              "row_unrolled",
              "preserve16", "checked_half", "by_windows",
              "by_integers", "every_cell_test", "unguarded")
