@@ -203,7 +203,8 @@ bool tile_window(uint w, ivec3 o, out uint winner) {
 float tile_term(uint dy_base, ivec3 o) { return LOAD(dy, dy_offset(dy_base, uvec3(o))); }
 
 // HALF_TERMS: half_from_float(+0 + dY) from dY's float16 bits h: h itself, but +0 for -0 and
-// sign | 0x7E00 for a NaN.
+// dY's sign | 0x7E00 for a NaN (the float road's +0 + NaN takes the device's sign for it:
+// outside the contract, docs/semantics.md §17).
 uint half_term(uint h) {
     const uint magnitude = h & 0x7FFFu;
     return magnitude > 0x7C00u ? (h & 0x8000u) | 0x7E00u : (magnitude == 0u ? 0u : h);

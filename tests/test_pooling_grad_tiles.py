@@ -262,7 +262,8 @@ def test_the_float16_division_by_every_count(device, rng, monkeypatch, window):
     """Every float16 (all 65,536 bit patterns, shuffled) over whole windows' counts that are
     not powers of two (the float16 road of the reciprocal's division, HALF_BY_INTEGERS):
     windows that do not overlap, each dX one term, the float32 quotient correctly rounded and
-    then rounded to float16 (+0 + term), in the tiles and in the gather."""
+    then rounded to float16 (+0 + term), in the gather, and in the tiles where the window
+    fits one (1x3, 2x3, 3x5, 1x7; test_tiles_give_the_gathers_bits has 3x3 at stride 2)."""
     out = (1, 1, 256, 256)
     dy = rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
         np.float16).reshape(out)
@@ -276,8 +277,9 @@ def test_the_float16_division_by_every_count(device, rng, monkeypatch, window):
     want = np.repeat(np.repeat(term, window[0], 2), window[1], 3).astype(np.float16)
     nan = np.isnan(want)
     for width in (0, None):
-        got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
-                     monkeypatch=monkeypatch)
+        got, tiled = run(device, desc, {"input_gradient_tensor": dy}, width,
+                         monkeypatch=monkeypatch)
+        assert tiled == (width is None and window in ((1, 3), (2, 3), (3, 5), (1, 7)))
         assert (np.isnan(got) == nan).all()
         assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want),
                          f"window {window} width {width}")
@@ -362,50 +364,92 @@ def test_tiles_keys_of_special_values(device, rng, monkeypatch, dtype, argmax_pa
 
 # Float16 poolings whose windows do not overlap ((W - 1) D < S along every axis): the tiles
 # work on dY's bits (HALF_TERMS) where each term is a half already: max pooling's, and the
-# average's over a whole window of 2^k cells (k = 0, 1, 2, 4). (kind, window, strides,
+# average's over a whole window of 2^k cells (k = 0 to 4). (kind, window, strides,
 # dilations)
 HALF_TERM_POOLINGS = [("avg", (2, 2), (2, 2), (1, 1)), ("avg", (1, 2), (1, 3), (1, 1)),
-                      ("avg", (1, 1), (2, 2), (1, 1)), ("avg", (2, 8), (2, 8), (1, 1)),
+                      ("avg", (1, 1), (2, 2), (1, 1)), ("avg", (2, 4), (2, 4), (1, 1)),
+                      ("avg", (2, 8), (2, 8), (1, 1)), ("avg", (2, 1, 2), (2, 1, 2), (1, 1, 1)),
                       ("max", (2, 2), (2, 2), (1, 1)), ("max", (1, 3), (2, 3), (1, 1)),
-                      ("max", (2, 2), (3, 5), (2, 2))]
+                      ("max", (2, 2), (3, 5), (2, 2)), ("max", (2, 1, 2), (2, 1, 2), (1, 1, 1))]
 
 
 @pytest.mark.parametrize("kind, window, strides, dilations", HALF_TERM_POOLINGS)
 def test_float16_tiles_on_halves(device, rng, monkeypatch, kind, window, strides, dilations):
     """Every float16 (all 65,536 bit patterns, shuffled) as dY of a pooling whose tiles work
-    on halves: the oracle's bits (subnormal quotients rounded to nearest even, a negative one
-    rounded to zero keeping its sign, +0 for +-0 dY, Inf kept) and the gather's, NaN for NaN."""
-    out = (1, 4, 128, 128)
+    on halves, packed and channels-last (dX with gaps between its rows): the oracle's bits
+    (subnormal quotients rounded to nearest even, a negative one rounded to zero keeping its
+    sign, +0 for +-0 dY, Inf kept) and the gather's, NaN for NaN. The tiles' NaN is exact
+    (integers): 0x7E00 for the average, dY's sign | 0x7E00 for max pooling (the gather's +0 +
+    NaN takes the device's sign)."""
+    out = (1, 4, 128, 128) if len(window) == 2 else (1, 4, 16, 32, 32)
     dy = rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
         np.float16).reshape(out)
     sizes = out[:2] + tuple(o * s for o, s in zip(out[2:], strides))
-    dyd, xd = TensorDesc(F16, out), TensorDesc(F16, sizes)
     zeros = (0,) * len(window)
-    if kind == "avg":
-        desc = pyvkgrad.AveragePoolingGradDesc(dyd, xd, strides, window, zeros, zeros, False)
-        inputs = {"input_gradient_tensor": dy}
-        assert desc.plan(device.limits).dispatches[0].constant("WHOLE_WINDOWS")
-        with np.errstate(invalid="ignore"):
+    x = rng.integers(-3, 4, sizes).astype(np.float16)  # max pooling's X: ties
+    with np.errstate(invalid="ignore"):
+        if kind == "avg":
             want = reference.average_pooling_grad(dy, sizes, strides, window, zeros, zeros,
                                                   False)
-    else:
-        x = rng.integers(-3, 4, sizes).astype(np.float16)  # ties
-        desc = pyvkgrad.MaxPoolingGradDesc(xd, dyd, xd, strides, window, zeros, zeros,
-                                           dilations)
-        inputs = {"input_tensor": x, "input_gradient_tensor": dy}
-        with np.errstate(invalid="ignore"):
+        else:
             want = reference.max_pooling_grad(x, dy, strides, window, zeros, zeros, dilations)
-    want = want.astype(np.float16)
+    want = want.astype(np.float16)  # one term or none per element: exactly the kernel's
     nan = np.isnan(want)
-    # the gather, the tiles, and max pooling's tiles reading the winners' own pass
-    for width, argmax in ((0, None), (None, None)) + (((None, True),) if kind == "max" else ()):
-        monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", argmax)
-        got, tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
-        assert tiled == (width is None)
-        assert (np.isnan(got) == nan).all()
-        assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want),
-                         f"{kind} {window} {strides} width {width} argmax pass {argmax}")
+    nan_bits = np.uint16(0x7E00) | (bits(want) & 0x8000 if kind == "max" else bits(want) & 0)
+    for layout in (("packed", "packed"), ("nhwc", "padded")):
+        dy_view, dy_strides = strided(dy, layout[0])
+        x_view, x_strides = strided(x, layout[0])
+        dxd = TensorDesc(F16, sizes, strided(np.zeros(sizes, np.float16), layout[1])[1])
+        dyd = TensorDesc(F16, out, dy_strides)
+        if kind == "avg":
+            desc = pyvkgrad.AveragePoolingGradDesc(dyd, dxd, strides, window, zeros, zeros,
+                                                   False)
+            inputs = {"input_gradient_tensor": dy_view}
+            assert desc.plan(device.limits).dispatches[0].constant("WHOLE_WINDOWS")
+        else:
+            desc = pyvkgrad.MaxPoolingGradDesc(TensorDesc(F16, sizes, x_strides), dyd, dxd,
+                                               strides, window, zeros, zeros, dilations)
+            inputs = {"input_tensor": x_view, "input_gradient_tensor": dy_view}
+        # the gather, the tiles, and max pooling's tiles reading the winners' own pass
+        for width, argmax in ((0, None), (None, None)) + (((None, True),) if kind == "max"
+                                                          else ()):
+            monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", argmax)
+            got, tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
+            what = f"{kind} {window} {strides} {layout} width {width} argmax pass {argmax}"
+            assert tiled == (width is None), what
+            assert (np.isnan(got) == nan).all(), what
+            assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want), what)
+            if tiled:
+                assert (bits(got)[nan] == nan_bits[nan]).all(), what
     assert (want[~nan] != 0).sum() >= 60000  # every dY reached dX
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_key_vectors_off_their_alignment(device, rng, monkeypatch, dtype):
+    """Max pooling 2x2 stride 2 tiles, whose X footprint rows are 16 bytes (KEY_VECTORS), over
+    an X whose channels lie half a vector apart: the odd channels' tiles start off a vector
+    and load their keys element by element; the gather's bits and the oracle's."""
+    sizes, vector = (2, 3, 8, 32), 16 // np.dtype(dtype).itemsize
+    plane = sizes[2] * sizes[3] + vector // 2
+    flat = np.zeros(sizes[0] * sizes[1] * plane, dtype)
+    x = np.lib.stride_tricks.as_strided(
+        flat, sizes, tuple(np.dtype(dtype).itemsize * s
+                           for s in (sizes[1] * plane, plane, sizes[3], 1)))
+    x[...] = rng.integers(-3, 4, sizes)  # ties
+    out = sizes[:2] + (sizes[2] // 2, sizes[3] // 2)
+    dy = rng.standard_normal(out).astype(dtype)
+    data_type = F32 if dtype == np.float32 else F16
+    xd = TensorDesc(data_type, sizes, tuple(s // x.itemsize for s in x.strides))
+    desc = pyvkgrad.MaxPoolingGradDesc(xd, TensorDesc(data_type, out),
+                                       TensorDesc(data_type, sizes), (2, 2), (2, 2), (0, 0),
+                                       (0, 0), (1, 1))
+    inputs = {"input_tensor": x, "input_gradient_tensor": dy}
+    want = reference.max_pooling_grad(x, dy, (2, 2), (2, 2), (0, 0), (0, 0), (1, 1))
+    gathered, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
+    got, tiled = run(device, desc, inputs, None, monkeypatch=monkeypatch)
+    assert tiled
+    assert_same_bits(got, gathered, "tiles against the gather")
+    assert_same_bits(got, want.astype(dtype), "tiles against the oracle")
 
 
 def test_tiles_over_windows_all_padding(device, rng, monkeypatch, argmax_pass):

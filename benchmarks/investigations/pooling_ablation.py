@@ -178,6 +178,8 @@ def main() -> None:
     if args.build:
         previous = os.environ.get("POOLING_PREVIOUS")  # an earlier commit's shaders/ folder
         for kind, (name, source, variants) in KERNELS.items():
+            for stale in (Path(args.build) / name).glob("previous*.spv"):
+                stale.unlink()  # an earlier build's: only this build's POOLING_PREVIOUS
             bench_timing.build_variants(Path(args.build) / name, source,
                                         dict(variants, **({"previous": []} if previous else {})),
                                         shaders_of={"previous": previous}, rte16=True)

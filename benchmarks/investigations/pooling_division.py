@@ -6,7 +6,10 @@ every float32 significand, at two exponents (the road is the same at every expon
 and q0 are normal and q0 is past the second binade, the kernel's condition), with the product
 rounded to nearest, up and down (Vulkan fixes the direction only under RoundingModeRTE): the
 model's bits, where it does not leave to div_count_of, against the exact quotient correctly
-rounded (fractions where float64 and the model differ), and how often it leaves.
+rounded (fractions where float64 and the model differ), and how often it leaves. Then the
+float16 road (HALF_BY_INTEGERS: a float16 dY's 11 significant bits and one integer division
+by 2d) for every such d and every finite nonzero float16, against numpy's float32 division
+(correctly rounded).
 
     python3 benchmarks/investigations/pooling_division.py      (a few minutes, numpy only)
 """
@@ -50,6 +53,40 @@ def model(v_bits: np.ndarray, d: int, direction: str = "nearest") -> tuple:
     return (bits + up - down).astype(np.uint32), leaves
 
 
+def half_by_integers(h_bits: np.ndarray, d: int) -> np.ndarray:
+    """The kernel's float16 road: the float32 bits of v / d for the float16 v of bits h_bits
+    (finite, nonzero), by integers as div_count computes them."""
+    u = h_bits.view(np.float16).astype(np.float32).view(np.uint32).astype(np.uint64)
+    a = u & 0x7FFFFFFF
+    c = d.bit_length()  # 2^(c - 1) < d < 2^c
+    m = ((a & 0x7FFFFF) | 0x800000) >> 13
+    assert (((a & 0x7FFFFF) | 0x800000) & 0x1FFF == 0).all()  # a half's last 13 bits are 0
+    s = np.where(m < (d << (11 - c)), 13 + c, 12 + c).astype(np.uint64)
+    twice = (m << s) * 2 + d
+    assert (twice < 2 ** 32).all()
+    q = twice // (2 * d)
+    assert ((q >= 2 ** 23) & (q <= 2 ** 24)).all()
+    return ((u & 0x80000000) | ((((a >> 23) + 12 - s) << 23) + q)).astype(np.uint32)
+
+
+def check_half_by_integers() -> int:
+    """HALF_BY_INTEGERS against numpy's float32 division, every count d from 3 to 127 that is
+    not a power of two and every finite nonzero float16: the number of wrong results."""
+    h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    finite = h.view(np.float16)
+    h = h[np.isfinite(finite) & (finite != 0)]
+    v = h.view(np.float16).astype(np.float32)
+    wrong = 0
+    for d in range(3, 128):
+        if d & (d - 1) == 0:
+            continue
+        want = (v / np.float32(d)).astype(np.float32).view(np.uint32)
+        wrong += int((half_by_integers(h, d) != want).sum())
+    print(f"float16 over counts 3-127 (not powers of two) by integers, every finite nonzero "
+          f"float16: {wrong} wrong")
+    return wrong
+
+
 def main() -> None:
     significands = np.arange(0x800000, 0x1000000, dtype=np.uint32)
     wrong = 0
@@ -78,6 +115,7 @@ def main() -> None:
     print(f"counts 3-128 (not powers of two), every significand at two exponents: {wrong} "
           f"wrong; left to div_count_of, of {total}: " + ", ".join(
               f"{n} with the product rounded {direction}" for direction, n in leaving.items()))
+    wrong += check_half_by_integers()
     sys.exit(1 if wrong else 0)
 
 

@@ -235,9 +235,9 @@ float tile_term(uint dy_base, ivec3 o);
 // bits h: the kernel's half_term(h) is half_from_float(+0 + term), with no float arithmetic
 // and no conversions. The same bits as the sums (tests/test_pooling_grad_tiles.py: every
 // float16 as dY).
-// (A chain of named constants and comparisons: with a product or a parenthesised `&&` after
-// `&&`, glslang 11 computes the condition at run time in the function that first reads it,
-// which spirv-val rejects where another function reads it too.)
+// (A chain of named constants and comparisons: with arithmetic such as a product or `%`, or a
+// parenthesised `&&` or `||`, after `&&`, glslang 11 computes the condition at run time in the
+// function that first reads it, which spirv-val rejects where another function reads it too.)
 const uint SPAN0 = (WINDOW0 - 1u) * DILATIONS0;
 const uint SPAN1 = (WINDOW1 - 1u) * DILATIONS1;
 const uint SPAN2 = (WINDOW2 - 1u) * DILATIONS2;
