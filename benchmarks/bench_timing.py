@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -295,6 +296,18 @@ CHECKED_HALF = [
      "    if (rounds_by_add(magnitude.x) && rounds_by_add(magnitude.y)) {\n")]
 
 
+@functools.lru_cache(maxsize=None)
+def _build_shaders():
+    """tools/build_shaders.py as a module (loaded once): the compiler, its flags, the rte16
+    build's macro and suffix, and mark_aliased, as the package's SPIR-V is built."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "build_shaders", Path(__file__).resolve().parents[1] / "tools" / "build_shaders.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool
+
+
 def build_variants(folder, kernel, variants, shaders_of=None, rte16=False):
     """Write FOLDER/NAME.spv for each variant of shaders/KERNEL (`variants`: name -> [(file
     under shaders/, old text, new text)], applied in order to a copy of shaders/), built with
@@ -303,14 +316,9 @@ def build_variants(folder, kernel, variants, shaders_of=None, rte16=False):
     folder to copy for that variant (e.g. an earlier commit's). rte16: also FOLDER/NAME.rte16.spv,
     the second SPIR-V (tools/build_shaders.py's RTE16_DEFINE), where the variant compiles so
     (a variant that patches the first SPIR-V's roads may not: it then has none)."""
-    import importlib.util
     import tempfile
     root = Path(__file__).resolve().parents[1]
-    # the compiler, its flags and the rte16 build's macro and suffix, as tools/build_shaders.py
-    spec = importlib.util.spec_from_file_location("build_shaders",
-                                                  root / "tools" / "build_shaders.py")
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = _build_shaders()
     flags = [f for f in tool.FLAGS if not f.startswith("-I")]  # the copy's include folder
     builds = [("", [])] + ([(tool.RTE16_SUFFIX, [f"-D{tool.RTE16_DEFINE}"])] if rte16 else [])
     out = Path(folder)

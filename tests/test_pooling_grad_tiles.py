@@ -54,6 +54,19 @@ def strided(a, layout):
     return view, tuple(s // a.itemsize for s in view.strides)
 
 
+def every_half(rng, shape):
+    """All 65,536 float16 bit patterns, shuffled, as an array of `shape` (65,536 elements)."""
+    return rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
+        np.float16).reshape(shape)
+
+
+def assert_same_bits_nan_as_nan(got, want, what=""):
+    """NaN where `want` is NaN (any NaN), the same bits everywhere else."""
+    nan = np.isnan(want)
+    assert (np.isnan(got) == nan).all(), what
+    assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want), what)
+
+
 def run(device, desc, inputs, width, limits=None, monkeypatch=None, height=None):
     """dX of `desc` on `inputs` (arrays by tensor field) planned with TILE_WIDTH = width and
     TILE_HEIGHT = height.
@@ -246,13 +259,11 @@ def test_the_division_by_every_count(device, rng, monkeypatch):
                 got, _ = run(device, desc, {"input_gradient_tensor": dy}, width,
                              monkeypatch=monkeypatch)
                 results.append(got)
-                nan = np.isnan(want)
-                assert (np.isnan(got) == nan).all()
                 oracle = want
                 if device.info.device_type != "cpu" and not (got[subnormal] != 0).any():
                     oracle = flushed  # the device flushes: every subnormal result is +0
-                assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, oracle),
-                                 f"window {wh}x{ww} whole={whole} width {width}")
+                assert_same_bits_nan_as_nan(got, oracle,
+                                            f"window {wh}x{ww} whole={whole} width {width}")
             assert_same_bits(*results, f"window {wh}x{ww}: the tiles against the gather")
 
 
@@ -265,8 +276,7 @@ def test_the_float16_division_by_every_count(device, rng, monkeypatch, window):
     then rounded to float16 (+0 + term), in the gather, and in the tiles where the window
     fits one (1x3, 2x3, 3x5, 1x7; test_tiles_give_the_gathers_bits has 3x3 at stride 2)."""
     out = (1, 1, 256, 256)
-    dy = rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
-        np.float16).reshape(out)
+    dy = every_half(rng, out)
     sizes = out[:2] + tuple(o * w for o, w in zip(out[2:], window))
     desc = pyvkgrad.AveragePoolingGradDesc(TensorDesc(F16, out), TensorDesc(F16, sizes),
                                            window, window, (0, 0), (0, 0), False)
@@ -275,14 +285,11 @@ def test_the_float16_division_by_every_count(device, rng, monkeypatch, window):
     with np.errstate(invalid="ignore"):
         term = np.float32(0) + dy.astype(np.float32) / d  # float32: correctly rounded
     want = np.repeat(np.repeat(term, window[0], 2), window[1], 3).astype(np.float16)
-    nan = np.isnan(want)
     for width in (0, None):
         got, tiled = run(device, desc, {"input_gradient_tensor": dy}, width,
                          monkeypatch=monkeypatch)
         assert tiled == (width is None and window in ((1, 3), (2, 3), (3, 5), (1, 7)))
-        assert (np.isnan(got) == nan).all()
-        assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want),
-                         f"window {window} width {width}")
+        assert_same_bits_nan_as_nan(got, want, f"window {window} width {width}")
 
 
 def tile_constants(desc, limits=Limits()):
@@ -382,8 +389,7 @@ def test_float16_tiles_on_halves(device, rng, monkeypatch, kind, window, strides
     (integers): 0x7E00 for the average, dY's sign | 0x7E00 for max pooling (the gather's +0 +
     NaN takes the device's sign)."""
     out = (1, 4, 128, 128) if len(window) == 2 else (1, 4, 16, 32, 32)
-    dy = rng.permutation(np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)).view(
-        np.float16).reshape(out)
+    dy = every_half(rng, out)
     sizes = out[:2] + tuple(o * s for o, s in zip(out[2:], strides))
     zeros = (0,) * len(window)
     x = rng.integers(-3, 4, sizes).astype(np.float16)  # max pooling's X: ties
@@ -417,8 +423,7 @@ def test_float16_tiles_on_halves(device, rng, monkeypatch, kind, window, strides
             got, tiled = run(device, desc, inputs, width, monkeypatch=monkeypatch)
             what = f"{kind} {window} {strides} {layout} width {width} argmax pass {argmax}"
             assert tiled == (width is None), what
-            assert (np.isnan(got) == nan).all(), what
-            assert_same_bits(np.where(nan, 0, got), np.where(nan, 0, want), what)
+            assert_same_bits_nan_as_nan(got, want, what)
             if tiled:
                 assert (bits(got)[nan] == nan_bits[nan]).all(), what
     assert (want[~nan] != 0).sum() >= 60000  # every dY reached dX

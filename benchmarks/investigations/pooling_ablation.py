@@ -109,10 +109,10 @@ PRESERVE16_MAX = _preserved_row(
 # pooling on an H200); the shipped form computes it within the condition (run 2's
 # "prev_window"). prev_cells: each cell's sum under one condition, as before HALF_TERMS.
 # (Run 2 also timed the row's float16 stores position by position, as before: no change.)
-TERM_AFTER = [(TILES,
-               """                && tile_window_term(w, o, dy_base, terms[w], winners[w]);""",
-               """                && tile_window(w, o, winners[w]);
-            if (adds[w]) terms[w] = tile_term(dy_base, o);""")]
+TERM_AFTER = [(TILES, "            adds[w] = IN_DY(o) && tile_window_term(w, o, dy_base, terms[w], "
+                      "winners[w]);",
+               "            adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);\n"
+               "            if (adds[w]) terms[w] = tile_term(dy_base, o);")]
 PREV_CELLS = [(TILES,
                """            if (!adds[w] || !(EVERY_CELL_WINS || winners[w] == own)) continue;
             if (HALF_TERMS) {
@@ -167,10 +167,8 @@ KERNELS = {
 # preserve16 where the device offers the modes; preserve16_max also needs the device to keep a
 # float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
 SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
-             "term_after", "prev_cells", "pairs",
-             "row_unrolled",
-             "preserve16", "checked_half", "by_windows",
-             "by_integers", "every_cell_test", "unguarded")
+             "term_after", "prev_cells", "pairs", "row_unrolled", "preserve16", "checked_half",
+             "by_windows", "by_integers", "every_cell_test", "unguarded")
 
 
 def main() -> None:

@@ -271,14 +271,14 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
         terms[w] = 0.0;
         half_terms[w] = 0u;
         winners[w] = EVERY_CELL;
+#define IN_DY(o) (all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size)))  // o is dY's
         if (HALF_TERMS) {
-            adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
-                && tile_window(w, o, winners[w]);
+            adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);
             if (adds[w]) half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));
         } else {
-            adds[w] = all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size))
-                && tile_window_term(w, o, dy_base, terms[w], winners[w]);
+            adds[w] = IN_DY(o) && tile_window_term(w, o, dy_base, terms[w], winners[w]);
         }
+#undef IN_DY
     }
     const ivec3 stride = ivec3(STRIDES0, STRIDES1, STRIDES2);
     const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
@@ -309,18 +309,20 @@ void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TI
     }
 }
 
-// A tile row of 16 bytes (4 float32 or 8 float16 positions) laid out contiguously in dX.
+// A tile row of 16 bytes (4 float32 or 8 float16 positions) laid out contiguously in dX, and
+// whether the row at offset off, `left` positions of it dX's, is one aligned 16-byte store.
 const bool ROW_VECTOR = TILE2 == (IS_F16 ? 8u : 4u) && DX_STRIDES4 == 1u;
+#define WHOLE_ROW(off, left) (ROW_VECTOR && (left) >= int(TILE2) && ((off) & (TILE2 - 1u)) == 0u)
+// The word of `halves`' positions i and i + 1.
+#define HALF_PAIR(halves, i) ((halves)[i] | ((halves)[(i) + 1u] << 16u))
 
 // The float16 bits of a tile row (positions k0 .. k0 + TILE2 - 1 of `halves`) into dX from
 // offset off, the first `left` of them dX's: the row one 16-byte store where whole and
 // aligned, pairs of one word one store, halves alone through STORE_HALF_BITS's atomics.
 void store_row_halves(uint off, int left, uint halves[TILE_MAX_CELLS], uint k0) {
-    if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
+    if (WHOLE_ROW(off, left)) {
         uvec4 words;
-        [[unroll]] for (uint j = 0u; j < 4u; ++j) {
-            words[j] = halves[k0 + 2u * j] | (halves[k0 + 2u * j + 1u] << 16u);
-        }
+        [[unroll]] for (uint j = 0u; j < 4u; ++j) words[j] = HALF_PAIR(halves, k0 + 2u * j);
         dx_uvec4[off / TILE2] = words;
         return;
     }
@@ -331,7 +333,7 @@ void store_row_halves(uint off, int left, uint halves[TILE_MAX_CELLS], uint k0) 
             // Positions z and z + 1 share a word when `at` is even and both are dX's.
             if ((z & 1u) != 0u) continue;  // the pair's second, stored with the first
             if ((at & 1u) == 0u && int(z) + 1 < left) {
-                dx[at >> 1u] = halves[k0 + z] | (halves[k0 + z + 1u] << 16u);
+                dx[at >> 1u] = HALF_PAIR(halves, k0 + z);
             } else {
                 STORE_HALF_BITS(dx, at, halves[k0 + z]);
                 if (int(z) + 1 < left) STORE_HALF_BITS(dx, at + 1u, halves[k0 + z + 1u]);
@@ -348,7 +350,7 @@ void store_row_halves(uint off, int left, uint halves[TILE_MAX_CELLS], uint k0) 
 // once (a whole row through halves_from_floats8, else pairs through halves_from_floats) and
 // goes through store_row_halves.
 void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
-    if (ROW_VECTOR && left >= int(TILE2) && (off & (TILE2 - 1u)) == 0u) {
+    if (WHOLE_ROW(off, left)) {
         vec4 row[2] = vec4[2](vec4(0.0), vec4(0.0));
         [[unroll]] for (uint j = 0u; j < TILE2; ++j) {
             row[j >> 2u][j & 3u] = plus_zero_sum(sums[k0 + j]);
