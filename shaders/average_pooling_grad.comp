@@ -30,8 +30,8 @@ layout(set = 0, binding = 2) buffer ACCUMULATOR { uint accumulator[]; };
 // The plan's: every window's count is WINDOW_CELLS (no count computed), and the float32 bits
 // of 1 / WINDOW_CELLS rounded to nearest even (average_pooling_grad.py: whole_windows,
 // reciprocal_bits).
-layout(constant_id = 50) const bool WHOLE_WINDOWS = false;
-layout(constant_id = 51) const uint RECIPROCAL = 0x3F800000u;
+layout(constant_id = 49) const bool WHOLE_WINDOWS = false;
+layout(constant_id = 50) const uint RECIPROCAL = 0x3F800000u;
 
 // pooling_grad.glsl's tiles: every position a window contains takes its term; a whole
 // window of 2^k cells divides a float16 dY exactly (HALF_TERMS: half_term).
@@ -39,7 +39,7 @@ layout(constant_id = 51) const uint RECIPROCAL = 0x3F800000u;
 #define TERMS_ARE_HALVES WHOLE_WINDOWS && WINDOW_CELLS_POWER_OF_TWO  // (no parentheses)
 #include "pooling_grad.glsl"
 
-layout(constant_id = 49) const bool INCLUDE_PADDING = false;
+layout(constant_id = 48) const bool INCLUDE_PADDING = false;
 
 uint x_slice_offset(uint n, uint c) { return 0u; }
 

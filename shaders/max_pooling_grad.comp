@@ -44,12 +44,12 @@ layout(set = 0, binding = 4) buffer WINDOW_WINNERS { uint window_winners[]; };
 #define TERMS_ARE_HALVES true
 #include "pooling_grad.glsl"
 
-DIMS5(X_STRIDES, 49)  // DEFAULT_ is 0 here
+DIMS5(X_STRIDES, 48)  // DEFAULT_ is 0 here
 // ARGMAX: 0, the tiles (or the gather) find each window's winner from X; 1, this dispatch
 // stores every window's winner into window_winners, byte e % 4 of word e / 4 for dY's
 // element e (row-major over N, C and OUT): its window cell in row-major scan order, or
 // NO_WINNER where every cell is padding; 2, the tiles read them.
-layout(constant_id = 54) const uint ARGMAX = 0u;
+layout(constant_id = 53) const uint ARGMAX = 0u;
 const uint NO_WINNER = 0xFFu;  // (the plan uses ARGMAX where windows hold at most 64 cells)
 
 uint x_slice_offset(uint n, uint c) { return n * X_STRIDES0 + c * X_STRIDES1; }
@@ -247,7 +247,7 @@ const uint ROW_VECTORS = (ROW_LEAD + 3u * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2
 // The plan sets ARGMAX_ROWS only where X is laid out so (max_pooling_grad.py: argmax_rows):
 // rows (X_STRIDES4 1) starting on vectors (X_STRIDES0-3 and SIZES4 multiples of VECTOR),
 // OUT2 % 4 = 0, 4 S2 a multiple of VECTOR and ROW_VECTORS <= ROW_MAX_VECTORS.
-layout(constant_id = 55) const bool ARGMAX_ROWS = false;
+layout(constant_id = 54) const bool ARGMAX_ROWS = false;
 
 // The word of the 4 windows from the one starting at s in X's slice at x_base (ARGMAX_ROWS).
 uint row_winners(uint x_base, ivec3 s) {

@@ -199,39 +199,6 @@ def test_tiles_under_every_plan(device, rng, monkeypatch, data_type, argmax_pass
     assert argmax_split >= (2 if argmax_pass else 0)
 
 
-# (sizes, window, strides, padding, dilations): windows overlapping along the rows (a walk's
-# tiles share window rows), rows a walk's multiple or not, 1 tile, 3-D, dilation.
-WALK_GEOMETRIES = [
-    ((2, 3, 33, 20), (3, 3), (2, 2), (1, 1), (1, 1)),
-    ((1, 2, 4, 17), (3, 3), (2, 2), (1, 1), (1, 1)),
-    ((1, 2, 19, 9), (3, 3), (1, 1), (1, 1), (1, 1)),
-    ((1, 2, 23, 12), (4, 2), (2, 2), (1, 0), (1, 1)),
-    ((1, 2, 5, 14, 9), (1, 3, 3), (1, 2, 2), (0, 1, 1), (1, 1, 1)),
-    ((1, 2, 21, 16), (2, 2), (2, 2), (1, 0), (2, 1)),
-]
-
-
-@pytest.mark.parametrize("kind", ["avg", "max"])
-@pytest.mark.parametrize("data_type", [F32, F16], ids=["float32", "float16"])
-def test_walks_give_the_gathers_bits(device, rng, monkeypatch, kind, data_type, argmax_pass):
-    """Walks of 1 to 64 tiles along the rows (TILE_WALK; the last walk of a slice short, a
-    workgroup's walks spread over slices), tiles 1 and 2 strides high: the gather's bits."""
-    walked = 0
-    for sizes, window, strides, pad, dilations in WALK_GEOMETRIES:
-        if kind == "avg":
-            dilations = (1,) * len(window)
-        desc, inputs = problem(rng, kind, data_type, sizes, window, strides, pad, pad,
-                               dilations, False, kind == "avg", ("packed", "nhwc"))
-        want, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
-        for walk, height in itertools.product((1, 2, 3, 64), (None, 1)):
-            monkeypatch.setattr(_pooling_grad, "TILE_WALK", walk)
-            got, tiled = run(device, desc, inputs, None, monkeypatch=monkeypatch, height=height)
-            assert tiled
-            walked += desc.plan(device.limits).dispatches[-1].constant("TILE_WALK") > 1
-            assert_same_bits(got, want, f"{kind} {sizes} {window} walk {walk} height {height}")
-    assert walked >= 12
-
-
 def test_the_division_by_every_count(device, rng, monkeypatch):
     """dY / count correctly rounded for counts 1 to 144 (past the integer road's 128: cr_div)
     and every kind of float32 (normal, subnormal, zero, infinite, NaN; results subnormal too):

@@ -43,12 +43,7 @@ Commit cad154e (run 1 of 2026-12-03 (later)) also had light_rare (div_count_of's
 NaN and subnormal v without cr_div where no window holds more than 128 cells: now the kernel)
 and no_rare (those cases' cr_div taken out: what its code cost).
 previous: with POOLING_PREVIOUS=DIR at --build, the kernels of the shaders/ folder DIR (an
-earlier commit's: git archive COMMIT shaders | tar -x -C PARENT), from before walks: their
-kernel constants renumbered past TILE_WALK (PREVIOUS_IDS), planned without walks.
-Plan variants (PLANS: the shipped SPIR-V, _pooling_grad's settings changed while the case is
-planned): walk1, walk2, walk8, walk16 (TILE_WALK: tiles per invocation along the rows where
-windows overlap there), walk4_h2, walk8_h2 (also TILE_HEIGHT 2: float32 3x3 tiles 2 rows high
-instead of 4).
+earlier commit's: git archive COMMIT shaders | tar -x -C PARENT).
 Same bits: SAME_BITS, checked against the first of them timed. Each row says which SPIR-V ran
 (a variant without an rte16 build runs its first one where the device takes rte16).
 POOLING_KINDS=avg (or max) times one kernel's variants only; POOLING_VARIANTS=shipped,pairs
@@ -73,7 +68,6 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import pyvkgrad  # noqa: E402
 import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
-from pyvkgrad.ops import _pooling_grad  # noqa: E402
 
 TILES = "include/pooling_grad.glsl"
 ROW = "halves_from_floats8(row[0], row[1])"
@@ -115,45 +109,24 @@ PRESERVE16_MAX = _preserved_row(
 # pooling on an H200); the shipped form computes it within the condition (run 2's
 # "prev_window"). prev_cells: each cell's sum under one condition, as before HALF_TERMS.
 # (Run 2 also timed the row's float16 stores position by position, as before: no change.)
-TERM_AFTER = [(TILES, "        tile_adds[w] = IN_DY(o) && tile_window_term(w, o, dy_base, tile_terms[w],\n"
-                      "                                                    tile_winners[w]);",
-               "        tile_adds[w] = IN_DY(o) && tile_window(w, o, tile_winners[w]);\n"
-               "        if (tile_adds[w]) tile_terms[w] = tile_term(dy_base, o);")]
+TERM_AFTER = [(TILES, "            adds[w] = IN_DY(o) && tile_window_term(w, o, dy_base, terms[w], "
+                      "winners[w]);",
+               "            adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);\n"
+               "            if (adds[w]) terms[w] = tile_term(dy_base, o);")]
 PREV_CELLS = [(TILES,
-               """            if (!tile_adds[w] || !(EVERY_CELL_WINS || tile_winners[w] == own)) continue;
+               """            if (!adds[w] || !(EVERY_CELL_WINS || winners[w] == own)) continue;
             if (HALF_TERMS) {
-                halves[k] = tile_half_terms[w];  // this position's one window
+                halves[k] = half_terms[w];  // this position's one window
             } else {
-                acc = acc + tile_terms[w];
+                acc = acc + terms[w];
             }
-""", """            const bool takes = tile_adds[w] && (EVERY_CELL_WINS || tile_winners[w] == own);
-            if (!HALF_TERMS && takes) acc = acc + tile_terms[w];
-            if (HALF_TERMS && takes) halves[k] = tile_half_terms[w];
+""", """            const bool takes = adds[w] && (EVERY_CELL_WINS || winners[w] == own);
+            if (!HALF_TERMS && takes) acc = acc + terms[w];
+            if (HALF_TERMS && takes) halves[k] = half_terms[w];
 """)]
 HALF_RECIPROCAL = [("average_pooling_grad.comp", "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
                     "        if (false) {")]
 PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
-# An earlier commit's shaders (before TILE_WALK took constant id 48): its kernel constants one
-# id up, as the runtime's manifest (the shipped kernels') numbers them.
-PREVIOUS_IDS = [
-    (TILES, "DIMS3(WINDOWS_BEHIND, 45)\n",
-     "DIMS3(WINDOWS_BEHIND, 45)\nlayout(constant_id = 48) const uint TILE_WALK = 1u;\n"),
-    ("average_pooling_grad.comp", "constant_id = 48) const bool INCLUDE_PADDING",
-     "constant_id = 49) const bool INCLUDE_PADDING"),
-    ("average_pooling_grad.comp", "constant_id = 49) const bool WHOLE_WINDOWS",
-     "constant_id = 50) const bool WHOLE_WINDOWS"),
-    ("average_pooling_grad.comp", "constant_id = 50) const uint RECIPROCAL",
-     "constant_id = 51) const uint RECIPROCAL"),
-    ("max_pooling_grad.comp", "DIMS5(X_STRIDES, 48)", "DIMS5(X_STRIDES, 49)"),
-    ("max_pooling_grad.comp", "constant_id = 54) const bool ARGMAX_ROWS",
-     "constant_id = 55) const bool ARGMAX_ROWS"),
-    ("max_pooling_grad.comp", "constant_id = 53) const uint ARGMAX =",
-     "constant_id = 54) const uint ARGMAX ="),
-]
-# Plan variants: the shipped SPIR-V under other _pooling_grad settings.
-PLANS = dict(walk1=dict(TILE_WALK=1), walk2=dict(TILE_WALK=2), walk8=dict(TILE_WALK=8),
-             walk16=dict(TILE_WALK=16), walk4_h2=dict(TILE_WALK=4, TILE_HEIGHT=2),
-             walk8_h2=dict(TILE_WALK=8, TILE_HEIGHT=2), previous=dict(TILE_WALK=1))
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 TERM = "    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);"  # average_term's
@@ -182,8 +155,8 @@ KERNELS = {
         checked_half=bench_timing.CHECKED_HALF,
         scalar_keys=SCALAR_KEYS, sums_scalar_keys=SUMS + SCALAR_KEYS, **PREV_VARIANTS,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
-        every_cell_test=[(TILES, "(EVERY_CELL_WINS || tile_winners[w] == own)",
-                          "(tile_winners[w] == EVERY_CELL || tile_winners[w] == own)")],
+        every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
+                          "(winners[w] == EVERY_CELL || winners[w] == own)")],
         winners_only=[(TILES, "        tile_main();", "")],
         tiles_only=[(MAX, "    if (ARGMAX != 1u) return false;",
                      "    if (true) return ARGMAX == 1u;")],
@@ -193,7 +166,7 @@ KERNELS = {
 
 # preserve16 where the device offers the modes; preserve16_max also needs the device to keep a
 # float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
-SAME_BITS = ("shipped", "previous", *PLANS, "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
+SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
              "term_after", "prev_cells", "pairs", "row_unrolled", "preserve16", "checked_half",
              "by_windows", "by_integers", "every_cell_test", "unguarded")
 
@@ -206,8 +179,7 @@ def main() -> None:
             for stale in (Path(args.build) / name).glob("previous*.spv"):
                 stale.unlink()  # an earlier build's: only this build's POOLING_PREVIOUS
             bench_timing.build_variants(Path(args.build) / name, source,
-                                        dict(variants, **({"previous": PREVIOUS_IDS}
-                                                          if previous else {})),
+                                        dict(variants, **({"previous": []} if previous else {})),
                                         shaders_of={"previous": previous}, rte16=True)
         return
     dev = pyvkgrad.default_device()
@@ -220,14 +192,11 @@ def main() -> None:
         chosen = os.environ.get("POOLING_VARIANTS")
         folder = Path(args.spirv) / name
         # each variant's first SPIR-V, and its second (rte16) where the device takes that
-        def built(v):  # a plan variant runs the shipped SPIR-V
-            return "shipped" if v in PLANS and v != "previous" else v
-
-        spirv = {v: ((folder / f"{built(v)}.spv").read_bytes(),
-                     (folder / f"{built(v)}.rte16.spv").read_bytes()
-                     if (folder / f"{built(v)}.rte16.spv").exists() else None)
-                 for v in [*variants, *PLANS] if (not chosen or v in chosen.split(","))
-                 and (folder / f"{built(v)}.spv").exists()}
+        spirv = {v: ((folder / f"{v}.spv").read_bytes(),
+                     (folder / f"{v}.rte16.spv").read_bytes()
+                     if (folder / f"{v}.rte16.spv").exists() else None)
+                 for v in [*variants, "previous"] if (not chosen or v in chosen.split(","))
+                 and (folder / f"{v}.spv").exists()}
         for operator, label, dt, build in bench_cases.pooling_cases(kind)(args.quick):
             if not args.quick and "[64, 128" in label:
                 continue  # one shape: the other's rows track it within a few percent
@@ -236,16 +205,8 @@ def main() -> None:
             roofline = None  # the case's, measured once
             reference = None  # (variant, dX) of the first same-bits variant timed
             for variant, (data, rte16_data) in spirv.items():
-                settings = PLANS.get(variant, {})
-                saved = {k: getattr(_pooling_grad, k) for k in settings}
                 with bench_timing.serving(name, data, rte16_data):
-                    for k, value in settings.items():
-                        setattr(_pooling_grad, k, value)
-                    try:
-                        op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
-                    finally:
-                        for k, value in saved.items():
-                            setattr(_pooling_grad, k, value)
+                    op, tensors, nbytes, _ = build(dev, np.random.default_rng(1))
                     if roofline is None:
                         roofline = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16,
                                                               args.repeat)

@@ -58,11 +58,6 @@ TILE_WIDTH: Optional[int] = None
 # The positions along the axis before the last (rounded down to a multiple of the stride;
 # None: twice the stride where windows overlap along it and the tile fits, else the stride).
 TILE_HEIGHT: Optional[int] = None
-# Tiles per invocation along the axis before the last where windows overlap along it (a walk:
-# each tile takes the window rows it shares with the one before from it; None: WALK_TILES;
-# 1 turns walks off).
-TILE_WALK: Optional[int] = None
-WALK_TILES = 4
 TILE_MAX_CELLS = 16
 TILE_MAX_WINDOWS = 32
 TILE_MAX_FOOTPRINT = 64
@@ -227,12 +222,7 @@ class PoolingGradRules(OperatorDesc):
         if (math.prod(geometry["TILE"]) > TILE_MAX_CELLS or footprint > TILE_MAX_FOOTPRINT
                 or math.prod(geometry["WINDOWS"]) > TILE_MAX_WINDOWS):
             return None
-        # A walk where a tile shares window rows with the next along the axis before the
-        # last (WINDOWS > V there), and it has more than one tile.
-        shared = geometry["WINDOWS"][-2] > steps[-2] and geometry["TILES"][-2] > 1
-        walk = (WALK_TILES if TILE_WALK is None else TILE_WALK) if shared else 1
-        return dict({name: tuple(values) for name, values in geometry.items()},
-                    TILE_WALK=max(1, min(walk, geometry["TILES"][-2])))
+        return {name: tuple(values) for name, values in geometry.items()}
 
     def tile_loops(self, geometry: Dict[str, Tuple[int, ...]]) -> int:
         """Loop iterations one tile costs an invocation at most, counted as grid_slices counts
@@ -241,9 +231,8 @@ class PoolingGradRules(OperatorDesc):
         per row, its stores (a vector's 4 words or each position)."""
         cells, windows = math.prod(geometry["TILE"]), math.prod(geometry["WINDOWS"])
         rows = cells // geometry["TILE"][-1]
-        tile = (TILE_MAX_FOOTPRINT + 1 + windows * (self.loops_per_window() + 1) + 1
+        return (1 + TILE_MAX_FOOTPRINT + 1 + windows * self.loops_per_window() + 1
                 + cells * (windows + 1) + 1 + rows * (geometry["TILE"][-1] + 1 + 5) + 1)
-        return 1 + geometry["TILE_WALK"] * (tile + 1) + windows + 1
 
     def plan(self, limits: Limits) -> Plan:
         dx, dy = self.output_gradient_tensor, self.input_gradient_tensor
@@ -252,9 +241,7 @@ class PoolingGradRules(OperatorDesc):
         geometry = self.tile_geometry()
         budget = limits.max_loop_iterations - LOOP_MARGIN
         if geometry and limits.max_loop_iterations and self.tile_loops(geometry) > budget:
-            geometry = dict(geometry, TILE_WALK=1)  # a walk's loops past the driver's limit
-            if self.tile_loops(geometry) > budget:
-                geometry = None  # the tile's loops alone pass it
+            geometry = None  # the tile's loops alone pass the driver's limit
 
         def spatial(values, fill):
             return (fill,) * pad + tuple(values)
@@ -270,17 +257,14 @@ class PoolingGradRules(OperatorDesc):
             DY_STRIDES=five(dy.element_strides, 0), DX_STRIDES=five(dx.element_strides, 0),
             TILED=geometry is not None,
             **(geometry or dict(TILE=(1,) * SPATIAL, TILES=(1,) * SPATIAL,
-                                WINDOWS=(1,) * SPATIAL, WINDOWS_BEHIND=(0,) * SPATIAL,
-                                TILE_WALK=1)),
+                                WINDOWS=(1,) * SPATIAL, WINDOWS_BEHIND=(0,) * SPATIAL)),
             **self.kernel_constants(pad))
         bindings = dict(self.kernel_bindings(), accumulator="accumulator")
         tensors = tuple(n for n, _ in self.tensor_fields())
         before, own_scratch, changed = self.own_pass(geometry, limits, constants, bindings)
         constants = dict(constants, **changed)
         if geometry:
-            walks = -(-geometry["TILES"][-2] // geometry["TILE_WALK"])
-            tiles = (dx.sizes[0] * dx.sizes[1] * geometry["TILES"][0] * walks
-                     * geometry["TILES"][-1])
+            tiles = dx.sizes[0] * dx.sizes[1] * math.prod(geometry["TILES"])
             dispatches = before + tuple(
                 Dispatch(self.KERNEL, bindings, workgroups, constants=constants,
                          push=dict(count=end, first=first, window_first=0,

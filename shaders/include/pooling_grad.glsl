@@ -36,7 +36,7 @@
 // Constants: IS_F16; SIZES (dX: N, C, In0, In1, In2); OUT (dY's spatial sizes); WINDOW,
 //   STRIDES, START_PADDING, END_PADDING, DILATIONS (per spatial axis); DY_STRIDES and
 //   DX_STRIDES (5 dimensions, in elements); tiles: TILED, TILE, TILES (tiles per axis),
-//   WINDOWS, WINDOWS_BEHIND, TILE_WALK. Kernel constants follow from id 49.
+//   WINDOWS, WINDOWS_BEHIND. Kernel constants follow from id 48.
 // Push constants: count and first (the dX elements [first, count) of this dispatch, row-major
 //   logical order: plan.grid_slices; tiles where TILED), window_first and window_end (the run
 //   of each element's windows it sums: 0 and 0xFFFFFFFF for all), stage (bit 0: continue the
@@ -68,8 +68,6 @@ DIMS3(TILE, 36) DIMS3(TILES, 39) DIMS3(WINDOWS, 42)
 #undef DEFAULT_
 #define DEFAULT_ 0u
 DIMS3(WINDOWS_BEHIND, 45)
-// Tiles per invocation along the axis before the last (a walk: see tile_main).
-layout(constant_id = 48) const uint TILE_WALK = 1u;
 // The tile's first window relative to t V (ceil((P0 - (W - 1) D) / S) <= 0: the plan tiles
 // only where P0 <= (W - 1) D).
 // Built component by component at run time, not as an expression of specialization constants:
@@ -259,36 +257,29 @@ bool tile_window_term(uint w, ivec3 o, uint dy_base, out float term, out uint wi
     return true;
 }
 
-// The tile's windows, flat row-major index w: whether each adds, its term (or with HALF_TERMS
-// its half_term), its winner. Kept across a walk's tiles (tile_main).
-float tile_terms[TILE_MAX_WINDOWS];
-uint tile_half_terms[TILE_MAX_WINDOWS];
-uint tile_winners[TILE_MAX_WINDOWS];
-bool tile_adds[TILE_MAX_WINDOWS];
-
-// Window w of the tile whose first window is first_window.
-void tile_window_at(uint w, ivec3 first_window, uint dy_base) {
-    const ivec3 o = first_window + ivec3(unflatten(w, WINDOWS1, WINDOWS2));
+// The tile's positions' sums (float32, from +0, terms in ascending window order), or with
+// HALF_TERMS their float16 bits (`halves`; `sums` unset).
+void tile_sums(ivec3 origin, ivec3 first_window, uint dy_base, out float sums[TILE_MAX_CELLS],
+               out uint halves[TILE_MAX_CELLS]) {
+    float terms[TILE_MAX_WINDOWS];
+    uint half_terms[TILE_MAX_WINDOWS];
+    uint winners[TILE_MAX_WINDOWS];
+    bool adds[TILE_MAX_WINDOWS];
     const ivec3 out_size = ivec3(OUT0, OUT1, OUT2);
-    tile_terms[w] = 0.0;
-    tile_half_terms[w] = 0u;
-    tile_winners[w] = EVERY_CELL;
+    [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
+        const ivec3 o = first_window + ivec3(unflatten(w, WINDOWS1, WINDOWS2));
+        terms[w] = 0.0;
+        half_terms[w] = 0u;
+        winners[w] = EVERY_CELL;
 #define IN_DY(o) (all(greaterThanEqual(o, ivec3(0))) && all(lessThan(o, out_size)))  // o is dY's
-    if (HALF_TERMS) {
-        tile_adds[w] = IN_DY(o) && tile_window(w, o, tile_winners[w]);
-        if (tile_adds[w]) {
-            tile_half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));
+        if (HALF_TERMS) {
+            adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);
+            if (adds[w]) half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));
+        } else {
+            adds[w] = IN_DY(o) && tile_window_term(w, o, dy_base, terms[w], winners[w]);
         }
-    } else {
-        tile_adds[w] = IN_DY(o) && tile_window_term(w, o, dy_base, tile_terms[w],
-                                                    tile_winners[w]);
-    }
 #undef IN_DY
-}
-
-// The tile's positions' sums (float32, from +0, the tile's window terms in ascending window
-// order), or with HALF_TERMS their float16 bits (`halves`; `sums` unset).
-void tile_sums(out float sums[TILE_MAX_CELLS], out uint halves[TILE_MAX_CELLS]) {
+    }
     const ivec3 stride = ivec3(STRIDES0, STRIDES1, STRIDES2);
     const ivec3 dilation = ivec3(DILATIONS0, DILATIONS1, DILATIONS2);
     const ivec3 window = ivec3(WINDOW0, WINDOW1, WINDOW2);
@@ -307,11 +298,11 @@ void tile_sums(out float sums[TILE_MAX_CELLS], out uint halves[TILE_MAX_CELLS]) 
                 || any(notEqual(reach % dilation, ivec3(0)))) continue;
             const ivec3 cell = reach / dilation;
             const uint own = uint((cell.x * window.y + cell.y) * window.z + cell.z);
-            if (!tile_adds[w] || !(EVERY_CELL_WINS || tile_winners[w] == own)) continue;
+            if (!adds[w] || !(EVERY_CELL_WINS || winners[w] == own)) continue;
             if (HALF_TERMS) {
-                halves[k] = tile_half_terms[w];  // this position's one window
+                halves[k] = half_terms[w];  // this position's one window
             } else {
-                acc = acc + tile_terms[w];
+                acc = acc + terms[w];
             }
         }
         sums[k] = acc;
@@ -389,19 +380,6 @@ void store_tile_row(uint off, int left, float sums[TILE_MAX_CELLS], uint k0) {
     store_row_halves(off, left, halves, 0u);
 }
 
-// The window rows (along the axis before the last) that tile t shares with tile t + 1 there:
-// t's windows w1 >= V1 are t + 1's w1 - V1 (V1 = TILE1 / S1 windows a tile's step).
-const uint WALK_STEP1 = TILE1 / STRIDES1;
-const uint SHARED_ROWS = WINDOWS1 - WALK_STEP1;
-const uint WALKS1 = (TILES1 + TILE_WALK - 1u) / TILE_WALK;  // walks along that axis
-
-// Whether window w of a tile is in a row its walk's previous tile shared.
-bool shared_row(uint w) { return unflatten(w, WINDOWS1, WINDOWS2).y < SHARED_ROWS; }
-
-// A walk (TILE_WALK tiles, consecutive along the axis before the last; the plan's where
-// windows overlap along it): each tile takes the windows it shares with the one before from
-// it, and computes only its others' (3x3 stride 2: one row of windows in two, or in three).
-// The same windows' terms, so the same sums and bits as tile by tile.
 void tile_main() {
     const ivec3 tile = ivec3(TILE0, TILE1, TILE2);
     const ivec3 size = ivec3(SIZES2, SIZES3, SIZES4);
@@ -411,49 +389,25 @@ void tile_main() {
         uint rest = e;
         ivec3 t;
         t.z = int(rest % TILES2); rest /= TILES2;
-        t.y = int((rest % WALKS1) * TILE_WALK); rest /= WALKS1;
+        t.y = int(rest % TILES1); rest /= TILES1;
         t.x = int(rest % TILES0); rest /= TILES0;
         const uint c = rest % SIZES1, n = rest / SIZES1;
-        const uint dy_base = n * DY_STRIDES0 + c * DY_STRIDES1;
-        ivec3 origin = t * tile;
-        ivec3 first_window = t * windows_step + FIRST_WINDOW;
+        const ivec3 origin = t * tile;
         tile_prepare(origin, n, c);
-        // The first tile's shared rows; each tile then computes the rest.
-        [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
-            if (shared_row(w)) tile_window_at(w, first_window, dy_base);
-        }
-        for (uint j = 0u; j < TILE_WALK; ++j) {
-            if (j != 0u) {
-                origin.y += tile.y;
-                if (origin.y >= size.y) break;
-                first_window.y += windows_step.y;
-                tile_prepare(origin, n, c);
-                [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
-                    if (!shared_row(w)) continue;
-                    const uint from = w + WALK_STEP1 * WINDOWS2;  // not yet overwritten
-                    tile_terms[w] = tile_terms[from];
-                    tile_half_terms[w] = tile_half_terms[from];
-                    tile_winners[w] = tile_winners[from];
-                    tile_adds[w] = tile_adds[from];
-                }
-            }
-            [[unroll]] for (uint w = 0u; w < TILE_WINDOWS; ++w) {
-                if (!shared_row(w)) tile_window_at(w, first_window, dy_base);
-            }
-            float sums[TILE_MAX_CELLS];
-            uint halves[TILE_MAX_CELLS];
-            tile_sums(sums, halves);
-            const uint base = n * DX_STRIDES0 + c * DX_STRIDES1 + uint(origin.x) * DX_STRIDES2
-                + uint(origin.y) * DX_STRIDES3 + uint(origin.z) * DX_STRIDES4;
-            [[unroll]] for (uint r = 0u; r < TILE0 * TILE1; ++r) {
-                const ivec2 rr = ivec2(r / TILE1, r % TILE1);
-                if (any(greaterThanEqual(origin.xy + rr, size.xy))) continue;
-                const uint off = base + uint(rr.x) * DX_STRIDES2 + uint(rr.y) * DX_STRIDES3;
-                if (HALF_TERMS) {
-                    store_row_halves(off, size.z - origin.z, halves, r * TILE2);
-                } else {
-                    store_tile_row(off, size.z - origin.z, sums, r * TILE2);
-                }
+        float sums[TILE_MAX_CELLS];
+        uint halves[TILE_MAX_CELLS];
+        tile_sums(origin, t * windows_step + FIRST_WINDOW,
+                  n * DY_STRIDES0 + c * DY_STRIDES1, sums, halves);
+        const uint base = n * DX_STRIDES0 + c * DX_STRIDES1 + uint(origin.x) * DX_STRIDES2
+            + uint(origin.y) * DX_STRIDES3 + uint(origin.z) * DX_STRIDES4;
+        [[unroll]] for (uint r = 0u; r < TILE0 * TILE1; ++r) {
+            const ivec2 rr = ivec2(r / TILE1, r % TILE1);
+            if (any(greaterThanEqual(origin.xy + rr, size.xy))) continue;
+            const uint off = base + uint(rr.x) * DX_STRIDES2 + uint(rr.y) * DX_STRIDES3;
+            if (HALF_TERMS) {
+                store_row_halves(off, size.z - origin.z, halves, r * TILE2);
+            } else {
+                store_tile_row(off, size.z - origin.z, sums, r * TILE2);
             }
         }
     }
