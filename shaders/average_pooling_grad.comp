@@ -129,7 +129,11 @@ float div_count_of(float v, uint count) {
 // n / d in [2^23, 2^24) and 2n + d below 2^32, so q = floor((2n + d) / 2d), one division by
 // a constant (a product and a shift), is n / d rounded to nearest: no such quotient lies
 // half-way (where d's odd factor divides m, n / d is an integer; else it is no dyadic
-// fraction). The quotient is q at exponent b + 12 - s, always a normal float32.
+// fraction). The quotient is q at exponent b + 12 - s, always a normal float32. Its zeros,
+// Inf and NaN are div_count_of's at once (v itself; the NaN 0x7FC00000), so that the float16
+// kernel carries neither the reciprocal's road nor div_count_of for each tile window (binary
+// 53.6 -> 38.9 KB, 3x3 tiles 48.8 -> 47.4 us on an H200: benchmarks/RESULTS.md,
+// 2026-12-03 (late)).
 const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u && !WINDOW_CELLS_POWER_OF_TWO;
 
 float div_count(float v, uint count) {
@@ -142,6 +146,7 @@ float div_count(float v, uint count) {
             const uint q = ((m << s) * 2u + WINDOW_CELLS) / (2u * WINDOW_CELLS);
             return uintBitsToFloat((u & 0x80000000u) | ((((a >> 23u) + 12u - s) << 23u) + q));
         }
+        if (IS_F16) return a > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;
         precise float q0 = uintBitsToFloat(a) * uintBitsToFloat(RECIPROCAL);
         const uint bits = floatBitsToUint(q0), eq = bits >> 23;
         const uint mq = (bits & 0x7FFFFFu) | 0x800000u;

@@ -10,6 +10,8 @@ bench_timing.build_variants):
 - sums: the float16 tiles of non-overlapping windows summing float32 terms and rounding them
   (before 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS);
 - term_after, prev_cells: the tiles' float road in other forms (TERM_AFTER's comment);
+- half_roads, winner_first, term_first_half: the forms before 2026-12-03 (late), and one not
+  kept (HALF_ROADS' comment);
 - scalar_keys, sums_scalar_keys: max pooling's tiles loading X's footprint element by element
   (before 2026-12-03 (evening)) instead of a 16-byte vector a row (KEY_VECTORS), with the
   halves or (together the previous kernel) the sums;
@@ -127,6 +129,28 @@ PREV_CELLS = [(TILES,
 HALF_RECIPROCAL = [("average_pooling_grad.comp", "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
                     "        if (false) {")]
 PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
+# 2026-12-03 (late), run 2 timed the other side of each (now shipped). half_roads: a float16
+# dY's zeros, Inf and NaN over a whole window's count through the reciprocal's road and
+# div_count_of, as before (now given at once after HALF_BY_INTEGERS, so that the float16
+# kernel carries neither road). winner_first: max pooling's float road loading dY only once
+# the window's winner is known, as before (now dY first, its load in flight with the
+# winner's). term_first_half: the halves road's dY loaded first too (not kept: float16 2x2
+# 39.4 us against 39.2).
+HALF_ROADS = [("average_pooling_grad.comp",
+               "        if (IS_F16) return a > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;\n",
+               "")]
+WINNER_FIRST = [(TILES, """    term = tile_term(dy_base, o);
+    if (tile_window(w, o, winner)) return true;
+    term = 0.0;
+    return false;""", """    term = 0.0;
+    if (!tile_window(w, o, winner)) return false;
+    term = tile_term(dy_base, o);
+    return true;""")]
+TERM_FIRST_HALF = [(TILES, """            adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);
+            if (adds[w]) half_terms[w] = half_term(HALF_BITS(dy, dy_offset(dy_base, uvec3(o))));""",
+    """            const uint h = IN_DY(o) ? HALF_BITS(dy, dy_offset(dy_base, uvec3(o))) : 0u;
+            adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);
+            if (adds[w]) half_terms[w] = half_term(h);""")]
 AVERAGE = "average_pooling_grad.comp"
 MAX = "max_pooling_grad.comp"
 TERM = "    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);"  # average_term's
@@ -145,7 +169,7 @@ KERNELS = {
         loads_only=DEVICE_HALF + [(AVERAGE, TERM, "    return LOAD(dy, dy_offset(dy_base, o));")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
                       "    if (false) {")],
-        half_reciprocal=HALF_RECIPROCAL, **PREV_VARIANTS,
+        half_reciprocal=HALF_RECIPROCAL, half_roads=HALF_ROADS, **PREV_VARIANTS,
         unguarded=[(AVERAGE, "        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) "
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
@@ -154,6 +178,7 @@ KERNELS = {
         preserve16=PRESERVE16, preserve16_max=PRESERVE16_MAX,
         checked_half=bench_timing.CHECKED_HALF,
         scalar_keys=SCALAR_KEYS, sums_scalar_keys=SUMS + SCALAR_KEYS, **PREV_VARIANTS,
+        winner_first=WINNER_FIRST, term_first_half=TERM_FIRST_HALF,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
@@ -168,7 +193,8 @@ KERNELS = {
 # float32 subnormal's sign in the conversion, which Vulkan does not promise: not listed.
 SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
              "term_after", "prev_cells", "pairs", "row_unrolled", "preserve16", "checked_half",
-             "by_windows", "by_integers", "every_cell_test", "unguarded")
+             "by_windows", "by_integers", "every_cell_test", "unguarded", "half_roads",
+             "winner_first", "term_first_half")
 
 
 def main() -> None:

@@ -249,12 +249,14 @@ uint half_term(uint h);
 // `adds`' condition: computed in a branch of its own after it, the float16 3x3 average's tiles
 // took 80.6 us against 48.9 on an H200, and max pooling's float32 3x3 ones 98.2 against 93.2;
 // the halves road the other way round, max pooling's float16 2x2 tiles 38.9 against 40.3:
-// benchmarks/RESULTS.md, 2026-12-03 (evening).)
+// benchmarks/RESULTS.md, 2026-12-03 (evening).) The term comes first: max pooling's dY load
+// is then in flight with its winner's byte, not after it (float16 3x3 87.3 -> 82.9 us;
+// 2026-12-03 (late)); the window lies in dY, so the load is in bounds either way.
 bool tile_window_term(uint w, ivec3 o, uint dy_base, out float term, out uint winner) {
-    term = 0.0;
-    if (!tile_window(w, o, winner)) return false;
     term = tile_term(dy_base, o);
-    return true;
+    if (tile_window(w, o, winner)) return true;
+    term = 0.0;
+    return false;
 }
 
 // The tile's positions' sums (float32, from +0, terms in ascending window order), or with
