@@ -9,7 +9,10 @@
 # PyTorch's side. From the project root with .gpu and that folder carried:
 #     STEPS="tests pool fp rows" bash benchmarks/investigations/h200_late.sh
 # (run 1 timed walks of tiles, commit 13155ca, with pooling_ablation.py's plan variants of
-# that commit; run 2 the variants as then named half_specials and term_first(_float).)
+# that commit; run 2 the variants as then named half_specials and term_first(_float); run 4
+# HALF_BY_FLOATS (commit EXPERIMENT, reverted): POOLING_KINDS=avg
+# POOLING_VARIANTS=previous,shipped,half_by_integers ROWS_OPS=average_pooling_grad, previous
+# at 3b6e837's shaders.)
 source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-tests pool fp rows} "
 [[ $steps == *" tests "* ]] && { run tests 200 python3 -m pytest -q -p no:cacheprovider -x \
@@ -22,6 +25,6 @@ steps=" ${STEPS:-tests pool fp rows} "
 [[ $steps == *" fp "* ]] && { run fingerprint 200 python3 -m pyvkgrad fingerprint --check \
   tests/fingerprints.json; tail -1 $OUT/fingerprint.txt; }
 [[ $steps == *" rows "* ]] && { run rows 300 python3 benchmarks/run.py \
-  --ops average_pooling_grad,max_pooling_grad --repeat 20 --out $OUT/rows; \
+  --ops ${ROWS_OPS:-average_pooling_grad,max_pooling_grad} --repeat 20 --out $OUT/rows; \
   grep -h "^[A-Z_]*  \|copy roofline" $OUT/rows.txt | cut -c1-170; }
 true
