@@ -122,16 +122,7 @@ float div_count_of(float v, uint count) {
 // benchmarks/investigations/pooling_division.py checks the road for every such d and every
 // significand, the product rounded to nearest, up and down.
 //
-// A float16 dY over such a d (nonzero, finite) takes float32 operations that are all exact
-// but q0's product (HALF_BY_FLOATS; integers take half an H200's issue rate): |dY| has 11
-// significant bits. With q0 = |dY| * RECIPROCAL, its high part q1 (q0's first 12 significant
-// bits) and low part q0 - q1, the products q1 d and (q0 - q1) d have at most 19 bits, and
-// r = (|dY| - q1 d) - (q0 - q1) d is |dY| - q0 d exactly (each difference fits 24 bits). One
-// step up where r > d u / 2, down where r < -d u / 2 (u: q0's unit in the last place, d u / 2
-// a power of two times d, exact), is then the correct rounding where |r| < 3 d u / 2 and q0
-// is no power of two with the quotient below it; elsewhere (never with the product rounded to
-// nearest) the integers decide.
-// HALF_BY_INTEGERS: |dY| = m 2^(b - 137)
+// A float16 dY over such a d takes integers alone (HALF_BY_INTEGERS): |dY| = m 2^(b - 137)
 // with m < 2^11, its significand's first 11 bits (a float16 widens to a normal float32 whose
 // significand's last 13 bits are 0, a subnormal half's too), b its float32 biased exponent.
 // With 2^(c - 1) < d < 2^c, n = m 2^s (s = 12 + c, or 13 + c where m < d 2^(11 - c)) puts
@@ -148,19 +139,7 @@ const bool WHOLE_BY_RECIPROCAL = WINDOW_CELLS <= 128u && !WINDOW_CELLS_POWER_OF_
 float div_count(float v, uint count) {
     if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {
         const uint u = floatBitsToUint(v), a = u & 0x7FFFFFFFu;  // |v|
-        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {  // nonzero and finite
-            const float magnitude = uintBitsToFloat(a), d = float(WINDOW_CELLS);
-            precise float q0 = magnitude * uintBitsToFloat(RECIPROCAL);
-            const uint bits = floatBitsToUint(q0);
-            const float high = uintBitsToFloat(bits & 0xFFFFF000u);
-            precise float r = (magnitude - high * d) - (q0 - high) * d;
-            const float two_24 = 5.9604644775390625e-8;  // 2^-24
-            precise float half_unit = uintBitsToFloat(bits & 0x7F800000u) * (d * two_24);
-            if (abs(r) < 3.0 * half_unit && !(r < 0.0 && (bits & 0x7FFFFFu) == 0u)) {
-                const uint step = r > half_unit ? 1u : (r < -half_unit ? 0xFFFFFFFFu : 0u);
-                return uintBitsToFloat((u & 0x80000000u) | (bits + step));
-            }
-            // HALF_BY_INTEGERS
+        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {  // HALF_BY_INTEGERS: nonzero and finite
             const uint c = uint(findMSB(WINDOW_CELLS)) + 1u;
             const uint m = ((a & 0x7FFFFFu) | 0x800000u) >> 13u;
             const uint s = m < (WINDOW_CELLS << (11u - c)) ? 13u + c : 12u + c;

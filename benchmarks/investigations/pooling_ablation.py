@@ -10,8 +10,8 @@ bench_timing.build_variants):
 - sums: the float16 tiles of non-overlapping windows summing float32 terms and rounding them
   (before 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS);
 - term_after, prev_cells: the tiles' float road in other forms (TERM_AFTER's comment);
-- half_roads, winner_first, term_first_half, half_by_integers: the forms before 2026-12-03
-  (late), and one not kept (HALF_ROADS' and HALF_BY_INTEGERS' comments);
+- half_roads, winner_first, term_first_half: the forms before 2026-12-03 (late), and one not
+  kept (HALF_ROADS' comment);
 - scalar_keys, sums_scalar_keys: max pooling's tiles loading X's footprint element by element
   (before 2026-12-03 (evening)) instead of a 16-byte vector a row (KEY_VECTORS), with the
   halves or (together the previous kernel) the sums;
@@ -136,12 +136,6 @@ PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
 # the window's winner is known, as before (now dY first, its load in flight with the
 # winner's). term_first_half: the halves road's dY loaded first too (not kept: float16 2x2
 # 39.4 us against 39.2).
-# half_by_integers: a float16 dY over a whole window's count that is not a power of two by
-# integers alone (HALF_BY_INTEGERS, before 2026-12-03 (late) run 4), not first through
-# HALF_BY_FLOATS.
-HALF_BY_INTEGERS = [("average_pooling_grad.comp",
-                     "            if (abs(r) < 3.0 * half_unit && !(r < 0.0 && (bits & 0x7FFFFFu)"
-                     " == 0u)) {", "            if (false) {")]
 HALF_ROADS = [("average_pooling_grad.comp",
                "        if (IS_F16) return a > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;\n",
                "")]
@@ -175,8 +169,7 @@ KERNELS = {
         loads_only=DEVICE_HALF + [(AVERAGE, TERM, "    return LOAD(dy, dy_offset(dy_base, o));")],
         by_integers=[(AVERAGE, "    if (WHOLE_BY_RECIPROCAL && count == WINDOW_CELLS) {",
                       "    if (false) {")],
-        half_reciprocal=HALF_RECIPROCAL, half_roads=HALF_ROADS,
-        half_by_integers=HALF_BY_INTEGERS, **PREV_VARIANTS,
+        half_reciprocal=HALF_RECIPROCAL, half_roads=HALF_ROADS, **PREV_VARIANTS,
         unguarded=[(AVERAGE, "        if (eq - 2u < 253u && abs(2 * r) < 3 * int(WINDOW_CELLS) "
                              "&& !(r < 0 && mq == 0x800000u)) {",
                     "        if (eq - 2u < 253u) {")])),
@@ -201,7 +194,6 @@ KERNELS = {
 SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
              "term_after", "prev_cells", "pairs", "row_unrolled", "preserve16", "checked_half",
              "by_windows", "by_integers", "every_cell_test", "unguarded", "half_roads",
-             "half_by_integers",
              "winner_first", "term_first_half")
 
 

@@ -7,11 +7,9 @@ and q0 are normal and q0 is past the second binade, the kernel's condition), wit
 rounded to nearest, up and down (Vulkan fixes the direction only under RoundingModeRTE): the
 model's bits, where it does not leave to div_count_of, against the exact quotient correctly
 rounded (fractions where float64 and the model differ), and how often it leaves. Then the
-float16 road (HALF_BY_FLOATS: the product's exact remainder in float32 operations that are
-all exact, its 12 high significant bits and the rest apart; where one step may not do,
-HALF_BY_INTEGERS: the 11 significant bits and one integer division by 2d) for every such d,
-every finite nonzero float16 and each direction of the product's rounding, against numpy's
-float32 division (correctly rounded).
+float16 road (HALF_BY_INTEGERS: a float16 dY's 11 significant bits and one integer division
+by 2d) for every such d and every finite nonzero float16, against numpy's float32 division
+(correctly rounded).
 
     python3 benchmarks/investigations/pooling_division.py      (a few minutes, numpy only)
 """
@@ -71,61 +69,21 @@ def half_by_integers(h_bits: np.ndarray, d: int) -> np.ndarray:
     return ((u & 0x80000000) | ((((a >> 23) + 12 - s) << 23) + q)).astype(np.uint32)
 
 
-def half_by_floats(h_bits: np.ndarray, d: int, direction: str = "nearest") -> np.ndarray:
-    """The kernel's float16 road (HALF_BY_FLOATS): the float32 bits of v / d for the float16 v
-    of bits h_bits (finite, nonzero), as div_count computes them, the product q0 = |v| *
-    RECIPROCAL rounded `direction`, and where it leaves to HALF_BY_INTEGERS. Asserts that
-    every other operation is exact (so its rounding direction does not matter)."""
-    u = h_bits.view(np.float16).astype(np.float32).view(np.uint32)
-    sign = u & np.uint32(0x80000000)
-    a = (u & np.uint32(0x7FFFFFFF)).view(np.float32)
-    reciprocal = np.uint32(reciprocal_bits(d)).view(np.float32)
-    q0 = rounded(a.astype(np.float64) * np.float64(reciprocal), direction)
-    bits = q0.view(np.uint32)
-    assert ((bits >> 23) > 0).all()  # normal
-    high = (bits & np.uint32(0xFFFFF000)).view(np.float32)
-
-    def exact(f32, f64):
-        assert (f32.astype(np.float64) == f64).all()
-        return f32
-
-    low = exact(q0 - high, q0.astype(np.float64) - high)
-    f = np.float32(d)
-    high_d = exact(high * f, high.astype(np.float64) * d)
-    low_d = exact(low * f, low.astype(np.float64) * d)
-    first = exact(a - high_d, a.astype(np.float64) - high_d)
-    r = exact(first - low_d, first.astype(np.float64) - low_d)
-    assert (r.astype(np.float64) == a.astype(np.float64) - d * q0.astype(np.float64)).all()
-    half_unit = (bits & np.uint32(0x7F800000)).view(np.float32) * np.float32(d * 2.0 ** -24)
-    step = np.where(r > half_unit, 1, np.where(r < -half_unit, -1, 0)).astype(np.int64)
-    # One step is the correct rounding where |r| < 3 d u / 2 and q0 is no power of two with
-    # the quotient below it (finer units there); elsewhere HALF_BY_INTEGERS.
-    leaves = (np.abs(r) >= 3 * half_unit) | (((bits & np.uint32(0x7FFFFF)) == 0) & (r < 0))
-    fast = sign | (bits.astype(np.int64) + step).astype(np.uint32)
-    return np.where(leaves, half_by_integers(h_bits, d), fast), leaves
-
-
-def check_half_by_floats() -> int:
-    """HALF_BY_FLOATS against numpy's float32 division, every count d from 3 to 127 that is
-    not a power of two and every finite nonzero float16, the product rounded to nearest, up
-    and down: the number of wrong results."""
+def check_half_by_integers() -> int:
+    """HALF_BY_INTEGERS against numpy's float32 division, every count d from 3 to 127 that is
+    not a power of two and every finite nonzero float16: the number of wrong results."""
     h = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
     finite = h.view(np.float16)
     h = h[np.isfinite(finite) & (finite != 0)]
     v = h.view(np.float16).astype(np.float32)
     wrong = 0
-    leaving = {direction: 0 for direction in ("nearest", "up", "down")}
     for d in range(3, 128):
         if d & (d - 1) == 0:
             continue
         want = (v / np.float32(d)).astype(np.float32).view(np.uint32)
-        for direction in leaving:
-            got, leaves = half_by_floats(h, d, direction)
-            wrong += int((got != want).sum())
-            leaving[direction] += int(leaves.sum())
-    print(f"float16 over counts 3-127 (not powers of two) by floats, every finite nonzero "
-          f"float16: {wrong} wrong; left to HALF_BY_INTEGERS: " + ", ".join(
-              f"{n} with the product rounded {direction}" for direction, n in leaving.items()))
+        wrong += int((half_by_integers(h, d) != want).sum())
+    print(f"float16 over counts 3-127 (not powers of two) by integers, every finite nonzero "
+          f"float16: {wrong} wrong")
     return wrong
 
 
@@ -157,7 +115,7 @@ def main() -> None:
     print(f"counts 3-128 (not powers of two), every significand at two exponents: {wrong} "
           f"wrong; left to div_count_of, of {total}: " + ", ".join(
               f"{n} with the product rounded {direction}" for direction, n in leaving.items()))
-    wrong += check_half_by_floats()
+    wrong += check_half_by_integers()
     sys.exit(1 if wrong else 0)
 
 
