@@ -10,7 +10,7 @@
 #     STEPS="tests pool fp rows" bash benchmarks/investigations/h200_late.sh
 # (run 1 timed walks of tiles, commit 13155ca, with pooling_ablation.py's plan variants of
 # that commit; run 2 the variants as then named half_specials and term_first(_float); run 4
-# HALF_BY_FLOATS (commit EXPERIMENT, reverted): POOLING_KINDS=avg
+# HALF_BY_FLOATS (commit 44baec1, reverted): POOLING_KINDS=avg
 # POOLING_VARIANTS=previous,shipped,half_by_integers ROWS_OPS=average_pooling_grad, previous
 # at 3b6e837's shaders.)
 source benchmarks/investigations/h200_prelude.sh
