@@ -128,6 +128,18 @@ const uint FOOT2 = (WINDOWS2 - 1u) * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2 + 1u
 const uint FOOT_CELLS = FOOT0 * FOOT1 * FOOT2;
 uint tile_keys[TILE_MAX_FOOTPRINT];
 uint winner_base;  // ARGMAX 2: the tile's slice's first winner
+// ARGMAX 2 by words (WINNER_WORDS): where each row of a tile's windows starts on a word of
+// window_winners (windows step by a multiple of 4 along the last axis from 0, OUT2 % 4 = 0,
+// and dY's rows start on words) and holds at most 8 windows, the row's bytes are its first
+// two words, loaded once per row instead of one word per window (float16 3x3 stride 2: 4
+// loads a tile instead of 10). The plan gives window_winners a word past its last, which the
+// second word of the last row's windows past OUT2 may read (the windows outside dY, unused).
+const uint WINDOWS_STEP2 = TILE2 / STRIDES2;
+const uint WINDOWS_STEP2_REST = WINDOWS_STEP2 % 4u;
+const uint OUT2_REST = OUT2 % 4u;
+const bool WINNER_WORDS = ARGMAX == 2u && WINDOWS_STEP2_REST == 0u && WINDOWS_BEHIND2 == 0u
+    && OUT2_REST == 0u && WINDOWS2 <= 8u;
+uvec2 winner_rows[TILE_MAX_WINDOWS];  // WINNER_WORDS: each window row's two words
 const uint VECTOR = IS_F16 ? 8u : 4u;  // elements in 16 bytes
 // Element k of a 16-byte vector of X's words: its bits.
 uint vector_bits(uvec4 words, uint k) {
@@ -142,6 +154,21 @@ const bool KEY_VECTORS = FOOT2 == VECTOR && X_STRIDES4 == 1u && X_STRIDES3 % VEC
 void tile_prepare(ivec3 origin, uint n, uint c) {
     if (ARGMAX == 2u) {
         winner_base = (n * SIZES1 + c) * (OUT0 * OUT1 * OUT2);  // row-major over dY
+        if (!WINNER_WORDS) return;
+        // The tile's first window o0 = origin / S (FIRST_WINDOW is 0 along the last axis).
+        // Rows outside dY, or whose windows all lie past OUT2, are not loaded: a row's first
+        // word then lies in dY's row, and the second at most one word past it.
+        const ivec3 o0 = origin / ivec3(STRIDES0, STRIDES1, STRIDES2) + FIRST_WINDOW;
+        [[unroll]] for (uint r = 0u; r < WINDOWS0 * WINDOWS1; ++r) {
+            const ivec2 o = o0.xy + ivec2(r / WINDOWS1, r % WINDOWS1);
+            winner_rows[r] = uvec2(0u);
+            if (o.x < 0 || o.x >= int(OUT0) || o.y < 0 || o.y >= int(OUT1)
+                || o0.z >= int(OUT2)) continue;
+            const uint word = (winner_base + (uint(o.x) * OUT1 + uint(o.y)) * OUT2
+                               + uint(o0.z)) >> 2u;
+            winner_rows[r] = uvec2(window_winners[word],
+                                   WINDOWS2 > 4u ? window_winners[word + 1u] : 0u);
+        }
         return;
     }
     const uint x_base = x_slice_offset(n, c);
@@ -183,6 +210,12 @@ void tile_prepare(ivec3 origin, uint n, uint c) {
 }
 
 bool tile_window(uint w, ivec3 o, out uint winner) {
+    if (WINNER_WORDS) {
+        const uint j = w % WINDOWS2;  // the window's byte in its row's words
+        const uvec2 words = winner_rows[w / WINDOWS2];
+        winner = ((j < 4u ? words.x : words.y) >> (8u * (j & 3u))) & 0xFFu;
+        return winner != NO_WINNER;
+    }
     if (ARGMAX == 2u) {
         const uint e = winner_base + (uint(o.x) * OUT1 + uint(o.y)) * OUT2 + uint(o.z);
         winner = (window_winners[e >> 2u] >> (8u * (e & 3u))) & 0xFFu;

@@ -322,7 +322,8 @@ def test_the_plans_tiles():
                            WINDOWS=(1, 1, width // 2), WINDOWS_BEHIND=(0, 0, 0))
         assert len(mx.plan(Limits()).dispatches) == 1
         # 3x3 windows overlap: the winners' own pass first (4 windows an invocation), then
-        # the tiles reading them; a byte per window in scratch.
+        # the tiles reading them; a byte per window in scratch, and a word past the last (the
+        # tiles' rows of winners by words may read it).
         mx = pyvkgrad.MaxPoolingGradDesc(x, dy, x, (2, 2), (3, 3), (1, 1), (1, 1), (1, 1))
         plan = mx.plan(Limits())
         argmax, tiles = plan.dispatches
@@ -330,7 +331,7 @@ def test_the_plans_tiles():
         assert argmax.constant("ARGMAX_ROWS")  # X's rows whole 16-byte vectors
         assert dict(argmax.push)["count"] == 32 * 64 * 56 * 56 // 4
         assert [s.nbytes for s in plan.scratch if s.name == "window_winners"] == [
-            32 * 64 * 56 * 56]
+            32 * 64 * 56 * 56 + 4]
         assert tile_constants(mx)[0] == got_avg
         # Not past the buffer limit: then the tiles scan X themselves.
         low = Limits(max_storage_buffer_range=32 * 64 * 56 * 56 - 4)
@@ -563,6 +564,43 @@ def test_the_winners_pass_by_rows(device, rng, monkeypatch, dtype):
             assert_same_bits(gathered, want, f"{label} gather")
         assert k in (2, 3)
     assert split >= 3  # the loop limit split the pass by rows into several dispatches
+
+
+# Max pooling whose tiles read a row of winners by words (the kernel's WINNER_WORDS: float16
+# tiles 8 wide over stride 2, OUT2 % 4 = 0, no window behind a tile): one tile, rows past
+# dY's bottom, windows past OUT2 at the right (a last row's second word past the bytes),
+# ceil-rule overhangs, and (float32, tiles 4 wide) the word-by-word road beside them.
+WINNER_WORD_POOLINGS = [
+    ((1, 1, 3, 8), (3, 3), (2, 2), (1, 1), False),
+    ((2, 3, 9, 40), (3, 3), (2, 2), (1, 1), False),
+    ((1, 2, 10, 70), (3, 3), (2, 2), (1, 1), True),
+    ((1, 2, 7, 16), (3, 3), (2, 2), (1, 1), False),
+    ((1, 1, 3, 6, 24), (1, 3, 3), (1, 2, 2), (0, 1, 1), False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+def test_rows_of_winners_by_words(device, rng, monkeypatch, dtype):
+    """Max pooling's tiles over the winners' pass, every row of winners read by words (float16)
+    or word by word (float32): the gather's bits, nothing stored outside dX, and X and dY of
+    every ordering and sign (ties, NaN, -0) included."""
+    monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", True)
+    data_type = F16 if dtype == np.float16 else F32
+    worded = 0
+    for sizes, window, strides, pad, ceil in WINNER_WORD_POOLINGS:
+        desc, inputs = problem(rng, "max", data_type, sizes, window, strides, pad, pad,
+                               (1,) * len(window), ceil, False, ("packed", "packed"))
+        out = desc.input_gradient_tensor.sizes
+        x = inputs["input_tensor"]
+        x[...] = rng.choice(np.array([-0.0, 0.0, 1.0, -1.0, np.nan, np.inf], dtype), x.shape)
+        want, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
+        got, tiled = run(device, desc, inputs, None, monkeypatch=monkeypatch)
+        assert tiled
+        plan = desc.plan(device.limits)
+        assert [d.constant("ARGMAX") for d in plan.dispatches][-1] == 2
+        worded += dtype == np.float16 and out[-1] % 4 == 0
+        assert_same_bits_nan_as_nan(got, want, f"{sizes} {window} ceil={ceil}")
+    assert worded >= (4 if dtype == np.float16 else 0)
 
 
 def test_the_kernels_bounds_are_the_plans():

@@ -12,11 +12,13 @@
 # that commit; run 2 the variants as then named half_specials and term_first(_float); run 4
 # HALF_BY_FLOATS (commit 44baec1, reverted): POOLING_KINDS=avg
 # POOLING_VARIANTS=previous,shipped,half_by_integers ROWS_OPS=average_pooling_grad, previous
-# at 3b6e837's shaders.)
+# at 3b6e837's shaders; run 5 WINNER_WORDS: POOLING_KINDS=max
+# POOLING_VARIANTS=previous,shipped,winner_by_window ROWS_OPS=max_pooling_grad TESTS_K="winners
+# or argmax_pass", previous at f988419's shaders.)
 source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-tests pool fp rows} "
 [[ $steps == *" tests "* ]] && { run tests 200 python3 -m pytest -q -p no:cacheprovider -x \
-  tests/test_pooling_grad_tiles.py -k "division or gathers_bits or halves or special_values"; \
+  tests/test_pooling_grad_tiles.py -k "${TESTS_K:-division or gathers_bits or halves or special_values}"; \
   tail -2 $OUT/tests.txt; }
 [[ $steps == *" pool "* ]] && { POOLING_VARIANTS=${POOLING_VARIANTS:-previous,shipped,half_roads,winner_first} \
   run pool 200 python3 benchmarks/investigations/pooling_ablation.py \

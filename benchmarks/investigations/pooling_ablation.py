@@ -10,8 +10,8 @@ bench_timing.build_variants):
 - sums: the float16 tiles of non-overlapping windows summing float32 terms and rounding them
   (before 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS);
 - term_after, prev_cells: the tiles' float road in other forms (TERM_AFTER's comment);
-- half_roads, winner_first, term_first_half: the forms before 2026-12-03 (late), and one not
-  kept (HALF_ROADS' comment);
+- half_roads, winner_first, term_first_half, winner_by_window: the forms before 2026-12-03
+  (late), and one not kept (the comments of HALF_ROADS and WINNER_BY_WINDOW);
 - scalar_keys, sums_scalar_keys: max pooling's tiles loading X's footprint element by element
   (before 2026-12-03 (evening)) instead of a 16-byte vector a row (KEY_VECTORS), with the
   halves or (together the previous kernel) the sums;
@@ -136,6 +136,11 @@ PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
 # the window's winner is known, as before (now dY first, its load in flight with the
 # winner's). term_first_half: the halves road's dY loaded first too (not kept: float16 2x2
 # 39.4 us against 39.2).
+# winner_by_window: max pooling's tiles over the winners' pass loading each window's winner
+# word by word (before 2026-12-03 (late) run 5), not each row of winners as two words
+# (WINNER_WORDS).
+WINNER_BY_WINDOW = [("max_pooling_grad.comp", "const bool WINNER_WORDS = ARGMAX == 2u",
+                     "const bool WINNER_WORDS = false && ARGMAX == 2u")]
 HALF_ROADS = [("average_pooling_grad.comp",
                "        if (IS_F16) return a > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;\n",
                "")]
@@ -179,6 +184,7 @@ KERNELS = {
         checked_half=bench_timing.CHECKED_HALF,
         scalar_keys=SCALAR_KEYS, sums_scalar_keys=SUMS + SCALAR_KEYS, **PREV_VARIANTS,
         winner_first=WINNER_FIRST, term_first_half=TERM_FIRST_HALF,
+        winner_by_window=WINNER_BY_WINDOW,
         by_windows=[(MAX, "        if (ARGMAX_ROWS) {", "        if (false) {")],
         every_cell_test=[(TILES, "(EVERY_CELL_WINS || winners[w] == own)",
                           "(winners[w] == EVERY_CELL || winners[w] == own)")],
@@ -194,7 +200,7 @@ KERNELS = {
 SAME_BITS = ("shipped", "previous", "sums", "scalar_keys", "sums_scalar_keys", "half_reciprocal",
              "term_after", "prev_cells", "pairs", "row_unrolled", "preserve16", "checked_half",
              "by_windows", "by_integers", "every_cell_test", "unguarded", "half_roads",
-             "winner_first", "term_first_half")
+             "winner_first", "term_first_half", "winner_by_window")
 
 
 def main() -> None:

@@ -122,8 +122,9 @@ class MaxPoolingGradDesc(PoolingGradRules):
         use = overlap if ARGMAX_PASS is None else ARGMAX_PASS
         # (A winner is a byte: cells 0 to 254, 255 being the kernel's NO_WINNER; the tiles'
         # footprint bound keeps windows far smaller, but the byte is this pass's own limit.)
+        # (window_winners holds a word past the last: the kernel's WINNER_WORDS may read it.)
         if (geometry is None or not use or cells >= NO_WINNER
-                or 4 * words > limits.max_storage_buffer_range):
+                or 4 * words + 4 > limits.max_storage_buffer_range):
             return (), (Scratch("window_winners", 16),), {}
         # Loop iterations per word: the grid loop's, the 4 windows' loop and its end, and per
         # window its cells and their loop's end, counted for both of the kernel's scans (one
@@ -142,7 +143,7 @@ class MaxPoolingGradDesc(PoolingGradRules):
                      push=dict(count=end, first=first, window_first=0,
                                window_end=_pooling_grad.ALL_WINDOWS, stage=_pooling_grad.STORE))
             for first, end, workgroups in grid_slices(words, limits.local_size, limits, loops))
-        return dispatches, (Scratch("window_winners", max(16, 4 * words)),), dict(ARGMAX=2)
+        return dispatches, (Scratch("window_winners", max(16, 4 * words + 4)),), dict(ARGMAX=2)
 
 
 def max_pooling_grad(input: np.ndarray, input_gradient: np.ndarray, strides: Sequence[int],
