@@ -336,6 +336,9 @@ def test_the_plans_tiles():
         # Not past the buffer limit: then the tiles scan X themselves.
         low = Limits(max_storage_buffer_range=32 * 64 * 56 * 56 - 4)
         assert [d.constant("ARGMAX") for d in mx.plan(low).dispatches] == [0]
+        # The bytes and the word past them fit, the buffer's whole 16-byte units do not.
+        low = Limits(max_storage_buffer_range=32 * 64 * 56 * 56 + 12)
+        assert [d.constant("ARGMAX") for d in mx.plan(low).dispatches] == [0]
     x = TensorDesc(F32, (1, 1, 20, 20))
     for desc in (pyvkgrad.AveragePoolingGradDesc(x, x, (1, 1), (5, 5), (2, 2), (2, 2), False),
                  pyvkgrad.MaxPoolingGradDesc(x, TensorDesc(F32, (1, 1, 22, 22)), x, (1, 1),
@@ -566,17 +569,32 @@ def test_the_winners_pass_by_rows(device, rng, monkeypatch, dtype):
     assert split >= 3  # the loop limit split the pass by rows into several dispatches
 
 
-# Max pooling whose tiles read a row of winners by words (the kernel's WINNER_WORDS: float16
-# tiles 8 wide over stride 2, OUT2 % 4 = 0, no window behind a tile): one tile, rows past
-# dY's bottom, windows past OUT2 at the right (a last row's second word past the bytes),
-# ceil-rule overhangs, and (float32, tiles 4 wide) the word-by-word road beside them.
+# Max pooling whose tiles read a row of winners by words (the kernel's WINNER_WORDS: tiles
+# whose windows step by a multiple of 4 along the last axis from 0, OUT2 % 4 = 0, at most 8
+# windows a row): one tile, rows past dY's bottom and above its top (windows behind the
+# tile), a tile whose windows all lie past OUT2, windows past OUT2 at the right (a last row's
+# second word past the bytes), 8 windows a row, ceil-rule overhangs, 5-D with windows behind
+# along the first axis, and the word-by-word road beside them (float32 tiles over stride 2).
+# (sizes, window, strides, start padding, end padding, ceil)
 WINNER_WORD_POOLINGS = [
-    ((1, 1, 3, 8), (3, 3), (2, 2), (1, 1), False),
-    ((2, 3, 9, 40), (3, 3), (2, 2), (1, 1), False),
-    ((1, 2, 10, 70), (3, 3), (2, 2), (1, 1), True),
-    ((1, 2, 7, 16), (3, 3), (2, 2), (1, 1), False),
-    ((1, 1, 3, 6, 24), (1, 3, 3), (1, 2, 2), (0, 1, 1), False),
+    ((1, 1, 3, 8), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((2, 3, 9, 40), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((1, 2, 10, 70), (3, 3), (2, 2), (1, 1), (1, 1), True),
+    ((1, 2, 7, 16), (3, 3), (2, 2), (1, 1), (1, 1), False),
+    ((1, 1, 3, 6, 24), (1, 3, 3), (1, 2, 2), (0, 1, 1), (0, 1, 1), False),
+    ((1, 1, 5, 9), (3, 3), (2, 2), (1, 1), (0, 0), False),
+    ((1, 2, 7, 16), (3, 3), (2, 2), (0, 1), (0, 1), False),
+    ((1, 2, 6, 16), (3, 1), (1, 1), (1, 0), (1, 0), False),
+    ((1, 2, 4, 4, 15), (2, 2, 2), (1, 2, 2), (0, 0, 1), (0, 0, 1), False),
 ]
+
+
+def winner_words(dispatch) -> bool:
+    """Whether max pooling's tiles dispatch reads rows of winners by words (the kernel's
+    WINNER_WORDS, from the dispatch's constants)."""
+    c = dispatch.constant
+    return (c("ARGMAX") == 2 and c("TILE")[2] // c("STRIDES")[2] % 4 == 0
+            and c("WINDOWS_BEHIND")[2] == 0 and c("OUT")[2] % 4 == 0 and c("WINDOWS")[2] <= 8)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
@@ -587,20 +605,19 @@ def test_rows_of_winners_by_words(device, rng, monkeypatch, dtype):
     monkeypatch.setattr(max_pooling_grad_module, "ARGMAX_PASS", True)
     data_type = F16 if dtype == np.float16 else F32
     worded = 0
-    for sizes, window, strides, pad, ceil in WINNER_WORD_POOLINGS:
-        desc, inputs = problem(rng, "max", data_type, sizes, window, strides, pad, pad,
+    for sizes, window, strides, start, end, ceil in WINNER_WORD_POOLINGS:
+        desc, inputs = problem(rng, "max", data_type, sizes, window, strides, start, end,
                                (1,) * len(window), ceil, False, ("packed", "packed"))
-        out = desc.input_gradient_tensor.sizes
         x = inputs["input_tensor"]
         x[...] = rng.choice(np.array([-0.0, 0.0, 1.0, -1.0, np.nan, np.inf], dtype), x.shape)
         want, _ = run(device, desc, inputs, 0, monkeypatch=monkeypatch)
         got, tiled = run(device, desc, inputs, None, monkeypatch=monkeypatch)
         assert tiled
-        plan = desc.plan(device.limits)
-        assert [d.constant("ARGMAX") for d in plan.dispatches][-1] == 2
-        worded += dtype == np.float16 and out[-1] % 4 == 0
-        assert_same_bits_nan_as_nan(got, want, f"{sizes} {window} ceil={ceil}")
-    assert worded >= (4 if dtype == np.float16 else 0)
+        tiles = desc.plan(device.limits).dispatches[-1]
+        assert tiles.constant("ARGMAX") == 2
+        worded += winner_words(tiles)
+        assert_same_bits_nan_as_nan(got, want, f"{sizes} {window} {start} {end} ceil={ceil}")
+    assert worded >= (8 if dtype == np.float16 else 1)
 
 
 def test_the_kernels_bounds_are_the_plans():

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Sequence, Tuple
 import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, Scratch, grid_slices
-from ..tensor import TensorDesc, check_desc, check_same
+from ..tensor import TensorDesc, buffer_words, check_desc, check_same
 from . import _pooling_grad
 from ._pooling_grad import PoolingGradRules
 
@@ -122,9 +122,10 @@ class MaxPoolingGradDesc(PoolingGradRules):
         use = overlap if ARGMAX_PASS is None else ARGMAX_PASS
         # (A winner is a byte: cells 0 to 254, 255 being the kernel's NO_WINNER; the tiles'
         # footprint bound keeps windows far smaller, but the byte is this pass's own limit.)
-        # (window_winners holds a word past the last: the kernel's WINNER_WORDS may read it.)
+        # (window_winners holds a word past the last: the kernel's WINNER_WORDS may read it.
+        # Its buffer, in whole 16-byte units, must fit the limit.)
         if (geometry is None or not use or cells >= NO_WINNER
-                or 4 * words + 4 > limits.max_storage_buffer_range):
+                or 4 * buffer_words(4 * words + 4) > limits.max_storage_buffer_range):
             return (), (Scratch("window_winners", 16),), {}
         # Loop iterations per word: the grid loop's, the 4 windows' loop and its end, and per
         # window its cells and their loop's end, counted for both of the kernel's scans (one
