@@ -128,6 +128,8 @@ const uint FOOT2 = (WINDOWS2 - 1u) * STRIDES2 + (WINDOW2 - 1u) * DILATIONS2 + 1u
 const uint FOOT_CELLS = FOOT0 * FOOT1 * FOOT2;
 uint tile_keys[TILE_MAX_FOOTPRINT];
 uint winner_base;  // ARGMAX 2: the tile's slice's first winner
+// ARGMAX 2: the index in window_winners (row-major over dY) of the tile slice's window (x, y, z).
+#define WINNER_INDEX(x, y, z) (winner_base + (uint(x) * OUT1 + uint(y)) * OUT2 + uint(z))
 // ARGMAX 2 by words (WINNER_WORDS): where each row of a tile's windows starts on a word of
 // window_winners (windows step by a multiple of 4 along the last axis from 0, OUT2 % 4 = 0,
 // and dY's rows start on words) and holds at most 8 windows, the row's bytes are its first
@@ -164,8 +166,7 @@ void tile_prepare(ivec3 origin, uint n, uint c) {
             winner_rows[r] = uvec2(0u);
             if (o.x < 0 || o.x >= int(OUT0) || o.y < 0 || o.y >= int(OUT1)
                 || o0.z >= int(OUT2)) continue;
-            const uint word = (winner_base + (uint(o.x) * OUT1 + uint(o.y)) * OUT2
-                               + uint(o0.z)) >> 2u;
+            const uint word = WINNER_INDEX(o.x, o.y, o0.z) >> 2u;
             winner_rows[r] = uvec2(window_winners[word],
                                    WINDOWS2 > 4u ? window_winners[word + 1u] : 0u);
         }
@@ -217,7 +218,7 @@ bool tile_window(uint w, ivec3 o, out uint winner) {
         return winner != NO_WINNER;
     }
     if (ARGMAX == 2u) {
-        const uint e = winner_base + (uint(o.x) * OUT1 + uint(o.y)) * OUT2 + uint(o.z);
+        const uint e = WINNER_INDEX(o.x, o.y, o.z);
         winner = (window_winners[e >> 2u] >> (8u * (e & 3u))) & 0xFFu;
         return winner != NO_WINNER;
     }

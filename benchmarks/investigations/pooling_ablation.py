@@ -72,6 +72,8 @@ import bench_cases  # noqa: E402
 import bench_timing  # noqa: E402
 
 TILES = "include/pooling_grad.glsl"
+AVERAGE = "average_pooling_grad.comp"
+MAX = "max_pooling_grad.comp"
 ROW = "halves_from_floats8(row[0], row[1])"
 DEVICE_HALF = [(TILES, "halves_from_floats(", "pack_halves("),
                (TILES, ROW, "uvec4(pack_halves(row[0].xy), pack_halves(row[0].zw), "
@@ -126,7 +128,7 @@ PREV_CELLS = [(TILES,
             if (!HALF_TERMS && takes) acc = acc + terms[w];
             if (HALF_TERMS && takes) halves[k] = half_terms[w];
 """)]
-HALF_RECIPROCAL = [("average_pooling_grad.comp", "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
+HALF_RECIPROCAL = [(AVERAGE, "        if (IS_F16 && a - 1u < 0x7F7FFFFFu) {",
                     "        if (false) {")]
 PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
 # 2026-12-03 (late), run 2 timed the other side of each (now shipped). half_roads: a float16
@@ -136,12 +138,7 @@ PREV_VARIANTS = dict(term_after=TERM_AFTER, prev_cells=PREV_CELLS)
 # the window's winner is known, as before (now dY first, its load in flight with the
 # winner's). term_first_half: the halves road's dY loaded first too (not kept: float16 2x2
 # 39.4 us against 39.2).
-# winner_by_window: max pooling's tiles over the winners' pass loading each window's winner
-# word by word (before 2026-12-03 (late) run 5), not each row of winners as two words
-# (WINNER_WORDS).
-WINNER_BY_WINDOW = [("max_pooling_grad.comp", "const bool WINNER_WORDS = ARGMAX == 2u",
-                     "const bool WINNER_WORDS = false && ARGMAX == 2u")]
-HALF_ROADS = [("average_pooling_grad.comp",
+HALF_ROADS = [(AVERAGE,
                "        if (IS_F16) return a > 0x7F800000u ? uintBitsToFloat(0x7FC00000u) : v;\n",
                "")]
 WINNER_FIRST = [(TILES, """    term = tile_term(dy_base, o);
@@ -156,8 +153,11 @@ TERM_FIRST_HALF = [(TILES, """            adds[w] = IN_DY(o) && tile_window(w, o
     """            const uint h = IN_DY(o) ? HALF_BITS(dy, dy_offset(dy_base, uvec3(o))) : 0u;
             adds[w] = IN_DY(o) && tile_window(w, o, winners[w]);
             if (adds[w]) half_terms[w] = half_term(h);""")]
-AVERAGE = "average_pooling_grad.comp"
-MAX = "max_pooling_grad.comp"
+# winner_by_window: max pooling's tiles over the winners' pass loading each window's winner
+# word by word (before 2026-12-03 (late) run 5), not each row of winners as two words
+# (WINNER_WORDS).
+WINNER_BY_WINDOW = [(MAX, "const bool WINNER_WORDS = ARGMAX == 2u",
+                     "const bool WINNER_WORDS = false && ARGMAX == 2u")]
 TERM = "    return div_count(LOAD(dy, dy_offset(dy_base, o)), count);"  # average_term's
 # The float16 tiles of non-overlapping windows summing float32 terms and rounding them (before
 # 2026-12-03 (evening)), in place of working on dY's halves (HALF_TERMS).

@@ -124,8 +124,9 @@ class MaxPoolingGradDesc(PoolingGradRules):
         # footprint bound keeps windows far smaller, but the byte is this pass's own limit.)
         # (window_winners holds a word past the last: the kernel's WINNER_WORDS may read it.
         # Its buffer, in whole 16-byte units, must fit the limit.)
+        nbytes = 4 * words + 4
         if (geometry is None or not use or cells >= NO_WINNER
-                or 4 * buffer_words(4 * words + 4) > limits.max_storage_buffer_range):
+                or 4 * buffer_words(nbytes) > limits.max_storage_buffer_range):
             return (), (Scratch("window_winners", 16),), {}
         # Loop iterations per word: the grid loop's, the 4 windows' loop and its end, and per
         # window its cells and their loop's end, counted for both of the kernel's scans (one
@@ -144,7 +145,7 @@ class MaxPoolingGradDesc(PoolingGradRules):
                      push=dict(count=end, first=first, window_first=0,
                                window_end=_pooling_grad.ALL_WINDOWS, stage=_pooling_grad.STORE))
             for first, end, workgroups in grid_slices(words, limits.local_size, limits, loops))
-        return dispatches, (Scratch("window_winners", max(16, 4 * words + 4)),), dict(ARGMAX=2)
+        return dispatches, (Scratch("window_winners", max(16, nbytes)),), dict(ARGMAX=2)
 
 
 def max_pooling_grad(input: np.ndarray, input_gradient: np.ndarray, strides: Sequence[int],
