@@ -1,11 +1,8 @@
 // DML_OPERATOR_BATCH_NORMALIZATION_TRAINING (batch_normalization_training), OutputTensor,
-// element-wise after the sums (docs/semantics.md §18):
-//
-//   Output = Act((X - Mean) * c + Bias [+ FusedAdd]),  c = Scale / sqrt(Variance + Epsilon)
-//
-// with (Mean, c, Bias) from coefficients[k] of the element's channel k; Act is the identity
-// or ReLU (RELU: x <= 0 gives +0, NaN stays NaN). Each step `precise`: the same bits on every
-// device. Float16 results round once (half_from_float).
+// element-wise after the sums (docs/semantics.md §18), where the sums kernel does not write it
+// itself (its OUTPUT_HERE): output_value (batch_normalization_output.glsl) with (Mean, c,
+// Bias) from coefficients[k] of the element's channel k. Float16 results round once
+// (half_from_float).
 //
 // An item is VEC elements: 1 (any strides; float16 stores then use integer atomics on shared
 // words), 2 (PAIRS: float16 with a packed Output, one Output word) or a 16-byte vector (4
@@ -37,6 +34,8 @@ layout(set = 0, binding = 3) buffer Y { uint y[]; };  // OutputTensor
 layout(set = 0, binding = 3) buffer Y_UVEC4 { uvec4 y_uvec4[]; };
 layout(push_constant) uniform Push { uint count; uint first; uint elements; };
 
+#include "batch_normalization_output.glsl"
+
 #define ADD_OFFSETS(D, c)                                                               \
     o += (c) * uvec4(X_STRIDES##D, FUSED_ADD_STRIDES##D, Y_STRIDES##D, CHANNEL_STRIDES##D);
 #define ADD_CHANNEL(D, c) k += (c) * CHANNEL_STRIDES##D;
@@ -53,14 +52,6 @@ uint channel(uint e) {
     return k;
 }
 
-// The Output of X value xv (and FusedAdd value fv) in a channel with coefficients c.
-float value(float xv, float fv, vec4 c) {
-    precise float v = (xv - c.x) * c.y;
-    v = v + c.z;
-    if (FUSED_ADD) v = v + fv;
-    if (RELU && v <= 0.0) v = 0.0;
-    return v;
-}
 
 // A vector item: VEC packed elements from element e on, the 4 words w of X and f of FusedAdd.
 // Float16: the eight results rounded as one row (halves_from_floats8).
@@ -73,11 +64,12 @@ uvec4 vector_value(uint e, uvec4 w, uvec4 f) {
             const vec2 xv = unpackHalf2x16(w[j]), fv = unpackHalf2x16(f[j]);
             const vec4 c0 = SAME ? c_same : coefficients[channel(e + 2u * j)];
             const vec4 c1 = SAME ? c_same : coefficients[channel(e + 2u * j + 1u)];
-            row[j >> 1u][2u * (j & 1u)] = value(xv.x, fv.x, c0);
-            row[j >> 1u][2u * (j & 1u) + 1u] = value(xv.y, fv.y, c1);
+            row[j >> 1u][2u * (j & 1u)] = output_value(xv.x, fv.x, c0);
+            row[j >> 1u][2u * (j & 1u) + 1u] = output_value(xv.y, fv.y, c1);
         } else {
             const vec4 c = SAME ? c_same : coefficients[channel(e + j)];
-            out_words[j] = floatBitsToUint(value(uintBitsToFloat(w[j]), uintBitsToFloat(f[j]), c));
+            out_words[j] = floatBitsToUint(output_value(uintBitsToFloat(w[j]),
+                                                        uintBitsToFloat(f[j]), c));
         }
     }
     return IS_F16 ? halves_from_floats8(row[0], row[1]) : out_words;
@@ -92,17 +84,19 @@ void main() {
             const uint e = 2u * i;
             const uvec4 o0 = offsets(e);
             const vec4 c0 = coefficients[o0.w];
-            const uint low = half_from_float(value(LOAD(x, o0.x), LOAD(fused_add, o0.y), c0));
+            const uint low =
+                half_from_float(output_value(LOAD(x, o0.x), LOAD(fused_add, o0.y), c0));
             if (e + 1u < elements) {
                 const uvec4 o1 = offsets(e + 1u);
                 const vec4 c1 = coefficients[o1.w];
-                y[i] = low | (half_from_float(value(LOAD(x, o1.x), LOAD(fused_add, o1.y), c1)) << 16);
+                y[i] = low | (half_from_float(
+                                  output_value(LOAD(x, o1.x), LOAD(fused_add, o1.y), c1)) << 16);
             } else {
                 STORE_HALF_BITS(y, e, low)
             }
         } else {
             const uvec4 o = offsets(i);
-            const float v = value(LOAD(x, o.x), LOAD(fused_add, o.y), coefficients[o.w]);
+            const float v = output_value(LOAD(x, o.x), LOAD(fused_add, o.y), coefficients[o.w]);
             if (IS_F16) {
                 STORE_HALF_BITS(y, o.z, half_from_float(v))
             } else {

@@ -43,6 +43,13 @@
 // (PAIRED: those units u, each the chunks 2u and 2u + 1).
 // partials: batch_normalization_training.glsl's layout.
 //
+// OUTPUT_HERE (the forward, with one chunk group per channel, Output and FusedAdd laid out as
+// X): each item completes its channels, so it also writes their Output (output_value,
+// batch_normalization_output.glsl) from the coefficients it has just computed, walking its
+// chunks again: X is read again from L2, where this item has just read it, and the element-wise
+// pass, its dispatch and its barrier are not needed. Output goes to the DX binding and
+// FusedAdd comes from the DY binding, both at X's offsets.
+//
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
 // Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the
 // reduced dimensions of X (and dY), 8 dimensions each, right-aligned, in elements. With
@@ -76,6 +83,9 @@ DIMS8_5(uint, K_BIAS_STRIDES, K_OUTPUT_MEAN_STRIDES, K_OUTPUT_VARIANCE_STRIDES, 
 // contiguous and of even size, every other stride even, n even: a lane takes chunks in pairs
 // (b, j) and (b, j + 1), j even, whose elements r0 + 32 i and r0 + 1 + 32 i share a word.
 layout(constant_id = 122) const bool PAIRED = false;
+layout(constant_id = 123) const bool OUTPUT_HERE = false;
+layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
+layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -88,7 +98,8 @@ layout(set = 0, binding = 0) readonly buffer X { uint x[]; };  // InputTensor
 // scratch, read back by the item that completes a channel (coherent: other workgroups wrote it)
 layout(set = 0, binding = 1) coherent buffer PARTIALS { int partials[]; };
 // GRAD: InputGradientTensor, MeanTensor, VarianceTensor, ScaleTensor, and (WRITE_DX)
-// OutputGradientTensor; the forward binds them to buffers it never reads or writes.
+// OutputGradientTensor; the forward binds them to buffers it never reads or writes, except
+// with OUTPUT_HERE DY (FusedAddTensor, where FUSED_ADD) and DX (OutputTensor).
 layout(set = 0, binding = 2) readonly buffer DY { uint dy[]; };
 layout(set = 0, binding = 3) readonly buffer MEAN { uint mean[]; };
 layout(set = 0, binding = 4) readonly buffer VARIANCE { uint variance[]; };
@@ -111,12 +122,14 @@ layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; u
 
 #define BATCH_NORMALIZATION_FINISH
 #include "batch_normalization_grad.glsl"
+#include "batch_normalization_output.glsl"
 
 shared float first_x[16u * LK];  // the forward: chunk (0, 0) of each slot's channel
 shared float shift_of[LK];
 shared float dx_factor_of[LK];  // WRITE_DX
 shared bool completes[LK];  // this item completes the slot's channel
 shared float rounded[SUMS * LK];  // a completed channel's sums, rounded
+shared vec4 coefficients_of[LK];  // OUTPUT_HERE: each slot's channel's Output coefficients
 
 #define ADD_K(D, c) o += (c) * uvec4(K_X_STRIDES##D, K_DY_STRIDES##D, K_MEAN_STRIDES##D, \
                                      K_VARIANCE_STRIDES##D);
@@ -253,6 +266,48 @@ void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 
     second = forward_trees(b);
 }
 
+// The first element r0 = 512 b + j of chunk (b, j), the lane's chunk c of chunk group g (the
+// lanes take the chunks g LR CHUNKS_PER_LANE + lane + LR c; PAIRED: q is the pair's first).
+uint chunk_start(uint g, uint lane, uint c) {
+    const uint u = g * LR * CHUNKS_PER_LANE + lane + LR * c, q = PAIRS ? 2u * u : u;
+    return (q >> 5) * 512u + (q & 31u);
+}
+
+// OUTPUT_HERE: the Output of chunk r0 (PAIRS: of chunks r0 and r0 + 1, whose elements share
+// X's words), with the channel's coefficients c, at X's offsets (the operator binds no output
+// over an input). Float16 halves of a word another channel's item may write go through
+// STORE_HALF_BITS' atomics; PAIRS' words are the channel's alone.
+void output_element(uint o, vec4 c) {
+    const float v = output_value(LOAD(x, o), FUSED_ADD ? LOAD(dy, o) : 0.0, c);
+    if (IS_F16) {
+        STORE_HALF_BITS(dx, o, half_from_float(v))
+    } else {
+        dx[o] = floatBitsToUint(v);
+    }
+}
+
+void output_chunk(uvec2 base, uint r0, vec4 c) {
+    const uvec2 step = chunk_step();
+    uint inner;
+    uvec2 o = chunk_first(base, r0, inner);
+    if (!PAIRS && inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
+        for (uint i = 0u; i < 16u; ++i) output_element(o.x + i * step.x, c);
+        return;
+    }
+    for (uint i = 0u; i < 16u; ++i) {
+        if (walk(base, r0, i, step, inner, o) >= reduced) break;
+        if (PAIRS) {
+            const uint w = o.x >> 1u;
+            const vec2 xs = unpackHalf2x16(x[w]);
+            const vec2 fs = FUSED_ADD ? unpackHalf2x16(dy[w]) : vec2(0.0);
+            dx[w] = halves_from_floats(vec2(output_value(xs.x, fs.x, c),
+                                            output_value(xs.y, fs.y, c)));
+        } else {
+            output_element(o.x, c);
+        }
+    }
+}
+
 // The forward's shift of slot `slot` from chunk (0, 0) in first_x.
 float chunk_mean_shift(uint slot) {
     const uint f = 16u * slot;
@@ -269,9 +324,10 @@ float chunk_mean_shift(uint slot) {
 // rounded, so the same bits on every device):
 //   the forward (docs/semantics.md §18): d = s.x / n, Mean = shift + d,
 //     Variance = max(s.y / n - d^2, 0), coefficients[k] = (Mean, Scale / sqrt(Variance +
-//     Epsilon), Bias, 0); OutputMean and OutputVariance round once to the tensors' type;
+//     Epsilon), Bias, 0) (OUTPUT_HERE: coefficients_of[slot]); OutputMean and OutputVariance
+//     round once to the tensors' type;
 //   the grads: batch_normalization_grad.glsl's finish_channel.
-void finish(uint k, vec3 s, float shift) {
+void finish(uint k, uint slot, vec3 s, float shift) {
     uvec4 a = uvec4(0u), b = uvec4(0u);
     FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_FINISH)
     if (GRAD) {
@@ -285,8 +341,12 @@ void finish(uint k, vec3 s, float shift) {
     // Rounding can take a variance of nearly 0 below it; NaN stays NaN.
     const float var_value = v < 0.0 ? 0.0 : v;
     precise float ve = var_value + EPSILON;
-    coefficients[k] = vec4(mean_value, cr_div(LOAD(scale, a.z), cr_sqrt(ve)), LOAD(bias, a.w),
-                           0.0);
+    const vec4 c = vec4(mean_value, cr_div(LOAD(scale, a.z), cr_sqrt(ve)), LOAD(bias, a.w), 0.0);
+    if (OUTPUT_HERE) {
+        coefficients_of[slot] = c;
+    } else {
+        coefficients[k] = c;
+    }
     if (IS_F16) {
         STORE_HALF_BITS(output_mean, b.x, half_from_float(mean_value))
         STORE_HALF_BITS(output_variance, b.y, half_from_float(var_value))
@@ -299,7 +359,6 @@ void finish(uint k, vec3 s, float shift) {
 void main() {
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
-    const uint per_group = LR * CHUNKS_PER_LANE;
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
         const uint k0 = (item / groups) * LK;  // the item's first channel
         const uint k = k0 + slot, g = item % groups;
@@ -335,9 +394,7 @@ void main() {
             const float shift = shift_of[slot];
             const float factor = WRITE_DX ? dx_factor_of[slot] : 0.0;
             for (uint c = 0u; c < CHUNKS_PER_LANE; ++c) {
-                // chunk (q / 32, q % 32); PAIRED: chunks q and q + 1
-                const uint u = g * per_group + lane + LR * c, q = PAIRS ? 2u * u : u;
-                const uint r0 = (q >> 5) * 512u + (q & 31u);
+                const uint r0 = chunk_start(g, lane, c);
                 if (r0 >= reduced) break;
                 vec3 sums, more;
                 if (PAIRS) {
@@ -414,10 +471,21 @@ void main() {
             if (completes[i]) {
                 const uint kt = k0 + i;
                 // (The forward has no third sum: its index stays in the array either way.)
-                finish(kt, vec3(rounded[SUMS * i], rounded[SUMS * i + 1u],
-                                GRAD ? rounded[min(SUMS * i + 2u, SUMS * LK - 1u)] : 0.0),
+                finish(kt, i, vec3(rounded[SUMS * i], rounded[SUMS * i + 1u],
+                                   GRAD ? rounded[min(SUMS * i + 2u, SUMS * LK - 1u)] : 0.0),
                        shift_of[i]);
                 if (groups > 1u) counters[kt] = 0u;  // zero again for the next call
+            }
+        }
+        if (OUTPUT_HERE) {  // one group: this item completed every live slot's channel
+            barrier();
+            if (live) {
+                const vec4 c = coefficients_of[slot];
+                for (uint cc = 0u; cc < CHUNKS_PER_LANE; ++cc) {
+                    const uint r0 = chunk_start(0u, lane, cc);
+                    if (r0 >= reduced) break;
+                    output_chunk(base.xy, r0, c);
+                }
             }
         }
     }

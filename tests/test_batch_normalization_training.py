@@ -259,6 +259,62 @@ def test_same_bits_whatever_the_plan(device, rng, dtype):
             same_bits(run_desc(device, x, scale, bias, 1e-5, limits), want)
 
 
+def run_layout(device, x, scale, bias, eps, fused=None, act=None, y_strides=None):
+    """The operator over X as given (its strides kept), Output laid out by `y_strides`
+    (None: packed) and FusedAdd `fused` (uploaded with its own strides), planned 64 lanes wide
+    on every device: the outputs, the sums kernel's OUTPUT_HERE settings and the kernels."""
+    tx, ts, tb = (device.upload(a) for a in (x, scale, bias))
+    tf = device.upload(fused) if fused is not None else None
+    ty = device.empty(TensorDesc(tx.desc.data_type, x.shape, y_strides))
+    desc = BatchNormalizationTrainingDesc(tx.desc, ts.desc, tb.desc, tf and tf.desc, ty.desc,
+                                          ts.desc, ts.desc, eps, act)
+    op = device.compile(desc, limits=Limits(local_size=64))
+    outs = [ty] + [device.empty(ts.desc) for _ in range(2)]
+    ty.write(np.full(x.shape, np.nan, x.dtype))
+    op(input_tensor=tx, scale_tensor=ts, bias_tensor=tb, output_tensor=ty,
+       output_mean_tensor=outs[1], output_variance_tensor=outs[2],
+       **({} if tf is None else {"fused_add_tensor": tf}))
+    here = [dict(d.constants)["OUTPUT_HERE"] for d in op.plan.dispatches
+            if d.kernel == "batch_normalization_training_sums"]
+    got = [t.numpy() for t in outs]
+    op.close()
+    return got, set(here), [d.kernel for d in op.plan.dispatches]
+
+
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("shape,stats,layout", [
+    ((4, 6, 8, 10), (1, 6, 1, 1), "packed"),  # float16 pairs
+    ((3, 5, 7, 11), (1, 5, 1, 1), "packed"),  # runs of 77: float16 halves one at a time
+    ((4, 9, 10, 6), (1, 1, 1, 6), "packed"),  # channels innermost (side by side)
+    ((2, 3000), (1, 1), "packed"),  # one channel of 6000, 2 chunks a lane
+    ((1, 1, 1), (1, 1, 1), "packed"),
+    ((3, 5, 257), (1, 5, 1), "strided"),  # X, Output and FusedAdd strided alike
+    ((3, 5, 257), (1, 5, 1), "output packed"),  # Output unlike X: the element-wise pass
+])
+def test_output_in_the_sums_kernel(device, rng, monkeypatch, dtype, shape, stats, layout):
+    """OUTPUT_HERE: where one work item takes each channel whole and Output and FusedAdd are
+    laid out as X, the sums kernel writes Output itself. The model's bits with it and without
+    (the element-wise pass), with and without FusedAdd and ReLU."""
+    from pyvkgrad.ops import _batch_normalization_sums as sums
+    x, scale, bias = problem(rng, shape, stats, dtype, loc=1.0)
+    fused = rng.standard_normal(shape).astype(dtype)
+    if layout != "packed":
+        x, fused = strided_view(rng, shape, dtype), strided_view(rng, shape, dtype)
+    y_strides = device.upload(x).desc.element_strides if layout == "strided" else None
+    for output_here in (True, False):
+        monkeypatch.setattr(sums, "OUTPUT_HERE", output_here)
+        device.cache_clear()
+        for f, act in ((None, None), (fused, RELU)):
+            want = model(np.ascontiguousarray(x), scale, bias, 1e-5,
+                         None if f is None else np.ascontiguousarray(f), act)
+            got, here, kernels = run_layout(device, x, scale, bias, 1e-5, f, act, y_strides)
+            same_bits(got, want)
+            assert here == {output_here and layout != "output packed"}
+            assert ("batch_normalization_training_output" in kernels) is not any(here)
+    monkeypatch.undo()
+    device.cache_clear()
+
+
 def _paired(desc, limits):
     return [dict(d.constants)["PAIRED"] for d in desc.plan(limits).dispatches
             if d.kernel == "batch_normalization_training_sums"]
@@ -328,16 +384,21 @@ def test_float16_pairs_within_a_loop_limit():
     assert sums.PAIR_HALVES
 
 
-def test_plan_bounds_its_loops():
+@pytest.mark.parametrize("output_here", [False, True])
+def test_plan_bounds_its_loops(monkeypatch, output_here):
     """Under a small loop limit the sums and the statistics split into several dispatches, each
-    within the limit's share."""
-    x = TensorDesc(DataType.FLOAT32, (64, 8, 1000))
-    s = TensorDesc(DataType.FLOAT32, (1, 8, 1))
+    within the limit's share; Output after them, or (OUTPUT_HERE) in them."""
+    from pyvkgrad.ops import _batch_normalization_sums as sums
+    monkeypatch.setattr(sums, "OUTPUT_HERE", output_here)
+    x = TensorDesc(DataType.FLOAT32, (64, 32, 1000))
+    s = TensorDesc(DataType.FLOAT32, (1, 32, 1))
     desc = BatchNormalizationTrainingDesc(x, s, s, None, x, s, s, 1e-5)
     plan = desc.plan(Limits(max_loop_iterations=3000, max_workgroups=4))
     kernels = [d.kernel for d in plan.dispatches]
     assert kernels.count("batch_normalization_training_sums") > 1
-    assert kernels[-1] == "batch_normalization_training_output"
+    assert (kernels[-1] == "batch_normalization_training_output") is not output_here
+    assert all(dict(d.constants).get("OUTPUT_HERE", False) is output_here
+               for d in plan.dispatches if d.kernel.endswith("_sums"))
 
 
 # ---- bad input -----------------------------------------------------------------------------------

@@ -1,10 +1,12 @@
 """BATCH_NORMALIZATION_TRAINING's plan choices on a real GPU: the kernel time of the whole
-operator and of each of its two dispatches (the sums with each channel's statistics, Output),
-for several work-item targets (TARGET_ITEMS) and
-chunks per lane (CHUNKS_PER_LANE_MAX), against the copy roofline of the same bytes (X read,
-Output written). Every variant gives the same bits (exact sums); this checks it too.
+operator and of each of its dispatches (the sums with each channel's statistics, Output when
+the sums kernel does not write it itself), against the copy roofline of the same bytes (X
+read, Output written), for settings of `_batch_normalization_sums`: OUTPUT_HERE (Output
+written by the sums kernel where each work item takes its channels whole), ONE_GROUP_CHUNKS_MAX
+(how long an item may grow for that), TARGET_ITEMS and the workgroup width. Every variant gives
+the same bits (exact sums); this checks it too.
 
-    python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N]
+    python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N] [--cuda-first]
 """
 
 import dataclasses
@@ -21,16 +23,27 @@ from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 from bench_timing import copy_roofline, part_times, variant_script_start  # noqa: E402
 
 PARTS = {"sums": "_sums", "output": "_output"}
+# name -> (module settings, workgroup width): the first is the plan before OUTPUT_HERE.
+VARIANTS = {
+    "element-wise": (dict(OUTPUT_HERE=False), 256),
+    "here": (dict(), 256),
+    "here, groups as TARGET_ITEMS": (dict(ONE_GROUP_CHUNKS_MAX=0), 256),
+    "here, 8 a lane": (dict(ONE_GROUP_CHUNKS_MAX=8), 256),
+    "here, 512 wide": (dict(), 512),
+    "here, 1024 wide": (dict(), 1024),
+    "element-wise, target 2048": (dict(OUTPUT_HERE=False, TARGET_ITEMS=2048), 256),
+}
 
 
 def main():
     args, dev = variant_script_start()
-    shapes = ([(4, 64, 56, 56)] if args.quick else
-              [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7)])
-    # (TARGET_ITEMS, CHUNKS_PER_LANE_MAX, workgroup width)
-    variants = [(512, 16, 256), (2048, 16, 256), (128, 16, 256), (512, 16, 128),
-                (2048, 16, 64)]
-    defaults = (bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX)
+    shapes = ([(4, 64, 56, 56), (8, 64, 7, 7)] if args.quick else
+              [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7), (128, 256, 28, 28),
+               (64, 1024, 7, 7)])
+    names = os.environ.get("BN_VARIANTS")
+    variants = {n: VARIANTS[n] for n in (names.split(",") if names else VARIANTS)}
+    defaults = {k: getattr(bn_sums, k) for k in
+                ("OUTPUT_HERE", "ONE_GROUP_CHUNKS_MAX", "TARGET_ITEMS")}
     rng = np.random.default_rng(0)
     for shape in shapes:
         c = shape[1]
@@ -45,9 +58,11 @@ def main():
             nbytes = 2 * x.nbytes
             roof = copy_roofline(dev, x.nbytes, args.repeat)
             bits = None
-            for target, per_lane, wg in variants:
-                bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = target, per_lane
-                limits = dataclasses.replace(dev.limits, local_size=wg)
+            for name, (settings, wg) in variants.items():
+                for k, v in dict(defaults, **settings).items():
+                    setattr(bn_sums, k, v)
+                limits = dataclasses.replace(dev.limits, local_size=min(
+                    wg, dev.limits.max_local_size))
                 times, whole, out = part_times(
                     dev, bnt.BatchNormalizationTrainingDesc, bnt._plan,
                     (big, small, small, None, big, small, small, 1e-5), PARTS, tensors,
@@ -55,16 +70,17 @@ def main():
                 same = bits is None or out == bits
                 bits = bits or out
                 sums = [d for d in whole.dispatches if d.kernel.endswith("sums")]
-                items = (sums[0].workgroups, dict(sums[0].constants)["CHUNKS_PER_LANE"],
-                         dict(sums[0].constants)["LK"])
+                k = dict(sums[0].constants)
                 pct = 100 * nbytes / (times["all"] * 1e-6) / roof
-                print(f"{dt.name} {list(shape)} target {target} per-lane {per_lane} wg {wg} "
-                      f"(workgroups, chunks/lane, slots) {items}: all {times['all']:.1f} us "
-                      f"({pct:.1f}% of copy), sums {times['sums']:.1f}, output "
-                      f"{times['output']:.1f}; same bits {same}", flush=True)
+                print(f"{dt.name:7} {str(list(shape)):18} {name:28} {times['all']:7.1f} us "
+                      f"({pct:5.1f}% of copy), sums {times['sums']:6.1f}, output "
+                      f"{times['output']:5.1f}; workgroups {sums[0].workgroups}, wide "
+                      f"{k['WG']}, chunks/lane {k['CHUNKS_PER_LANE']}, slots {k['LK']}, "
+                      f"here {k['OUTPUT_HERE']}; same bits {same}", flush=True)
             for t in tensors.values():
                 t.close()
-    bn_sums.TARGET_ITEMS, bn_sums.CHUNKS_PER_LANE_MAX = defaults
+    for k, v in defaults.items():
+        setattr(bn_sums, k, v)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,14 @@ TARGET_ITEMS = 512
 # it applies; the grads' pairs (X and dY, four vectors of each) and float32's (8-byte
 # loads) were slower (benchmarks/RESULTS.md, "2026-12-03").
 PAIR_HALVES = True
+# BATCH_NORMALIZATION_TRAINING's Output written by the sums kernel (OUTPUT_HERE) where every
+# work item completes its channels (one chunk group per channel) and the layout allows it:
+# Output and FusedAdd laid out as X. The item reads its channels' X again from L2, and the
+# element-wise pass with its dispatch and barrier goes. ONE_GROUP_CHUNKS_MAX: one group per
+# channel where that takes at most this many chunks (or pairs) per lane, fewer and longer
+# items than TARGET_ITEMS gives, so that OUTPUT_HERE applies.
+OUTPUT_HERE = True
+ONE_GROUP_CHUNKS_MAX = 16
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
@@ -69,6 +77,7 @@ class Sums:
     dispatches: Tuple[Dispatch, ...]
     groups: int
     scratch: Tuple[Scratch, ...]
+    output_here: bool = False  # the forward's Output written by these dispatches
 
 
 @dataclass(frozen=True)
@@ -83,11 +92,12 @@ class Lanes:
 
 
 def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks: int,
-           most: int, pair: int) -> Lanes:
+           most: int, pair: int, output: bool = False) -> Lanes:
     """The lanes of a `wg`-wide workgroup over channels of `chunks` units (a chunk, or with
     `pair` 2 a pair of chunks) each; under a loop limit (`most` iterations an invocation, 0:
     none) the fewest units per lane that fit, where any do (else the loops of the best, which
-    the caller refuses)."""
+    the caller refuses). `output`: the forward may write Output here (OUTPUT_HERE), so one
+    group per channel where ONE_GROUP_CHUNKS_MAX allows, and each unit's Output loops."""
     channels, n = axes.channels, axes.reduced_count
     if axes.kept_innermost:
         # Channels side by side (K_FAST), as many slots as fit: consecutive invocations read
@@ -100,6 +110,8 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
     per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
+    if output and OUTPUT_HERE and -(-chunks // lr) <= ONE_GROUP_CHUNKS_MAX:
+        per_lane = max(per_lane, -(-chunks // lr))
     # A channel's partials (sums * PARTIAL_WORDS words a group) no larger than its elements,
     # so that the scratch buffer is no larger than X (a one-call problem cut to fit a buffer
     # limit fits with it): short channels over few lanes (channels side by side, a narrow
@@ -110,12 +122,15 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     # shift's chunk once, the flushes' pieces, the digits' clear and normalisation, the stores
     # of its slots' words over the workgroup; and the completing item's: its channels' groups'
     # words (LK channels' over the workgroup: a channel's over LR lanes), and rounding and
-    # finishing its slots' sums over the workgroup.
+    # finishing its slots' sums over the workgroup; with one group and `output`, per unit its
+    # Output walk (16 iterations, 4 tests).
     slot_sums = -(-sums * lk // wg)  # an invocation's share of the slots' sums
 
     def item_loops(p: int) -> int:
         groups = -(-chunks // (lr * p))
-        return (1 + (pair * p + 1) * 40 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
+        here = output and OUTPUT_HERE and groups == 1
+        return (1 + (pair * p + 1) * 40 + (p * 20 if here else 0)
+                + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
                 + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
 
     if most and item_loops(per_lane) > most:
@@ -141,11 +156,14 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
 
 def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: int,
                     bindings: Dict[str, str], constants: dict, coefficients: int,
-                    dy: Optional[TensorDesc] = None) -> Sums:
+                    dy: Optional[TensorDesc] = None,
+                    output: Optional[Tuple[Dict[str, str], dict]] = None) -> Sums:
     """The sums over `x` (and with `dy` the grads' dY), `sums` sums per channel (2: the
     forward's; 3: the grads'), and each channel's finish; `bindings` name the kernel's tensors
     (the scratch buffers are named here) and `constants` complete its own (the K strides,
-    GRAD's); `coefficients`: vec4 per channel of the pass that follows."""
+    GRAD's); `coefficients`: vec4 per channel of the pass that follows. `output`: the
+    forward's bindings and constants for writing Output here (OUTPUT_HERE), which the plan
+    takes where each item completes its channels (Sums.output_here)."""
     channels, n = axes.channels, axes.reduced_count
     # The reduced dimensions in their logical (row-major) order: the canonical order.
     reduced = axes.reduced_logical
@@ -174,7 +192,8 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
 
     for pair in ((2, 1) if paired else (1,)):
         for wg in widths:
-            lanes = _lanes(axes, x, limits, sums, wg, chunks // pair, most, pair)
+            lanes = _lanes(axes, x, limits, sums, wg, chunks // pair, most, pair,
+                           output is not None)
             if fits(lanes):
                 break
         if fits(lanes):
@@ -202,9 +221,13 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused,
                   K_BIAS_STRIDES=unused, K_OUTPUT_MEAN_STRIDES=unused,
                   K_OUTPUT_VARIANCE_STRIDES=unused, K_DSCALE_STRIDES=unused,
-                  K_DBIAS_STRIDES=unused)
+                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
+    here = output is not None and OUTPUT_HERE and groups == 1
+    if here:
+        bindings.update(output[0])
+        constants = dict(constants, OUTPUT_HERE=True, **output[1])
     dispatches = tuple(
         Dispatch("batch_normalization_training_sums", bindings, workgroups,
                  constants=dict(common, **constants),
@@ -218,4 +241,4 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
     scratch = (Scratch("partials", max(4, channels * words * 4)),
                Scratch("counters", count_words * 4, np.zeros(count_words, np.uint32)),
                Scratch("coefficients", channels * coefficients * 16))
-    return Sums(dispatches, groups, scratch)
+    return Sums(dispatches, groups, scratch, here)

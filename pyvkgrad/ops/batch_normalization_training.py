@@ -12,7 +12,9 @@ whose membership and tree are fixed by the problem, and the chunk sums are added
 so the results are the same bits on every device, whatever its subgroup size, the workgroup
 width or the plan. Two dispatches: the sums and, as each channel's sums complete, its
 statistics (batch_normalization_training_sums), then Output, element-wise
-(batch_normalization_training_output).
+(batch_normalization_training_output). Where one work item takes each channel whole and Output
+and FusedAdd are laid out as X, that item writes the channel's Output itself (OUTPUT_HERE), in
+one dispatch.
 """
 
 from __future__ import annotations
@@ -121,10 +123,20 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
 
     # The sums of a = X - shift and a^2, and as each channel's complete, its statistics. The
     # kernel's grad bindings (dY, Mean, Variance read; dX and the parameter gradients written)
-    # name buffers it does not touch: inputs and the scratch.
+    # name buffers it does not touch: inputs and the scratch. Where Output and FusedAdd are
+    # laid out as X, the kernel may write Output too (OUTPUT_HERE): its dX binding is Output,
+    # its dY FusedAdd.
     ksizes, (kx, ks, kb, km, kv) = axes.over(axes.kept, x, scale, desc.bias_tensor,
                                              desc.output_mean_tensor,
                                              desc.output_variance_tensor)
+    y, fused = desc.output_tensor, desc.fused_add_tensor
+    live = [d for d in range(x.rank) if x.sizes[d] > 1]
+    as_x = all(t.element_strides[d] == x.element_strides[d] for d in live
+               for t in (y, fused) if t is not None)
+    output_here = (dict(dx="output_tensor", dy="input_tensor" if fused is None
+                        else "fused_add_tensor"),
+                   dict(FUSED_ADD=fused is not None,
+                        RELU=desc.fused_activation == "ACTIVATION_RELU")) if as_x else None
     sums = sums_and_finish(
         OPERATOR, axes, x, limits, 2,
         dict(x="input_tensor", dy="input_tensor", mean="scale_tensor", variance="scale_tensor",
@@ -133,12 +145,12 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
              dbias="partials"),
         dict(K_SIZES=ksizes, K_X_STRIDES=kx, K_SCALE_STRIDES=ks, K_BIAS_STRIDES=kb,
              K_OUTPUT_MEAN_STRIDES=km, K_OUTPUT_VARIANCE_STRIDES=kv, EPSILON=desc.epsilon),
-        coefficients=1)
+        coefficients=1, output=output_here)
+    if sums.output_here:
+        return Plan(sums.dispatches, sums.scratch, tensors=tensors)
 
     # Output, element-wise, in Output's memory order (PAIRS: float16 words of a packed Output).
-    y, fused = desc.output_tensor, desc.fused_add_tensor
     extra = fused if fused is not None else x
-    live = [d for d in range(x.rank) if x.sizes[d] > 1]
     order = sorted(live, key=lambda d: y.element_strides[d], reverse=True)
     sizes, strides = coalesce([x.sizes[d] for d in order],
                               *[[t.element_strides[d] for d in order] for t in (x, extra, y)],
