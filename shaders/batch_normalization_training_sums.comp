@@ -49,6 +49,10 @@
 // chunks again: X is read again from L2, where this item has just read it, and the element-wise
 // pass, its dispatch and its barrier are not needed. Output goes to the DX binding and
 // FusedAdd comes from the DY binding, both at X's offsets.
+// OUTPUT_PASS (the forward, with several chunk groups per channel, the same layouts): a second
+// dispatch over the same items that only writes Output, from the coefficients the first
+// stored, each lane taking its chunks from its last to its first: what the sums read last is
+// read again first, while it is still in L2.
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
 // Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the
@@ -86,6 +90,7 @@ layout(constant_id = 122) const bool PAIRED = false;
 layout(constant_id = 123) const bool OUTPUT_HERE = false;
 layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
 layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
+layout(constant_id = 126) const bool OUTPUT_PASS = false;
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -115,7 +120,7 @@ layout(set = 0, binding = 8) buffer OUTPUT_MEAN { uint output_mean[]; };
 layout(set = 0, binding = 9) buffer OUTPUT_VARIANCE { uint output_variance[]; };
 layout(set = 0, binding = 10) buffer DSCALE { uint dscale[]; };
 layout(set = 0, binding = 11) buffer DBIAS { uint dbias[]; };
-layout(set = 0, binding = 12) writeonly buffer COEFFICIENTS { vec4 coefficients[]; };
+layout(set = 0, binding = 12) buffer COEFFICIENTS { vec4 coefficients[]; };
 layout(set = 0, binding = 13) coherent buffer COUNTERS { uint counters[]; };
 layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; uint end;
                                      uint first; };
@@ -308,6 +313,22 @@ void output_chunk(uvec2 base, uint r0, vec4 c) {
     }
 }
 
+// OUTPUT_PASS: each item's Output, chunks from the lane's last to its first.
+void output_pass() {
+    const uint t = gl_LocalInvocationIndex;
+    const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
+    for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
+        const uint k = (item / groups) * LK + slot;
+        if (k >= channels) continue;
+        const uvec4 base = channel_offsets(k);
+        const vec4 c = coefficients[k];
+        for (uint cc = CHUNKS_PER_LANE; cc > 0u; --cc) {
+            const uint r0 = chunk_start(item % groups, lane, cc - 1u);
+            if (r0 < reduced) output_chunk(base.xy, r0, c);
+        }
+    }
+}
+
 // The forward's shift of slot `slot` from chunk (0, 0) in first_x.
 float chunk_mean_shift(uint slot) {
     const uint f = 16u * slot;
@@ -357,6 +378,10 @@ void finish(uint k, uint slot, vec3 s, float shift) {
 }
 
 void main() {
+    if (OUTPUT_PASS) {
+        output_pass();
+        return;
+    }
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {

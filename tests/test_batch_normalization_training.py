@@ -274,11 +274,32 @@ def run_layout(device, x, scale, bias, eps, fused=None, act=None, y_strides=None
     op(input_tensor=tx, scale_tensor=ts, bias_tensor=tb, output_tensor=ty,
        output_mean_tensor=outs[1], output_variance_tensor=outs[2],
        **({} if tf is None else {"fused_add_tensor": tf}))
-    here = [dict(d.constants)["OUTPUT_HERE"] for d in op.plan.dispatches
-            if d.kernel == "batch_normalization_training_sums"]
     got = [t.numpy() for t in outs]
     op.close()
-    return got, set(here), [d.kernel for d in op.plan.dispatches]
+    return got, output_road(op.plan)
+
+
+# The three roads of Output: OUTPUT_HERE (the sums kernel's items), OUTPUT_PASS (a second
+# dispatch of the sums kernel), the element-wise pass; the module settings that allow each.
+ROADS = {"here": dict(OUTPUT_HERE=True, OUTPUT_PASS=True),
+         "pass": dict(OUTPUT_HERE=False, OUTPUT_PASS=True),
+         "element-wise": dict(OUTPUT_HERE=False, OUTPUT_PASS=False)}
+
+
+def output_road(plan):
+    """Which road a plan's Output takes (each sums dispatch checked alike)."""
+    sums = [dict(d.constants) for d in plan.dispatches
+            if d.kernel == "batch_normalization_training_sums"]
+    others = {d.kernel for d in plan.dispatches} - {"batch_normalization_training_sums"}
+    if others == {"batch_normalization_training_output"}:
+        assert not any(k["OUTPUT_HERE"] or k["OUTPUT_PASS"] for k in sums)
+        return "element-wise"
+    assert not others
+    if any(k["OUTPUT_PASS"] for k in sums):
+        assert not any(k["OUTPUT_HERE"] for k in sums)
+        return "pass"
+    assert all(k["OUTPUT_HERE"] for k in sums)
+    return "here"
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
@@ -291,26 +312,27 @@ def run_layout(device, x, scale, bias, eps, fused=None, act=None, y_strides=None
     ((3, 5, 257), (1, 5, 1), "strided"),  # X, Output and FusedAdd strided alike
     ((3, 5, 257), (1, 5, 1), "output packed"),  # Output unlike X: the element-wise pass
 ])
-def test_output_in_the_sums_kernel(device, rng, monkeypatch, dtype, shape, stats, layout):
-    """OUTPUT_HERE: where one work item takes each channel whole and Output and FusedAdd are
-    laid out as X, the sums kernel writes Output itself. The model's bits with it and without
-    (the element-wise pass), with and without FusedAdd and ReLU."""
+def test_output_roads(device, rng, monkeypatch, dtype, shape, stats, layout):
+    """Where Output and FusedAdd are laid out as X, the sums kernel writes Output: in the items
+    that take their channels whole (OUTPUT_HERE) or in a second dispatch (OUTPUT_PASS); else
+    the element-wise pass does. The model's bits on each road, with and without FusedAdd and
+    ReLU."""
     from pyvkgrad.ops import _batch_normalization_sums as sums
     x, scale, bias = problem(rng, shape, stats, dtype, loc=1.0)
     fused = rng.standard_normal(shape).astype(dtype)
     if layout != "packed":
         x, fused = strided_view(rng, shape, dtype), strided_view(rng, shape, dtype)
     y_strides = device.upload(x).desc.element_strides if layout == "strided" else None
-    for output_here in (True, False):
-        monkeypatch.setattr(sums, "OUTPUT_HERE", output_here)
+    for road, settings in ROADS.items():
+        for name, value in settings.items():
+            monkeypatch.setattr(sums, name, value)
         device.cache_clear()
         for f, act in ((None, None), (fused, RELU)):
             want = model(np.ascontiguousarray(x), scale, bias, 1e-5,
                          None if f is None else np.ascontiguousarray(f), act)
-            got, here, kernels = run_layout(device, x, scale, bias, 1e-5, f, act, y_strides)
+            got, taken = run_layout(device, x, scale, bias, 1e-5, f, act, y_strides)
             same_bits(got, want)
-            assert here == {output_here and layout != "output packed"}
-            assert ("batch_normalization_training_output" in kernels) is not any(here)
+            assert taken == ("element-wise" if layout == "output packed" else road)
     monkeypatch.undo()
     device.cache_clear()
 
@@ -384,21 +406,20 @@ def test_float16_pairs_within_a_loop_limit():
     assert sums.PAIR_HALVES
 
 
-@pytest.mark.parametrize("output_here", [False, True])
-def test_plan_bounds_its_loops(monkeypatch, output_here):
+@pytest.mark.parametrize("road", ROADS)
+def test_plan_bounds_its_loops(monkeypatch, road):
     """Under a small loop limit the sums and the statistics split into several dispatches, each
-    within the limit's share; Output after them, or (OUTPUT_HERE) in them."""
+    within the limit's share, on each road of Output."""
     from pyvkgrad.ops import _batch_normalization_sums as sums
-    monkeypatch.setattr(sums, "OUTPUT_HERE", output_here)
+    for name, value in ROADS[road].items():
+        monkeypatch.setattr(sums, name, value)
     x = TensorDesc(DataType.FLOAT32, (64, 32, 1000))
     s = TensorDesc(DataType.FLOAT32, (1, 32, 1))
     desc = BatchNormalizationTrainingDesc(x, s, s, None, x, s, s, 1e-5)
     plan = desc.plan(Limits(max_loop_iterations=3000, max_workgroups=4))
     kernels = [d.kernel for d in plan.dispatches]
-    assert kernels.count("batch_normalization_training_sums") > 1
-    assert (kernels[-1] == "batch_normalization_training_output") is not output_here
-    assert all(dict(d.constants).get("OUTPUT_HERE", False) is output_here
-               for d in plan.dispatches if d.kernel.endswith("_sums"))
+    assert kernels.count("batch_normalization_training_sums") > (3 if road == "pass" else 1)
+    assert output_road(plan) == road
 
 
 # ---- bad input -----------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 operator and of each of its dispatches (the sums with each channel's statistics, Output when
 the sums kernel does not write it itself), against the copy roofline of the same bytes (X
 read, Output written), for settings of `_batch_normalization_sums`: OUTPUT_HERE (Output
-written by the sums kernel where each work item takes its channels whole), ONE_GROUP_CHUNKS_MAX
-(how long an item may grow for that), TARGET_ITEMS and the workgroup width. Every variant gives
+written by the sums kernel where each work item takes its channels whole), OUTPUT_PASS (else by
+a second dispatch of it, chunks in reverse), ONE_GROUP_CHUNKS_MAX (how long an item may grow
+for OUTPUT_HERE), TARGET_ITEMS and the workgroup width. Every variant gives
 the same bits (exact sums); this checks it too.
 
     python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N] [--cuda-first]
@@ -22,16 +23,18 @@ from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 
 from bench_timing import copy_roofline, part_times, variant_script_start  # noqa: E402
 
-PARTS = {"sums": "_sums", "output": "_output"}
+PARTS = {"sums": "_sums", "output": "_output"}  # (OUTPUT_PASS's dispatch counts as sums)
 # name -> (module settings, workgroup width): the first is the plan before OUTPUT_HERE.
 VARIANTS = {
-    "element-wise": (dict(OUTPUT_HERE=False), 256),
+    "element-wise": (dict(OUTPUT_HERE=False, OUTPUT_PASS=False), 256),
     "here": (dict(), 256),
+    "pass": (dict(OUTPUT_HERE=False), 256),
     "here, groups as TARGET_ITEMS": (dict(ONE_GROUP_CHUNKS_MAX=0), 256),
     "here, 8 a lane": (dict(ONE_GROUP_CHUNKS_MAX=8), 256),
     "here, 512 wide": (dict(), 512),
     "here, 1024 wide": (dict(), 1024),
-    "element-wise, target 2048": (dict(OUTPUT_HERE=False, TARGET_ITEMS=2048), 256),
+    "element-wise, target 2048": (dict(OUTPUT_HERE=False, OUTPUT_PASS=False,
+                                       TARGET_ITEMS=2048), 256),
 }
 
 
@@ -43,7 +46,7 @@ def main():
     names = os.environ.get("BN_VARIANTS")
     variants = {n: VARIANTS[n] for n in (names.split(",") if names else VARIANTS)}
     defaults = {k: getattr(bn_sums, k) for k in
-                ("OUTPUT_HERE", "ONE_GROUP_CHUNKS_MAX", "TARGET_ITEMS")}
+                ("OUTPUT_HERE", "OUTPUT_PASS", "ONE_GROUP_CHUNKS_MAX", "TARGET_ITEMS")}
     rng = np.random.default_rng(0)
     for shape in shapes:
         c = shape[1]
@@ -76,7 +79,8 @@ def main():
                       f"({pct:5.1f}% of copy), sums {times['sums']:6.1f}, output "
                       f"{times['output']:5.1f}; workgroups {sums[0].workgroups}, wide "
                       f"{k['WG']}, chunks/lane {k['CHUNKS_PER_LANE']}, slots {k['LK']}, "
-                      f"here {k['OUTPUT_HERE']}; same bits {same}", flush=True)
+                      f"here {k['OUTPUT_HERE']}, passes {len(sums)}; same bits {same}",
+                      flush=True)
             for t in tensors.values():
                 t.close()
     for k, v in defaults.items():

@@ -48,6 +48,10 @@ PAIR_HALVES = True
 # items than TARGET_ITEMS gives, so that OUTPUT_HERE applies.
 OUTPUT_HERE = True
 ONE_GROUP_CHUNKS_MAX = 16
+# Where items do not take their channels whole: Output by a second dispatch of the sums kernel
+# (OUTPUT_PASS) over the same items, each lane's chunks from last to first, so that what the
+# sums read last is read again while in L2; else the element-wise pass.
+OUTPUT_PASS = True
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
@@ -221,7 +225,8 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused,
                   K_BIAS_STRIDES=unused, K_OUTPUT_MEAN_STRIDES=unused,
                   K_OUTPUT_VARIANCE_STRIDES=unused, K_DSCALE_STRIDES=unused,
-                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
+                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False,
+                  OUTPUT_PASS=False)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
     here = output is not None and OUTPUT_HERE and groups == 1
@@ -233,6 +238,16 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                  constants=dict(common, **constants),
                  push=dict(channels=channels, reduced=n, groups=groups, end=end, first=first))
         for first, end, workgroups in grid_slices(items, 1, limits, loops))
+    if output is not None and OUTPUT_PASS and not here:
+        # An item's Output walk: per unit 16 iterations and 4 tests, and its grid loop.
+        dispatches += tuple(
+            Dispatch("batch_normalization_training_sums", dict(bindings, **output[0]),
+                     workgroups, constants=dict(common, **constants, OUTPUT_PASS=True,
+                                                **output[1]),
+                     push=dict(channels=channels, reduced=n, groups=groups, end=end,
+                               first=first))
+            for first, end, workgroups in grid_slices(items, 1, limits, per_lane * 20 + 2))
+        here = True
     # One group per channel: its item finishes the channel alone (`partials` and `counters`
     # unused; one word each, as a buffer may not be empty). The counts start at zero, uploaded
     # once; the completing item zeroes its channel's again.
