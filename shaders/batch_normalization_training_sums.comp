@@ -359,8 +359,8 @@ void finish(uint k, uint slot, vec3 s, float shift) {
     precise float dm = cr_div(s.x, N_R);
     precise float mean_value = shift + dm;
     precise float v = cr_div(s.y, N_R) - dm * dm;
-    // Rounding can take a variance of nearly 0 below it; NaN stays NaN.
-    const float var_value = v < 0.0 ? 0.0 : v;
+    // Rounding can take a variance of nearly 0 below it; NaN stays NaN (below_zero).
+    const float var_value = below_zero(v) ? 0.0 : v;
     precise float ve = var_value + EPSILON;
     const vec4 c = vec4(mean_value, cr_div(LOAD(scale, a.z), cr_sqrt(ve)), LOAD(bias, a.w), 0.0);
     if (OUTPUT_HERE) {

@@ -337,6 +337,27 @@ def test_output_roads(device, rng, monkeypatch, dtype, shape, stats, layout):
     device.cache_clear()
 
 
+@pytest.mark.parametrize("road", ROADS)
+@pytest.mark.parametrize("dtype", [F32, F16])
+def test_non_finite_on_every_road(device, rng, monkeypatch, road, dtype):
+    """NaN, +-Inf and -0 in X on each road of Output, with and without ReLU: the model's bits
+    (a poisoned channel's Variance and Output NaN, ReLU's NaN kept and -0 made +0)."""
+    from pyvkgrad.ops import _batch_normalization_sums as sums
+    x, scale, bias = problem(rng, (4, 3, 40), (1, 3, 1), dtype)
+    x[2, 0, 7], x[1, 1, 9], x[0, 1, 3], x[3, 2, 0] = np.nan, np.inf, -np.inf, -0.0
+    bias[0, 2, 0] = 0
+    for name, value in ROADS[road].items():
+        monkeypatch.setattr(sums, name, value)
+    device.cache_clear()
+    for act in (None, RELU):
+        got, taken = run_layout(device, x, scale, bias, 1e-5, None, act)
+        assert taken == road
+        same_bits(got, model(x, scale, bias, 1e-5, None, act))
+        assert np.isnan(got[2][0, :2, 0]).all() and np.isnan(got[0][:, :2]).all()
+    monkeypatch.undo()
+    device.cache_clear()
+
+
 def _paired(desc, limits):
     return [dict(d.constants)["PAIRED"] for d in desc.plan(limits).dispatches
             if d.kernel == "batch_normalization_training_sums"]

@@ -8,6 +8,8 @@ for OUTPUT_HERE), TARGET_ITEMS and the workgroup width. Every variant gives
 the same bits (exact sums); this checks it too.
 
     python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N] [--cuda-first]
+
+BN_VARIANTS="name;name..." picks among VARIANTS.
 """
 
 import dataclasses
@@ -44,7 +46,7 @@ def main():
               [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7), (128, 256, 28, 28),
                (64, 1024, 7, 7)])
     names = os.environ.get("BN_VARIANTS")
-    variants = {n: VARIANTS[n] for n in (names.split(",") if names else VARIANTS)}
+    variants = {n: VARIANTS[n] for n in (names.split(";") if names else VARIANTS)}
     defaults = {k: getattr(bn_sums, k) for k in
                 ("OUTPUT_HERE", "OUTPUT_PASS", "ONE_GROUP_CHUNKS_MAX", "TARGET_ITEMS")}
     rng = np.random.default_rng(0)

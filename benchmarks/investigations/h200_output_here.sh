@@ -9,7 +9,7 @@ steps=" ${STEPS:-tests variants fp rows} "
 [[ $steps == *" tests "* ]] && { run tests 200 python3 -m pytest -q -p no:cacheprovider -x \
   tests/test_batch_normalization_training.py; tail -2 $OUT/tests.txt; }
 [[ $steps == *" variants "* ]] && { \
-  BN_VARIANTS=${BN_VARIANTS:-"element-wise,here,pass,here, groups as TARGET_ITEMS,here, 1024 wide"} \
+  BN_VARIANTS=${BN_VARIANTS:-"element-wise;here;pass;here, groups as TARGET_ITEMS;here, 1024 wide"} \
   run variants 330 python3 benchmarks/investigations/bn_training_variants.py --cuda-first; \
   cut -c1-120 $OUT/variants.txt; }
 [[ $steps == *" fp "* ]] && { run fingerprint 200 python3 -m pyvkgrad fingerprint --check \
