@@ -43,16 +43,13 @@
 // (PAIRED: those units u, each the chunks 2u and 2u + 1).
 // partials: batch_normalization_training.glsl's layout.
 //
-// OUTPUT_HERE (the forward, with one chunk group per channel, Output and FusedAdd laid out as
-// X): each item completes its channels, so it also writes their Output (output_value,
-// batch_normalization_output.glsl) from the coefficients it has just computed, walking its
-// chunks again: X is read again from L2, where this item has just read it, and the element-wise
-// pass, its dispatch and its barrier are not needed. Output goes to the DX binding and
-// FusedAdd comes from the DY binding, both at X's offsets.
-// OUTPUT_PASS (the forward, with several chunk groups per channel, the same layouts): a second
-// dispatch over the same items that only writes Output, from the coefficients the first
-// stored, each lane taking its chunks from its last to its first: what the sums read last is
-// read again first, while it is still in L2.
+// OUTPUT_HERE (the forward, float32 or PAIRED, with one chunk group per channel and Output and
+// FusedAdd laid out as X; the plan's rule in _batch_normalization_sums.py): each item completes
+// its channels, so it also writes their Output (output_value, batch_normalization_output.glsl)
+// from the coefficients it has just computed, walking its chunks again: X is read again from
+// L2, where this item has just read it, and the element-wise pass, its dispatch and its barrier
+// are not needed. Output goes to the DX binding and FusedAdd comes from the DY binding, both at
+// X's offsets.
 //
 // Constants: K_SIZES and the strides over the kept dimensions of X (and with GRAD of dY,
 // Mean, Variance, Scale; and of the finish's tensors), R_SIZES and the strides over the
@@ -90,7 +87,6 @@ layout(constant_id = 122) const bool PAIRED = false;
 layout(constant_id = 123) const bool OUTPUT_HERE = false;
 layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
 layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
-layout(constant_id = 126) const bool OUTPUT_PASS = false;
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -120,7 +116,7 @@ layout(set = 0, binding = 8) buffer OUTPUT_MEAN { uint output_mean[]; };
 layout(set = 0, binding = 9) buffer OUTPUT_VARIANCE { uint output_variance[]; };
 layout(set = 0, binding = 10) buffer DSCALE { uint dscale[]; };
 layout(set = 0, binding = 11) buffer DBIAS { uint dbias[]; };
-layout(set = 0, binding = 12) buffer COEFFICIENTS { vec4 coefficients[]; };
+layout(set = 0, binding = 12) writeonly buffer COEFFICIENTS { vec4 coefficients[]; };
 layout(set = 0, binding = 13) coherent buffer COUNTERS { uint counters[]; };
 layout(push_constant) uniform Push { uint channels; uint reduced; uint groups; uint end;
                                      uint first; };
@@ -279,16 +275,11 @@ uint chunk_start(uint g, uint lane, uint c) {
 }
 
 // OUTPUT_HERE: the Output of chunk r0 (PAIRS: of chunks r0 and r0 + 1, whose elements share
-// X's words), with the channel's coefficients c, at X's offsets (the operator binds no output
-// over an input). Float16 halves of a word another channel's item may write go through
-// STORE_HALF_BITS' atomics; PAIRS' words are the channel's alone.
+// X's words, which are the channel's alone; else float32), with the channel's coefficients c,
+// at X's offsets (the operator binds no output over an input).
 void output_element(uint o, vec4 c) {
-    const float v = output_value(LOAD(x, o), FUSED_ADD ? LOAD(dy, o) : 0.0, c);
-    if (IS_F16) {
-        STORE_HALF_BITS(dx, o, half_from_float(v))
-    } else {
-        dx[o] = floatBitsToUint(v);
-    }
+    dx[o] = floatBitsToUint(output_value(uintBitsToFloat(x[o]),
+                                         FUSED_ADD ? uintBitsToFloat(dy[o]) : 0.0, c));
 }
 
 void output_chunk(uvec2 base, uint r0, vec4 c) {
@@ -309,22 +300,6 @@ void output_chunk(uvec2 base, uint r0, vec4 c) {
                                             output_value(xs.y, fs.y, c)));
         } else {
             output_element(o.x, c);
-        }
-    }
-}
-
-// OUTPUT_PASS: each item's Output, chunks from the lane's last to its first.
-void output_pass() {
-    const uint t = gl_LocalInvocationIndex;
-    const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
-    for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {
-        const uint k = (item / groups) * LK + slot;
-        if (k >= channels) continue;
-        const uvec4 base = channel_offsets(k);
-        const vec4 c = coefficients[k];
-        for (uint cc = CHUNKS_PER_LANE; cc > 0u; --cc) {
-            const uint r0 = chunk_start(item % groups, lane, cc - 1u);
-            if (r0 < reduced) output_chunk(base.xy, r0, c);
         }
     }
 }
@@ -378,10 +353,6 @@ void finish(uint k, uint slot, vec3 s, float shift) {
 }
 
 void main() {
-    if (OUTPUT_PASS) {
-        output_pass();
-        return;
-    }
     const uint t = gl_LocalInvocationIndex;
     const uint slot = K_FAST ? t % LK : t / LR, lane = K_FAST ? t / LK : t % LR;
     for (uint item = first + gl_WorkGroupID.x; item < end; item += gl_NumWorkGroups.x) {

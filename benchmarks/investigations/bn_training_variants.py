@@ -2,14 +2,13 @@
 operator and of each of its dispatches (the sums with each channel's statistics, Output when
 the sums kernel does not write it itself), against the copy roofline of the same bytes (X
 read, Output written), for settings of `_batch_normalization_sums`: OUTPUT_HERE (Output
-written by the sums kernel where each work item takes its channels whole), OUTPUT_PASS (else by
-a second dispatch of it, chunks in reverse), ONE_GROUP_CHUNKS_MAX (how long an item may grow
-for OUTPUT_HERE), TARGET_ITEMS and the workgroup width. Every variant gives
+written by the sums kernel where each work item takes its channels whole), OUTPUT_HERE_UNITS_MAX
+(the chunks a lane may take for it), TARGET_ITEMS and the workgroup width. Every variant gives
 the same bits (exact sums); this checks it too.
 
     python benchmarks/investigations/bn_training_variants.py [--quick] [--repeat N] [--cuda-first]
 
-BN_VARIANTS="name;name..." picks among VARIANTS.
+BN_VARIANTS="name;name..." picks among VARIANTS, BN_SHAPES="NxCxHxW,..." the shapes.
 """
 
 import dataclasses
@@ -25,30 +24,26 @@ from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 
 from bench_timing import copy_roofline, part_times, variant_script_start  # noqa: E402
 
-PARTS = {"sums": "_sums", "output": "_output"}  # (OUTPUT_PASS's dispatch counts as sums)
+PARTS = {"sums": "_sums", "output": "_output"}
 # name -> (module settings, workgroup width): the first is the plan before OUTPUT_HERE.
 VARIANTS = {
-    "element-wise": (dict(OUTPUT_HERE=False, OUTPUT_PASS=False), 256),
+    "element-wise": (dict(OUTPUT_HERE=False), 256),
     "here": (dict(), 256),
-    "pass": (dict(OUTPUT_HERE=False), 256),
-    "here, groups as TARGET_ITEMS": (dict(ONE_GROUP_CHUNKS_MAX=0), 256),
-    "here, 8 a lane": (dict(ONE_GROUP_CHUNKS_MAX=8), 256),
-    "here, 512 wide": (dict(), 512),
-    "here, 1024 wide": (dict(), 1024),
-    "element-wise, target 2048": (dict(OUTPUT_HERE=False, OUTPUT_PASS=False,
-                                       TARGET_ITEMS=2048), 256),
+    "here, 2 a lane": (dict(OUTPUT_HERE_UNITS_MAX=2), 256),
+    "here, 4 a lane": (dict(OUTPUT_HERE_UNITS_MAX=4), 256),
+    "element-wise, target 2048": (dict(OUTPUT_HERE=False, TARGET_ITEMS=2048), 256),
 }
 
 
 def main():
     args, dev = variant_script_start()
     shapes = ([(4, 64, 56, 56), (8, 64, 7, 7)] if args.quick else
-              [(32, 64, 112, 112), (256, 256, 14, 14), (256, 512, 7, 7), (128, 256, 28, 28),
-               (64, 1024, 7, 7)])
+              [tuple(int(v) for v in t.split("x")) for t in os.environ.get(
+                  "BN_SHAPES", "32x64x112x112,256x256x14x14,256x512x7x7").split(",")])
     names = os.environ.get("BN_VARIANTS")
     variants = {n: VARIANTS[n] for n in (names.split(";") if names else VARIANTS)}
     defaults = {k: getattr(bn_sums, k) for k in
-                ("OUTPUT_HERE", "OUTPUT_PASS", "ONE_GROUP_CHUNKS_MAX", "TARGET_ITEMS")}
+                ("OUTPUT_HERE", "OUTPUT_HERE_UNITS_MAX", "TARGET_ITEMS")}
     rng = np.random.default_rng(0)
     for shape in shapes:
         c = shape[1]

@@ -2,14 +2,14 @@
 # the sums kernel (OUTPUT_HERE). From the project root with .gpu carried:
 #     STEPS="tests variants fp rows" bash benchmarks/investigations/h200_output_here.sh
 # tests: the operator's tests on the device; variants: bn_training_variants.py's settings
-# (BN_VARIANTS picks them), the same bits checked; fp: the 239 fingerprints; rows: the
+# (BN_VARIANTS and BN_SHAPES pick them), the same bits checked; fp: the 239 fingerprints; rows: the
 # benchmark's BATCH_NORMALIZATION_TRAINING rows with PyTorch's side.
 source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-tests variants fp rows} "
 [[ $steps == *" tests "* ]] && { run tests 200 python3 -m pytest -q -p no:cacheprovider -x \
   tests/test_batch_normalization_training.py; tail -2 $OUT/tests.txt; }
 [[ $steps == *" variants "* ]] && { \
-  BN_VARIANTS=${BN_VARIANTS:-"element-wise;here;pass;here, groups as TARGET_ITEMS;here, 1024 wide"} \
+  BN_VARIANTS=${BN_VARIANTS:-"element-wise;here;here, 2 a lane;here, 4 a lane"} \
   run variants 330 python3 benchmarks/investigations/bn_training_variants.py --cuda-first; \
   cut -c1-120 $OUT/variants.txt; }
 [[ $steps == *" fp "* ]] && { run fingerprint 200 python3 -m pyvkgrad fingerprint --check \

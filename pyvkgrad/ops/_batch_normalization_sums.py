@@ -41,17 +41,15 @@ TARGET_ITEMS = 512
 # loads) were slower (benchmarks/RESULTS.md, "2026-12-03").
 PAIR_HALVES = True
 # BATCH_NORMALIZATION_TRAINING's Output written by the sums kernel (OUTPUT_HERE) where every
-# work item completes its channels (one chunk group per channel) and the layout allows it:
-# Output and FusedAdd laid out as X. The item reads its channels' X again from L2, and the
-# element-wise pass with its dispatch and barrier goes. ONE_GROUP_CHUNKS_MAX: one group per
-# channel where that takes at most this many chunks (or pairs) per lane, fewer and longer
-# items than TARGET_ITEMS gives, so that OUTPUT_HERE applies.
+# work item completes its channels (one chunk group per channel), each lane takes at most
+# OUTPUT_HERE_UNITS_MAX chunks (or pairs), Output and FusedAdd are laid out as X and float16
+# elements come in pairs (single halves would need atomics): the item reads its channels' X
+# again from L2, and the element-wise pass with its dispatch and barrier goes. On an H200
+# (benchmarks/RESULTS.md, "2026-12-03 (night 2)") float32 [64,1024,7,7], one chunk a lane, went
+# from 27.4 to 21.5 us; at 4 chunks a lane ([256,512,7,7]) it was 5% slower, and longer items
+# made to take a channel whole 30-100% slower.
 OUTPUT_HERE = True
-ONE_GROUP_CHUNKS_MAX = 16
-# Where items do not take their channels whole: Output by a second dispatch of the sums kernel
-# (OUTPUT_PASS) over the same items, each lane's chunks from last to first, so that what the
-# sums read last is read again while in L2; else the element-wise pass.
-OUTPUT_PASS = True
+OUTPUT_HERE_UNITS_MAX = 1
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
@@ -100,8 +98,8 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     """The lanes of a `wg`-wide workgroup over channels of `chunks` units (a chunk, or with
     `pair` 2 a pair of chunks) each; under a loop limit (`most` iterations an invocation, 0:
     none) the fewest units per lane that fit, where any do (else the loops of the best, which
-    the caller refuses). `output`: the forward may write Output here (OUTPUT_HERE), so one
-    group per channel where ONE_GROUP_CHUNKS_MAX allows, and each unit's Output loops."""
+    the caller refuses). `output`: the forward may write Output here (OUTPUT_HERE), whose
+    Output loops count where it would."""
     channels, n = axes.channels, axes.reduced_count
     if axes.kept_innermost:
         # Channels side by side (K_FAST), as many slots as fit: consecutive invocations read
@@ -114,8 +112,6 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     per_lane = max(1, min(CHUNKS_PER_LANE_MAX,
                           -(-chunks * channel_groups // (lr * TARGET_ITEMS))))
     per_lane = max(per_lane, -(-chunks // (lr * GROUPS_MAX)))
-    if output and OUTPUT_HERE and -(-chunks // lr) <= ONE_GROUP_CHUNKS_MAX:
-        per_lane = max(per_lane, -(-chunks // lr))
     # A channel's partials (sums * PARTIAL_WORDS words a group) no larger than its elements,
     # so that the scratch buffer is no larger than X (a one-call problem cut to fit a buffer
     # limit fits with it): short channels over few lanes (channels side by side, a narrow
@@ -132,7 +128,7 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
 
     def item_loops(p: int) -> int:
         groups = -(-chunks // (lr * p))
-        here = output and OUTPUT_HERE and groups == 1
+        here = output and OUTPUT_HERE and groups == 1 and p <= OUTPUT_HERE_UNITS_MAX
         return (1 + (pair * p + 1) * 40 + (p * 20 if here else 0)
                 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
                 + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
@@ -225,11 +221,12 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused,
                   K_BIAS_STRIDES=unused, K_OUTPUT_MEAN_STRIDES=unused,
                   K_OUTPUT_VARIANCE_STRIDES=unused, K_DSCALE_STRIDES=unused,
-                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False,
-                  OUTPUT_PASS=False)
+                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
-    here = output is not None and OUTPUT_HERE and groups == 1
+    here = (output is not None and OUTPUT_HERE and groups == 1
+            and per_lane <= OUTPUT_HERE_UNITS_MAX
+            and (x.data_type.element_size == 4 or pair == 2))
     if here:
         bindings.update(output[0])
         constants = dict(constants, OUTPUT_HERE=True, **output[1])
@@ -238,16 +235,6 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                  constants=dict(common, **constants),
                  push=dict(channels=channels, reduced=n, groups=groups, end=end, first=first))
         for first, end, workgroups in grid_slices(items, 1, limits, loops))
-    if output is not None and OUTPUT_PASS and not here:
-        # An item's Output walk: per unit 16 iterations and 4 tests, and its grid loop.
-        dispatches += tuple(
-            Dispatch("batch_normalization_training_sums", dict(bindings, **output[0]),
-                     workgroups, constants=dict(common, **constants, OUTPUT_PASS=True,
-                                                **output[1]),
-                     push=dict(channels=channels, reduced=n, groups=groups, end=end,
-                               first=first))
-            for first, end, workgroups in grid_slices(items, 1, limits, per_lane * 20 + 2))
-        here = True
     # One group per channel: its item finishes the channel alone (`partials` and `counters`
     # unused; one word each, as a buffer may not be empty). The counts start at zero, uploaded
     # once; the completing item zeroes its channel's again.
