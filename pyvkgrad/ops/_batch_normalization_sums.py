@@ -45,11 +45,12 @@ PAIR_HALVES = True
 # OUTPUT_HERE_UNITS_MAX chunks (or pairs), Output and FusedAdd are laid out as X and float16
 # elements come in pairs (single halves would need atomics): the item reads its channels' X
 # again from L2, and the element-wise pass with its dispatch and barrier goes. On an H200
-# (benchmarks/RESULTS.md, "2026-12-03 (night 2)") float32 [64,1024,7,7], one chunk a lane, went
-# from 27.4 to 21.5 us; at 4 chunks a lane ([256,512,7,7]) it was 5% slower, and longer items
-# made to take a channel whole 30-100% slower.
+# (benchmarks/RESULTS.md, "2026-12-03 (night 2)"), float32 [64,1024,7,7] and [32,2048,7,7] at
+# 2 chunks a lane went from 27.4-27.9 to 21.5-21.8 us and [16,512,14,14] at 1 from 18.9 to
+# 15.9 (float16 pairs 19.5 to 17.4); at 4 a lane ([128,1024,7,7], [256,512,7,7]) it was 2-8%
+# slower, and items made longer to take a channel whole 30-100% slower.
 OUTPUT_HERE = True
-OUTPUT_HERE_UNITS_MAX = 1
+OUTPUT_HERE_UNITS_MAX = 2
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
