@@ -58,6 +58,7 @@
 // Dispatch: up to 65535 workgroups; a grid-stride loop over the items [first, end).
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #include "correctly_rounded.glsl"
 
@@ -313,7 +314,7 @@ float chunk_mean_shift(uint slot) {
         vec4(first_x[f + 8u], first_x[f + 9u], first_x[f + 10u], first_x[f + 11u]),
         vec4(first_x[f + 12u], first_x[f + 13u], first_x[f + 14u], first_x[f + 15u]));
     const float mean0 = cr_div(sum0, float(min(16u, (reduced + 31u) / 32u)));
-    return isinf(mean0) || isnan(mean0) ? 0.0 : mean0;
+    return (floatBitsToUint(mean0) & 0x7FFFFFFFu) >= 0x7F800000u ? 0.0 : mean0;  // not finite
 }
 
 // Channel k's results from its rounded sums s around `shift` (every operation correctly
@@ -458,8 +459,7 @@ void main() {
         // The completed channels' sums (with one group, every channel's), rounded once.
         for (uint st = t; st < EXACT_SLOTS; st += WG) {
             if (completes[st / SUMS]) {
-                exact_normalize(st);
-                rounded[st] = exact_to_float(st);
+                rounded[st] = exact_round(st);
             }
         }
         barrier();

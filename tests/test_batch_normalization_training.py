@@ -356,6 +356,24 @@ def test_non_finite_on_every_road(device, rng, monkeypatch, road, dtype):
     device.cache_clear()
 
 
+def test_exact_total_extremes(device, rng):
+    """The exact totals' rounding at its ends: chunk sums finite but their total beyond
+    float32 (Mean +Inf and -Inf), large terms of both signs that cancel far below their size,
+    and a total of exactly 0 (the model's values; NaN payloads aside)."""
+    n = 2048
+    x = np.zeros((4, n), F32)
+    x[0] = 2e37
+    x[0, 0:512:32] = 0  # chunk (0, 0): shift 0, so a = X and every other chunk sums to 3.2e38
+    x[1] = -x[0]
+    x[2] = rng.choice([-1.0, 1.0], n).astype(F32) * F32(3e37) + rng.standard_normal(n)
+    x[3, : n // 2], x[3, n // 2:] = 1.5, -1.5  # a sum of exactly 0 (shift 0: chunk (0, 0) is 0)
+    x[3, 0:512:32] = x[3, n // 2:n // 2 + 512:32] = 0
+    scale, bias = np.ones((4, 1), F32), np.zeros((4, 1), F32)
+    got = batch_normalization_training(x, scale, bias, 1e-5, device=device)
+    same_values(got, model(x, scale, bias, 1e-5))
+    assert got[1][0, 0] == np.inf and got[1][1, 0] == -np.inf and got[1][3, 0] == 0
+
+
 def _paired(desc, limits):
     return [dict(d.constants)["PAIRED"] for d in desc.plan(limits).dispatches
             if d.kernel == "batch_normalization_training_sums"]

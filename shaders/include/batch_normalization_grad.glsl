@@ -50,10 +50,15 @@ vec4 training_dx(vec4 xv, vec4 gy, vec4 a, float mdy) {
 }
 
 #ifndef BATCH_NORMALIZATION_TRAINING_DX_ONLY
+// distance <= bound compared by the magnitudes' bits (distance is |.| or NaN, bound 8 sqrt(.),
+// +-0 or NaN), so that a NaN or far-off Mean takes first_x whatever a compiler that may assume
+// no NaN makes of the comparison (docs/semantics.md §5).
 float training_shift(float mean_value, float ve, float first_x) {
     precise float distance = abs(mean_value - first_x);
     precise float bound = 8.0 * cr_sqrt(ve);
-    return distance <= bound ? mean_value : first_x;
+    const uint d = floatBitsToUint(distance) & 0x7FFFFFFFu;
+    const uint b = floatBitsToUint(bound) & 0x7FFFFFFFu;
+    return d <= b && b <= 0x7F800000u ? mean_value : first_x;
 }
 
 struct ChannelGrad {
@@ -78,7 +83,9 @@ ChannelGrad channel_grad(vec3 s, float shift, float mean_value, float ve, float 
     g.q = cr_div(covariance, ve);
     precise float alpha = scale_value * c0;
     g.alpha = alpha;
-    if (TRAINING && (any(isnan(s)) || any(isinf(s)))) g.q = uintBitsToFloat(0x7FC00000u);
+    // A non-finite sum, from its bits (isnan and isinf may fold where a device assumes none).
+    const bool finite = all(lessThan(floatBitsToUint(s) & 0x7FFFFFFFu, uvec3(0x7F800000u)));
+    if (TRAINING && !finite) g.q = uintBitsToFloat(0x7FC00000u);
     return g;
 }
 

@@ -106,54 +106,72 @@ void exact_finish(inout ExactWindow a, uint slot) {
     if (a.flags != 0u) atomicOr(exact_flags[slot], a.flags);
 }
 
-// Carry slot `slot`'s digits in place so that every digit but the top one lies in [0, 2^16)
-// and the top one carries the sign; the value is unchanged (arithmetic shifts floor). One
-// invocation per slot, after the barrier that completes its digits.
-void exact_normalize(uint slot) {
+// Slot `slot`'s digits carried so that every digit but the top one lies in [0, 2^16) and the
+// top one carries the sign; the value is unchanged (arithmetic shifts floor). In registers:
+// the loops are unrolled, so that the carries are a chain of integer operations rather than
+// of shared-memory round trips (one invocation per slot, after the barrier that completes its
+// digits).
+void exact_normalized(uint slot, out int d[EXACT_DIGITS]) {
     const uint base = slot * EXACT_DIGITS;
-    int carry = 0;
-    for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
-        const int v = exact_digits[base + i] + carry;
-        exact_digits[base + i] = v & 0xFFFF;
-        carry = v >> 16;
+    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) d[i] = exact_digits[base + i];
+    [[unroll]] for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
+        d[i + 1u] += d[i] >> 16;
+        d[i] &= 0xFFFF;
     }
-    exact_digits[base + EXACT_DIGITS - 1u] += carry;
 }
 
-// The float32 nearest to slot `slot`'s normalised digits (ties to even), or its flags' NaN or
-// Inf (NaN for a NaN term or for both infinities); an exact zero gives +0. The digits are
-// negated in place where negative.
-float exact_to_float(uint slot) {
-    const uint flags = exact_flags[slot], base = slot * EXACT_DIGITS;
+// The same, stored back in place (the digits a work item hands on in `partials`).
+void exact_normalize(uint slot) {
+    int d[EXACT_DIGITS];
+    exact_normalized(slot, d);
+    const uint base = slot * EXACT_DIGITS;
+    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) exact_digits[base + i] = d[i];
+}
+
+// The float32 nearest to slot `slot`'s exact sum (ties to even), or its flags' NaN or Inf
+// (NaN for a NaN term or for both infinities); an exact zero gives +0. The digits, normalised,
+// stay in registers (every index below is a constant after unrolling); shared memory is read,
+// not written.
+float exact_round(uint slot) {
+    const uint flags = exact_flags[slot];
     if ((flags & EXACT_NAN) != 0u || (flags & (EXACT_POS_INF | EXACT_NEG_INF)) ==
                                          (EXACT_POS_INF | EXACT_NEG_INF)) {
         return uintBitsToFloat(0x7FC00000u);
     }
     if (flags != 0u) return uintBitsToFloat(flags == EXACT_POS_INF ? 0x7F800000u : 0xFF800000u);
-    const bool negative = exact_digits[base + EXACT_DIGITS - 1u] < 0;
+    int d[EXACT_DIGITS];
+    exact_normalized(slot, d);
+    const bool negative = d[EXACT_DIGITS - 1u] < 0;
     if (negative) {  // two's complement negation, digit by digit
         uint carry = 1u;
-        for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
-            const uint v = (~uint(exact_digits[base + i]) & 0xFFFFu) + carry;
-            exact_digits[base + i] = int(v & 0xFFFFu);
+        [[unroll]] for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
+            const uint v = (~uint(d[i]) & 0xFFFFu) + carry;
+            d[i] = int(v & 0xFFFFu);
             carry = v >> 16;
         }
-        exact_digits[base + EXACT_DIGITS - 1u] = ~exact_digits[base + EXACT_DIGITS - 1u] +
-                                                 int(carry);
+        d[EXACT_DIGITS - 1u] = ~d[EXACT_DIGITS - 1u] + int(carry);
     }
-    int h = int(EXACT_DIGITS) - 1;
-    while (h >= 0 && exact_digits[base + uint(h)] == 0) --h;
+    // h: the top nonzero digit; hi, mid, lo: digits h, h - 1, h - 2 (0 below digit 0); below
+    // them, whether any digit is nonzero (each chosen by comparisons, not by a dynamic index).
+    int h = -1;
+    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) h = d[i] != 0 ? int(i) : h;
     if (h < 0) return 0.0;
     const uint sign = negative ? 0x80000000u : 0u;
     // Digit 18 weighs 2^139: a value that reaches it overflows float32.
     if (h >= 18) return uintBitsToFloat(sign | 0x7F800000u);
+    uint hi = 0u, mid = 0u, lo = 0u;
+    bool below = false;
+    [[unroll]] for (uint i = 0u; i < 18u; ++i) {
+        const uint v = uint(d[i]);
+        hi = int(i) == h ? v : hi;
+        mid = int(i) + 1 == h ? v : mid;
+        lo = int(i) + 2 == h ? v : lo;
+        below = below || (int(i) + 2 < h && v != 0u);
+    }
     // The top 25 bits q in [2^24, 2^25) from digits h, h - 1, h - 2, the rest as sticky.
-    const uint hi = uint(exact_digits[base + uint(h)]), top = uint(findMSB(hi));
-    const uint mid = h >= 1 ? uint(exact_digits[base + uint(h) - 1u]) : 0u;
-    const uint lo = h >= 2 ? uint(exact_digits[base + uint(h) - 2u]) : 0u;
+    const uint top = uint(findMSB(hi));
     const uint low32 = (mid << 16) | lo, cut = top + 8u;
     const uint q = (hi << (24u - top)) | (low32 >> cut);
-    bool sticky = (low32 & ((1u << cut) - 1u)) != 0u;
-    for (int i = 0; i < h - 2; ++i) sticky = sticky || exact_digits[base + uint(i)] != 0;
+    const bool sticky = below || (low32 & ((1u << cut) - 1u)) != 0u;
     return uintBitsToFloat(sign | cr_round(q, 16 * (h - 2) + int(cut) - 149, sticky));
 }

@@ -33,8 +33,9 @@ void main() {
         uint o0, o1, o2, o3, yoff = 0u;
         FOR_EACH_COORDINATE4(DY_SIZES, e, DY_COORDINATE)
         float v = LOAD(dy, yoff);
-        // The accumulator starts at +0 and a zero addend never changes a float32 sum.
-        if (v == 0.0) {
+        // The accumulator starts at +0 and a zero addend never changes a float32 sum. Zero from
+        // the bits: a NaN dY must reach its taps whatever a compiler assumes about NaN.
+        if ((floatBitsToUint(v) & 0x7FFFFFFFu) == 0u) {
             continue;
         }
         uint i0, i1, i2, i3, n0, n1, n2, n3;
@@ -54,7 +55,7 @@ void main() {
                     uint x2 = x1 + (i2 + t2) * ACCUMULATOR_STRIDES2;
                     for (uint t3 = 0u; t3 < n3; ++t3) {
                         float c = IS_LINEAR ? v * (w2 * (t3 == 0u ? a3 : b3)) : v;
-                        if (c != 0.0) {
+                        if ((floatBitsToUint(c) & 0x7FFFFFFFu) != 0u) {
                             atomic_add_f32(x2 + (i3 + t3) * ACCUMULATOR_STRIDES3, c);
                         }
                     }
