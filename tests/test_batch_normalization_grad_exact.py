@@ -13,7 +13,7 @@ import pyvkgrad
 from pyvkgrad.plan import Limits
 from pyvkgrad.tensor import TensorDesc
 from cases import strided_view
-from test_batch_normalization_training import _exact_sum, _tree, same_bits
+from test_batch_normalization_training import _exact_sum, _tree, same_bits, same_values
 
 F32, F16 = np.float32, np.float16
 DIRECT_MAX_REDUCED = 32  # the plan's: up to this many elements a channel sums in order
@@ -164,12 +164,13 @@ def test_same_bits_whatever_the_plan(device, rng, dtype, training):
 
 @pytest.mark.parametrize("training", [False, True], ids=["grad", "training"])
 def test_non_finite_and_far_from_zero(device, rng, training):
-    """A NaN in a training channel makes its dX NaN; data at 1e4 (spread 1e-2): the model's
-    bits, and the oracle's covariance."""
+    """A NaN in a training channel makes its dX NaN (the model's values: a NaN's payload, which
+    an H200's arithmetic makes its own, lies outside the contract, docs/semantics.md §17);
+    data at 1e4 (spread 1e-2): the model's bits, and the oracle's covariance."""
     args = list(problem(rng, (4, 3, 40), (1, 3, 1), F32, training))
     args[0][2, 0, 7] = np.nan
     got = FUNCTIONS[training](*args, 1e-5, device=device)
-    same_bits(got, model(*args, 1e-5, training))
+    same_values(got, model(*args, 1e-5, training))
     if training:
         assert np.isnan(got[0][:, 0]).all() and np.isfinite(got[0][:, 1:]).all()
     args = problem(rng, (64, 4, 300), (1, 4, 1), F32, training, loc=1e4)
