@@ -129,7 +129,8 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
 
     def item_loops(p: int) -> int:
         groups = -(-chunks // (lr * p))
-        here = output and OUTPUT_HERE and groups == 1 and p <= OUTPUT_HERE_UNITS_MAX
+        here = (output and OUTPUT_HERE and groups == 1 and p <= OUTPUT_HERE_UNITS_MAX
+                and (x.data_type.element_size == 4 or pair == 2))  # as sums_and_finish's
         return (1 + (pair * p + 1) * 40 + (p * 20 if here else 0)
                 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
                 + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
