@@ -314,7 +314,7 @@ float chunk_mean_shift(uint slot) {
         vec4(first_x[f + 8u], first_x[f + 9u], first_x[f + 10u], first_x[f + 11u]),
         vec4(first_x[f + 12u], first_x[f + 13u], first_x[f + 14u], first_x[f + 15u]));
     const float mean0 = cr_div(sum0, float(min(16u, (reduced + 31u) / 32u)));
-    return (floatBitsToUint(mean0) & 0x7FFFFFFFu) >= 0x7F800000u ? 0.0 : mean0;  // not finite
+    return finite(mean0) ? mean0 : 0.0;
 }
 
 // Channel k's results from its rounded sums s around `shift` (every operation correctly

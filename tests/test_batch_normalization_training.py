@@ -231,18 +231,9 @@ def test_inputs_unchanged(device, rng):
 # ---- the same bits whatever the plan -------------------------------------------------------------
 
 def run_desc(device, x, scale, bias, eps, limits, act=None):
-    tx, ts, tb = (device.upload(np.ascontiguousarray(a)) for a in (x, scale, bias))
-    desc = BatchNormalizationTrainingDesc(tx.desc, ts.desc, tb.desc, None, tx.desc, ts.desc,
-                                          ts.desc, eps, act)
-    op = device.compile(desc, limits=limits)
-    outs = [device.empty(d) for d in (tx.desc, ts.desc, ts.desc)]
-    for t, a in zip(outs, (x, scale, scale)):
-        t.write(np.full(a.shape, np.nan, a.dtype))
-    op(input_tensor=tx, scale_tensor=ts, bias_tensor=tb, output_tensor=outs[0],
-       output_mean_tensor=outs[1], output_variance_tensor=outs[2])
-    got = [t.numpy() for t in outs]
-    op.close()
-    return got
+    """run_layout's outputs over packed copies of the arrays, planned under `limits`."""
+    x, scale, bias = (np.ascontiguousarray(a) for a in (x, scale, bias))
+    return run_layout(device, x, scale, bias, eps, act=act, limits=limits)[0]
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
@@ -259,18 +250,21 @@ def test_same_bits_whatever_the_plan(device, rng, dtype):
             same_bits(run_desc(device, x, scale, bias, 1e-5, limits), want)
 
 
-def run_layout(device, x, scale, bias, eps, fused=None, act=None, y_strides=None):
+def run_layout(device, x, scale, bias, eps, fused=None, act=None, y_strides=None,
+               limits=Limits(local_size=64)):
     """The operator over X as given (its strides kept), Output laid out by `y_strides`
-    (None: packed) and FusedAdd `fused` (uploaded with its own strides), planned 64 lanes wide
-    on every device: the outputs, the sums kernel's OUTPUT_HERE settings and the kernels."""
+    (None: packed) and FusedAdd `fused` (uploaded with its own strides), planned under
+    `limits` (by default 64 lanes wide on every device), every output NaN before: the outputs
+    and the road Output took (output_road)."""
     tx, ts, tb = (device.upload(a) for a in (x, scale, bias))
     tf = device.upload(fused) if fused is not None else None
     ty = device.empty(TensorDesc(tx.desc.data_type, x.shape, y_strides))
     desc = BatchNormalizationTrainingDesc(tx.desc, ts.desc, tb.desc, tf and tf.desc, ty.desc,
                                           ts.desc, ts.desc, eps, act)
-    op = device.compile(desc, limits=Limits(local_size=64))
+    op = device.compile(desc, limits=limits)
     outs = [ty] + [device.empty(ts.desc) for _ in range(2)]
-    ty.write(np.full(x.shape, np.nan, x.dtype))
+    for t, shape in zip(outs, (x.shape, scale.shape, scale.shape)):
+        t.write(np.full(shape, np.nan, x.dtype))
     op(input_tensor=tx, scale_tensor=ts, bias_tensor=tb, output_tensor=ty,
        output_mean_tensor=outs[1], output_variance_tensor=outs[2],
        **({} if tf is None else {"fused_add_tensor": tf}))

@@ -86,12 +86,14 @@ class Sums:
 @dataclass(frozen=True)
 class Lanes:
     """A workgroup of `wg` lanes: LK channel slots of LR lanes, each taking `per_lane` chunks
-    per work item; `loops`: an item's loop iterations (the completing item's)."""
+    per work item; `loops`: an item's loop iterations (the completing item's); `output_here`:
+    the items write the forward's Output (OUTPUT_HERE)."""
 
     lr: int
     lk: int
     per_lane: int
     loops: int
+    output_here: bool = False
 
 
 def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks: int,
@@ -99,8 +101,8 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     """The lanes of a `wg`-wide workgroup over channels of `chunks` units (a chunk, or with
     `pair` 2 a pair of chunks) each; under a loop limit (`most` iterations an invocation, 0:
     none) the fewest units per lane that fit, where any do (else the loops of the best, which
-    the caller refuses). `output`: the forward may write Output here (OUTPUT_HERE), whose
-    Output loops count where it would."""
+    the caller refuses). `output`: the forward may write Output here (OUTPUT_HERE, where
+    `writes_output`), and its Output loops count there."""
     channels, n = axes.channels, axes.reduced_count
     if axes.kept_innermost:
         # Channels side by side (K_FAST), as many slots as fit: consecutive invocations read
@@ -127,11 +129,14 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     # Output walk (16 iterations, 4 tests).
     slot_sums = -(-sums * lk // wg)  # an invocation's share of the slots' sums
 
+    def writes_output(p: int) -> bool:
+        """OUTPUT_HERE's rule at p units a lane: one group, float32 or pairs."""
+        return (output and OUTPUT_HERE and -(-chunks // (lr * p)) == 1
+                and p <= OUTPUT_HERE_UNITS_MAX and (x.data_type.element_size == 4 or pair == 2))
+
     def item_loops(p: int) -> int:
         groups = -(-chunks // (lr * p))
-        here = (output and OUTPUT_HERE and groups == 1 and p <= OUTPUT_HERE_UNITS_MAX
-                and (x.data_type.element_size == 4 or pair == 2))  # as sums_and_finish's
-        return (1 + (pair * p + 1) * 40 + (p * 20 if here else 0)
+        return (1 + (pair * p + 1) * 40 + (p * 20 if writes_output(p) else 0)
                 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
                 + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
 
@@ -153,7 +158,7 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
                     low = mid + 1
             best = high if item_loops(high) <= most else best
         per_lane = best
-    return Lanes(lr, lk, per_lane, item_loops(per_lane))
+    return Lanes(lr, lk, per_lane, item_loops(per_lane), writes_output(per_lane))
 
 
 def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: int,
@@ -226,9 +231,7 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
-    here = (output is not None and OUTPUT_HERE and groups == 1
-            and per_lane <= OUTPUT_HERE_UNITS_MAX
-            and (x.data_type.element_size == 4 or pair == 2))
+    here = lanes.output_here
     if here:
         bindings.update(output[0])
         constants = dict(constants, OUTPUT_HERE=True, **output[1])

@@ -83,9 +83,7 @@ ChannelGrad channel_grad(vec3 s, float shift, float mean_value, float ve, float 
     g.q = cr_div(covariance, ve);
     precise float alpha = scale_value * c0;
     g.alpha = alpha;
-    // A non-finite sum, from its bits (isnan and isinf may fold where a device assumes none).
-    const bool finite = all(lessThan(floatBitsToUint(s) & 0x7FFFFFFFu, uvec3(0x7F800000u)));
-    if (TRAINING && !finite) g.q = uintBitsToFloat(0x7FC00000u);
+    if (TRAINING && !finite(s)) g.q = uintBitsToFloat(0x7FC00000u);  // a non-finite sum
     return g;
 }
 

@@ -22,6 +22,21 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #define DEVICE_PACK_HALVES(v) packHalf2x16(v)
 #endif
 
+// Tests of a float by its bits, which no assumption of a compiler's can fold: the kernels do
+// not ask for SignedZeroInfNanPreserve, so a device may compile float comparisons, isnan and
+// isinf as if there were no NaN or Inf (an H200 turned BATCH_NORMALIZATION_TRAINING's
+// `v < 0.0 ? 0.0 : v` into a max that gave 0 for a NaN variance).
+// finite: not NaN or infinite, by the exponent bits.
+bool finite(float v) { return (floatBitsToUint(v) & 0x7F800000u) != 0x7F800000u; }
+bool finite(vec2 v) { return finite(v.x) && finite(v.y); }
+bool finite(vec3 v) { return finite(v.xy) && finite(v.z); }
+// v < 0 (below_zero) and v <= 0 (at_most_zero), false for NaN.
+bool below_zero(float v) {
+    const uint u = floatBitsToUint(v);
+    return u > 0x80000000u && u <= 0xFF800000u;
+}
+bool at_most_zero(float v) { return (floatBitsToUint(v) & 0x7FFFFFFFu) == 0u || below_zero(v); }
+
 // Elements narrower than a word (16 or 8 bits) pack 2^L to a word (L = 1 or 2; L = 0 is a
 // whole word), element i in word i >> L, the lowest bits first; float16 is L = 1.
 #define SUB_SHIFT(i, L) (((i) & ((1u << (L)) - 1u)) * (32u >> (L)))

@@ -96,9 +96,6 @@ layout(push_constant) uniform Push { uint count; };
 const uint WORDS = (MAXU + 2u) >> 1u;
 const uint LANES_B = SIZES1 / PAIR_LANES;
 
-// Not NaN or infinite, by the exponent bits (which no assumption of the compiler's can fold).
-bool finite(float v) { return (floatBitsToUint(v) & 0x7F800000u) != 0x7F800000u; }
-bool finite(vec2 v) { return finite(v.x) && finite(v.y); }
 
 #if PAIR_LANES == 2
 #define VALUE vec2

@@ -61,7 +61,6 @@ layout(set = 0, binding = 3) readonly buffer X { uint x[]; };  // MAX only (else
 const uint NONE = 0xFFFFFFFFu;
 const uint INVALID = 0xFFFFFFFEu;
 
-bool roi_finite(float v) { return (floatBitsToUint(v) & 0x7F800000u) != 0x7F800000u; }
 bool roi_nan(float v) { return (floatBitsToUint(v) & 0x7FFFFFFFu) > 0x7F800000u; }
 
 struct RoiAxis {
@@ -80,7 +79,7 @@ RoiAxis roi_axis(float lo, float hi, float scale, uint out_size, uint cap, uint 
     ax.a = a;
     ax.e = e;
     ax.size = size;
-    ax.finite = roi_finite(a) && roi_finite(e);
+    ax.finite = finite(a) && finite(e);
     const float q = cr_div(abs(len), float(out_size));
     uint s;
     if (roi_nan(q)) {
