@@ -37,6 +37,10 @@ DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
 layout(constant_id = 19) const uint BLOCKS = 1u;
 layout(constant_id = 20) const bool STATE_HERE = false;
 layout(constant_id = 21) const uint NEW_STATE_STRIDE = 1u;
+// STATE_HERE: the tickets' first level, TICKET_WORDS counting words (1: one word alone).
+layout(constant_id = 22) const uint TICKET_WORDS = 1u;
+// Words from one counting word to the next (the plan's: each on its own cache line).
+layout(constant_id = 23) const uint TICKET_STRIDE = 1u;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
@@ -86,11 +90,22 @@ void take_ticket(uvec4 c, uvec2 k) {
         // 0 at run time (count <= 2^30), which the compiler cannot see: the add waits for the
         // words read.
         const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
-        const uint ticket = atomicAdd(tickets[0], 1u + zero);
-        if (ticket == gl_NumWorkGroups.x - 1u) {
-            STORE_NEW_STATE(c, count, k)
-            tickets[0] = 0u;
+        const uint groups = gl_NumWorkGroups.x;
+        if (TICKET_WORDS > 1u) {
+            // Two levels: workgroup w counts in word w % TICKET_WORDS, and the last of each
+            // word's workgroups in the top word, so that no word queues more than
+            // groups / TICKET_WORDS adds.
+            const uint word = gl_WorkGroupID.x % TICKET_WORDS;
+            const uint members = groups / TICKET_WORDS + (word < groups % TICKET_WORDS ? 1u : 0u);
+            const uint at = TICKET_STRIDE * (1u + word);
+            if (atomicAdd(tickets[at], 1u + zero) != members - 1u) return;
+            tickets[at] = 0u;  // every member has counted
+            if (atomicAdd(tickets[0], 1u) != min(groups, TICKET_WORDS) - 1u) return;
+        } else if (atomicAdd(tickets[0], 1u + zero) != groups - 1u) {
+            return;
         }
+        STORE_NEW_STATE(c, count, k)
+        tickets[0] = 0u;
     }
 }
 

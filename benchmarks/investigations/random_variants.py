@@ -4,12 +4,15 @@
 cases (16 MiB to 1 GiB of uint32, the state in place) timed with the kernel's BLOCKS from 1 to
 4 (pyvkgrad/ops/random_generator.py's BLOCKS_PER_INVOCATION), against the write-only
 roofline measured in the same run, and the outputs compared bit for bit with BLOCKS 1's.
---state here,after: also with the new state stored by the one dispatch (STATE_HERE, the
-default since 2026-12-02) and by a second dispatch after it (before); the new state is checked
-too.
+--state here,after,none: also with the new state stored by the one dispatch (STATE_HERE, the
+default since 2026-12-02), by a second dispatch after it (before), or not at all (no
+OutputStateTensor: what the state costs); the new state is checked too.
+--tickets 1,32: STATE_HERE's tickets counted in one word, or in that many words and a top
+word (random_generator.py's TICKET_WORDS).
 
     python3 benchmarks/investigations/random_variants.py [--quick] [--repeat N]
-        [--blocks 1,2,3,4] [--state here,after] [--out FILE]
+        [--blocks 1,2,3,4] [--passes 8] [--state here,after,none] [--tickets 1,32]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -37,23 +40,32 @@ def main() -> None:
     ap.add_argument("--blocks", default="1,2,3,4")
     ap.add_argument("--state", default="here")
     ap.add_argument("--passes", default="1", help="PASSES_PER_INVOCATION settings")
+    ap.add_argument("--tickets", default="1", help="TICKET_WORDS settings")
     ap.add_argument("--out")
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     rows = []
     module = random_generator_module  # the plan's settings, switched in this process
-    shipped = module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION
-    settings = [(int(b), where, int(p)) for where in args.state.split(",")
-                for b in args.blocks.split(",") for p in args.passes.split(",")]
+    shipped = (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
+               module.TICKET_WORDS)
+    settings = [(int(b), where, int(p), int(t)) for where in args.state.split(",")
+                for b in args.blocks.split(",") for p in args.passes.split(",")
+                for t in (args.tickets.split(",") if where == "here" else ["1"])]
     for _, label, _, build in bench_cases.random_generator_cases(args.quick):
         base = None
         fill = None
-        for blocks, where, passes in settings:
+        for blocks, where, passes, tickets in settings:
             module.BLOCKS_PER_INVOCATION = blocks
             module.PASSES_PER_INVOCATION = passes
             module.STATE_HERE = where == "here"
+            module.TICKET_WORDS = tickets
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
+            if where == "none":  # the same output, no OutputStateTensor
+                op.close()
+                op = dev.compile(pyvkgrad.RandomGeneratorDesc(
+                    tensors["input_state_tensor"].desc, tensors["output_tensor"].desc, None))
+                del tensors["output_state_tensor"]
             if fill is None:
                 fill = bench_timing.write_roofline(dev, nbytes, args.repeat)
             start = tensors["input_state_tensor"].numpy().copy()
@@ -66,9 +78,9 @@ def main() -> None:
                 base = out.copy()
             words = [int(w) for w in start.reshape(-1)]
             counter = sum(w << (32 * i) for i, w in enumerate(words[:4]))
-            counter = (counter + -(-out.size // 4)) % 2**128
+            counter = (counter + (0 if where == "none" else -(-out.size // 4))) % 2**128
             want = [(counter >> (32 * i)) & 0xFFFFFFFF for i in range(4)] + words[4:]
-            row = dict(case=label, blocks=blocks, passes=passes, state=where,
+            row = dict(case=label, blocks=blocks, passes=passes, state=where, tickets=tickets,
                        dispatches=len(op.plan.dispatches),
                        workgroups=op.plan.dispatches[0].workgroups, us=ns / 1e3,
                        fill_gbps=fill / 1e9, fill_share=nbytes / ns / (fill / 1e9),
@@ -77,6 +89,7 @@ def main() -> None:
                        == want)
             rows.append(row)
             print(f"{label:36s} BLOCKS {blocks} passes {passes} state {where:5s} "
+                  f"tickets {tickets:3d} "
                   f"({row['workgroups']:6d} "
                   f"workgroups, {row['dispatches']} dispatches) {row['us']:9.1f} us "
                   f"{100 * row['fill_share']:6.1f}% of fill  same bits: {row['same_bits']}, "
@@ -84,7 +97,8 @@ def main() -> None:
             rec.close()
             op.close()
             del tensors
-    module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION = shipped
+    (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
+     module.TICKET_WORDS) = shipped
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 
