@@ -37,10 +37,9 @@ DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
 layout(constant_id = 19) const uint BLOCKS = 1u;
 layout(constant_id = 20) const bool STATE_HERE = false;
 layout(constant_id = 21) const uint NEW_STATE_STRIDE = 1u;
-// STATE_HERE: the tickets' first level, TICKET_WORDS counting words (1: one word alone).
-layout(constant_id = 22) const uint TICKET_WORDS = 1u;
-// Words from one counting word to the next (the plan's: each on its own cache line).
-layout(constant_id = 23) const uint TICKET_STRIDE = 1u;
+// STATE_HERE: each workgroup takes its ticket after its first pass, rather than at its end,
+// and only the last looks at it, at its end.
+layout(constant_id = 22) const bool TICKET_FIRST = false;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
@@ -90,43 +89,65 @@ void take_ticket(uvec4 c, uvec2 k) {
         // 0 at run time (count <= 2^30), which the compiler cannot see: the add waits for the
         // words read.
         const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
-        const uint groups = gl_NumWorkGroups.x;
-        if (TICKET_WORDS > 1u) {
-            // Two levels: workgroup w counts in word w % TICKET_WORDS, and the last of each
-            // word's workgroups in the top word, so that no word queues more than
-            // groups / TICKET_WORDS adds.
-            const uint word = gl_WorkGroupID.x % TICKET_WORDS;
-            const uint members = groups / TICKET_WORDS + (word < groups % TICKET_WORDS ? 1u : 0u);
-            const uint at = TICKET_STRIDE * (1u + word);
-            if (atomicAdd(tickets[at], 1u + zero) != members - 1u) return;
-            tickets[at] = 0u;  // every member has counted
-            if (atomicAdd(tickets[0], 1u) != min(groups, TICKET_WORDS) - 1u) return;
-        } else if (atomicAdd(tickets[0], 1u + zero) != groups - 1u) {
-            return;
+        const uint ticket = atomicAdd(tickets[0], 1u + zero);
+        if (ticket == gl_NumWorkGroups.x - 1u) {
+            STORE_NEW_STATE(c, count, k)
+            tickets[0] = 0u;
         }
+    }
+}
+
+// TICKET_FIRST: the workgroup's ticket, taken once every invocation has stored its first
+// pass's blocks (made from the state words: so each has read them); the add's result is
+// looked at only at the workgroup's end (ticket_last), so nothing waits for it meanwhile.
+uint ticket_first(uvec4 c, uvec2 k) {
+    barrier();
+    if (gl_LocalInvocationIndex != 0u) return 0u;
+    const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
+    return atomicAdd(tickets[0], 1u + zero);
+}
+
+void ticket_last(uint ticket, uvec4 c, uvec2 k) {
+    if (gl_LocalInvocationIndex == 0u && ticket == gl_NumWorkGroups.x - 1u) {
         STORE_NEW_STATE(c, count, k)
         tickets[0] = 0u;
     }
+}
+
+// One pass from block b: BLOCKS blocks, b + j lanes (those below count).
+// Written out, not a loop (a driver counting iterations sees only the grid loop); every
+// block of a pass is computed before any is stored, so that the chains can interleave
+// (a block past count is computed and dropped). b + 3 lanes < 2^32: count < 2^30 and
+// lanes < 2^27.
+void one_pass(uint b, uint lanes, uvec4 counter, uvec2 key) {
+    const uvec4 w0 = philox_4x32_10(counter_plus(counter, b), key);
+    uvec4 w1, w2, w3;
+    if (BLOCKS > 1u) w1 = philox_4x32_10(counter_plus(counter, b + lanes), key);
+    if (BLOCKS > 2u) w2 = philox_4x32_10(counter_plus(counter, b + 2u * lanes), key);
+    if (BLOCKS > 3u) w3 = philox_4x32_10(counter_plus(counter, b + 3u * lanes), key);
+    store_block(b, w0);
+    if (BLOCKS > 1u && b + lanes < count) store_block(b + lanes, w1);
+    if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
+    if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
 }
 
 void main() {
     const uvec4 counter = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
     const uvec2 key = uvec2(STATE(4), STATE(5));
     const uint lanes = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    // Written out, not a loop (a driver counting iterations sees only the grid loop); every
-    // block of a pass is computed before any is stored, so that the chains can interleave
-    // (a block past count is computed and dropped). b + 3 lanes < 2^32: count < 2^30 and
-    // lanes < 2^27.
-    for (uint b = first + gl_GlobalInvocationID.x; b < count; b += BLOCKS * lanes) {
-        const uvec4 w0 = philox_4x32_10(counter_plus(counter, b), key);
-        uvec4 w1, w2, w3;
-        if (BLOCKS > 1u) w1 = philox_4x32_10(counter_plus(counter, b + lanes), key);
-        if (BLOCKS > 2u) w2 = philox_4x32_10(counter_plus(counter, b + 2u * lanes), key);
-        if (BLOCKS > 3u) w3 = philox_4x32_10(counter_plus(counter, b + 3u * lanes), key);
-        store_block(b, w0);
-        if (BLOCKS > 1u && b + lanes < count) store_block(b + lanes, w1);
-        if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
-        if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
+    uint b = first + gl_GlobalInvocationID.x;
+    uint ticket = 0u;
+    if (STATE_HERE && TICKET_FIRST) {
+        if (b < count) one_pass(b, lanes, counter, key);
+        b += BLOCKS * lanes;
+        ticket = ticket_first(counter, key);
     }
-    if (STATE_HERE) take_ticket(counter, key);
+    for (; b < count; b += BLOCKS * lanes) one_pass(b, lanes, counter, key);
+    if (STATE_HERE) {
+        if (TICKET_FIRST) {
+            ticket_last(ticket, counter, key);
+        } else {
+            take_ticket(counter, key);
+        }
+    }
 }

@@ -7,11 +7,11 @@ roofline measured in the same run, and the outputs compared bit for bit with BLO
 --state here,after,none: also with the new state stored by the one dispatch (STATE_HERE, the
 default since 2026-12-02), by a second dispatch after it (before), or not at all (no
 OutputStateTensor: what the state costs); the new state is checked too.
---tickets 1,32: STATE_HERE's tickets counted in one word, or in that many words and a top
-word (random_generator.py's TICKET_WORDS).
+--tickets end,first: STATE_HERE's ticket taken at each workgroup's end, or after its first
+pass and looked at only at its end (random_generator.py's TICKET_FIRST).
 
     python3 benchmarks/investigations/random_variants.py [--quick] [--repeat N]
-        [--blocks 1,2,3,4] [--passes 8] [--state here,after,none] [--tickets 1,32]
+        [--blocks 1,2,3,4] [--passes 8] [--state here,after,none] [--tickets end,first]
         [--out FILE]
 """
 
@@ -40,7 +40,7 @@ def main() -> None:
     ap.add_argument("--blocks", default="1,2,3,4")
     ap.add_argument("--state", default="here")
     ap.add_argument("--passes", default="1", help="PASSES_PER_INVOCATION settings")
-    ap.add_argument("--tickets", default="1", help="TICKET_WORDS settings")
+    ap.add_argument("--tickets", default="end", help="where workgroups take tickets")
     ap.add_argument("--out")
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
@@ -48,10 +48,10 @@ def main() -> None:
     rows = []
     module = random_generator_module  # the plan's settings, switched in this process
     shipped = (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
-               module.TICKET_WORDS)
-    settings = [(int(b), where, int(p), int(t)) for where in args.state.split(",")
+               module.TICKET_FIRST)
+    settings = [(int(b), where, int(p), t) for where in args.state.split(",")
                 for b in args.blocks.split(",") for p in args.passes.split(",")
-                for t in (args.tickets.split(",") if where == "here" else ["1"])]
+                for t in (args.tickets.split(",") if where == "here" else ["end"])]
     for _, label, _, build in bench_cases.random_generator_cases(args.quick):
         base = None
         fill = None
@@ -59,7 +59,7 @@ def main() -> None:
             module.BLOCKS_PER_INVOCATION = blocks
             module.PASSES_PER_INVOCATION = passes
             module.STATE_HERE = where == "here"
-            module.TICKET_WORDS = tickets
+            module.TICKET_FIRST = tickets == "first"
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
             if where == "none":  # the same output, no OutputStateTensor
                 op.close()
@@ -89,7 +89,7 @@ def main() -> None:
                        == want)
             rows.append(row)
             print(f"{label:36s} BLOCKS {blocks} passes {passes} state {where:5s} "
-                  f"tickets {tickets:3d} "
+                  f"tickets {tickets:5s} "
                   f"({row['workgroups']:6d} "
                   f"workgroups, {row['dispatches']} dispatches) {row['us']:9.1f} us "
                   f"{100 * row['fill_share']:6.1f}% of fill  same bits: {row['same_bits']}, "
@@ -98,7 +98,7 @@ def main() -> None:
             op.close()
             del tensors
     (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
-     module.TICKET_WORDS) = shipped
+     module.TICKET_FIRST) = shipped
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

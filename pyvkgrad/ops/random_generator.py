@@ -50,10 +50,9 @@ PASSES_PER_INVOCATION = 8
 # One dispatch over every block stores the new state itself (the kernel's STATE_HERE);
 # False: always random_generator_state after it (benchmarks/investigations/random_variants.py).
 STATE_HERE = True
-# STATE_HERE's tickets: workgroups count in TICKET_WORDS words (1: all in one word), each
-# TICKET_STRIDE words (128 bytes) from the next, and the last of each word in a top word.
-TICKET_WORDS = 1
-TICKET_STRIDE = 32
+# STATE_HERE: each workgroup takes its ticket after its first pass (the kernel's TICKET_FIRST)
+# rather than at its end.
+TICKET_FIRST = False
 
 
 class RandomGeneratorType(enum.IntEnum):
@@ -145,16 +144,14 @@ class RandomGeneratorDesc(OperatorDesc):
         new_state = self.output_state_tensor if here else None
         constants.update(STATE_HERE=here, NEW_STATE_STRIDE=(
             new_state.element_strides[-1] if new_state is not None else 1),
-            TICKET_WORDS=TICKET_WORDS, TICKET_STRIDE=TICKET_STRIDE)
+            TICKET_FIRST=TICKET_FIRST)
         # Not here: the kernel touches neither new_state nor tickets, so they are bound to the
         # output, which the dispatch writes anyway (a scratch buffer would be a write that the
         # recording must order between executes, and an upload at every compile).
         bindings = dict(state="input_state_tensor", y="output_tensor",
                         new_state="output_state_tensor" if here else "output_tensor",
                         tickets="tickets" if here else "output_tensor")
-        ticket_words = 4 if TICKET_WORDS == 1 else TICKET_STRIDE * (1 + TICKET_WORDS)
-        scratch = ((Scratch("tickets", 4 * ticket_words, words=np.zeros(ticket_words, np.uint32)),)
-                   if here else ())
+        scratch = (Scratch("tickets", 16, words=np.zeros(4, np.uint32)),) if here else ()
         dispatches = [Dispatch("random_generator", bindings, workgroups, constants=constants,
                                push=dict(count=end, elements=y.element_count, first=first))
                       for first, end, workgroups in slices]
