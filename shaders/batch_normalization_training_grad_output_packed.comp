@@ -11,9 +11,12 @@
 // vector of each: 4 float32 or 8 float16 elements, and owns the whole output words (no
 // atomics). The channel of element i comes from i's decomposition over the sizes; with SAME
 // every vector lies in one channel (the innermost dimension is reduced and a multiple of the
-// vector width), so the coefficients are read once per vector.
+// vector width), so the coefficients are read once per vector; else with RUN its elements lie
+// in at most two channels, each read once.
 //
-// Constants: SIZES and CHANNEL_STRIDES (8 dimensions, right-aligned), REVERSE.
+// Constants: SIZES and CHANNEL_STRIDES (8 dimensions, right-aligned), REVERSE; RUN: the plan's
+// channel_run (consecutive elements sharing a channel, run after run, where at least WIDTH;
+// else 0).
 // Push constants: vectors (the 16-byte vector this dispatch ends at; all of them cover the
 //   elements), count (logical elements: a tail vector writes only those, the rest of the
 //   buffer keeps its contents), first (the vector it starts at).
@@ -33,6 +36,7 @@ DIMS8(uint, CHANNEL_STRIDES, 11, 0)
 // reduction read last is still in L2 when this pass starts.
 layout(constant_id = 19) const bool REVERSE = false;
 layout(constant_id = 20) const bool CONSTANT_STATISTICS = false;
+layout(constant_id = 21) const uint RUN = 0u;
 
 layout(set = 0, binding = 0) readonly buffer X { uvec4 x[]; };  // InputTensor
 layout(set = 0, binding = 1) readonly buffer DY { uvec4 dy[]; };  // InputGradientTensor
@@ -43,6 +47,9 @@ layout(set = 0, binding = 3) buffer DX_UINT { uint dx_uint[]; };  // the same, f
 layout(push_constant) uniform Push { uint vectors; uint count; uint first; };
 
 const uint WIDTH = IS_F16 ? 8u : 4u;
+// A vector in two channels at most: the first element's, and from element `split` on (where
+// its run ends) the last element's.
+const bool TWO = !SAME && RUN >= WIDTH;
 #define LAST ((count - 1u) / WIDTH)
 
 #define ADD_OFFSET(D, c) o += (c) * CHANNEL_STRIDES##D;
@@ -57,9 +64,20 @@ uint channel(uint i) {
 vec4 coefficients_of(uint k) { return coefficients[2u * k]; }
 float mean_dy(uint k) { return coefficients[2u * k + 1u].x; }
 
+// dX from channel k's coefficients a and mean_dy m.
+float grad_with(float xv, float gy, vec4 a, float m) {
+    if (CONSTANT_STATISTICS) return gy * a.x;
+    return training_dx(xv, gy, a, m);
+}
+
 float grad(float xv, float gy, uint k) {
-    if (CONSTANT_STATISTICS) return gy * coefficients_of(k).x;
-    return training_dx(xv, gy, coefficients_of(k), mean_dy(k));
+    return grad_with(xv, gy, coefficients_of(k), CONSTANT_STATISTICS ? 0.0 : mean_dy(k));
+}
+
+// TWO: element `base + t`'s dX, from the first channel's (a0, m0) before `split`, else the
+// last's (a1, m1).
+float grad_two(float xv, float gy, uint t, uint split, vec4 a0, float m0, vec4 a1, float m1) {
+    return grad_with(xv, gy, t < split ? a0 : a1, t < split ? m0 : m1);
 }
 
 void main() {
@@ -85,6 +103,29 @@ void main() {
                 const vec4 gs = uintBitsToFloat(gw);
                 outw = floatBitsToUint(CONSTANT_STATISTICS ? gs * a.x
                                                            : training_dx(xs, gs, a, mdy));
+            }
+        } else if (TWO) {
+            const uint k0 = channel(base), k1 = channel(base + WIDTH - 1u);
+            const vec4 a0 = coefficients_of(k0), a1 = coefficients_of(k1);
+            const float m0 = CONSTANT_STATISTICS ? 0.0 : mean_dy(k0);
+            const float m1 = CONSTANT_STATISTICS ? 0.0 : mean_dy(k1);
+            const uint split = RUN - base % RUN;
+            if (IS_F16) {
+                for (uint w = 0u; w < 4u; ++w) {
+                    const vec2 xs = unpackHalf2x16(xw[w]);
+                    const vec2 gs = unpackHalf2x16(gw[w]);
+                    outw[w] = pack_halves(vec2(
+                        grad_two(xs.x, gs.x, 2u * w, split, a0, m0, a1, m1),
+                        grad_two(xs.y, gs.y, 2u * w + 1u, split, a0, m0, a1, m1)));
+                }
+            } else {
+                const vec4 xs = uintBitsToFloat(xw);
+                const vec4 gs = uintBitsToFloat(gw);
+                vec4 r;
+                for (uint e = 0u; e < 4u; ++e) {
+                    r[e] = grad_two(xs[e], gs[e], e, split, a0, m0, a1, m1);
+                }
+                outw = floatBitsToUint(r);
             }
         } else if (IS_F16) {
             for (uint w = 0u; w < 4u; ++w) {

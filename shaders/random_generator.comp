@@ -37,9 +37,6 @@ DIMS8_2(uint, SIZES, Y_STRIDES, 3, 1u)
 layout(constant_id = 19) const uint BLOCKS = 1u;
 layout(constant_id = 20) const bool STATE_HERE = false;
 layout(constant_id = 21) const uint NEW_STATE_STRIDE = 1u;
-// STATE_HERE: each workgroup takes its ticket after its first pass, rather than at its end,
-// and only the last looks at it, at its end.
-layout(constant_id = 22) const bool TICKET_FIRST = false;
 
 layout(set = 0, binding = 0) readonly buffer STATE { uint state[]; };  // InputStateTensor
 layout(set = 0, binding = 1) writeonly buffer Y { uint y[]; };  // OutputTensor
@@ -97,57 +94,24 @@ void take_ticket(uvec4 c, uvec2 k) {
     }
 }
 
-// TICKET_FIRST: the workgroup's ticket, taken once every invocation has stored its first
-// pass's blocks (made from the state words: so each has read them); the add's result is
-// looked at only at the workgroup's end (ticket_last), so nothing waits for it meanwhile.
-uint ticket_first(uvec4 c, uvec2 k) {
-    barrier();
-    if (gl_LocalInvocationIndex != 0u) return 0u;
-    const uint zero = (c.x | c.y | c.z | c.w | k.x | k.y) & (count >> 31);
-    return atomicAdd(tickets[0], 1u + zero);
-}
-
-void ticket_last(uint ticket, uvec4 c, uvec2 k) {
-    if (gl_LocalInvocationIndex == 0u && ticket == gl_NumWorkGroups.x - 1u) {
-        STORE_NEW_STATE(c, count, k)
-        tickets[0] = 0u;
-    }
-}
-
-// One pass from block b: BLOCKS blocks, b + j lanes (those below count).
-// Written out, not a loop (a driver counting iterations sees only the grid loop); every
-// block of a pass is computed before any is stored, so that the chains can interleave
-// (a block past count is computed and dropped). b + 3 lanes < 2^32: count < 2^30 and
-// lanes < 2^27.
-void one_pass(uint b, uint lanes, uvec4 counter, uvec2 key) {
-    const uvec4 w0 = philox_4x32_10(counter_plus(counter, b), key);
-    uvec4 w1, w2, w3;
-    if (BLOCKS > 1u) w1 = philox_4x32_10(counter_plus(counter, b + lanes), key);
-    if (BLOCKS > 2u) w2 = philox_4x32_10(counter_plus(counter, b + 2u * lanes), key);
-    if (BLOCKS > 3u) w3 = philox_4x32_10(counter_plus(counter, b + 3u * lanes), key);
-    store_block(b, w0);
-    if (BLOCKS > 1u && b + lanes < count) store_block(b + lanes, w1);
-    if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
-    if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
-}
-
 void main() {
     const uvec4 counter = uvec4(STATE(0), STATE(1), STATE(2), STATE(3));
     const uvec2 key = uvec2(STATE(4), STATE(5));
     const uint lanes = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-    uint b = first + gl_GlobalInvocationID.x;
-    uint ticket = 0u;
-    if (STATE_HERE && TICKET_FIRST) {
-        if (b < count) one_pass(b, lanes, counter, key);
-        b += BLOCKS * lanes;
-        ticket = ticket_first(counter, key);
+    // Written out, not a loop (a driver counting iterations sees only the grid loop); every
+    // block of a pass is computed before any is stored, so that the chains can interleave
+    // (a block past count is computed and dropped). b + 3 lanes < 2^32: count < 2^30 and
+    // lanes < 2^27.
+    for (uint b = first + gl_GlobalInvocationID.x; b < count; b += BLOCKS * lanes) {
+        const uvec4 w0 = philox_4x32_10(counter_plus(counter, b), key);
+        uvec4 w1, w2, w3;
+        if (BLOCKS > 1u) w1 = philox_4x32_10(counter_plus(counter, b + lanes), key);
+        if (BLOCKS > 2u) w2 = philox_4x32_10(counter_plus(counter, b + 2u * lanes), key);
+        if (BLOCKS > 3u) w3 = philox_4x32_10(counter_plus(counter, b + 3u * lanes), key);
+        store_block(b, w0);
+        if (BLOCKS > 1u && b + lanes < count) store_block(b + lanes, w1);
+        if (BLOCKS > 2u && b + 2u * lanes < count) store_block(b + 2u * lanes, w2);
+        if (BLOCKS > 3u && b + 3u * lanes < count) store_block(b + 3u * lanes, w3);
     }
-    for (; b < count; b += BLOCKS * lanes) one_pass(b, lanes, counter, key);
-    if (STATE_HERE) {
-        if (TICKET_FIRST) {
-            ticket_last(ticket, counter, key);
-        } else {
-            take_ticket(counter, key);
-        }
-    }
+    if (STATE_HERE) take_ticket(counter, key);
 }

@@ -177,6 +177,36 @@ def test_non_finite_and_far_from_zero(device, rng, training):
     same_bits(FUNCTIONS[training](*args, 0.0, device=device), model(*args, 0.0, training))
 
 
+# (shape, the packed dX pass's SAME and RUN at each type's vector: float32 4, float16 8)
+VECTOR_CASES = [
+    ((4, 6, 7, 7), {F32: (False, 49), F16: (False, 49)}),  # runs of 49: two channels a vector
+    ((8, 6, 5), {F32: (False, 5), F16: (False, 0)}),  # float16: 8 > 5, a channel an element
+    ((4, 6, 9), {F32: (False, 9), F16: (False, 9)}),
+    ((4, 6, 12), {F32: (True, 12), F16: (False, 12)}),
+    ((3, 6, 16), {F32: (True, 16), F16: (True, 16)}),  # a vector in one channel
+    ((5, 5, 7), {F32: (False, 7), F16: (False, 0)}),  # 175 elements: a tail vector
+]
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["grad", "training"])
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("shape,vector", VECTOR_CASES)
+def test_vectors_across_channels(device, rng, shape, vector, dtype, training):
+    """The packed dX pass's vectors: in one channel (SAME), in two at most (RUN: the first
+    element's and the last's coefficients, read once each), or a channel per element; the
+    model's bits on each, and the road the plan takes. (BATCH_NORMALIZATION_GRAD's float32
+    dX is written by the sums kernel: no dX pass.)"""
+    stats = (1, shape[1]) + (1,) * (len(shape) - 2)
+    args = problem(rng, shape, stats, dtype, training, loc=1.0)
+    x, m = (TensorDesc(pyvkgrad.DataType.from_numpy(dtype, "test", "dtype"), s) for s in (shape, stats))
+    plan = DESCS[training](x, x, m, m, m, x, m, m, 1e-5).plan(device.limits)
+    passes = [dict(d.constants) for d in plan.dispatches
+              if d.kernel == "batch_normalization_training_grad_output_packed"]
+    assert [(c["SAME"], c["RUN"]) for c in passes] == ([] if dtype == F32 and not training
+                                                       else [vector[dtype]])
+    same_bits(FUNCTIONS[training](*args, 1e-5, device=device), model(*args, 1e-5, training))
+
+
 @pytest.mark.parametrize("training", [False, True], ids=["grad", "training"])
 def test_partials_no_larger_than_the_input(training):
     """Short channels, side by side or over a narrow workgroup: the exact sums' scratch buffer

@@ -11,14 +11,26 @@ Variants:
 - unpaired: shaders/ as they are, chunks one at a time (the plan's PAIR_HALVES off);
 - paired: shaders/ as they are, BATCH_NORMALIZATION_TRAINING's float16 chunks in pairs where
   the layout allows (PAIRED: one word loaded gives an element of each chunk).
+- prefetch: shipped, paired, and each lane's next chunk loaded before it sums the current one
+  (the plan's PREFETCH; the forward only);
+- no_runs: shipped, paired, but the element-wise passes find each element's channel alone
+  (VECTOR_RUNS off: as before 2026-12-04) where a vector spans two channels;
+- without the shift, without the exact sums, without the tail (timing only, not the same
+  bits; for where the time goes, shipped otherwise): no_shift, the forward's shift 0 and
+  chunk (0, 0) not loaded; no_exact, each chunk sum added to a 32-bit word instead of the
+  exact window; no_tail, every item rounds and finishes its channels itself (no partials,
+  counts or fences); no_flush, the exact windows emptied without adding them to the
+  digits.
 Run 2 of 2026-12-03 timed an earlier kernel that paired the grads' chunks too (X and dY) and
 float32's (8-byte loads), both slower; `--previous` there was 239d257's shaders/.
-Every variant gives the same bits (exact sums), checked against the first here.
+Every variant but the three ablations gives the same bits (exact sums), checked against the
+first here.
 
     python3 benchmarks/investigations/bn_sums_ablation.py --build DIR [--previous SHADERS]
     python3 benchmarks/investigations/bn_sums_ablation.py --spirv DIR [--quick] [--repeat N]
         (BN_TARGETS=512,256: the plan's TARGET_ITEMS values; BN_OPS=grad,training_grad,training;
-         BN_VARIANTS=previous,unpaired,paired: those of them to time)
+         BN_VARIANTS=previous,unpaired,paired,prefetch,no_runs,no_shift,no_exact,no_tail,
+         no_flush: those of them to time)
 """
 
 from __future__ import annotations
@@ -35,6 +47,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import pyvkgrad  # noqa: E402
 from pyvkgrad import DataType, TensorDesc  # noqa: E402
+from pyvkgrad.ops import _batch_normalization_axes as bn_axes  # noqa: E402
 from pyvkgrad.ops import _batch_normalization_sums as bn_sums  # noqa: E402
 from pyvkgrad.ops import batch_normalization_training as bnt  # noqa: E402
 from pyvkgrad.ops._batch_normalization_plan import plan as bn_plan  # noqa: E402
@@ -42,9 +55,29 @@ import bench_timing  # noqa: E402
 
 KERNEL = "batch_normalization_training_sums"
 SOURCE = f"{KERNEL}.comp"
-# variant: (SPIR-V file built here, the plan's PAIR_HALVES)
-VARIANTS = dict(previous=("previous", False), unpaired=("shipped", False),
-                paired=("shipped", True))
+# variant: (SPIR-V file built here, the plan's settings that differ from `paired`'s)
+VARIANTS = dict(previous=("previous", dict(PAIR_HALVES=False)),
+                unpaired=("shipped", dict(PAIR_HALVES=False)), paired=("shipped", {}),
+                prefetch=("shipped", dict(PREFETCH=True)),
+                no_runs=("shipped", dict(VECTOR_RUNS=False)),
+                no_shift=("no_shift", {}), no_exact=("no_exact", {}), no_tail=("no_tail", {}),
+                no_flush=("no_flush", {}))
+# Where each setting lives, and `paired`'s value.
+SETTINGS = dict(PAIR_HALVES=(bn_sums, True), PREFETCH=(bn_sums, False),
+                VECTOR_RUNS=(bn_axes, True))
+# The ablations' patches (file under shaders/, old text, new text).
+ABLATIONS = dict(
+    no_shift=[(SOURCE, "        if (!GRAD) {\n            for (uint i = lane; i < 16u; i += LR) {",
+               "        if (false) {\n            for (uint i = lane; i < 16u; i += LR) {"),
+              (SOURCE, "shift_of[slot] = chunk_mean_shift(slot);", "shift_of[slot] = 0.0;")],
+    no_exact=[("include/exact_sums.glsl",
+               "void exact_add(inout ExactWindow a, float x, uint slot) {\n",
+               "void exact_add(inout ExactWindow a, float x, uint slot) {\n"
+               "    a.w.x += floatBitsToUint(x);\n    a.anchor = 0;\n    return;\n")],
+    no_tail=[(SOURCE, "        if (groups > 1u) {\n            // The digits, normalised",
+              "        if (false) {\n            // The digits, normalised")],
+    no_flush=[("include/exact_sums.glsl", "    if (a.w == uvec3(0u)) return;\n",
+               "    if (a.w == uvec3(0u) || a.anchor != -7) { a.w = uvec3(0u); return; }\n")])
 
 
 def cases(dev, quick):
@@ -97,27 +130,34 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     if args.build:
-        variants = dict(shipped=[], **({"previous": []} if args.previous else {}))
+        variants = dict(shipped=[], **({"previous": []} if args.previous else {}), **ABLATIONS)
         bench_timing.build_variants(Path(args.build), SOURCE, variants,
-                                    {"previous": args.previous} if args.previous else None)
+                                    {"previous": args.previous} if args.previous else None,
+                                    rte16=True)
         return
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     chosen = os.environ.get("BN_VARIANTS", ",".join(VARIANTS)).split(",")
-    spirv = {v: ((Path(args.spirv) / f"{f}.spv").read_bytes(), pair)
-             for v, (f, pair) in VARIANTS.items()
-             if v in chosen and (Path(args.spirv) / f"{f}.spv").exists()}
+    folder = Path(args.spirv)
+
+    def read(name):
+        return (folder / name).read_bytes() if (folder / name).exists() else None
+    spirv = {v: (read(f"{f}.spv"), read(f"{f}.rte16.spv"), settings)
+             for v, (f, settings) in VARIANTS.items()
+             if v in chosen and (folder / f"{f}.spv").exists()}
     targets = [int(t) for t in os.environ.get("BN_TARGETS", "512,256").split(",")]
-    default_target, default_pair = bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES
+    defaults = {name: getattr(module, name) for name, (module, _) in SETTINGS.items()}
+    default_target = bn_sums.TARGET_ITEMS
     rows = []
     for op, shape, dt, base, plan, op_args, tensors, nbytes in cases(dev, args.quick):
         roof = bench_timing.copy_roofline(dev, nbytes // 2 // 16 * 16, args.repeat)
         bits = None
         for target in targets:
             bn_sums.TARGET_ITEMS = target
-            for variant, (data, pair) in spirv.items():
-                bn_sums.PAIR_HALVES = pair
-                with bench_timing.serving(KERNEL, data):
+            for variant, (data, rte16, settings) in spirv.items():
+                for name, (module, value) in SETTINGS.items():
+                    setattr(module, name, settings.get(name, value))
+                with bench_timing.serving(KERNEL, data, rte16):
                     times, whole, out = bench_timing.part_times(
                         dev, base, plan, op_args, {"sums": "_sums"}, tensors, args.repeat)
                 same = bits is None or out == bits
@@ -129,16 +169,20 @@ def main() -> None:
                            workgroups=sums[0].workgroups,
                            chunks_per_lane=dict(sums[0].constants)["CHUNKS_PER_LANE"],
                            paired=bool(dict(sums[0].constants).get("PAIRED")),
+                           runs=[dict(d.constants).get("RUN") for d in whole.dispatches
+                                 if "RUN" in dict(d.constants)],
                            same_bits=same)
                 rows.append(row)
                 print(f"{op:14s} {str(list(shape)):18s} {dt.name:8s} target {target:4d} "
                       f"{variant:11s} {row['us']:7.1f} us ({100 * row['roofline_share']:5.1f}% "
                       f"of copy), sums {row['sums_us']:6.1f}; workgroups {row['workgroups']}, "
-                      f"units/lane {row['chunks_per_lane']}, paired {row['paired']}; "
+                      f"units/lane {row['chunks_per_lane']}, runs {row['runs']}; "
                       f"same bits {same}", flush=True)
         for t in tensors.values():
             t.close()
-    bn_sums.TARGET_ITEMS, bn_sums.PAIR_HALVES = default_target, default_pair
+    bn_sums.TARGET_ITEMS = default_target
+    for name, (module, _) in SETTINGS.items():
+        setattr(module, name, defaults[name])
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

@@ -1,21 +1,28 @@
-# The lent-GPU runs of 2026-12-04: RANDOM_GENERATOR's tickets (STATE_HERE) counted in one
-# word or spread over several (random_generator.py's TICKET_WORDS), and the output without a
-# state (what the tickets cost). From the project root with .gpu carried:
-#     STEPS="variants tests fp rows" bash benchmarks/investigations/h200_tickets.sh
-# variants: random_variants.py over PASSES, TICKETS and the states, twice (the order of the
-# settings reversed the second time), every output and new state checked; tests: the
-# operator's tests on the device; fp: the 239 fingerprints; rows: the benchmark's
-# RANDOM_GENERATOR rows with PyTorch's side.
+# The lent-GPU runs of 2026-12-04. From the project root with .gpu carried (and for ablation
+# benchmarks/investigations/bn-sums-spirv, built first with
+#     python3 benchmarks/investigations/bn_sums_ablation.py --build benchmarks/investigations/bn-sums-spirv):
+#     STEPS="random ablation tests fp rows" bash benchmarks/investigations/h200_prefetch.sh
+# random: RANDOM_GENERATOR, random_variants.py over PASSES and STATES (here, none: no
+#   OutputStateTensor), twice (the settings' order reversed the second time), every output and
+#   new state checked (runs 1 and 2 timed two ticket designs too, with commits b54768a and
+#   e0b47a5);
+# ablation: bn_sums_ablation.py's BN_VARIANTS on BN_OPS (the BatchNorm exact sums: the
+#   prefetch, and where the time goes);
+# tests: TESTS on the device; fp: the 239 fingerprints; rows: the benchmark's ROWS_OPS rows
+#   with PyTorch's side.
 source benchmarks/investigations/h200_prelude.sh
-steps=" ${STEPS:-variants tests fp} "
-[[ $steps == *" variants "* ]] && for pass in 1 2; do
-  tickets=${TICKETS:-1,16,64}
-  [[ $pass == 2 ]] && tickets=$(echo $tickets | tr ',' '\n' | tac | paste -sd,)
-  run variants$pass 300 python3 benchmarks/investigations/random_variants.py --blocks 1 \
-    --passes ${PASSES:-4,8,16} --state ${STATES:-here,none} --tickets $tickets \
-    --out $OUT/variants$pass.json
-  cut -c1-175 $OUT/variants$pass.txt
+steps=" ${STEPS:-random ablation tests fp} "
+[[ $steps == *" random "* ]] && for pass in 1 2; do
+  states=${STATES:-here,none}
+  [[ $pass == 2 ]] && states=$(echo $states | tr ',' '\n' | tac | paste -sd,)
+  run random$pass 300 python3 benchmarks/investigations/random_variants.py --blocks 1 \
+    --passes ${PASSES:-8} --state $states --out $OUT/random$pass.json
+  cut -c1-175 $OUT/random$pass.txt
 done
+[[ $steps == *" ablation "* ]] && { BN_VARIANTS=${BN_VARIANTS:-paired,prefetch,no_shift,no_exact,no_tail} \
+  BN_OPS=${BN_OPS:-training,grad} BN_TARGETS=${BN_TARGETS:-512} run ablation 400 python3 \
+  benchmarks/investigations/bn_sums_ablation.py --spirv benchmarks/investigations/bn-sums-spirv \
+  --out $OUT/ablation.json; grep " us" $OUT/ablation.txt | cut -c1-150; }
 [[ $steps == *" tests "* ]] && { run tests 200 python3 -m pytest -q -p no:cacheprovider -x \
   ${TESTS:-tests/test_random_generator.py}; tail -2 $OUT/tests.txt; }
 [[ $steps == *" fp "* ]] && { run fingerprint 200 python3 -m pyvkgrad fingerprint --check \

@@ -7,11 +7,12 @@ roofline measured in the same run, and the outputs compared bit for bit with BLO
 --state here,after,none: also with the new state stored by the one dispatch (STATE_HERE, the
 default since 2026-12-02), by a second dispatch after it (before), or not at all (no
 OutputStateTensor: what the state costs); the new state is checked too.
---tickets end,first: STATE_HERE's ticket taken at each workgroup's end, or after its first
-pass and looked at only at its end (random_generator.py's TICKET_FIRST).
+(2026-12-04 timed two more ticket designs, both slower, with --tickets: commits b54768a,
+tickets spread over several words, and e0b47a5, each workgroup's ticket taken after its first
+pass; benchmarks/results/h200-2026-12-04-tickets.)
 
     python3 benchmarks/investigations/random_variants.py [--quick] [--repeat N]
-        [--blocks 1,2,3,4] [--passes 8] [--state here,after,none] [--tickets end,first]
+        [--blocks 1,2,3,4] [--passes 8] [--state here,after,none]
         [--out FILE]
 """
 
@@ -40,26 +41,22 @@ def main() -> None:
     ap.add_argument("--blocks", default="1,2,3,4")
     ap.add_argument("--state", default="here")
     ap.add_argument("--passes", default="1", help="PASSES_PER_INVOCATION settings")
-    ap.add_argument("--tickets", default="end", help="where workgroups take tickets")
     ap.add_argument("--out")
     args = ap.parse_args()
     dev = pyvkgrad.default_device()
     print(f"device: {dev.name}")
     rows = []
     module = random_generator_module  # the plan's settings, switched in this process
-    shipped = (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
-               module.TICKET_FIRST)
-    settings = [(int(b), where, int(p), t) for where in args.state.split(",")
-                for b in args.blocks.split(",") for p in args.passes.split(",")
-                for t in (args.tickets.split(",") if where == "here" else ["end"])]
+    shipped = module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION
+    settings = [(int(b), where, int(p)) for where in args.state.split(",")
+                for b in args.blocks.split(",") for p in args.passes.split(",")]
     for _, label, _, build in bench_cases.random_generator_cases(args.quick):
         base = None
         fill = None
-        for blocks, where, passes, tickets in settings:
+        for blocks, where, passes in settings:
             module.BLOCKS_PER_INVOCATION = blocks
             module.PASSES_PER_INVOCATION = passes
             module.STATE_HERE = where == "here"
-            module.TICKET_FIRST = tickets == "first"
             op, tensors, nbytes, _, _ = build(dev, np.random.default_rng(1))
             if where == "none":  # the same output, no OutputStateTensor
                 op.close()
@@ -80,7 +77,7 @@ def main() -> None:
             counter = sum(w << (32 * i) for i, w in enumerate(words[:4]))
             counter = (counter + (0 if where == "none" else -(-out.size // 4))) % 2**128
             want = [(counter >> (32 * i)) & 0xFFFFFFFF for i in range(4)] + words[4:]
-            row = dict(case=label, blocks=blocks, passes=passes, state=where, tickets=tickets,
+            row = dict(case=label, blocks=blocks, passes=passes, state=where,
                        dispatches=len(op.plan.dispatches),
                        workgroups=op.plan.dispatches[0].workgroups, us=ns / 1e3,
                        fill_gbps=fill / 1e9, fill_share=nbytes / ns / (fill / 1e9),
@@ -89,7 +86,6 @@ def main() -> None:
                        == want)
             rows.append(row)
             print(f"{label:36s} BLOCKS {blocks} passes {passes} state {where:5s} "
-                  f"tickets {tickets:5s} "
                   f"({row['workgroups']:6d} "
                   f"workgroups, {row['dispatches']} dispatches) {row['us']:9.1f} us "
                   f"{100 * row['fill_share']:6.1f}% of fill  same bits: {row['same_bits']}, "
@@ -97,8 +93,7 @@ def main() -> None:
             rec.close()
             op.close()
             del tensors
-    (module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION,
-     module.TICKET_FIRST) = shipped
+    module.BLOCKS_PER_INVOCATION, module.STATE_HERE, module.PASSES_PER_INVOCATION = shipped
     if args.out:
         Path(args.out).write_text(json.dumps(dict(device=dev.name, rows=rows), indent=1))
 

@@ -108,10 +108,31 @@ def elementwise_dims(axes, desc, *tensors, extra=()):
 def packed_dims(axes, *stride_lists):
     """Row-major sizes with per-dimension strides (statistics or channel index) coalesced,
     for the packed kernels; `same`: every aligned vector of width 4 (float32) or 8 (float16)
-    lies in one channel."""
+    lies in one channel; `run`: the vector kernels' RUN (channel_run) at a width."""
     sizes, strides = coalesce(list(axes.sizes), *stride_lists)
     inner_reduced = all(s[-1] == 0 for s in strides)
 
     def same(width):
         return inner_reduced and (sizes[-1] % width == 0 or len(sizes) == 1)
-    return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides], same
+
+    def run(width):
+        return channel_run(sizes, strides[0], width)
+    return right_align(sizes, 8, 1), [right_align(s, 8, 0) for s in strides], same, run
+
+
+# The vector kernels' RUN (channel_run); False: each element's channel found alone, as before
+# 2026-12-04 (benchmarks/investigations/bn_sums_ablation.py's A/B).
+VECTOR_RUNS = True
+
+
+def channel_run(sizes, channel_strides, width):
+    """The vector kernels' RUN: how many consecutive elements of the row-major order over
+    `sizes` share a channel, run after run (the trailing dimensions' size product, where the
+    channel index has stride 0), where that is at least a vector's `width` elements, so a
+    vector's elements lie in at most two channels; else 0."""
+    run = 1
+    for n, c in zip(reversed(sizes), reversed(channel_strides)):
+        if c:
+            break
+        run *= n
+    return run if VECTOR_RUNS and run >= width else 0

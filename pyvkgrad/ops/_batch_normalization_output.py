@@ -19,11 +19,11 @@ def training_output(desc, axes, limits, is_f16, reverse, constant_statistics=Fal
     wg, count = limits.local_size, x.element_count
     bindings = bind("x", "dy", "coefficients", "dx")
     if x.is_packed and dy.is_packed and dx.is_packed:
-        sizes, (ts,), same = packed_dims(axes, axes.channel_strides)
+        sizes, (ts,), same, run = packed_dims(axes, axes.channel_strides)
         width = 8 if is_f16 else 4
         return _packed_output("batch_normalization_training_grad_output_packed", bindings,
-                              dict(WG=wg, IS_F16=is_f16, SAME=same(width), SIZES=sizes,
-                                   CHANNEL_STRIDES=ts, REVERSE=reverse,
+                              dict(WG=wg, IS_F16=is_f16, SAME=same(width), RUN=run(width),
+                                   SIZES=sizes, CHANNEL_STRIDES=ts, REVERSE=reverse,
                                    CONSTANT_STATISTICS=constant_statistics),
                               count, width, limits)
     sizes, strides = elementwise_dims(axes, desc, x, dy, dx, extra=(axes.channel_strides,))

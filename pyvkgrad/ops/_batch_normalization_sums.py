@@ -51,6 +51,9 @@ PAIR_HALVES = True
 # slower, and items made longer to take a channel whole 30-100% slower.
 OUTPUT_HERE = True
 OUTPUT_HERE_UNITS_MAX = 2
+# BATCH_NORMALIZATION_TRAINING: each lane loads its next chunk before it sums the current one
+# (the kernel's PREFETCH).
+PREFETCH = False
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
@@ -228,7 +231,8 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused,
                   K_BIAS_STRIDES=unused, K_OUTPUT_MEAN_STRIDES=unused,
                   K_OUTPUT_VARIANCE_STRIDES=unused, K_DSCALE_STRIDES=unused,
-                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
+                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False,
+                  PREFETCH=PREFETCH and dy is None)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
     here = lanes.output_here

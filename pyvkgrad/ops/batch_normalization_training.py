@@ -31,7 +31,7 @@ from ..tensor import (TensorDesc, check_desc, check_float_type, check_output, ch
                       check_same, coalesce, fail)
 from . import _one_call
 from ._batch_normalization import BatchNormalizationTrainingResult, check_epsilon
-from ._batch_normalization_axes import Axes
+from ._batch_normalization_axes import Axes, channel_run
 from ._batch_normalization_sums import sums_and_finish
 
 if TYPE_CHECKING:
@@ -168,6 +168,7 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
     count = -(-x.element_count // vec)
     constants = dict(WG=wg, IS_F16=is_f16, FUSED_ADD=fused is not None,
                      RELU=desc.fused_activation == "ACTIVATION_RELU", VEC=vec, SAME=same,
+                     RUN=channel_run(sizes, strides[3], width) if vec == width else 0,
                      SIZES=right_align(sizes, 8, 1),
                      **{f"{name}_STRIDES": right_align(s, 8, 0) for name, s in
                         zip(("X", "FUSED_ADD", "Y", "CHANNEL"), strides)})

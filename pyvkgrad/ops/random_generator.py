@@ -50,9 +50,6 @@ PASSES_PER_INVOCATION = 8
 # One dispatch over every block stores the new state itself (the kernel's STATE_HERE);
 # False: always random_generator_state after it (benchmarks/investigations/random_variants.py).
 STATE_HERE = True
-# STATE_HERE: each workgroup takes its ticket after its first pass (the kernel's TICKET_FIRST)
-# rather than at its end.
-TICKET_FIRST = False
 
 
 class RandomGeneratorType(enum.IntEnum):
@@ -143,8 +140,7 @@ class RandomGeneratorDesc(OperatorDesc):
                 and not limits.narrow_reductions)
         new_state = self.output_state_tensor if here else None
         constants.update(STATE_HERE=here, NEW_STATE_STRIDE=(
-            new_state.element_strides[-1] if new_state is not None else 1),
-            TICKET_FIRST=TICKET_FIRST)
+            new_state.element_strides[-1] if new_state is not None else 1))
         # Not here: the kernel touches neither new_state nor tickets, so they are bound to the
         # output, which the dispatch writes anyway (a scratch buffer would be a write that the
         # recording must order between executes, and an upload at every compile).
