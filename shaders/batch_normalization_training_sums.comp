@@ -88,14 +88,14 @@ layout(constant_id = 122) const bool PAIRED = false;
 layout(constant_id = 123) const bool OUTPUT_HERE = false;
 layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
 layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
-// The forward: each lane loads its next chunk's X (PAIRS: pair's) before it sums the current
-// one, and its first before the item's shift is known (prefetched_chunk).
-layout(constant_id = 126) const bool PREFETCH = false;
+// The plan's copies of the digits (exact_sums.glsl's EXACT_COPIES).
+layout(constant_id = 126) const uint DIGIT_COPIES = 1u;
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 const bool PAIRS = PAIRED && !GRAD;  // the plan pairs only the forward's chunks
 #define EXACT_SLOTS (SUMS * LK)
+#define EXACT_COPIES DIGIT_COPIES
 #include "exact_sums.glsl"
 #include "batch_normalization_training.glsl"
 
@@ -271,48 +271,6 @@ void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 
     second = forward_trees(b);
 }
 
-// PREFETCH (the forward): a chunk's X as loaded, 16 words (float32 bits, a float16's bits,
-// or with PAIRS the word of two), and which of its elements lie in the channel (bit i), so
-// that its loads are in flight while the lane sums the chunk before it.
-struct ChunkX {
-    uvec4 w[4];
-    uint in_channel;
-};
-
-uint x_word(uint o) { return PAIRS ? x[o >> 1] : (IS_F16 ? HALF_BITS(x, o) : x[o]); }
-
-ChunkX load_chunk(uvec2 base, uint r0) {
-    ChunkX ch;
-    const uvec2 step = chunk_step();
-    uint inner;
-    uvec2 o = chunk_first(base, r0, inner);
-    if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
-        for (uint i = 0u; i < 16u; ++i) ch.w[i >> 2][i & 3u] = x_word(o.x + i * step.x);
-        ch.in_channel = 0xFFFFu;
-        return ch;
-    }
-    ch.in_channel = 0u;
-    for (uint i = 0u; i < 16u; ++i) {
-        const bool in_channel = walk(base, r0, i, step, inner, o) < reduced;
-        ch.w[i >> 2][i & 3u] = in_channel ? x_word(o.x) : 0u;
-        ch.in_channel |= in_channel ? 1u << i : 0u;
-    }
-    return ch;
-}
-
-// The tree sums of a loaded chunk, as chunk_sums' (PAIRS: `high` picks the second chunk's
-// halves): the same operations on the same values, so the same bits.
-vec3 prefetched_sums(ChunkX ch, float shift, bool high) {
-    precise vec4 a[4];
-    for (uint i = 0u; i < 16u; ++i) {
-        const uint w = ch.w[i >> 2][i & 3u];
-        const float v = IS_F16 ? (high ? unpackHalf2x16(w).y : unpackHalf2x16(w).x)
-                               : uintBitsToFloat(w);
-        a[i >> 2][i & 3u] = (ch.in_channel & (1u << i)) != 0u ? v - shift : 0.0;
-    }
-    return forward_trees(a);
-}
-
 // The first element r0 = 512 b + j of chunk (b, j), the lane's chunk c of chunk group g (the
 // lanes take the chunks g LR CHUNKS_PER_LANE + lane + LR c; PAIRED: q is the pair's first).
 uint chunk_start(uint g, uint lane, uint c) {
@@ -406,12 +364,6 @@ void main() {
         const uint k = k0 + slot, g = item % groups;
         const bool live = k < channels;
         const uvec4 base = live ? channel_offsets(k) : uvec4(0u);
-        // PREFETCH: the lane's first chunk, loaded while the shift is found.
-        ChunkX next_x;
-        const bool prefetch = PREFETCH && !GRAD;
-        if (prefetch && live && chunk_start(g, lane, 0u) < reduced) {
-            next_x = load_chunk(base.xy, chunk_start(g, lane, 0u));
-        }
         barrier();  // the previous item's digits are stored
         exact_clear();
         if (!GRAD) {
@@ -445,15 +397,7 @@ void main() {
                 const uint r0 = chunk_start(g, lane, c);
                 if (r0 >= reduced) break;
                 vec3 sums, more;
-                if (prefetch) {
-                    const ChunkX chunk = next_x;
-                    const uint r1 = chunk_start(g, lane, c + 1u);
-                    if (c + 1u < CHUNKS_PER_LANE && r1 < reduced) {
-                        next_x = load_chunk(base.xy, r1);
-                    }
-                    sums = prefetched_sums(chunk, shift, false);
-                    if (PAIRS) more = prefetched_sums(chunk, shift, true);
-                } else if (PAIRS) {
+                if (PAIRS) {
                     chunk_pair_sums(base.xy, r0, shift, sums, more);
                 } else {
                     sums = chunk_sums(base.xy, r0, shift, factor);
@@ -483,7 +427,7 @@ void main() {
                 const uint kt = k0 + st / SUMS;
                 if (kt < channels) {
                     partials[((kt * groups + g) * SUMS + st % SUMS) * PARTIAL_WORDS + i] =
-                        i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
+                        i < EXACT_DIGITS ? exact_digits[exact_digit(0u, st, i)]
                                          : int(exact_flags[st]);
                 }
             }
