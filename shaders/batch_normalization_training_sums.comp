@@ -88,14 +88,11 @@ layout(constant_id = 122) const bool PAIRED = false;
 layout(constant_id = 123) const bool OUTPUT_HERE = false;
 layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
 layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
-// The plan's copies of the digits (exact_sums.glsl's EXACT_COPIES).
-layout(constant_id = 126) const uint DIGIT_COPIES = 1u;
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
 const bool PAIRS = PAIRED && !GRAD;  // the plan pairs only the forward's chunks
 #define EXACT_SLOTS (SUMS * LK)
-#define EXACT_COPIES DIGIT_COPIES
 #include "exact_sums.glsl"
 #include "batch_normalization_training.glsl"
 
@@ -427,7 +424,7 @@ void main() {
                 const uint kt = k0 + st / SUMS;
                 if (kt < channels) {
                     partials[((kt * groups + g) * SUMS + st % SUMS) * PARTIAL_WORDS + i] =
-                        i < EXACT_DIGITS ? exact_digits[exact_digit(0u, st, i)]
+                        i < EXACT_DIGITS ? exact_digits[st * EXACT_DIGITS + i]
                                          : int(exact_flags[st]);
                 }
             }

@@ -177,24 +177,6 @@ def test_non_finite_and_far_from_zero(device, rng, training):
     same_bits(FUNCTIONS[training](*args, 0.0, device=device), model(*args, 0.0, training))
 
 
-@pytest.mark.parametrize("training", [False, True], ids=["grad", "training"])
-@pytest.mark.parametrize("copies", [1, 3, 8])
-def test_digit_copies(device, rng, monkeypatch, copies, training):
-    """The exact sums' digits kept in 1, 3 or 8 copies (the kernel's DIGIT_COPIES, each
-    invocation flushing into its own, the readers adding them up), over one chunk group a
-    channel and several (partials deposited into the copies too): the model's bits."""
-    from pyvkgrad.ops import _batch_normalization_sums as sums
-    monkeypatch.setattr(sums, "LANES_PER_COPY", 1)
-    monkeypatch.setattr(sums, "DIGIT_COPIES_MAX", copies)
-    for shape, stats in [((3, 5, 700), (1, 5, 1)), ((2, 3000), (1, 1)),
-                         ((4, 6, 7, 7), (1, 6, 1, 1))]:
-        for dtype in (F32, F16):
-            args = problem(rng, shape, stats, dtype, training, loc=2.0)
-            for limits in (Limits(local_size=64), Limits(local_size=16, max_workgroups=3)):
-                got = run_desc(device, args, 1e-5, training, limits)
-                same_bits(got, model(*args, 1e-5, training))
-
-
 # (shape, the packed dX pass's SAME and RUN at each type's vector: float32 4, float16 8)
 VECTOR_CASES = [
     ((4, 6, 7, 7), {F32: (False, 49), F16: (False, 49)}),  # runs of 49: two channels a vector

@@ -250,22 +250,6 @@ def test_same_bits_whatever_the_plan(device, rng, dtype):
             same_bits(run_desc(device, x, scale, bias, 1e-5, limits), want)
 
 
-@pytest.mark.parametrize("copies", [1, 3, 8])
-def test_digit_copies(device, rng, monkeypatch, copies):
-    """The exact sums' digits kept in 1, 3 or 8 copies (the kernel's DIGIT_COPIES), over one
-    chunk group a channel and several, both roads of Output: the model's bits."""
-    from pyvkgrad.ops import _batch_normalization_sums as sums
-    monkeypatch.setattr(sums, "LANES_PER_COPY", 1)
-    monkeypatch.setattr(sums, "DIGIT_COPIES_MAX", copies)
-    for shape, stats in [((3, 5, 700), (1, 5, 1)), ((2, 3000), (1, 1)),
-                         ((4, 6, 8, 10), (1, 6, 1, 1))]:
-        for dtype in (F32, F16):
-            x, scale, bias = problem(rng, shape, stats, dtype, loc=2.0)
-            for limits in (Limits(local_size=64), Limits(local_size=16, max_workgroups=3)):
-                got, _ = run_layout(device, x, scale, bias, 1e-5, limits=limits)
-                same_bits(got, model(x, scale, bias, 1e-5))
-
-
 def run_layout(device, x, scale, bias, eps, fused=None, act=None, y_strides=None,
                limits=Limits(local_size=64)):
     """The operator over X as given (its strides kept), Output laid out by `y_strides`

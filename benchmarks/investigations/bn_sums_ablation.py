@@ -11,8 +11,6 @@ Variants:
 - unpaired: shaders/ as they are, chunks one at a time (the plan's PAIR_HALVES off);
 - paired: shaders/ as they are, BATCH_NORMALIZATION_TRAINING's float16 chunks in pairs where
   the layout allows (PAIRED: one word loaded gives an element of each chunk).
-- one_copy: shipped, paired, the digits in one copy (DIGIT_COPIES_MAX 1: every lane's flush
-  into the same shared words, as before 2026-12-04);
 - no_runs: shipped, paired, but the element-wise passes find each element's channel alone
   (VECTOR_RUNS off: as before 2026-12-04) where a vector spans two channels;
 - without the shift, without the exact sums, without the tail (timing only, not the same
@@ -21,8 +19,10 @@ Variants:
   exact window; no_tail, every item rounds and finishes its channels itself (no partials,
   counts or fences); no_flush, the exact windows emptied without adding them to the
   digits.
-2026-12-04 (runs 2 and 3) also timed `prefetch`, each lane's next chunk loaded before it
-sums the current one (commit d5e9a32's PREFETCH): 2 of 6 forward rows faster, 4 slower.
+2026-12-04 also timed `prefetch` (runs 2 and 3), each lane's next chunk loaded before it sums
+the current one (commit d5e9a32's PREFETCH): 2 of 6 forward rows faster, 4 slower; and
+`one_copy` against 8 copies of the digits (run 4, commit 42390ff's DIGIT_COPIES, each lane
+flushing into the copy of its index mod 8): the copies were 0-37% slower.
 Run 2 of 2026-12-03 timed an earlier kernel that paired the grads' chunks too (X and dY) and
 float32's (8-byte loads), both slower; `--previous` there was 239d257's shaders/.
 Every variant but the three ablations gives the same bits (exact sums), checked against the
@@ -31,7 +31,7 @@ first here.
     python3 benchmarks/investigations/bn_sums_ablation.py --build DIR [--previous SHADERS]
     python3 benchmarks/investigations/bn_sums_ablation.py --spirv DIR [--quick] [--repeat N]
         (BN_TARGETS=512,256: the plan's TARGET_ITEMS values; BN_OPS=grad,training_grad,training;
-         BN_VARIANTS=previous,unpaired,paired,one_copy,no_runs,no_shift,no_exact,no_tail,
+         BN_VARIANTS=previous,unpaired,paired,no_runs,no_shift,no_exact,no_tail,
          no_flush: those of them to time)
 """
 
@@ -60,13 +60,11 @@ SOURCE = f"{KERNEL}.comp"
 # variant: (SPIR-V file built here, the plan's settings that differ from `paired`'s)
 VARIANTS = dict(previous=("previous", dict(PAIR_HALVES=False)),
                 unpaired=("shipped", dict(PAIR_HALVES=False)), paired=("shipped", {}),
-                one_copy=("shipped", dict(DIGIT_COPIES_MAX=1)),
                 no_runs=("shipped", dict(VECTOR_RUNS=False)),
                 no_shift=("no_shift", {}), no_exact=("no_exact", {}), no_tail=("no_tail", {}),
                 no_flush=("no_flush", {}))
 # Where each setting lives, and `paired`'s value.
-SETTINGS = dict(PAIR_HALVES=(bn_sums, True), DIGIT_COPIES_MAX=(bn_sums, 8),
-                VECTOR_RUNS=(bn_axes, True))
+SETTINGS = dict(PAIR_HALVES=(bn_sums, True), VECTOR_RUNS=(bn_axes, True))
 # The ablations' patches (file under shaders/, old text, new text).
 ABLATIONS = dict(
     no_shift=[(SOURCE, "        if (!GRAD) {\n            for (uint i = lane; i < 16u; i += LR) {",
@@ -170,7 +168,6 @@ def main() -> None:
                            roofline_share=nbytes / (times["all"] * 1e-6) / roof,
                            workgroups=sums[0].workgroups,
                            chunks_per_lane=dict(sums[0].constants)["CHUNKS_PER_LANE"],
-                           copies=dict(sums[0].constants)["DIGIT_COPIES"],
                            paired=bool(dict(sums[0].constants).get("PAIRED")),
                            runs=[dict(d.constants).get("RUN") for d in whole.dispatches
                                  if "RUN" in dict(d.constants)],
@@ -179,8 +176,7 @@ def main() -> None:
                 print(f"{op:14s} {str(list(shape)):18s} {dt.name:8s} target {target:4d} "
                       f"{variant:11s} {row['us']:7.1f} us ({100 * row['roofline_share']:5.1f}% "
                       f"of copy), sums {row['sums_us']:6.1f}; workgroups {row['workgroups']}, "
-                      f"units/lane {row['chunks_per_lane']}, copies {row['copies']}, "
-                      f"runs {row['runs']}; "
+                      f"units/lane {row['chunks_per_lane']}, runs {row['runs']}; "
                       f"same bits {same}", flush=True)
         for t in tensors.values():
             t.close()

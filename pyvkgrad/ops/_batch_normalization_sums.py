@@ -53,10 +53,6 @@ OUTPUT_HERE = True
 OUTPUT_HERE_UNITS_MAX = 2
 # Channel slots per workgroup at most (each keeps SUMS x 24 digits in shared memory).
 SLOTS_MAX = 16
-# Copies of the workgroup's digits (the kernel's DIGIT_COPIES): one per LANES_PER_COPY lanes
-# of a slot, at most DIGIT_COPIES_MAX, so that fewer lanes' flushes add to one shared word
-# at once.
-LANES_PER_COPY, DIGIT_COPIES_MAX = 32, 8
 # Words per (channel, chunk group, sum) in `partials`: 24 digits and the flags
 # (shaders/include/batch_normalization_training.glsl).
 PARTIAL_WORDS = 25
@@ -91,15 +87,13 @@ class Sums:
 class Lanes:
     """A workgroup of `wg` lanes: LK channel slots of LR lanes, each taking `per_lane` chunks
     per work item; `loops`: an item's loop iterations (the completing item's); `output_here`:
-    the items write the forward's Output (OUTPUT_HERE); `copies`: of the digits
-    (DIGIT_COPIES)."""
+    the items write the forward's Output (OUTPUT_HERE)."""
 
     lr: int
     lk: int
     per_lane: int
     loops: int
     output_here: bool = False
-    copies: int = 1
 
 
 def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks: int,
@@ -132,13 +126,8 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
     # of its slots' words over the workgroup; and the completing item's: its channels' groups'
     # words (LK channels' over the workgroup: a channel's over LR lanes), and rounding and
     # finishing its slots' sums over the workgroup; with one group and `output`, per unit its
-    # Output walk (16 iterations, 4 tests); and per copy of the digits, two clears of them over
-    # the workgroup and each digit's copies added up twice (normalising, rounding): beyond the
-    # first copy's, which the terms above count.
+    # Output walk (16 iterations, 4 tests).
     slot_sums = -(-sums * lk // wg)  # an invocation's share of the slots' sums
-    copies = min(DIGIT_COPIES_MAX, max(1, lr // LANES_PER_COPY))
-    copy_loops = (2 * -(-(copies - 1) * (sums * lk * 24 + 1) // wg)
-                  + slot_sums * 2 * 24 * (copies - 1))
 
     def writes_output(p: int) -> bool:
         """OUTPUT_HERE's rule at p units a lane: one group, float32 or pairs."""
@@ -149,8 +138,7 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
         groups = -(-chunks // (lr * p))
         return (1 + (pair * p + 1) * 40 + (p * 20 if writes_output(p) else 0)
                 + 4 * 7 + 4 * 25 + slot_sums * PARTIAL_WORDS
-                + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS
-                + copy_loops)
+                + -(-groups * sums * PARTIAL_WORDS // lr) + slot_sums * FINISH_FIXED_LOOPS)
 
     if most and item_loops(per_lane) > most:
         # More chunks per lane make fewer groups for the completing item to add: the loops
@@ -170,7 +158,7 @@ def _lanes(axes: Axes, x: TensorDesc, limits: Limits, sums: int, wg: int, chunks
                     low = mid + 1
             best = high if item_loops(high) <= most else best
         per_lane = best
-    return Lanes(lr, lk, per_lane, item_loops(per_lane), writes_output(per_lane), copies)
+    return Lanes(lr, lk, per_lane, item_loops(per_lane), writes_output(per_lane))
 
 
 def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, sums: int,
@@ -240,8 +228,7 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused,
                   K_BIAS_STRIDES=unused, K_OUTPUT_MEAN_STRIDES=unused,
                   K_OUTPUT_VARIANCE_STRIDES=unused, K_DSCALE_STRIDES=unused,
-                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False,
-                  DIGIT_COPIES=lanes.copies)
+                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
     here = lanes.output_here

@@ -21,10 +21,9 @@ const uint PARTIAL_WORDS = 25u;
 // The completing item's deposit of word w of a channel's partials (value v; its sum
 // (w / PARTIAL_WORDS) % SUMS) into that sum's shared digits or flags (exact_sums.glsl), the
 // channel's sums at slots sum0 ..: exact in any order, each group's digits below 2^16 after
-// their normalisation, so 32768 groups fit in a digit. (Group g's into copy g % EXACT_COPIES.)
+// their normalisation, so 32768 groups fit in a digit.
 void deposit_partial(uint sum0, uint w, int v) {
     const uint i = w % PARTIAL_WORDS, s = sum0 + (w / PARTIAL_WORDS) % SUMS;
-    const uint copy = (w / (SUMS * PARTIAL_WORDS)) % EXACT_COPIES;
-    if (v != 0 && i < EXACT_DIGITS) atomicAdd(exact_digits[exact_digit(copy, s, i)], v);
+    if (v != 0 && i < EXACT_DIGITS) atomicAdd(exact_digits[s * EXACT_DIGITS + i], v);
     if (v != 0 && i == EXACT_DIGITS) atomicOr(exact_flags[s], uint(v));
 }

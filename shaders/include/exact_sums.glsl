@@ -14,29 +14,19 @@
 // (exact_flush) and re-anchors at the term. |W| < 2^(24 + WINDOW_SPAN) per term, so up to
 // 2^16 terms fit in 96 bits between flushes.
 //
-// The including kernel defines EXACT_SLOTS (the number of sums a workgroup keeps) and
-// EXACT_COPIES (copies of the digits, 1 to 8) before including this. A slot's digits are the
-// sum of its copies: invocation t flushes into copy t % EXACT_COPIES, so that fewer flushes
-// add to one shared word at once (a workgroup's lanes flush at the same time, mostly into
-// the same few digits), and the digits' readers add the copies up (exact_normalized). Digit i
-// of slot s in copy c is exact_digits[exact_digit(c, s, i)]. A flush adds 7 pieces of at most
-// 2^16 each, so a digit (all its copies together) takes at least 32768 flushes before its
-// 32-bit integer could overflow: the plans bound flushes per workgroup and slot below that,
-// and normalise (exact_normalize) before adding workgroups' digits together.
+// The including kernel defines EXACT_SLOTS (the number of sums a workgroup keeps) before
+// including this; the digits of slot s are exact_digits[s * EXACT_DIGITS ...]. A flush adds
+// 7 pieces of at most 2^16 each, so a digit takes at least 32768 flushes before its 32-bit
+// integer could overflow: the plans bound flushes per workgroup and slot below that, and
+// normalise (exact_normalize) before adding workgroups' digits together.
 
 const uint EXACT_DIGITS = 24u;
 const uint EXACT_NAN = 1u, EXACT_POS_INF = 2u, EXACT_NEG_INF = 4u;
 const int WINDOW_SPAN = 55;
 const int EMPTY_ANCHOR = -1000;  // no window yet: every term re-anchors
-// Words from one copy to the next: odd, so that the copies of a digit lie in different banks.
-const uint EXACT_COPY_WORDS = EXACT_SLOTS * EXACT_DIGITS + 1u;
 
-shared int exact_digits[EXACT_COPIES * EXACT_COPY_WORDS];
+shared int exact_digits[EXACT_SLOTS * EXACT_DIGITS];
 shared uint exact_flags[EXACT_SLOTS];
-
-uint exact_digit(uint copy, uint slot, uint i) {
-    return copy * EXACT_COPY_WORDS + slot * EXACT_DIGITS + i;
-}
 
 struct ExactWindow {
     uvec3 w;
@@ -48,7 +38,7 @@ ExactWindow exact_empty() { return ExactWindow(uvec3(0u), EMPTY_ANCHOR, 0u); }
 
 // Zero the workgroup's digits and flags; every invocation calls it, a barrier must follow.
 void exact_clear() {
-    for (uint i = gl_LocalInvocationIndex; i < EXACT_COPIES * EXACT_COPY_WORDS; i += WG) {
+    for (uint i = gl_LocalInvocationIndex; i < EXACT_SLOTS * EXACT_DIGITS; i += WG) {
         exact_digits[i] = 0;
     }
     for (uint i = gl_LocalInvocationIndex; i < EXACT_SLOTS; i += WG) exact_flags[i] = 0u;
@@ -58,9 +48,7 @@ void exact_clear() {
 // unsigned 16-bit pieces and a signed top piece, at digit anchor / 16 upwards.
 void exact_flush(inout ExactWindow a, uint slot) {
     if (a.w == uvec3(0u)) return;
-    const uint o = uint(a.anchor) & 15u;
-    const uint base = exact_digit(gl_LocalInvocationIndex % EXACT_COPIES, slot,
-                                  uint(a.anchor) >> 4);
+    const uint o = uint(a.anchor) & 15u, base = slot * EXACT_DIGITS + (uint(a.anchor) >> 4);
     const uint back = 32u - o;  // o = 0 shifts nothing in from below
     const uint s0 = a.w.x << o;
     const uint s1 = (a.w.y << o) | (o == 0u ? 0u : a.w.x >> back);
@@ -119,32 +107,25 @@ void exact_finish(inout ExactWindow a, uint slot) {
 }
 
 // Slot `slot`'s digits carried so that every digit but the top one lies in [0, 2^16) and the
-// top one carries the sign; the value is unchanged (arithmetic shifts floor); the copies
-// added up first. In registers:
+// top one carries the sign; the value is unchanged (arithmetic shifts floor). In registers:
 // the loops are unrolled, so that the carries are a chain of integer operations rather than
 // of shared-memory round trips (one invocation per slot, after the barrier that completes its
 // digits).
 void exact_normalized(uint slot, out int d[EXACT_DIGITS]) {
-    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) {
-        d[i] = exact_digits[exact_digit(0u, slot, i)];
-        [[unroll]] for (uint c = 1u; c < EXACT_COPIES; ++c) {
-            d[i] += exact_digits[exact_digit(c, slot, i)];
-        }
-    }
+    const uint base = slot * EXACT_DIGITS;
+    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) d[i] = exact_digits[base + i];
     [[unroll]] for (uint i = 0u; i + 1u < EXACT_DIGITS; ++i) {
         d[i + 1u] += d[i] >> 16;
         d[i] &= 0xFFFF;
     }
 }
 
-// The same, stored in copy 0 (the digits a work item hands on in `partials`; the other
-// copies are left as they are, and must not be read with it).
+// The same, stored back in place (the digits a work item hands on in `partials`).
 void exact_normalize(uint slot) {
     int d[EXACT_DIGITS];
     exact_normalized(slot, d);
-    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) {
-        exact_digits[exact_digit(0u, slot, i)] = d[i];
-    }
+    const uint base = slot * EXACT_DIGITS;
+    [[unroll]] for (uint i = 0u; i < EXACT_DIGITS; ++i) exact_digits[base + i] = d[i];
 }
 
 // The float32 nearest to slot `slot`'s exact sum (ties to even), or its flags' NaN or Inf
