@@ -22,3 +22,17 @@ in_tree() {
   cp benchmarks/bench_timing.py benchmarks/run.py $tree/benchmarks/
   (cd $tree && export PYTHONPATH=$PWD && "$@")
 }
+# The steps most runs share: the tests named in $1 on the device (a -k expression must be one
+# word), the fingerprint check, and the benchmark's rows of the operators in $1 with
+# PyTorch's side.
+tests_step() {
+  run tests 200 python3 -m pytest -q -p no:cacheprovider -x $1; tail -2 $OUT/tests.txt
+}
+fp_step() {
+  run fingerprint 200 python3 -m pyvkgrad fingerprint --check tests/fingerprints.json
+  tail -1 $OUT/fingerprint.txt
+}
+rows_step() {
+  run rows 300 python3 benchmarks/run.py --ops $1 --repeat 20 --out $OUT/rows
+  grep -h "^[A-Z_]*  \|copy roofline\|fill" $OUT/rows.txt | cut -c1-170
+}
