@@ -179,24 +179,27 @@ def test_non_finite_and_far_from_zero(device, rng, training):
 
 # (shape, the packed dX pass's SAME and RUN at each type's vector: float32 4, float16 8)
 VECTOR_CASES = [
-    ((4, 6, 7, 7), {F32: (False, 49), F16: (False, 49)}),  # runs of 49: two channels a vector
-    ((8, 6, 5), {F32: (False, 5), F16: (False, 0)}),  # float16: 8 > 5, a channel an element
-    ((4, 6, 9), {F32: (False, 9), F16: (False, 9)}),
-    ((4, 6, 12), {F32: (True, 12), F16: (False, 12)}),
-    ((3, 6, 16), {F32: (True, 16), F16: (True, 16)}),  # a vector in one channel
-    ((5, 5, 7), {F32: (False, 7), F16: (False, 0)}),  # 175 elements: a tail vector
+    ((4, 6, 7, 7), None, {F32: (False, 49), F16: (False, 49)}),  # two channels a vector
+    ((8, 6, 5), None, {F32: (False, 5), F16: (False, 0)}),  # float16: 8 > 5, one an element
+    ((4, 6, 9), None, {F32: (False, 9), F16: (False, 9)}),
+    ((4, 6, 12), None, {F32: (True, 12), F16: (False, 12)}),
+    ((3, 6, 16), None, {F32: (True, 16), F16: (True, 16)}),  # a vector in one channel
+    ((5, 5, 7), None, {F32: (False, 7), F16: (False, 0)}),  # 175 elements: a tail vector
+    # channels over axes 0 and 2: the channel index steps back after every 4 runs
+    ((2, 5, 4, 9), (2, 1, 4, 1), {F32: (False, 9), F16: (False, 9)}),
+    ((4, 2, 2, 5, 7), (1, 2, 2, 1, 1), {F32: (False, 35), F16: (False, 35)}),  # rank 5
 ]
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["grad", "training"])
 @pytest.mark.parametrize("dtype", [F32, F16])
-@pytest.mark.parametrize("shape,vector", VECTOR_CASES)
-def test_vectors_across_channels(device, rng, shape, vector, dtype, training):
+@pytest.mark.parametrize("shape,stats,vector", VECTOR_CASES)
+def test_vectors_across_channels(device, rng, shape, stats, vector, dtype, training):
     """The packed dX pass's vectors: in one channel (SAME), in two at most (RUN: the first
     element's and the last's coefficients, read once each), or a channel per element; the
     model's bits on each, and the road the plan takes. (BATCH_NORMALIZATION_GRAD's float32
     dX is written by the sums kernel: no dX pass.)"""
-    stats = (1, shape[1]) + (1,) * (len(shape) - 2)
+    stats = stats or (1, shape[1]) + (1,) * (len(shape) - 2)
     args = problem(rng, shape, stats, dtype, training, loc=1.0)
     data_type = pyvkgrad.DataType.from_numpy(dtype, "test", "dtype")
     x, m = (TensorDesc(data_type, s) for s in (shape, stats))

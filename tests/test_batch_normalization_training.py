@@ -323,14 +323,17 @@ def test_output_roads(device, rng, monkeypatch, dtype, shape, stats, layout, her
 
 
 @pytest.mark.parametrize("dtype", [F32, F16])
-@pytest.mark.parametrize("shape,vector", [
-    ((4, 6, 7, 7), {F32: (False, 49), F16: (False, 49)}),  # two channels a vector at most
-    ((8, 6, 5), {F32: (False, 5), F16: (False, 0)}),  # float16: a channel an element
-    ((4, 6, 9), {F32: (False, 9), F16: (False, 9)}),
-    ((4, 6, 12), {F32: (True, 12), F16: (False, 12)}),
-    ((2, 6, 16), {F32: (True, 16), F16: (True, 16)}),  # a vector in one channel
+@pytest.mark.parametrize("shape,stats,vector", [
+    ((4, 6, 7, 7), None, {F32: (False, 49), F16: (False, 49)}),  # two channels a vector
+    ((8, 6, 5), None, {F32: (False, 5), F16: (False, 0)}),  # float16: a channel an element
+    ((4, 6, 9), None, {F32: (False, 9), F16: (False, 9)}),
+    ((4, 6, 12), None, {F32: (True, 12), F16: (False, 12)}),
+    ((2, 6, 16), None, {F32: (True, 16), F16: (True, 16)}),  # a vector in one channel
+    # channels over axes 0 and 2: the channel index steps back after every 4 runs
+    ((2, 5, 4, 9), (2, 1, 4, 1), {F32: (False, 9), F16: (False, 9)}),
+    ((4, 2, 2, 5, 7), (1, 2, 2, 1, 1), {F32: (False, 35), F16: (False, 35)}),  # rank 5
 ])
-def test_vectors_across_channels(device, rng, monkeypatch, dtype, shape, vector):
+def test_vectors_across_channels(device, rng, monkeypatch, dtype, shape, stats, vector):
     """The element-wise pass's 16-byte vectors: in one channel (SAME), in two at most (RUN:
     the first element's and the last's coefficients, read once each), or a channel per
     element; the model's bits on each, with and without FusedAdd and ReLU, and the road the
@@ -338,18 +341,20 @@ def test_vectors_across_channels(device, rng, monkeypatch, dtype, shape, vector)
     from pyvkgrad.ops import _batch_normalization_sums as sums
     monkeypatch.setattr(sums, "OUTPUT_HERE", False)
     device.cache_clear()
-    stats = (1, shape[1]) + (1,) * (len(shape) - 2)
+    stats = stats or (1, shape[1]) + (1,) * (len(shape) - 2)
     x, scale, bias = problem(rng, shape, stats, dtype, loc=1.0)
     fused = rng.standard_normal(shape).astype(dtype)
     for f, act in ((None, None), (fused, RELU)):
         got, _ = run_layout(device, x, scale, bias, 1e-5, f, act)
         same_bits(got, model(x, scale, bias, 1e-5, f, act))
-    xd, sd = (TensorDesc(DataType.from_numpy(dtype, "test", "dtype"), s) for s in (shape, stats))
-    plan = BatchNormalizationTrainingDesc(xd, sd, sd, None, xd, sd, sd, 1e-5).plan(
-        Limits(local_size=64))
-    (c,) = [dict(d.constants) for d in plan.dispatches
-            if d.kernel == "batch_normalization_training_output"]
-    assert (c["VEC"], c["SAME"], c["RUN"]) == (8 if dtype == F16 else 4,) + vector[dtype]
+        xd, sd = (TensorDesc(DataType.from_numpy(dtype, "test", "dtype"), s)
+                  for s in (shape, stats))
+        fd = xd if f is not None else None
+        plan = BatchNormalizationTrainingDesc(xd, sd, sd, fd, xd, sd, sd, 1e-5, act).plan(
+            Limits(local_size=64))
+        (c,) = [dict(d.constants) for d in plan.dispatches
+                if d.kernel == "batch_normalization_training_output"]
+        assert (c["VEC"], c["SAME"], c["RUN"]) == (8 if dtype == F16 else 4,) + vector[dtype]
     monkeypatch.undo()
     device.cache_clear()
 

@@ -108,7 +108,8 @@ def elementwise_dims(axes, desc, *tensors, extra=()):
 def packed_dims(axes, *stride_lists):
     """Row-major sizes with per-dimension strides (statistics or channel index) coalesced,
     for the packed kernels; `same`: every aligned vector of width 4 (float32) or 8 (float16)
-    lies in one channel; `run`: the vector kernels' RUN (channel_run) at a width."""
+    lies in one channel; `run`: the vector kernels' RUN (channel_run) at a width, over the
+    first stride list, which must then be the channel index's."""
     sizes, strides = coalesce(list(axes.sizes), *stride_lists)
     inner_reduced = all(s[-1] == 0 for s in strides)
 

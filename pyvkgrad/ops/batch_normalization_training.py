@@ -178,7 +178,9 @@ def _plan(desc: BatchNormalizationTrainingDesc, limits: Limits) -> Plan:
                       else "input_tensor", coefficients="coefficients", y="output_tensor"),
                  workgroups, constants=constants,
                  push=dict(count=end, first=first, elements=x.element_count))
-        for first, end, workgroups in grid_slices(count, wg, limits))
+        # (A vector item's loop over its 4 words: 4 iterations and the test that ends it.)
+        for first, end, workgroups in grid_slices(count, wg, limits,
+                                                  1 + (4 + 1 if vec > 2 else 0)))
     return Plan(sums.dispatches + output, sums.scratch, tensors=tensors)
 
 
