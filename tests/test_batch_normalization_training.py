@@ -405,6 +405,37 @@ def test_exact_total_extremes(device, rng):
     assert got[1][0, 0] == np.inf and got[1][1, 0] == -np.inf and got[1][3, 0] == 0
 
 
+def test_exact_total_far_ends(device, rng):
+    """The exact totals' rounding beyond test_exact_total_extremes: a total of 2^139 or more
+    (its top digit 18 or above: +-Inf at once), and totals below 2^-117 (top digit 1 or 0:
+    the rounding's digits below digit 0 are zeros), some cancelling to far below their
+    terms. Every intermediate stays normal or exactly 0, so any device gives the model's
+    bits (docs/semantics.md §17: subnormal intermediates are the device's)."""
+    n = 40960  # 2560 chunks of 16
+    x = np.full((2, n), 2e37, F32)
+    x[:, 0:512:32] = 0  # chunk (0, 0): shift 0; every other chunk sums to 3.2e38
+    x[1] = -x[1]
+    ones, zeros = np.ones((2, 1), F32), np.zeros((2, 1), F32)
+    got = batch_normalization_training(x, ones, zeros, 1e-5, device=device)
+    with np.errstate(over="ignore", invalid="ignore"):  # the model's a^2 and Variance
+        want = model(x, ones, zeros, 1e-5)
+    same_values(got, want)
+    assert got[1][0, 0] == np.inf and got[1][1, 0] == -np.inf
+    # n = 64: chunk j holds elements j and j + 32 (j < 32), one sign a chunk, so the chunk sums
+    # are normal and only the exact total cancels; Scale 0 keeps Output clear of X - Mean.
+    n = 64
+    signs = np.where(rng.random((4, 32)) < 0.5, F32(-1), F32(1))
+    x = (np.tile(signs, 2) * rng.uniform(2e-38, 4e-38, (4, n))).astype(F32)
+    x[:, 0] = x[:, 32] = 0  # chunk (0, 0): shift 0
+    x[3, 1:32], x[3, 33:] = x[2, 1:32], x[2, 33:]
+    x[3, 1] = -x[3, 1]  # rows 2 and 3: totals that differ by two terms
+    scale, bias = np.zeros((4, 1), F32), rng.standard_normal((4, 1)).astype(F32)
+    got = batch_normalization_training(x, scale, bias, 1e-5, device=device)
+    same_bits(got, model(x, scale, bias, 1e-5))
+    totals = np.abs(x.astype(np.float64).sum(axis=1))
+    assert np.all(totals < 2.0**-117) and np.all(got[1] != 0)
+
+
 def _paired(desc, limits):
     return [dict(d.constants)["PAIRED"] for d in desc.plan(limits).dispatches
             if d.kernel == "batch_normalization_training_sums"]
