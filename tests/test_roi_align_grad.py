@@ -301,6 +301,27 @@ def test_regions_outside_and_batch_indices_out_of_range(device, rng):
         assert np.any(droi[1:3] != 0)
 
 
+def test_regions_whose_length_overflows(device):
+    """Finite corners whose difference overflows float32 (L = +-Inf, so d = +-Inf): with
+    OutputPixelOffset 0 the first sample's (k - OutputPixelOffset) d is 0 * Inf, taken as 0,
+    so it lies at the region's start, far outside; the others at +-Inf. Such a region reads
+    nothing, on either axis, ascending or mirrored; with dROI rows of 0. (A NaN coordinate
+    once read pixel 0.)"""
+    x = np.ones((1, 1, 4, 5), np.float32)
+    dy = np.ones((1, 1, 2, 2), np.float32)
+    for roi in ([-3e38, 1, 3e38, 3], [3e38, 1, -3e38, 3], [1, -3e38, 3, 3e38],
+                [-2e38, -2e38, 2e38, 2e38]):
+        for mode in ("linear", "nearest_neighbor"):
+            for reduction in ("average", "max"):
+                dx, droi = pyvkgrad.roi_align_grad(
+                    x, dy, np.array([roi], np.float32), np.zeros(1, np.uint32), x.shape,
+                    interpolation_mode=mode, reduction_function=reduction,
+                    output_pixel_offset=0.0, maximum_samples_per_output=4, roi_gradient=True,
+                    device=device)
+                np.testing.assert_array_equal(dx, 0, err_msg=f"{roi} {mode} {reduction}")
+                np.testing.assert_array_equal(droi, 0)
+
+
 def test_max_ties_go_to_the_first_sample(device):
     """X constant: every sample ties, the first of each output (ky, kx) takes dY. Nearest, two
     samples a side at 0.5 and 2.5: indices 0 and 2 (2.5 rounds half to even, down)."""

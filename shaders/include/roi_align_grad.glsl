@@ -103,7 +103,10 @@ float roi_coordinate(RoiAxis ax, uint k) {
         return c;
     }
     precise float t = float(k) - OUTPUT_PIXEL_OFFSET;
-    precise float p = t * ax.d;
+    // t = 0 puts the sample at a, also where L overflowed (d infinite, 0 * d NaN): so no
+    // coordinate is NaN, and the taps stay monotone in k (roi_range's bisection). A finite d
+    // gives the same taps as t * d (at most the sign of a zero differs).
+    precise float p = t == 0.0 ? 0.0 : t * ax.d;
     precise float u = p + ax.a;
     precise float c = u - INPUT_PIXEL_OFFSET;
     return c;
