@@ -303,10 +303,9 @@ def test_regions_outside_and_batch_indices_out_of_range(device, rng):
 
 def test_regions_whose_length_overflows(device):
     """Finite corners whose difference overflows float32 (L = +-Inf, so d = +-Inf): with
-    OutputPixelOffset 0 the first sample's (k - OutputPixelOffset) d is 0 * Inf, taken as 0,
-    so it lies at the region's start, far outside; the others at +-Inf. Such a region reads
-    nothing, on either axis, ascending or mirrored; with dROI rows of 0. (A NaN coordinate
-    once read pixel 0.)"""
+    OutputPixelOffset 0 the first sample's (k - OutputPixelOffset) d would be 0 * Inf = NaN,
+    the others +-Inf. Such a region reads nothing, on either axis, ascending or mirrored;
+    with dROI rows of 0. (A NaN coordinate once read pixel 0.)"""
     x = np.ones((1, 1, 4, 5), np.float32)
     dy = np.ones((1, 1, 2, 2), np.float32)
     for roi in ([-3e38, 1, 3e38, 3], [3e38, 1, -3e38, 3], [1, -3e38, 3, 3e38],

@@ -13,7 +13,8 @@
 // A sample reads the image when -1 <= c <= size; its coordinate is clamped to [0, size - 1];
 // LINEAR taps floor(c) with 1 - l and min(floor(c) + 1, size - 1) with l (l = c - floor(c),
 // exact), NEAREST the index roundEven(c) (half to even) with 1. A region with a non-finite
-// corner reads nothing (its coordinates would be infinite or NaN).
+// corner, or whose spacing d overflows (finite corners of opposite signs near +-1.7e38), reads
+// nothing: its coordinates would be infinite, NaN (0 * d), or at a, far outside any image.
 //
 // The tap index `roi_tap` is monotone in k (each rounded operation is monotone, d's sign fixed),
 // so the samples whose taps fall in an index window form one contiguous range of k, found by
@@ -67,7 +68,7 @@ struct RoiAxis {
     float a, e, d;  // the scaled ends and the sample spacing
     uint s, n;      // samples per output, samples in all
     uint size;      // the image's size along the axis
-    bool finite;    // both ends finite: otherwise no sample reads the image
+    bool finite;    // both ends and d finite: otherwise no sample reads the image
     bool up;        // coordinates ascend with k (d >= 0)
 };
 
@@ -79,7 +80,6 @@ RoiAxis roi_axis(float lo, float hi, float scale, uint out_size, uint cap, uint 
     ax.a = a;
     ax.e = e;
     ax.size = size;
-    ax.finite = finite(a) && finite(e);
     const float q = cr_div(abs(len), float(out_size));
     uint s;
     if (roi_nan(q)) {
@@ -93,6 +93,8 @@ RoiAxis roi_axis(float lo, float hi, float scale, uint out_size, uint cap, uint 
     ax.n = out_size * ax.s;
     ax.d = (ALIGNED && ax.n == 1u) ? 0.0 : cr_div(len, float(ALIGNED ? ax.n - 1u : ax.n));
     ax.up = !(ax.d < 0.0);
+    // (d is infinite only where L overflowed: then 0 * d would be NaN.)
+    ax.finite = finite(a) && finite(e) && finite(ax.d);
     return ax;
 }
 
@@ -103,10 +105,7 @@ float roi_coordinate(RoiAxis ax, uint k) {
         return c;
     }
     precise float t = float(k) - OUTPUT_PIXEL_OFFSET;
-    // t = 0 puts the sample at a, also where L overflowed (d infinite, 0 * d NaN): so no
-    // coordinate is NaN, and the taps stay monotone in k (roi_range's bisection). A finite d
-    // gives the same taps as t * d (at most the sign of a zero differs).
-    precise float p = t == 0.0 ? 0.0 : t * ax.d;
+    precise float p = t * ax.d;
     precise float u = p + ax.a;
     precise float c = u - INPUT_PIXEL_OFFSET;
     return c;
