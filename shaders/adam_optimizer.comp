@@ -15,9 +15,11 @@
 // Constants: IS_F16; PACKED (the seven tensors coalesce to one packed run: an item is one
 //   32-bit word of each, one float32 or two float16 elements; a word the descriptor's elements
 //   end in keeps its other half); otherwise SIZES and the element strides of the seven tensors
-//   (8 dimensions, right-aligned); the scalars.
+//   (8 dimensions, right-aligned); Beta1, Beta2 and Epsilon.
 // Push constants: count (the items this dispatch ends at: words or elements), elements,
-//   first (the item it starts at).
+//   first (the item it starts at), learning_rate (LearningRate's float32 bits: a push
+//   constant rather than a specialization constant, so that operators of every learning rate
+//   share one pipeline, and a learning-rate schedule compiles no kernel).
 // Dispatch: up to 65535 workgroups, several items per invocation (alpha is computed once per
 //   workgroup); a grid-stride loop over the items [first, count).
 #version 450
@@ -29,7 +31,8 @@
 
 layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool PACKED = false;
-layout(constant_id = 3) const float LEARNING_RATE = 0.001;
+// PACKED: load each item's words a pass ahead (the plan's PREFETCH).
+layout(constant_id = 3) const bool PREFETCH = false;
 // 4-8: BETA1, BETA2, EPSILON, ONE_MINUS_BETA1, ONE_MINUS_BETA2 (adam_step.glsl)
 DIMS8(uint, SIZES, 9, 1u)
 DIMS8_4(uint, X_STRIDES, M_STRIDES, V_STRIDES, G_STRIDES, 17, 0u)
@@ -38,8 +41,6 @@ DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
 // (adam_step.glsl)
 #define ADAM_SCALARS_ID 4
 #define ADAM_LIMITS_ID 73
-// PACKED: load each item's words a pass ahead (the plan's PREFETCH).
-layout(constant_id = 78) const bool PREFETCH = false;
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
 // TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that
@@ -52,7 +53,7 @@ layout(set = 0, binding = 4) readonly buffer STEP { uint step[]; };
 layout(set = 0, binding = 5) buffer NEW_X { uint new_x[]; };
 layout(set = 0, binding = 6) buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 7) buffer NEW_V { uint new_v[]; };
-layout(push_constant) uniform Push { uint count; uint elements; uint first; };
+layout(push_constant) uniform Push { uint count; uint elements; uint first; uint learning_rate; };
 
 #include "adam_step.glsl"
 
@@ -110,7 +111,7 @@ void main() {
         precise float one_minus_beta2_t = 1.0 - pow_uint(BETA2, t);
         // (By integers: LearningRate alpha may be subnormal.)
         workgroup_lr_alpha = floatBitsToUint(ieee_mul(
-            LEARNING_RATE, cr_div(cr_sqrt(one_minus_beta2_t), one_minus_beta1_t)));
+            uintBitsToFloat(learning_rate), cr_div(cr_sqrt(one_minus_beta2_t), one_minus_beta1_t)));
     }
     barrier();
     const float lr_alpha = uintBitsToFloat(workgroup_lr_alpha);

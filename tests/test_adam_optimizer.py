@@ -109,6 +109,22 @@ def test_same_bits_as_the_float32_model(device, rng, n, dtype):
         same_bits(got, model(x, m, v, g, t, *scalars), dtype)
 
 
+def test_every_learning_rate_shares_one_pipeline(device, rng):
+    """LearningRate is a push constant: operators of different learning rates (a schedule's)
+    share one pipeline, so a new rate compiles no kernel, and each gives the model's bits
+    (subnormal and zero rates included)."""
+    n = 257
+    x, m, g = (rng.standard_normal(n).astype(F32) for _ in range(3))
+    v = (0.01 * rng.standard_normal(n) ** 2).astype(F32)
+    pyvkgrad.adam_optimizer(x, m, v, g, 3, 1e-3, 0.9, 0.999, 1e-8, device=device)
+    runtime = device.runtime()
+    made = runtime.pipelines_made
+    for lr in (0.0, 1e-39, 2.0 ** -149, 3e-4, 0.1, 7.5, float(np.finfo(F32).max)):
+        got = pyvkgrad.adam_optimizer(x, m, v, g, 3, lr, 0.9, 0.999, 1e-8, device=device)
+        same_bits(got, model(x, m, v, g, 3, lr, 0.9, 0.999, 1e-8), F32)
+    assert runtime.pipelines_made == made
+
+
 def _tiny(rng, n):
     """Magnitudes 1e-45 to 1e-5 (float32's subnormals, the kernel's float-path limits around
     1e-31 and 1e-14, small normals), with zeros and both signs."""

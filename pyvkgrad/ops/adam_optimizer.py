@@ -158,7 +158,7 @@ class AdamOptimizerDesc(OperatorDesc):
         x = self.input_parameters_tensor
         wg, size = limits.local_size, x.data_type.element_size
         tensors = INPUTS + OUTPUTS
-        constants = dict(WG=wg, IS_F16=size == 2, LEARNING_RATE=self.learning_rate,
+        constants = dict(WG=wg, IS_F16=size == 2,
                          **step_constants(self.beta1, self.beta2, self.epsilon, x.data_type))
         sizes, strides = coalesce(x.sizes, *(getattr(self, f).element_strides for f in tensors))
         packed = len(sizes) == 1 and all(s == (1,) for s in strides)
@@ -173,10 +173,14 @@ class AdamOptimizerDesc(OperatorDesc):
         # each workgroup's invocation 0 (counted for every invocation: an overestimate), and
         # an invocation takes ITEMS_PER_INVOCATION items where there are that many.
         loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
+        # LearningRate as bits in a push constant: one pipeline for every learning rate (a
+        # schedule that changes it every step compiles no kernel).
+        lr_bits = int(np.float32(self.learning_rate).view(np.uint32))
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
                                    constants=dict(constants, PACKED=packed,
                                                   PREFETCH=packed and PREFETCH),
-                                   push=dict(count=end, elements=x.element_count, first=first))
+                                   push=dict(count=end, elements=x.element_count, first=first,
+                                             learning_rate=lr_bits))
                           for first, end, workgroups in grid_slices(
                               count, wg, limits, loops, 2 * 33 + 2 * 3, ITEMS_PER_INVOCATION)),
                     tensors=tuple(n for n, _ in self.tensor_fields()))

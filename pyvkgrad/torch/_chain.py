@@ -220,7 +220,13 @@ def _training_forward(x: torch.Tensor, weight: Optional[torch.Tensor],
 
     y, mean, var = batch_normalization_training(xn, host(weight, 1.0), host(bias, 0.0), eps,
                                                 device=_runtime.get_device())
-    return (torch.from_numpy(y).to(x.device), torch.from_numpy(mean.reshape(-1)).to(x.device),
+    out = torch.from_numpy(y).to(x.device)
+    # Output in x's memory format, as PyTorch's batch_norm gives it (a channels-last x
+    # makes a channels-last Output, so a following convolution keeps its layout).
+    for dims, fmt in ((4, torch.channels_last), (5, torch.channels_last_3d)):
+        if x.dim() == dims and not x.is_contiguous() and x.is_contiguous(memory_format=fmt):
+            out = out.contiguous(memory_format=fmt)
+    return (out, torch.from_numpy(mean.reshape(-1)).to(x.device),
             torch.from_numpy(var.reshape(-1)).to(x.device))
 
 
@@ -241,11 +247,21 @@ class BatchNormStep(Step):
         if x.dim() < 2:
             raise ValueError(f"pyvkgrad.torch.batch_norm: expected 2-D to 5-D input, got "
                              f"{x.dim()}-D")
+        # As ATen's batch_norm: every per-channel tensor holds one value per channel (the
+        # device's kernels, and torch.native_batch_norm, index them by channel unchecked).
+        channels = int(x.shape[1])
+        for name, p in zip(("weight", "bias", "running_mean", "running_var"), params):
+            if p is not None and p.numel() != channels:
+                raise RuntimeError(f"{name} should contain {channels} elements not "
+                                   f"{p.numel()}")
+        if self.momentum is None:
+            # F.batch_norm's own refusal (the modules pass a float: 1 / batches tracked).
+            raise TypeError("batch_norm(): argument 'momentum' must be float, not NoneType")
         if self.training and math.prod(x.shape[:1] + x.shape[2:]) == 1:
             # As F.batch_norm (_verify_batch_size): one value per channel has no variance.
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.size()}")
-        momentum = 0.0 if self.momentum is None else self.momentum
+        momentum = self.momentum
         if self.training:
             # The forward on the device too: BATCH_NORMALIZATION_TRAINING's Output, Mean and
             # (biased) Variance, the same bits on every device; PyTorch's running statistics
