@@ -234,6 +234,46 @@ def test_batch_norm_float32_matches_pytorch_float32(rng):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-4, atol=1e-5 * scale)
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_checks_its_per_channel_tensors(rng, training):
+    """weight, bias and the running statistics must hold one value per channel, as ATen
+    checks (the device's kernels and torch.native_batch_norm index them by channel unchecked:
+    eval mode read past the buffers, or crashed, for a module of 3 channels on 6); the
+    functional form refuses momentum=None as F.batch_norm does. Raised before any work, the
+    running statistics untouched."""
+    x = randn(rng, (2, 6, 3, 3)).requires_grad_()
+    module = vt.BatchNorm2d(3).train(training)
+    with pytest.raises(RuntimeError, match="should contain 6 elements not 3"):
+        module(x)
+    big = vt.BatchNorm1d(2).train(training)
+    with pytest.raises(RuntimeError, match="should contain 4000 elements not 2"):
+        big(randn(rng, (2, 4000)).requires_grad_())
+    ones, zeros = torch.ones(6), torch.zeros(6)
+    for name in ("running_mean", "running_var", "weight", "bias"):
+        args = dict(running_mean=zeros.clone(), running_var=ones.clone(), weight=ones.clone(),
+                    bias=zeros.clone())
+        args[name] = args[name][:5].clone()
+        before = {k: v.clone() for k, v in args.items()}
+        with pytest.raises(RuntimeError, match=f"{name} should contain 6 elements not 5"):
+            vt.batch_norm(x, training=training, **args)
+        assert all(torch.equal(args[k], before[k]) for k in args)
+    with pytest.raises(TypeError, match="momentum"):
+        vt.batch_norm(x, zeros.clone(), ones.clone(), training=True, momentum=None)
+
+
+@pytest.mark.parametrize("dims", [4, 5])
+def test_batch_norm_training_keeps_channels_last(rng, dims):
+    """A channels-last input gives a channels-last Output, as PyTorch's batch_norm does."""
+    shape, fmt = ((2, 3, 4, 5), torch.channels_last) if dims == 4 else (
+        (2, 3, 2, 4, 5), torch.channels_last_3d)
+    x = randn(rng, shape).contiguous(memory_format=fmt).requires_grad_()
+    module = getattr(vt, f"BatchNorm{dims - 2}d")(3)
+    reference = getattr(nn, f"BatchNorm{dims - 2}d")(3)
+    y = module(x)
+    assert y.stride() == reference(x).stride()
+    check_training_forward(y, reference(x), (), (), x.dtype)
+
+
 @pytest.mark.parametrize("momentum", [0.1, None])
 @pytest.mark.parametrize("cls", ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"])
 def test_batch_norm_modules_as_torch(rng, cls, momentum):

@@ -103,3 +103,140 @@ def test_adam_keeps_moments_on_the_device_and_follows_changes(device):
             assert np.array_equal(p.detach().numpy(), x)
     finally:
         vt.set_device(None)
+
+
+def _steps(opt, p, grads):
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+
+
+def test_adam_state_dict_saves_loads_and_interchanges_with_torch(device):
+    """state_dict() is torch.optim.Adam's form (step, exp_avg, exp_avg_sq: the device's
+    moments read back), saves with torch.save, and loads into this Adam or PyTorch's: a resumed
+    run gives the uninterrupted run's bits, either optimizer resumes the other's checkpoint
+    within float32 rounding, and two optimizers loaded from one checkpoint (or the one that
+    saved it) never share a moment or a step."""
+    import io
+
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    torch.manual_seed(3)
+    grads = [torch.randn(4, 5) for _ in range(6)]
+    start = torch.randn(4, 5)
+    vt.set_device(device)
+    try:
+        whole = torch.nn.Parameter(start.clone())
+        _steps(Adam([whole], lr=0.1), whole, grads)
+        p = torch.nn.Parameter(start.clone())
+        saver = Adam([p], lr=0.1)
+        _steps(saver, p, grads[:3])
+        buffer = io.BytesIO()
+        torch.save(saver.state_dict(), buffer)
+        buffer.seek(0)
+        saved = torch.load(buffer)
+        assert set(saved["state"][0]) == {"step", "exp_avg", "exp_avg_sq"}
+        assert float(saved["state"][0]["step"]) == 3
+        resumed = {}
+        for name, make in (("bridge", Adam), ("bridge2", Adam), ("torch", torch.optim.Adam)):
+            q = torch.nn.Parameter(p.detach().clone())
+            opt = make([q], lr=0.1)
+            opt.load_state_dict(saved)
+            resumed[name] = (opt, q)
+        for opt, q in resumed.values():
+            _steps(opt, q, grads[3:])
+        _steps(saver, p, grads[3:])
+        for name in ("bridge", "bridge2"):
+            assert torch.equal(resumed[name][1], whole), name
+        assert torch.equal(p, whole)
+        torch.testing.assert_close(resumed["torch"][1], whole, rtol=1e-5, atol=1e-6)
+        # PyTorch's checkpoint into the bridge.
+        t = torch.nn.Parameter(start.clone())
+        torch_opt = torch.optim.Adam([t], lr=0.1)
+        _steps(torch_opt, t, grads[:3])
+        b = torch.nn.Parameter(t.detach().clone())
+        bridge = Adam([b], lr=0.1)
+        bridge.load_state_dict(torch_opt.state_dict())
+        _steps(torch_opt, t, grads[3:])
+        _steps(bridge, b, grads[3:])
+        torch.testing.assert_close(b, t, rtol=1e-5, atol=1e-6)
+        assert float(bridge.state_dict()["state"][0]["step"]) == 6
+    finally:
+        vt.set_device(None)
+
+
+def test_adam_refuses_torch_only_options_before_any_work(device):
+    """weight_decay, amsgrad, maximize and PyTorch's other options: accepted at their defaults,
+    refused at any other value in the constructor, a parameter group or a loaded state dict,
+    before the step touches a parameter or the step count."""
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    p = torch.nn.Parameter(torch.ones(3))
+    Adam([p], weight_decay=0, amsgrad=False, maximize=False, foreach=False, fused=None,
+         capturable=False, differentiable=False)
+    for option in (dict(weight_decay=0.1), dict(amsgrad=True), dict(maximize=True),
+                   dict(foreach=True), dict(fused=True), dict(capturable=True)):
+        name = next(iter(option))
+        with pytest.raises(ValueError, match=f"Adam: {name}="):
+            Adam([p], **option)
+        vt.set_device(device)
+        try:
+            opt = Adam([{"params": [p], **option}])
+            p.grad = torch.ones(3)
+            with pytest.raises(ValueError, match=f"Adam: {name}="):
+                opt.step()
+            assert torch.equal(p, torch.ones(3)) and "step" not in opt.state[p]
+            state = torch.optim.Adam([p]).state_dict()
+            state["param_groups"][0].update(option)
+            with pytest.raises(ValueError, match=f"Adam: {name}="):
+                Adam([p]).load_state_dict(state)
+        finally:
+            vt.set_device(None)
+    with pytest.raises(TypeError, match="Adam: parameters must be float32 or float16"):
+        q = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+        q.grad = torch.ones(3, dtype=torch.float64)
+        Adam([q]).step()
+
+
+def test_adam_schedules_shapes_and_tensor_hyperparameters(device):
+    """A learning rate that changes every step (CosineAnnealingLR) compiles no new pipeline
+    and matches PyTorch's schedule; 0-d and empty parameters and tensor lr and betas step as
+    torch.optim.Adam does (within float32 rounding)."""
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    torch.manual_seed(4)
+    grads = [torch.randn(6) for _ in range(8)]
+    vt.set_device(device)
+    try:
+        params = {n: torch.nn.Parameter(torch.linspace(-1, 1, 6)) for n in ("torch", "bridge")}
+        opts = dict(torch=torch.optim.Adam([params["torch"]], lr=0.05),
+                    bridge=Adam([params["bridge"]], lr=0.05))
+        scheds = {n: torch.optim.lr_scheduler.CosineAnnealingLR(o, 8) for n, o in opts.items()}
+        runtime = device.runtime()
+        for i, g in enumerate(grads):
+            for n in opts:
+                params[n].grad = g.clone()
+                opts[n].step()
+                scheds[n].step()
+            if i == 0:
+                made = runtime.pipelines_made
+        assert runtime.pipelines_made == made
+        torch.testing.assert_close(params["bridge"], params["torch"], rtol=1e-5, atol=1e-6)
+        for shape in ((), (0, 3), (2, 1, 3)):
+            ps = [torch.nn.Parameter(torch.full(shape, 0.5)) for _ in range(2)]
+            pair = (torch.optim.Adam([ps[0]], lr=torch.tensor(0.01),
+                                     betas=(torch.tensor(0.8), torch.tensor(0.99))),
+                    Adam([ps[1]], lr=torch.tensor(0.01),
+                         betas=(torch.tensor(0.8), torch.tensor(0.99))))
+            for step in range(3):
+                for q, opt in zip(ps, pair):
+                    q.grad = torch.full(shape, 0.25 * (step + 1))
+                    opt.step()
+            torch.testing.assert_close(ps[1], ps[0], rtol=1e-5, atol=1e-6)
+            assert ps[1].shape == shape
+            assert float(pair[1].state_dict()["state"][0]["step"]) == 3
+    finally:
+        vt.set_device(None)

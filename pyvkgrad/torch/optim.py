@@ -17,7 +17,7 @@ noise, move by up to 0.03 differently.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -27,43 +27,97 @@ from . import _runtime
 
 _FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor", "gradient_tensor", "training_step_tensor")
+# torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
+# these values (in the constructor, a parameter group or a loaded state dict), refused at any
+# other before any device work.
+_TORCH_ONLY = dict(weight_decay=0.0, amsgrad=False, maximize=False, foreach=None,
+                   capturable=False, differentiable=False, fused=None,
+                   decoupled_weight_decay=False)
+
+
+def _number(value: Union[float, torch.Tensor]) -> float:
+    """lr, a beta or eps as a float (PyTorch also takes one-element tensors)."""
+    return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
 
 
 class Adam(torch.optim.Optimizer):
-    """Adam with PyTorch's arguments (no weight decay, amsgrad, maximize or foreach), its step
-    on the bridge's device (`pyvkgrad.torch.set_device`). Parameters float32 or float16, on the
-    CPU."""
+    """Adam with PyTorch's arguments, its step on the bridge's device
+    (`pyvkgrad.torch.set_device`). Parameters float32 or float16, on the CPU. weight_decay,
+    amsgrad, maximize and the other options are accepted at their defaults only.
 
-    def __init__(self, params: Iterable[Any], lr: float = 1e-3,
-                 betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:
-        if not 0.0 <= lr:
+    The moments stay on the device between steps; `state_dict()` brings them back as
+    PyTorch's `exp_avg` and `exp_avg_sq` (and `step`), so a checkpoint loads into this Adam or
+    `torch.optim.Adam` alike, and `load_state_dict` takes either's."""
+
+    def __init__(self, params: Iterable[Any], lr: Union[float, torch.Tensor] = 1e-3,
+                 betas: Tuple[Union[float, torch.Tensor], Union[float, torch.Tensor]] = (
+                     0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.0, amsgrad: bool = False, *,
+                 foreach: Optional[bool] = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False,
+                 fused: Optional[bool] = None, decoupled_weight_decay: bool = False) -> None:
+        if not 0.0 <= _number(lr):
             raise ValueError(f"Adam: invalid learning rate: {lr}")
-        if not 0.0 <= eps:
+        if not 0.0 <= _number(eps):
             raise ValueError(f"Adam: invalid epsilon value: {eps}")
         for i, beta in enumerate(betas):
-            if not 0.0 <= beta < 1.0:
+            if not 0.0 <= _number(beta) < 1.0:
                 raise ValueError(f"Adam: invalid beta parameter at index {i}: {beta}")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps))
+        options = dict(weight_decay=weight_decay, amsgrad=amsgrad, foreach=foreach,
+                       maximize=maximize, capturable=capturable,
+                       differentiable=differentiable, fused=fused,
+                       decoupled_weight_decay=decoupled_weight_decay)
+        _check_options(options)
+        # The device tensors and compiled operator of each parameter (not optimizer state:
+        # they hold the device and cannot be saved; state_dict() gives their moments).
+        self._device: Dict[torch.Tensor, Dict[str, Any]] = {}
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, **options))
 
     def _device_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
-        """The parameter's device tensors (x, m, v, g, T) and its compiled operator, made on its
-        first step (moments zero) or when the hyperparameters changed."""
-        state = self.state[p]
-        key = (group["lr"], *group["betas"], group["eps"])
-        if state.get("key") != key:
+        """The parameter's device tensors (x, m, v, g, T, flat) and its compiled operator: made
+        on its first step (moments from the state, as `load_state_dict` left them, or zero),
+        the operator again when the hyperparameters changed (the kernel is the same: a new
+        learning rate compiles no pipeline)."""
+        key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
+               _number(group["eps"]))
+        dev = self._device.get(p)
+        if dev is None:
             device = _runtime.get_device()
-            array = p.detach().numpy()
-            if "tensors" not in state:
-                zeros = np.zeros_like(array)
-                state["tensors"] = [device.upload(a) for a in
-                                    (array, zeros, zeros, zeros, np.zeros(1, np.uint32))]
-                state["step"] = 0
-            descs = [t.desc for t in state["tensors"]]
-            state["operator"] = device.compile(AdamOptimizerDesc(
-                *descs, *descs[:3], group["lr"], group["betas"][0], group["betas"][1],
-                group["eps"]))
-            state["key"] = key
-        return state
+            state = self.state[p]
+            array = p.detach().cpu().numpy().reshape(-1)
+            moments = [state.get(k) for k in ("exp_avg", "exp_avg_sq")]
+            moments = [np.zeros_like(array) if t is None else
+                       t.detach().cpu().numpy().astype(array.dtype).reshape(-1)
+                       for t in moments]
+            dev = dict(tensors=[device.upload(a) for a in
+                                (array, *moments, np.zeros_like(array),
+                                 np.zeros(1, np.uint32))])
+            self._device[p] = dev
+        if dev.get("key") != key:
+            descs = [t.desc for t in dev["tensors"]]
+            if "operator" in dev:
+                dev["operator"].close()
+            dev["operator"] = self._compile(descs, *key)
+            dev["key"] = key
+        return dev
+
+    @staticmethod
+    def _compile(descs, lr: float, beta1: float, beta2: float, eps: float):
+        return _runtime.get_device().compile(AdamOptimizerDesc(
+            *descs, *descs[:3], lr, beta1, beta2, eps))
+
+    def _check(self, p: torch.Tensor, group: Dict[str, Any]) -> None:
+        """What the device step cannot take, refused before any device work."""
+        _check_options(group)
+        if p.grad.is_sparse:
+            raise RuntimeError("Adam does not support sparse gradients")
+        if p.dtype not in (torch.float32, torch.float16) or p.device.type != "cpu":
+            raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
+                            f"float16 CPU tensors, got {p.dtype} on {p.device}")
+        step = int(_number(self.state[p].get("step", 0))) + 1
+        if step >= 2 ** 32:
+            raise ValueError(f"pyvkgrad.torch.optim.Adam: step {step} does not fit "
+                             f"ADAM_OPTIMIZER's UINT32 TrainingStepTensor")
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], float]] = None) -> Optional[float]:
@@ -71,20 +125,78 @@ class Adam(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
+        live = [(p, group) for group in self.param_groups for p in group["params"]
+                if p.grad is not None]
+        for p, group in live:
+            self._check(p, group)
+        for p, group in live:
+            state = self.state[p]
+            step = int(_number(state.get("step", 0))) + 1
+            if p.numel() > 0:
+                dev = self._device_state(p, group)
+                x, m, v, g, t = dev["tensors"]
+                x.write(p.detach().numpy().reshape(-1))
+                g.write(p.grad.detach().to(p.dtype).numpy().reshape(-1))
+                t.write(np.array([step], np.uint32))
+                bound = dict(zip(_FIELDS, (x, m, v, g, t)))
+                dev["operator"](**bound, output_parameters_tensor=x,
+                                output_first_moment_tensor=m, output_second_moment_tensor=v)
+                p.copy_(torch.from_numpy(x.numpy()).reshape(p.shape))
+            # The moments now live on the device alone (state_dict() brings them back).
+            state.pop("exp_avg", None)
+            state.pop("exp_avg_sq", None)
+            state["step"] = torch.tensor(float(step))
+        return loss
+
+    def state_dict(self) -> Dict[str, Any]:
+        """torch.optim.Adam's form: each parameter's `step`, `exp_avg` and `exp_avg_sq` (the
+        device's moments, read back), so `torch.save` and `torch.optim.Adam` take it."""
+        for p, dev in self._device.items():
+            state = self.state[p]
+            for k, tensor in zip(("exp_avg", "exp_avg_sq"), dev["tensors"][1:3]):
+                state[k] = torch.from_numpy(tensor.numpy()).reshape(p.shape)
         for group in self.param_groups:
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p.grad.is_sparse:
-                    raise RuntimeError("Adam does not support sparse gradients")
-                state = self._device_state(p, group)
-                state["step"] += 1
-                x, m, v, g, t = state["tensors"]
-                x.write(p.detach().numpy())
-                g.write(p.grad.detach().numpy())
-                t.write(np.array([state["step"]], np.uint32))
-                bound = dict(zip(_FIELDS, (x, m, v, g, t)))
-                state["operator"](**bound, output_parameters_tensor=x,
-                                  output_first_moment_tensor=m, output_second_moment_tensor=v)
-                p.copy_(torch.from_numpy(x.numpy()))
-        return loss
+                state = self.state.get(p)
+                if state and "exp_avg" not in state and p.numel() == 0:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p,
+                                                           memory_format=torch.preserve_format)
+        packed = super().state_dict()
+        # Copies, so that an optimizer that loads them (torch.optim.Adam updates its step and
+        # moments in place) cannot change this one's state.
+        packed["state"] = {i: {k: v.detach().clone() if isinstance(v, torch.Tensor) else v
+                               for k, v in state.items()}
+                           for i, state in packed["state"].items()}
+        return packed
+
+    def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Takes this Adam's or torch.optim.Adam's state dict; the moments go to the device at
+        each parameter's next step (their own copies: no two optimizers share them)."""
+        for group in state_dict.get("param_groups", ()):
+            _check_options(group)
+        super().load_state_dict(state_dict)
+        self._close_device()
+        # Copies: PyTorch's load_state_dict keeps the dict's own step (and moment) tensors,
+        # which the optimizer that saved them, or another that loaded them, may still change.
+        for state in self.state.values():
+            for k in ("step", "exp_avg", "exp_avg_sq"):
+                if isinstance(state.get(k), torch.Tensor):
+                    state[k] = state[k].detach().clone()
+
+    def _close_device(self) -> None:
+        for dev in self._device.values():
+            if "operator" in dev:
+                dev["operator"].close()
+        self._device.clear()
+
+
+def _check_options(options: Dict[str, Any]) -> None:
+    for name, default in _TORCH_ONLY.items():
+        value = options.get(name, default)
+        if default is None and value in (None, False):
+            continue  # foreach and fused: None (PyTorch's choice) or off
+        if value is not default and (value is None or value != default):
+            raise ValueError(f"pyvkgrad.torch.optim.Adam: {name}={value!r} is not supported "
+                             f"(DirectML's ADAM_OPTIMIZER has no such option; only "
+                             f"{name}={default!r})")
