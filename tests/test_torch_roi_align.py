@@ -64,6 +64,29 @@ def test_torchvisions_algorithm(rng, aligned):
     np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("sampling_ratio", [0, 2])
+def test_reversed_and_empty_boxes_aligned(rng, sampling_ratio):
+    """Aligned boxes of zero or negative size along an axis: with adaptive sampling torchvision
+    samples nothing of them (ceil(length / output) <= 0), so their output is 0 and they pass on
+    no gradient; with a fixed count it samples them from x1 (y1) backwards. Both as
+    torchvision's algorithm, beside ordinary boxes."""
+    x = torch.randn(2, 3, 9, 12, requires_grad=True)
+    boxes = random_boxes(rng, 6, 2, 9, 12)
+    boxes[0, [1, 3]] = boxes[0, [3, 1]]  # reversed along x
+    boxes[1, [2, 4]] = boxes[1, [4, 2]]  # reversed along y
+    boxes[2, 3] = boxes[2, 1]  # empty along x
+    boxes[3, 1:] = torch.tensor([8.0, 7.0, 1.0, 2.0])  # reversed along both
+    y = vt.roi_align(x, boxes, (2, 3), spatial_scale=0.75, sampling_ratio=sampling_ratio,
+                     aligned=True)
+    if sampling_ratio == 0:
+        assert not y[:4].any() and y[4:].abs().sum() > 0
+    dy = torch.randn_like(y)
+    y.backward(dy)
+    want = torchvision_roi_align_backward(dy.double().numpy(), boxes.double().numpy(),
+                                          tuple(x.shape), 0.75, sampling_ratio, True)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
 def test_boxes_as_a_list_and_float16(rng):
     """A list of Tensor[L, 4] per image is the Tensor[K, 5] with the images' indices; float16
     runs the backward in float32 and rounds dX once."""

@@ -72,6 +72,17 @@ def grad_parameters(sampling_ratio: int, aligned: bool) -> dict:
                 maximum_samples_per_output=sampling_ratio if fixed else 2**32 - 1)
 
 
+def unsampled(rois: np.ndarray, sampling_ratio: int) -> np.ndarray:
+    """{K} bool: the regions torchvision samples nothing of. With sampling_ratio <= 0 its
+    sample count along an axis is ceil(length / output), none where the length is 0 or
+    negative (an empty or reversed box, aligned: not aligned it widens every box to a pixel
+    first), so their output is 0 and they pass on no gradient; DirectML takes at least one
+    sample of such a region, at |length|'s count."""
+    if sampling_ratio > 0:
+        return np.zeros(len(rois), bool)
+    return (rois[:, 2] <= rois[:, 0]) | (rois[:, 3] <= rois[:, 1])
+
+
 def _axis(lo: torch.Tensor, hi: torch.Tensor, out: int, size: int, params: dict):
     """One region's samples along one axis as ROI_ALIGN1 takes them (float32, in the order of
     docs/semantics.md §16.1): (S, in-image mask, lower and upper taps, weight l of the upper)."""
@@ -89,14 +100,14 @@ def _axis(lo: torch.Tensor, hi: torch.Tensor, out: int, size: int, params: dict)
 
 
 def forward(input: torch.Tensor, rois: np.ndarray, batch: np.ndarray, out_h: int, out_w: int,
-            params: dict) -> torch.Tensor:
+            params: dict, skip: np.ndarray) -> torch.Tensor:
     """ROI_ALIGN1 with bilinear averaging, in float32 PyTorch operations, one region at a time:
-    {K, C, OH, OW} in input's dtype."""
+    {K, C, OH, OW} in input's dtype; 0 for the regions in `skip` (`unsampled`)."""
     x = input.detach().float()
     _, channels, height, width = x.shape
     out = torch.zeros((len(rois), channels, out_h, out_w), dtype=torch.float32, device=x.device)
     corners = torch.from_numpy(rois)
-    for r in range(len(rois)):
+    for r in np.flatnonzero(~skip):
         sy, in_y, y0, y1, ly = _axis(corners[r, 1], corners[r, 3], out_h, height, params)
         sx, in_x, x0, x1, lx = _axis(corners[r, 0], corners[r, 2], out_w, width, params)
         image = x[int(batch[r])]
@@ -115,19 +126,22 @@ class RoiAlign(torch.autograd.Function):
     boxes get no gradient (as torchvision's)."""
 
     @staticmethod
-    def forward(ctx, input, rois, batch, out_h, out_w, params):
+    def forward(ctx, input, rois, batch, out_h, out_w, params, skip):
         ctx.input = (tuple(input.shape), input.dtype, input.device)
-        ctx.rois, ctx.batch, ctx.params = rois, batch, params
-        return forward(input, rois, batch, out_h, out_w, params)
+        ctx.rois, ctx.batch, ctx.params, ctx.skip = rois, batch, params, skip
+        return forward(input, rois, batch, out_h, out_w, params, skip)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output):
         shape, dtype, device = ctx.input
         if len(ctx.rois) == 0:
-            return torch.zeros(shape, dtype=dtype, device=device), None, None, None, None, None
+            return (torch.zeros(shape, dtype=dtype, device=device),) + (None,) * 6
         dy = grad_output.detach().float().cpu().contiguous().numpy()
+        if ctx.skip.any():
+            dy = dy.copy()
+            dy[ctx.skip] = 0  # regions torchvision samples nothing of: no gradient
         dx, _ = roi_align_grad(None, dy, ctx.rois, ctx.batch, shape,
                                device=_runtime.get_device(), **ctx.params)
         grad_input = torch.from_numpy(dx).to(dtype=dtype, device=device)
-        return grad_input, None, None, None, None, None
+        return (grad_input,) + (None,) * 6

@@ -221,6 +221,7 @@ def roi_align(input: torch.Tensor, boxes: _roi_align.Boxes,
     out_h, out_w = _roi_align.output_size_pair(output_size)
     rois, batch = _roi_align.regions(input, boxes, spatial_scale, aligned)
     params = _roi_align.grad_parameters(sampling_ratio, aligned)
+    skip = _roi_align.unsampled(rois, sampling_ratio)
     if not needs_grad(input):
-        return _roi_align.forward(input, rois, batch, out_h, out_w, params)
-    return _roi_align.RoiAlign.apply(input, rois, batch, out_h, out_w, params)
+        return _roi_align.forward(input, rois, batch, out_h, out_w, params, skip)
+    return _roi_align.RoiAlign.apply(input, rois, batch, out_h, out_w, params, skip)
