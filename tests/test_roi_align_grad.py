@@ -489,6 +489,30 @@ def test_plans_count_their_loops():
         desc.plan(Limits(max_loop_iterations=150))
 
 
+def test_too_many_windows_refused_from_their_count():
+    """A Minimum of up to 2^24 samples per output side is valid, but under a loop limit its
+    windows would need billions of dispatches: the plan refuses from their count at once,
+    before listing any (it listed them first: 29 s and 1.6 GiB at 2^17, out of memory at
+    2^24). A problem just within the limit still plans."""
+    import time
+
+    f32 = pyvkgrad.DataType.FLOAT32
+    for k, refused in ((12, False), (17, True), (24, True)):
+        desc = RoiAlignGradDesc(
+            None, pyvkgrad.TensorDesc(f32, (1, 1, 1, 1)), pyvkgrad.TensorDesc(f32, (1, 4)),
+            pyvkgrad.TensorDesc(pyvkgrad.DataType.UINT32, (1,)),
+            pyvkgrad.TensorDesc(f32, (1, 1, 4, 4)), None, minimum_samples_per_output=2**k,
+            maximum_samples_per_output=2**k)
+        start = time.perf_counter()
+        if refused:
+            with pytest.raises(ValueError, match="MinimumSamplesPerOutput asks for more "
+                                                 "samples per output"):
+                desc.plan(Limits(max_loop_iterations=65535))
+        else:
+            assert len(desc.plan(Limits(max_loop_iterations=65535)).dispatches) > 1
+        assert time.perf_counter() - start < 5
+
+
 # ---- errors before any device work -------------------------------------------------------------
 
 def test_errors_before_device_work(device, rng, monkeypatch):

@@ -332,10 +332,7 @@ class RoiAlignGradDesc(OperatorDesc):
                         push=dict(count=end, first=first, item_begin=begin, item_end=end_item,
                                   first_window=int(k == 0),
                                   last_window=int(k == len(spans) - 1))))
-        if len(dispatches) > MAX_DISPATCHES:
-            fail(OPERATOR, "MinimumSamplesPerOutput", "asks for more samples per output than "
-                 "this device's loop limit lets pyvkgrad visit", f"at most {MAX_DISPATCHES} "
-                 f"dispatches", len(dispatches))
+        _check_windows(len(dispatches))
         return Plan(tuple(dispatches), tuple(scratch),
                     tensors=tuple(n for n, _ in self.tensor_fields()))
 
@@ -430,6 +427,7 @@ def _windows(regions: int, rows: int, cols: int, budget: int, overhead: int):
                 for r in range(0, regions, step)]
     if overhead + cols + 2 <= budget:
         step = (budget - overhead) // (cols + 2)
+        _check_windows(regions * -(-rows // step))
         return [(r, r + 1, (j, min(j + step, rows)), (0, UNBOUNDED), budget)
                 for r in range(regions) for j in range(0, rows, step)]
     step = budget - overhead - 2
@@ -437,8 +435,19 @@ def _windows(regions: int, rows: int, cols: int, budget: int, overhead: int):
         # A device limit, not bad input: RuntimeError, as the other operators' plans raise.
         fail(OPERATOR, "Limits.max_loop_iterations", "is too small for the kernels",
              f"> {overhead + 2 + LOOP_MARGIN}", budget + LOOP_MARGIN, RuntimeError)
+    _check_windows(regions * rows * -(-cols // step))
     return [(r, r + 1, (j, j + 1), (i, min(i + step, cols)), budget)
             for r in range(regions) for j in range(rows) for i in range(0, cols, step)]
+
+
+def _check_windows(count: int) -> None:
+    """Refuse, from the count alone, windows that would take more than MAX_DISPATCHES
+    dispatches (each takes at least one), before listing them: a Minimum of 2^24 samples per
+    output under lavapipe's loop limit would list billions."""
+    if count > MAX_DISPATCHES:
+        fail(OPERATOR, "MinimumSamplesPerOutput", "asks for more samples per output than "
+             "this device's loop limit lets pyvkgrad visit", f"at most {MAX_DISPATCHES} "
+             f"dispatches", f"at least {count}")
 
 
 def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi: np.ndarray,
