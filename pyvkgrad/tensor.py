@@ -91,13 +91,29 @@ def dml_name(field: str) -> str:
     return "".join(part.capitalize() for part in field.split("_"))
 
 
+def real_number(operator: str, field: str, value) -> float:
+    """A number field's value as a Python float. A finite value beyond float64's range (a huge
+    int, a long double), which float() raises on or turns into Inf, is refused, naming the
+    operator and the field."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if math.isinf(number) and not (isinstance(value, (float, np.floating))
+                                   and np.isinf(value)):
+        shown = repr(value)
+        fail(operator, field, "must be within float32's range", "|value| <= 3.4e38",
+             shown if len(shown) <= 40 else f"{shown[:20]}...({len(shown)} digits)")
+    return number
+
+
 def check_float(operator: str, field: str, value: object, non_negative: bool = False) -> float:
     """A DirectML FLOAT field: a real number (not a bool), finite in float32 (and >= 0 with
     `non_negative`), returned as a Python float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                      np.floating)):
         fail(operator, field, "must be a number", "float", type(value).__name__, TypeError)
-    number = float(value)
+    number = real_number(operator, field, value)
     with np.errstate(over="ignore"):
         if not (math.isfinite(number) and np.isfinite(np.float32(number))) or \
                 (non_negative and number < 0):

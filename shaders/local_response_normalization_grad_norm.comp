@@ -43,7 +43,9 @@ void main() {
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         const Element e = element_at(i);
         SUM_OVER_WINDOW(s, e, BEFORE, AFTER, a, i, x_squared(w.offset.x))
-        precise float n = BIAS + ALPHA_OVER_SIZE * s;
+        // (Bias and Alpha / L at run time: Alpha = 0 times an infinite or NaN sum is NaN, and
+        // Bias = 0 plus a -0 product (Alpha < 0) is +0.)
+        precise float n = run_time(BIAS) + run_time(ALPHA_OVER_SIZE) * s;
         const float power = pow_fixed(n, -BETA);
         precise float product = (LOAD(dy, e.offset.y) * LOAD(x, e.offset.x)) * power;
         a[i] = power;

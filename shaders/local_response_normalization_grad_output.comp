@@ -37,7 +37,7 @@ void main() {
     GRID_STRIDE_LOOP_FROM(i, first, count) {
         const Element e = element_at(i);
         SUM_OVER_WINDOW(t, e, AFTER, BEFORE, running, i, b[w.offset.z])
-        precise float result = LOAD(dy, e.offset.y) * a[i] - (COEFFICIENT * LOAD(x, e.offset.x)) * t;
+        precise float result = LOAD(dy, e.offset.y) * a[i] - (run_time(COEFFICIENT) * LOAD(x, e.offset.x)) * t;
         uint target = 0u;
         FOR_EACH_COORDINATE4(SIZES, i, ADD_DX_OFFSET)
         if (IS_F16) {

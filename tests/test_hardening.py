@@ -302,3 +302,84 @@ def test_non_finite_inputs_follow_ieee(device):
     dy = np.array([1.0, np.nan, 2.0, np.inf], np.float32)
     np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, dy, device=device),
                                   [0.0, np.nan, 0.0, np.inf])
+
+
+def _same_nan_and_values(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), (got, want)
+    np.testing.assert_allclose(np.nan_to_num(got), np.nan_to_num(want), rtol=1e-5, atol=1e-6)
+
+
+def test_zero_scalars_keep_non_finite_inputs(device):
+    """A float scalar of 0 (a spatial scale, Beta1 = 0, 1 - Beta1 = 0 for Beta1 = 1, Alpha)
+    times an Inf or NaN input is NaN, as IEEE arithmetic and the oracle have it: the kernels
+    multiply by the scalar at run time (common.glsl's run_time), where a specialization
+    constant 0 let llvmpipe fold the product to 0 and drop the Inf or NaN."""
+    from pyvkgrad import reference
+    # (the oracle's own 0 * Inf warnings are expected)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        _zero_scalar_cases(device, reference)
+
+
+def _zero_scalar_cases(device, reference):
+    inf, nan = np.inf, np.nan
+    x = np.arange(8, dtype=np.float32).reshape(1, 1, 4, 2)
+    dy = np.array([1, 2, 3], np.float32).reshape(1, 1, 3, 1)
+    batch = np.zeros(1, np.uint32)
+    for corner in (-inf, nan):
+        roi = np.array([[corner, 0.5, 1.5, 3.0]], np.float32)
+        args = (x, dy, roi, batch, (1, 1, 4, 2))
+        kwargs = dict(spatial_scale_x=0.0, roi_gradient=True)
+        got = pyvkgrad.roi_align_grad(*args, **kwargs, device=device)
+        want = reference.roi_align_grad(*args, **kwargs)
+        for g, w in zip(got, want):
+            _same_nan_and_values(g, w)
+    ones = np.ones(2, np.float32)
+    special = np.array([inf, nan], np.float32)
+    for m, g, beta1 in ((ones, special, 1.0), (special, ones, 0.0)):
+        args = (ones, m, ones, g, 3, 0.1, beta1, 0.999, 1e-8)
+        for got, want in zip(pyvkgrad.adam_optimizer(*args, device=device),
+                             reference.adam_optimizer(*args)):
+            _same_nan_and_values(got, want)
+    x = np.array([1.0, inf, 2.0, nan], np.float32).reshape(1, 4, 1, 1)
+    dy = np.ones((1, 4, 1, 1), np.float32)
+    for alpha in (0.0, -0.0):
+        args = (x, dy, True, 3, alpha, 0.75, 1.0)
+        _same_nan_and_values(
+            pyvkgrad.local_response_normalization_grad(*args, device=device),
+            reference.local_response_normalization_grad(*args))
+
+
+def test_numbers_beyond_float64_and_uint32_are_refused_by_name(device, monkeypatch):
+    """A FLOAT field given an int beyond float64 (2^1024) or a finite long double beyond it
+    raised a bare OverflowError (or became Inf); a pooling spacing of 2^32 or more, with a
+    window of one cell, reached the kernel's constants. Each is now a ValueError naming the
+    operator and the field, before any device work."""
+    from pyvkgrad.one_call_cache import OneCallCache
+    monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
+    x = np.ones(4, np.float32)
+    x4 = np.ones((1, 1, 2, 2), np.float32)
+    huge = 2**1024
+    calls = {
+        "ELEMENT_WISE_CLIP_GRAD: Min": lambda: pyvkgrad.element_wise_clip_grad(x, x, huge, 1.0),
+        "ELEMENT_WISE_CLIP_GRAD: Max": lambda: pyvkgrad.element_wise_clip_grad(
+            x, x, 0.0, np.longdouble("1e4000")),
+        "ELEMENT_WISE_CLIP_GRAD1: Max": lambda: pyvkgrad.element_wise_clip_grad1(
+            x, x, 0.0, -huge),
+        "ADAM_OPTIMIZER: LearningRate": lambda: pyvkgrad.adam_optimizer(
+            x, x, x, x, 1, huge, 0.9, 0.999, 1e-8),
+        "BATCH_NORMALIZATION_TRAINING: Epsilon": lambda: pyvkgrad.batch_normalization_training(
+            x4, x4[:, :, :1, :1], x4[:, :, :1, :1], huge),
+        "LOCAL_RESPONSE_NORMALIZATION_GRAD: Bias": lambda:
+            pyvkgrad.local_response_normalization_grad(x4, x4, True, 3, 1.0, 0.75, huge),
+        "ROI_ALIGN_GRAD: SpatialScaleX": lambda: pyvkgrad.roi_align_grad(
+            None, x4, np.zeros((1, 4), np.float32), np.zeros(1, np.uint32), (1, 1, 2, 2),
+            spatial_scale_x=huge),
+        r"RESAMPLE_GRAD1: Scales\[0\]": lambda: pyvkgrad.resample_grad1(
+            x, (4,), rounding_direction="decreasing", scales=[huge]),
+        r"MAX_POOLING_GRAD: Dilations\[0\]": lambda: pyvkgrad.max_pooling_grad(
+            x4, x4, (1, 1), (1, 1), (0, 0), (0, 0), (2**32, 1)),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ValueError, match=f"^{name} must "):
+            call()

@@ -72,6 +72,8 @@ def spacing(operator: str, values: object, field: str, count: int, least: int) -
     for d, v in enumerate(values):
         if v < least:
             fail(operator, f"{field}[{d}]", "must be at least 1", ">= 1", v)
+        if v >= 2**32:  # (a window of one cell leaves a dilation otherwise unbounded)
+            fail(operator, f"{field}[{d}]", "must fit DirectML's UINT", "< 2^32", v)
     return values
 
 

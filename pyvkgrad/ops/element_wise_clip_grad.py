@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Dict, Tuple, Union
 
 import numpy as np
 
-from ..tensor import DataType, dml_name, fail
+from ..tensor import DataType, dml_name, fail, real_number
 from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _elementwise
 
@@ -38,7 +38,7 @@ def check_float32(operator: str, field: str, value: object) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                      np.floating)):
         fail(operator, field, "must be a number", "float", type(value).__name__, TypeError)
-    number = float(value)
+    number = real_number(operator, field, value)
     with np.errstate(over="ignore"):
         single = np.float32(number)
     if math.isfinite(number) and not np.isfinite(single):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Dict, Optional, Tuple, Union
 
 import numpy as np
 
-from ..tensor import DATA_TYPE_VALUES, DataType, dml_name, fail
+from ..tensor import DATA_TYPE_VALUES, DataType, dml_name, fail, real_number
 from ..tensor import TensorDesc  # noqa: F401 (the inherited fields' type, for pdoc)
 from . import _elementwise
 from .element_wise_clip_grad import DATA_TYPES, pass_range
@@ -44,7 +44,7 @@ def check_scalar(operator: str, field: str, value: object, data_type: DataType) 
             fail(operator, field, f"must fit {data_type.name}", f"{info.min} to {info.max}",
                  int(value))
         return int(value)
-    number = float(value)
+    number = real_number(operator, field, value)
     with np.errstate(over="ignore"):
         held = float(data_type.numpy_dtype.type(number))
     if not (held == number or math.isnan(number)):

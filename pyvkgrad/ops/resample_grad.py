@@ -75,7 +75,7 @@ import numpy as np
 from .. import defaults
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_float_type, check_output,
-                      check_rank, check_same, enum_value, fail)
+                      check_rank, check_same, enum_value, fail, real_number)
 from . import _one_call, _resample_grad_plan
 from ._resample_grad_plan import MAX_COUNT
 # The operator's name and parameter enums are defined with the tables (the bottom of the
@@ -108,8 +108,9 @@ def _float32_array(operator: str, values, field: str, rank: int):
                  type(v).__name__, TypeError)
     if len(values) != rank:
         fail(operator, field, "must have one entry per dimension", rank, len(values))
+    numbers = [real_number(operator, f"{field}[{d}]", v) for d, v in enumerate(values)]
     with np.errstate(over="ignore"):
-        return tuple(np.float32(v) for v in values), values
+        return tuple(np.float32(v) for v in numbers), values
 
 
 class ResampleGradRules(OperatorDesc):

@@ -126,14 +126,17 @@ vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_
                              || below(xe, SUMMAND_LEAST)))) {
         return adam_exact(xe, me, ve, ge, lr_alpha);
     }
-    const float new_m = float_add(float_mul(BETA1, me), float_mul(ONE_MINUS_BETA1, ge));
+    // (The Betas at run time: Beta1 = 0 or 1 makes a product with 0, whose Inf or NaN
+    // operand must still give NaN.)
+    const float new_m = float_add(float_mul(run_time(BETA1), me),
+                                  float_mul(run_time(ONE_MINUS_BETA1), ge));
     // lr_alpha m' >= 2^(fields' sum - 254): normal where the fields add up to 128 or more.
     const uint m_bits = floatBitsToUint(new_m) & 0x7FFFFFFFu;
     if (m_bits != 0u && (m_bits >> 23) + lr_alpha_field < 128u) {
         return adam_exact(xe, me, ve, ge, lr_alpha);
     }
-    const float new_v = float_add(float_mul(BETA2, ve),
-                                  float_mul(ONE_MINUS_BETA2, float_mul(ge, ge)));
+    const float new_v = float_add(float_mul(run_time(BETA2), ve),
+                                  float_mul(run_time(ONE_MINUS_BETA2), float_mul(ge, ge)));
     const float num = float_mul(lr_alpha, new_m);
     float quick_x;
     if (half_outputs && half_step(xe, num, new_v, quick_x)) return vec3(quick_x, new_m, new_v);

@@ -32,6 +32,16 @@ const uint WG = gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < (count);                             \
          i += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
 
+// A specialization constant as the arithmetic sees it: its bits ORed with a zero the compiler
+// cannot see (an invocation runs only where its dispatch has workgroups). With the constant
+// itself, x * 0.0 may be folded to 0 (Vulkan allows that without the SignedZeroInfNanPreserve
+// execution mode, and llvmpipe does it), which drops an Inf or NaN x that IEEE arithmetic
+// turns into NaN; a kernel whose float scalar may be 0 (a scale, a Beta, 1 - Beta, Alpha)
+// multiplies by run_time(scalar) instead.
+float run_time(float c) {
+    return uintBitsToFloat(floatBitsToUint(c) | uint(gl_NumWorkGroups.x == 0u));
+}
+
 // The same over [first, end): one of the dispatches a plan splits a loop into where the
 // driver ends long loops (lavapipe: 65535 iterations per invocation); first = 0 and end =
 // count in one dispatch. Kernels taking it declare the push constant `first`.

@@ -74,8 +74,10 @@ struct RoiAxis {
 
 RoiAxis roi_axis(float lo, float hi, float scale, uint out_size, uint cap, uint size) {
     RoiAxis ax;
-    precise float a = lo * scale;
-    precise float e = hi * scale;
+    // (The scale at run time: SpatialScale 0 times an infinite or NaN corner is NaN, which
+    // marks the region as reading nothing.)
+    precise float a = lo * run_time(scale);
+    precise float e = hi * run_time(scale);
     precise float len = e - a;
     ax.a = a;
     ax.e = e;
