@@ -32,14 +32,17 @@ const uint WG = gl_WorkGroupSize.x;
     for (uint i = gl_GlobalInvocationID.x; i < (count);                             \
          i += gl_NumWorkGroups.x * gl_WorkGroupSize.x)
 
-// A specialization constant as the arithmetic sees it: its bits ORed with a zero the compiler
-// cannot see (an invocation runs only where its dispatch has workgroups). With the constant
-// itself, x * 0.0 may be folded to 0 (Vulkan allows that without the SignedZeroInfNanPreserve
+// A specialization constant as the arithmetic sees it. A constant +-0 may let the compiler
+// fold x * 0.0 to 0, or x + 0.0 to x (Vulkan allows that without the SignedZeroInfNanPreserve
 // execution mode, and llvmpipe does it), which drops an Inf or NaN x that IEEE arithmetic
-// turns into NaN; a kernel whose float scalar may be 0 (a scale, a Beta, 1 - Beta, Alpha)
-// multiplies by run_time(scalar) instead.
+// turns into NaN, or a sign. So a zero comes as its bits ORed with a zero the compiler cannot
+// see (an invocation runs only where its dispatch has workgroups); any other constant stays a
+// constant (the test on c folds when the pipeline is specialised), and the code for it is
+// what it was. A kernel whose float scalar may be 0 (a scale, a Beta, 1 - Beta, Alpha)
+// multiplies by run_time(scalar).
 float run_time(float c) {
-    return uintBitsToFloat(floatBitsToUint(c) | uint(gl_NumWorkGroups.x == 0u));
+    return (floatBitsToUint(c) << 1) != 0u ? c
+        : uintBitsToFloat(floatBitsToUint(c) | uint(gl_NumWorkGroups.x == 0u));
 }
 
 // The same over [first, end): one of the dispatches a plan splits a loop into where the
