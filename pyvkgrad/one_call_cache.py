@@ -60,6 +60,10 @@ def _freeze(value: object) -> Optional[Tuple[Any, ...]]:
     if isinstance(value, (tuple, list)):
         items = [_freeze(v) for v in value]
         return None if any(i is None for i in items) else (type(value), tuple(items))
+    if isinstance(value, (float, np.floating)) and value != value:
+        # NaN (a clip bound that disables its side) never equals itself: its bytes instead,
+        # so that repeated calls hit rather than fill the cache with equal entries.
+        return (type(value), "nan", np.asarray(value).tobytes())
     if value is None or isinstance(value, (bool, int, float, str, enum.Enum, np.generic)):
         return (type(value), value)
     return None

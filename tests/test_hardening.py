@@ -383,3 +383,29 @@ def test_numbers_beyond_float64_and_uint32_are_refused_by_name(device, monkeypat
     for name, call in calls.items():
         with pytest.raises(ValueError, match=f"^{name} must "):
             call()
+
+
+def test_one_call_edges_nan_keys_overflowing_constants_and_iterators(device):
+    """Repeated one calls with a NaN clip bound hit the cache (NaN never equals itself: each
+    call was a miss that added an equal entry); an LRN_GRAD whose host constant overflows
+    float32 makes no warning and obeys no caller's numpy error state; an iterator as
+    ROI_ALIGN_GRAD's sizes is read once (it failed on a cache miss)."""
+    import warnings
+    x = np.ones(4, np.float32)
+    device.cache_clear()
+    for _ in range(4):
+        np.testing.assert_array_equal(
+            pyvkgrad.element_wise_clip_grad(x, x, float("nan"), 2.0, device=device), x)
+    info = device.cache_info()
+    assert (info.misses, info.entries) == (1, 1), info
+    x4 = np.ones((1, 3, 2, 2), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            pyvkgrad.local_response_normalization_grad(x4, x4, True, 3, 3e38, 3e38, 1.0,
+                                                       device=device)
+    device.cache_clear()
+    dy = np.ones((1, 1, 1, 1), np.float32)
+    dx, _ = pyvkgrad.roi_align_grad(None, dy, np.array([[0, 0, 1, 1]], np.float32),
+                                    np.zeros(1, np.uint32), iter((1, 1, 2, 2)), device=device)
+    assert dx.shape == (1, 1, 2, 2) and dx.sum() == 1

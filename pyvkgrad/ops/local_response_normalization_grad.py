@@ -126,10 +126,13 @@ class LocalResponseNormalizationGradDesc(OperatorDesc):
                       DY_STRIDES=dy.element_strides)
         # The host rounds each constant once to float32 (from float64, where alpha * beta of
         # two float32 values is exact).
-        norm = dict(shared, BIAS=bias, ALPHA_OVER_SIZE=float(np.float32(alpha / self.local_size)),
-                    BETA=beta)
-        output = dict(shared, COEFFICIENT=float(np.float32(2 * alpha * beta / self.local_size)),
-                      DX_STRIDES=dx.element_strides)
+        # A constant beyond float32's range rounds to Inf, as the float32 arithmetic would
+        # give it (no warning of the caller's numpy error state: that is the kernel's value).
+        with np.errstate(over="ignore"):
+            alpha_over_size = float(np.float32(alpha / self.local_size))
+            coefficient = float(np.float32(2 * alpha * beta / self.local_size))
+        norm = dict(shared, BIAS=bias, ALPHA_OVER_SIZE=alpha_over_size, BETA=beta)
+        output = dict(shared, COEFFICIENT=coefficient, DX_STRIDES=dx.element_strides)
         # The walk over a window: whole, or in pieces of `chunk` positions under a loop limit
         # (an item then runs the grid loop's iteration and chunk + 1 of the walk's).
         positions = self.window_positions()

@@ -477,7 +477,8 @@ def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi:
               roi_gradient)
 
     def describe(d, dev):
-        sizes = as_uint_tuple(output_gradient_sizes, OPERATOR, "output_gradient_sizes")
+        # params' copy: an iterator given as the sizes is read once, here as for the key.
+        sizes = as_uint_tuple(params[0], OPERATOR, "output_gradient_sizes")
         if len(sizes) != 4 or min(sizes) == 0:
             fail(OPERATOR, "OutputGradientTensor.Sizes", "must be 4 sizes of at least 1",
                  "{B, C, H, W}", sizes)
