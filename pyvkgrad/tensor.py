@@ -91,7 +91,7 @@ def dml_name(field: str) -> str:
     return "".join(part.capitalize() for part in field.split("_"))
 
 
-def real_number(operator: str, field: str, value) -> float:
+def real_number(operator: str, field: str, value: object) -> float:
     """A number field's value as a Python float. A finite value beyond float64's range (a huge
     int, a long double), which float() raises on or turns into Inf, is refused, naming the
     operator and the field."""
