@@ -366,6 +366,19 @@ def check_array(array: object, desc: "TensorDesc", operator: str, field: str) ->
     return array
 
 
+def named_desc(operator: str, field: str, data_type: "DataType", sizes: Sequence[int],
+               strides: Optional[Sequence[int]] = None) -> "TensorDesc":
+    """TensorDesc(data_type, sizes, strides), whose refusal names the operator and the field
+    (a one-call function's own arrays and outputs; TensorDesc alone can name neither)."""
+    try:
+        return TensorDesc(data_type, tuple(sizes), None if strides is None else tuple(strides))
+    except (ValueError, TypeError) as e:
+        prefix = "TensorDesc: TensorDesc"
+        if str(e).startswith(prefix):
+            raise type(e)(f"{operator}: {field}{str(e)[len(prefix):]}") from None
+        raise
+
+
 def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional[int] = None,
                data_types: Optional[Iterable["DataType"]] = None
                ) -> Tuple["TensorDesc", np.ndarray]:
@@ -394,7 +407,7 @@ def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional
     if strides == packed_strides(array.shape):
         strides = None  # packed: the fast kernels and the plain copy apply
     if strided_ok:
-        desc = TensorDesc(data_type, array.shape, strides)
+        desc = named_desc(operator, field, data_type, array.shape, strides)
         # A view that addresses far more memory than it uses is cheaper packed.
         if desc.element_span > 2 * array.size + 64:
             strided_ok = False
@@ -403,7 +416,7 @@ def array_desc(array: np.ndarray, operator: str, field: str, max_bytes: Optional
             strided_ok = False
     if not strided_ok:
         array = np.ascontiguousarray(array)
-        desc = TensorDesc(data_type, array.shape, None)
+        desc = named_desc(operator, field, data_type, array.shape)
     span = np.lib.stride_tricks.as_strided(array, shape=(desc.element_span,), strides=(item,),
                                            writeable=False)
     return desc, span

@@ -409,3 +409,30 @@ def test_one_call_edges_nan_keys_overflowing_constants_and_iterators(device):
     dx, _ = pyvkgrad.roi_align_grad(None, dy, np.array([[0, 0, 1, 1]], np.float32),
                                     np.zeros(1, np.uint32), iter((1, 1, 2, 2)), device=device)
     assert dx.shape == (1, 1, 2, 2) and dx.sum() == 1
+
+
+def test_too_large_outputs_and_inputs_name_the_operator(device, monkeypatch):
+    """A one-call output of 2^32 elements or more (or of size 0), or a broadcast input that
+    large, is refused naming the operator and the field (TensorDesc's own check named
+    neither), before any device work."""
+    from pyvkgrad.one_call_cache import OneCallCache
+    monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
+    dy = np.ones((1, 1, 2, 2), np.float32)
+    calls = {
+        "SLICE_GRAD: OutputGradientTensor.Sizes hold too many": lambda: pyvkgrad.slice_grad(
+            np.ones((1, 4), np.float32), (2**30, 4), (0, 0), (1, 4), (1, 1)),
+        "SLICE_GRAD: OutputGradientTensor.Sizes must all be at least 1": lambda:
+            pyvkgrad.slice_grad(np.ones((1, 4), np.float32), (0, 4), (0, 0), (1, 4), (1, 1)),
+        "AVERAGE_POOLING_GRAD: OutputGradientTensor.Sizes hold too many": lambda:
+            pyvkgrad.average_pooling_grad(dy, (1, 1, 2**16, 2**16), (2**15, 2**15), (1, 1),
+                                          (0, 0), (0, 0), False),
+        "ROI_ALIGN_GRAD: OutputGradientTensor.Sizes hold too many": lambda:
+            pyvkgrad.roi_align_grad(None, dy, np.zeros((1, 4), np.float32),
+                                    np.zeros(1, np.uint32), (5, 1, 2**16, 2**16)),
+        "ACTIVATION_RELU_GRAD: input.Sizes hold too many": lambda:
+            pyvkgrad.activation_relu_grad(np.broadcast_to(np.float32(1), (2**16, 2**16)),
+                                          np.broadcast_to(np.float32(1), (2**16, 2**16))),
+    }
+    for message, call in calls.items():
+        with pytest.raises(ValueError, match=f"^{message}"):
+            call()

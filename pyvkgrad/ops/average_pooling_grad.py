@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from ..plan import READ, WRITE
-from ..tensor import TensorDesc, fail
+from ..tensor import TensorDesc, fail, named_desc
 from . import _pooling_grad
 from ._pooling_grad import PoolingGradRules
 
@@ -117,7 +117,8 @@ def average_pooling_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequ
 
     def make(d, dx_sizes):
         dy = d["input_gradient"]
-        return AveragePoolingGradDesc(dy, TensorDesc(dy.data_type, dx_sizes), strides,
+        return AveragePoolingGradDesc(dy, named_desc(OPERATOR, "OutputGradientTensor",
+                                                       dy.data_type, dx_sizes), strides,
                                       window_size, start_padding, end_padding, include_padding)
 
     def again(dev, dx_sizes, input_gradient):

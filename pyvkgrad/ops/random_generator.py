@@ -30,7 +30,7 @@ from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch, 
                     right_align)
 from ..tensor import (MAX_DIMENSIONS, MAX_ELEMENTS, DataType, TensorDesc, as_uint_tuple,
                       check_desc, check_output, check_rank, check_same, coalesce, enum_value,
-                      fail)
+                      fail, named_desc)
 from . import _one_call
 
 if TYPE_CHECKING:
@@ -180,7 +180,7 @@ def random_generator(input_state: np.ndarray, output_sizes: Sequence[int],
 
     def describe(d, dev):
         state = d["input_state"]
-        desc = RandomGeneratorDesc(state, TensorDesc(DataType.UINT32, sizes),
+        desc = RandomGeneratorDesc(state, named_desc(OPERATOR, "OutputTensor", DataType.UINT32, sizes),
                                    state.with_sizes(state.sizes), type)
         return desc, {"output": (sizes, 4), "output_state": (np.shape(input_state), 4)}
 

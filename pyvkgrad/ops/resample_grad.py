@@ -75,7 +75,7 @@ import numpy as np
 from .. import defaults
 from ..plan import READ, WRITE, Limits, OperatorDesc, Plan
 from ..tensor import (TensorDesc, as_uint_tuple, check_desc, check_float_type, check_output,
-                      check_rank, check_same, enum_value, fail, real_number)
+                      check_rank, check_same, enum_value, fail, named_desc, real_number)
 from . import _one_call, _resample_grad_plan
 from ._resample_grad_plan import MAX_COUNT
 # The operator's name and parameter enums are defined with the tables (the bottom of the
@@ -297,7 +297,8 @@ def run(descriptor: Type[ResampleGradRules], input_gradient: np.ndarray,
             parameters["output_pixel_offsets"])
         desc = descriptor(  # type: ignore[call-arg]
             input_gradient_tensor=dy_desc,
-            output_gradient_tensor=TensorDesc(dy_desc.data_type, sizes),
+            output_gradient_tensor=named_desc(op, "OutputGradientTensor", dy_desc.data_type,
+                                              sizes),
             interpolation_mode=parameters["interpolation_mode"],
             rounding_direction=parameters["rounding_direction"], scales=scales,
             input_pixel_offsets=input_offsets, output_pixel_offsets=output_offsets,

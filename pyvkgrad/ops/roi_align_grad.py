@@ -39,7 +39,8 @@ from ..defaults import ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES
 from ..plan import (LOOP_MARGIN, READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, Scratch,
                     grid_slices)
 from ..tensor import (DataType, TensorDesc, as_uint_tuple, check_desc, check_float,
-                      check_float_type, check_output, check_rank, check_same, enum_value, fail)
+                      check_float_type, check_output, check_rank, check_same, enum_value, fail,
+                      named_desc)
 from . import _one_call
 from ._resample_grad_tables import InterpolationMode
 
@@ -483,9 +484,11 @@ def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi:
             fail(OPERATOR, "OutputGradientTensor.Sizes", "must be 4 sizes of at least 1",
                  "{B, C, H, W}", sizes)
         dy = d["input_gradient"]
-        droi = TensorDesc(dy.data_type, d["roi"].sizes) if roi_gradient else None
+        droi = (named_desc(OPERATOR, "OutputRoiGradientTensor", dy.data_type, d["roi"].sizes)
+                if roi_gradient else None)
         desc = RoiAlignGradDesc(d.get("input"), dy, d["roi"], d["batch_indices"],
-                                TensorDesc(dy.data_type, sizes), droi, *params[1:-1])
+                                named_desc(OPERATOR, "OutputGradientTensor", dy.data_type, sizes),
+                                droi, *params[1:-1])
         outputs = {"output_gradient": (sizes, dy.data_type.element_size)}
         if roi_gradient:
             outputs["output_roi_gradient"] = (np.shape(roi), dy.data_type.element_size)

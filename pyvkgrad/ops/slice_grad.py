@@ -31,7 +31,7 @@ import numpy as np
 
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
 from ..tensor import (DataType, TensorDesc, as_uint_tuple, check_desc, check_output,
-                      check_same, fail, packed_strides)
+                      check_same, fail, named_desc, packed_strides)
 from . import _one_call
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def slice_grad(input_gradient: np.ndarray, output_gradient_sizes: Sequence[int],
         if len(sizes) != dy.rank:
             fail(OPERATOR, "OutputGradientTensor.DimensionCount",
                  "must equal InputGradientTensor.DimensionCount", dy.rank, len(sizes))
-        dx = TensorDesc(dy.data_type, sizes)
+        dx = named_desc(OPERATOR, "OutputGradientTensor", dy.data_type, sizes)
         desc = SliceGradDesc(dy, dx, input_window_offsets, input_window_sizes,
                              input_window_strides)
         whole[:] = [desc]  # the whole problem's descriptor, for its pieces
