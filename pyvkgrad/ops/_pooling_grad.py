@@ -285,7 +285,7 @@ class PoolingGradRules(OperatorDesc):
             if run < 1:
                 fail(self.OPERATOR, "WindowSize", "needs more loop iterations per window than "
                      f"the device allows ({limits.max_loop_iterations})",
-                     f"windows of fewer than {budget - 4} positions", self.window_size,
+                     f"windows of at most {budget - 4} positions", self.window_size,
                      RuntimeError)
             starts = range(0, windows, run)
             runs = [(t, t + run if t + run < windows else ALL_WINDOWS,

@@ -22,7 +22,7 @@ import numpy as np
 from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
 from ..tensor import (DataType, TensorDesc, check_desc, check_float,
                       check_float_type, check_output, check_rank, check_same, coalesce, dml_name,
-                      fail)
+                      check_numpy, fail)
 from . import _one_call
 
 if TYPE_CHECKING:
@@ -194,7 +194,8 @@ def adam_optimizer(input_parameters: np.ndarray, input_first_moment: np.ndarray,
     """(parameters, first_moment, second_moment) after one Adam step on the device, new packed
     arrays of input_parameters' dtype and shape. training_step: T, an int or a one-element
     uint32 array (the first step is 1)."""
-    rank = np.ndim(input_parameters)
+    check_numpy(input_parameters, OPERATOR, "input_parameters")  # (np.ndim of a ragged list
+    rank = np.ndim(input_parameters)                              # raises numpy's own error)
     if isinstance(training_step, (bool, np.bool_)) or not isinstance(
             training_step, (int, np.integer, np.ndarray)):
         fail(OPERATOR, "TrainingStepTensor", "must be an int or a uint32 array", "int",
