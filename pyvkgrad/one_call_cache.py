@@ -60,13 +60,25 @@ def _freeze(value: object) -> Optional[Tuple[Any, ...]]:
     if isinstance(value, (tuple, list)):
         items = [_freeze(v) for v in value]
         return None if any(i is None for i in items) else (type(value), tuple(items))
-    if isinstance(value, (float, np.floating)) and value != value:
-        # NaN (a clip bound that disables its side) never equals itself: its bytes instead,
-        # so that repeated calls hit rather than fill the cache with equal entries.
-        return (type(value), "nan", np.asarray(value).tobytes())
+    if isinstance(value, (float, np.floating)):
+        # A float by its bytes: -0.0 == 0.0 (their operators differ: a LearningRate or an
+        # Epsilon of -0 gives other signs), and NaN (a clip bound that disables its side)
+        # never equals itself, so repeated calls would miss and fill the cache.
+        return (type(value), np.asarray(value).tobytes())
     if value is None or isinstance(value, (bool, int, float, str, enum.Enum, np.generic)):
         return (type(value), value)
     return None
+
+
+def float_bits(desc: OperatorDesc) -> Tuple[bytes, ...]:
+    """The descriptor's float fields (and floats in its tuple fields) by their bytes, beside
+    the descriptor in a cache key: == takes -0.0 for 0.0, whose operators differ (a
+    LearningRate or an Epsilon of -0 gives other signs), and never a NaN for itself."""
+    values = []
+    for name in getattr(desc, "__dataclass_fields__", {}):
+        value = getattr(desc, name)
+        values += list(value) if isinstance(value, tuple) else [value]
+    return tuple(np.asarray(v).tobytes() for v in values if isinstance(v, (float, np.floating)))
 
 
 class CacheKey:
@@ -158,7 +170,7 @@ class OneCallCache:
         with context.lock:
             context.collect()
             env = LIMIT_VARIABLES.values()
-            key = CacheKey((desc, context.limits))
+            key = CacheKey((desc, context.limits, float_bits(desc)))
             entry = self._entries.get(key)
             if entry is None:
                 self._misses += 1

@@ -77,7 +77,7 @@ void main() {
         uint b;
         k_offsets(k, t, s, b);
         const float m = LOAD(mean, s.x);
-        const float ve = LOAD(variance, s.y) + EPSILON;
+        const float ve = LOAD(variance, s.y) + run_time(EPSILON);  // (-0 + 0 is +0)
         const float shift = TRAINING ? training_shift(m, ve, LOAD(x, t.x)) : m;
         const float sc = LOAD(scale, s.z);
         const float coef = cr_div(sc, cr_sqrt(ve));

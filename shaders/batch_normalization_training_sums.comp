@@ -328,7 +328,7 @@ void finish(uint k, uint slot, vec3 s, float shift) {
     uvec4 a = uvec4(0u), b = uvec4(0u);
     FOR_EACH_COORDINATE8(K_SIZES, k, ADD_K_FINISH)
     if (GRAD) {
-        precise float ve = LOAD(variance, a.y) + EPSILON;
+        precise float ve = LOAD(variance, a.y) + run_time(EPSILON);  // (-0 + 0 is +0)
         finish_channel(k, s, shift, LOAD(mean, a.x), ve, LOAD(scale, a.z), b.z, b.w);
         return;
     }
@@ -374,7 +374,7 @@ void main() {
         if (live && lane == 0u) {
             if (GRAD) {
                 const float m = LOAD(mean, base.z);
-                precise float ve = LOAD(variance, base.w) + EPSILON;
+                precise float ve = LOAD(variance, base.w) + run_time(EPSILON);
                 shift_of[slot] = TRAINING ? training_shift(m, ve, LOAD(x, base.x)) : m;
                 if (WRITE_DX) {
                     uint o = 0u;

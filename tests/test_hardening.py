@@ -436,3 +436,34 @@ def test_too_large_outputs_and_inputs_name_the_operator(device, monkeypatch):
     for message, call in calls.items():
         with pytest.raises(ValueError, match=f"^{message}"):
             call()
+
+
+def test_signed_zero_scalars(device):
+    """-0.0 and +0.0 are different scalars: the one-call cache keys floats by their bytes (a
+    call with the other sign reused the first's operator), and Epsilon = +0 added to a
+    Variance of -0 gives +0, so 1 / sqrt is +Inf, as the oracle has it (the add of a constant
+    0 was folded away; common.glsl's run_time)."""
+    from pyvkgrad import reference
+    x = np.array([-0.0, -0.0], np.float32)
+    m = np.array([-1.0, 1.0], np.float32)
+    v = np.ones(2, np.float32)
+    for order in ((0.0, -0.0), (-0.0, 0.0)):
+        for lr in order:
+            got = pyvkgrad.adam_optimizer(x, m, v, m, 1, lr, 0.9, 0.999, 1e-8, device=device)
+            want = reference.adam_optimizer(x, m, v, m, 1, lr, 0.9, 0.999, 1e-8)
+            np.testing.assert_array_equal(got[0].view(np.uint32),
+                                          np.float32(want[0]).view(np.uint32))
+        device.cache_clear()
+    xx = np.linspace(1, 2, 4, dtype=np.float32).reshape(2, 2, 1, 1)
+    dy = np.ones_like(xx)
+    mean = np.zeros((1, 2, 1, 1), np.float32)
+    var = np.full((1, 2, 1, 1), -0.0, np.float32)
+    scale = np.ones_like(mean)
+    with np.errstate(all="ignore"):
+        for epsilon in (-0.0, 0.0):
+            for grad in (pyvkgrad.batch_normalization_grad,
+                         pyvkgrad.batch_normalization_training_grad):
+                got = grad(xx, dy, mean, var, scale, epsilon, device=device)
+                want = getattr(reference, grad.__name__)(xx, dy, mean, var, scale, epsilon)
+                for g, w in zip(got, want):
+                    np.testing.assert_array_equal(g, w.astype(np.float32))

@@ -240,3 +240,55 @@ def test_adam_schedules_shapes_and_tensor_hyperparameters(device):
             assert float(pair[1].state_dict()["state"][0]["step"]) == 3
     finally:
         vt.set_device(None)
+
+
+def test_adam_resets_removals_copies_and_all_or_nothing_steps(device):
+    """A reset state (opt.state.clear()) restarts from zero moments as torch's Adam does; a
+    group removed with its state leaves state_dict() working; a step refused for a later
+    group's LearningRate (NaN) or a resized parameter changes no parameter and no step; a
+    deep copy of the optimizer steps on its own device tensors."""
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    torch.manual_seed(6)
+    grads = [torch.randn(3) for _ in range(5)]
+    vt.set_device(device)
+    try:
+        ps = [torch.nn.Parameter(torch.ones(3)) for _ in range(2)]
+        opts = (torch.optim.Adam([ps[0]], lr=0.1), Adam([ps[1]], lr=0.1))
+        for i, g in enumerate(grads):
+            if i == 3:
+                for opt in opts:
+                    opt.state.clear()
+            for q, opt in zip(ps, opts):
+                q.grad = g.clone()
+                opt.step()
+        torch.testing.assert_close(ps[1], ps[0], rtol=1e-5, atol=1e-6)
+        p, q = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))
+        opt = Adam([p], lr=0.1)
+        opt.add_param_group({"params": [q], "lr": 0.1})
+        p.grad, q.grad = torch.ones(3), torch.ones(2)
+        opt.step()
+        del opt.param_groups[1]
+        opt.state.pop(q)
+        assert list(opt.state_dict()["state"]) == [0]
+        copy_ = copy.deepcopy(opt)
+        copy_.param_groups[0]["params"][0].grad = torch.ones(3)
+        copy_.step()
+        opt.step()
+        assert torch.equal(copy_.param_groups[0]["params"][0], p)
+        r = torch.nn.Parameter(torch.ones(2))
+        r.grad = torch.ones(2)
+        opt.add_param_group({"params": [r], "lr": float("nan")})
+        before = p.detach().clone()
+        with pytest.raises(ValueError, match="ADAM_OPTIMIZER: LearningRate must be finite"):
+            opt.step()
+        assert torch.equal(p, before) and float(opt.state[p]["step"]) == 2
+        opt.param_groups[1]["lr"] = 0.1
+        p.data = torch.ones(5)
+        p.grad = torch.ones(5)
+        with pytest.raises(RuntimeError, match="moments no longer fit"):
+            opt.step()
+        assert torch.equal(r, torch.ones(2))
+    finally:
+        vt.set_device(None)

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from ..ops.adam_optimizer import AdamOptimizerDesc
+from ..tensor import check_float
 from . import _runtime
 
 _FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
@@ -81,6 +82,10 @@ class Adam(torch.optim.Optimizer):
         key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
                _number(group["eps"]))
         dev = self._device.get(p)
+        if dev is not None and "step" not in self.state.get(p, {}):
+            # The state was reset (opt.state.clear(), or a new dict): so are the moments.
+            self._forget(p)
+            dev = None
         if dev is None:
             device = _runtime.get_device()
             state = self.state[p]
@@ -107,13 +112,24 @@ class Adam(torch.optim.Optimizer):
             *descs, *descs[:3], lr, beta1, beta2, eps))
 
     def _check(self, p: torch.Tensor, group: Dict[str, Any]) -> None:
-        """What the device step cannot take, refused before any device work."""
+        """What the device step cannot take, refused before any parameter changes."""
         _check_options(group)
+        for name, value in (("LearningRate", group["lr"]), ("Beta1", group["betas"][0]),
+                            ("Beta2", group["betas"][1]), ("Epsilon", group["eps"])):
+            check_float("ADAM_OPTIMIZER", name, _number(value))
         if p.grad.is_sparse:
             raise RuntimeError("Adam does not support sparse gradients")
         if p.dtype not in (torch.float32, torch.float16) or p.device.type != "cpu":
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
+        dev = self._device.get(p)
+        if dev is not None and "step" in self.state.get(p, {}):
+            desc = dev["tensors"][0].desc
+            if (desc.element_count, desc.data_type.numpy_dtype) != (
+                    max(p.numel(), 1), np.dtype(str(p.dtype).replace("torch.", ""))):
+                raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a parameter changed from "
+                                   f"{desc.element_count} {desc.data_type.name} elements to "
+                                   f"{p.numel()} of {p.dtype}; its moments no longer fit it")
         step = int(_number(self.state[p].get("step", 0))) + 1
         if step >= 2 ** 32:
             raise ValueError(f"pyvkgrad.torch.optim.Adam: step {step} does not fit "
@@ -151,17 +167,7 @@ class Adam(torch.optim.Optimizer):
     def state_dict(self) -> Dict[str, Any]:
         """torch.optim.Adam's form: each parameter's `step`, `exp_avg` and `exp_avg_sq` (the
         device's moments, read back), so `torch.save` and `torch.optim.Adam` take it."""
-        for p, dev in self._device.items():
-            state = self.state[p]
-            for k, tensor in zip(("exp_avg", "exp_avg_sq"), dev["tensors"][1:3]):
-                state[k] = torch.from_numpy(tensor.numpy()).reshape(p.shape)
-        for group in self.param_groups:
-            for p in group["params"]:
-                state = self.state.get(p)
-                if state and "exp_avg" not in state and p.numel() == 0:
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p,
-                                                           memory_format=torch.preserve_format)
+        self._read_back()
         packed = super().state_dict()
         # Copies, so that an optimizer that loads them (torch.optim.Adam updates its step and
         # moments in place) cannot change this one's state.
@@ -169,6 +175,29 @@ class Adam(torch.optim.Optimizer):
                                for k, v in state.items()}
                            for i, state in packed["state"].items()}
         return packed
+
+    def _read_back(self) -> None:
+        """The device's moments into the state as exp_avg and exp_avg_sq (torch's form)."""
+        live = {p for group in self.param_groups for p in group["params"]}
+        for p in [p for p in self._device if p not in live or "step" not in self.state.get(p, {})]:
+            self._forget(p)  # no longer optimized, or its state was reset
+        for p, dev in self._device.items():
+            state = self.state[p]
+            for k, tensor in zip(("exp_avg", "exp_avg_sq"), dev["tensors"][1:3]):
+                moment = torch.from_numpy(tensor.numpy())
+                state[k] = moment.reshape(p.shape) if moment.numel() == p.numel() else moment
+        for group in self.param_groups:
+            for p in group["params"]:
+                state = self.state.get(p)
+                if state and "exp_avg" not in state and p.numel() == 0:
+                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["exp_avg_sq"] = torch.zeros_like(p,
+                                                           memory_format=torch.preserve_format)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        # copy.deepcopy and pickling keep torch's state and groups: with the moments in it.
+        self._read_back()
+        return super().__getstate__()
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
         """Takes this Adam's or torch.optim.Adam's state dict; the moments go to the device at
@@ -184,11 +213,20 @@ class Adam(torch.optim.Optimizer):
                 if isinstance(state.get(k), torch.Tensor):
                     state[k] = state[k].detach().clone()
 
+    def _forget(self, p: torch.Tensor) -> None:
+        dev = self._device.pop(p)
+        if "operator" in dev:
+            dev["operator"].close()
+
     def _close_device(self) -> None:
-        for dev in self._device.values():
-            if "operator" in dev:
-                dev["operator"].close()
-        self._device.clear()
+        for p in list(self._device):
+            self._forget(p)
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        # copy.deepcopy and pickling go through torch's __getstate__, which keeps only the
+        # optimizer's state and groups: a copy makes its own device tensors at its next step.
+        super().__setstate__(state)
+        self.__dict__.setdefault("_device", {})
 
 
 def _check_options(options: Dict[str, Any]) -> None:
