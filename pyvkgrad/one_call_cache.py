@@ -64,7 +64,7 @@ def _freeze(value: object) -> Optional[Tuple[Any, ...]]:
         # A float by its bytes: -0.0 == 0.0 (their operators differ: a LearningRate or an
         # Epsilon of -0 gives other signs), and NaN (a clip bound that disables its side)
         # never equals itself, so repeated calls would miss and fill the cache.
-        return (type(value), np.asarray(value).tobytes())
+        return (type(value), _bits(value))
     if value is None or isinstance(value, (bool, int, float, str, enum.Enum, np.generic)):
         return (type(value), value)
     return None
@@ -78,7 +78,11 @@ def float_bits(desc: OperatorDesc) -> Tuple[bytes, ...]:
     for name in getattr(desc, "__dataclass_fields__", {}):
         value = getattr(desc, name)
         values += list(value) if isinstance(value, tuple) else [value]
-    return tuple(np.asarray(v).tobytes() for v in values if isinstance(v, (float, np.floating)))
+    return tuple(_bits(v) for v in values if isinstance(v, (float, np.floating)))
+
+
+def _bits(value: object) -> bytes:
+    return np.asarray(value).tobytes()
 
 
 class CacheKey:

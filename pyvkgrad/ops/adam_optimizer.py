@@ -194,8 +194,9 @@ def adam_optimizer(input_parameters: np.ndarray, input_first_moment: np.ndarray,
     """(parameters, first_moment, second_moment) after one Adam step on the device, new packed
     arrays of input_parameters' dtype and shape. training_step: T, an int or a one-element
     uint32 array (the first step is 1)."""
-    check_numpy(input_parameters, OPERATOR, "input_parameters")  # (np.ndim of a ragged list
-    rank = np.ndim(input_parameters)                              # raises numpy's own error)
+    # An array first: np.ndim of a ragged list raises numpy's own error.
+    check_numpy(input_parameters, OPERATOR, "input_parameters")
+    rank = np.ndim(input_parameters)
     if isinstance(training_step, (bool, np.bool_)) or not isinstance(
             training_step, (int, np.integer, np.ndarray)):
         fail(OPERATOR, "TrainingStepTensor", "must be an int or a uint32 array", "int",

@@ -180,8 +180,8 @@ def random_generator(input_state: np.ndarray, output_sizes: Sequence[int],
 
     def describe(d, dev):
         state = d["input_state"]
-        desc = RandomGeneratorDesc(state, named_desc(OPERATOR, "OutputTensor", DataType.UINT32, sizes),
-                                   state.with_sizes(state.sizes), type)
+        output = named_desc(OPERATOR, "OutputTensor", DataType.UINT32, sizes)
+        desc = RandomGeneratorDesc(state, output, state.with_sizes(state.sizes), type)
         return desc, {"output": (sizes, 4), "output_state": (np.shape(input_state), 4)}
 
     # No rerun: an element's bits depend on its place in the whole output, so a problem

@@ -43,21 +43,16 @@ from ..tensor import (DataType, TensorDesc, as_uint_tuple, check_desc, check_flo
                       named_desc)
 from . import _one_call
 from ._resample_grad_tables import InterpolationMode
+from ._roi_align_grad_windows import OPERATOR, UINT32_MAX, UNBOUNDED, check_windows, plan_windows
 
 if TYPE_CHECKING:
     from ..device import DeviceLike
 
-OPERATOR = "ROI_ALIGN_GRAD"
-UINT32_MAX = 2**32 - 1
 # Element counts the kernels index with 32-bit words (a MAX selection is 3 words per dY element).
 MAX_COUNT = 2**31 - 1
-# Window bounds that mean "no bound" (the kernels take min(bound, count)).
-UNBOUNDED = UINT32_MAX
 # Loop iterations a region costs before its samples: 4 bisections of at most 25 steps (N <= 2^24)
 # and the tests that end them.
 SEARCH_LOOPS = 4 * 26
-# Dispatches a plan may take under a driver's loop limit before it refuses the problem.
-MAX_DISPATCHES = 100_000
 # The tiles' region lists (roi_align_grad_tiles.comp) take R words per tile: tiles of 8 x 8
 # elements, larger where the lists would take more than this.
 TILE_LIST_BYTES = 64 * 2**20
@@ -277,7 +272,7 @@ class RoiAlignGradDesc(OperatorDesc):
         selected = "selected" if self.is_max else "no_selection"
         if self.is_max:
             scratch.append(Scratch("selected", 12 * dy.element_count))
-            windows = _windows(1, cell_rows, cell_cols, budget, 3 + SEARCH_LOOPS)
+            windows = plan_windows(1, cell_rows, cell_cols, budget, 3 + SEARCH_LOOPS)
             for k, (_, _, (rb, re), (cb, ce), cost) in enumerate(windows):
                 for first, end, groups in grid_slices(dy.element_count, wg, limits, cost + 1):
                     dispatches.append(Dispatch(
@@ -295,7 +290,7 @@ class RoiAlignGradDesc(OperatorDesc):
             # (windows as MAX's selection), MAX takes its selected one, NEAREST writes 0.
             scratch.append(Scratch("partials", 16 * dy.element_count))
             if linear and not self.is_max:
-                windows = _windows(1, cell_rows, cell_cols, budget, 3 + SEARCH_LOOPS)
+                windows = plan_windows(1, cell_rows, cell_cols, budget, 3 + SEARCH_LOOPS)
             else:
                 windows = [(0, 1, (0, UNBOUNDED), (0, UNBOUNDED), 3)]
             for k, (_, _, (rb, re), (cb, ce), cost) in enumerate(windows):
@@ -333,7 +328,7 @@ class RoiAlignGradDesc(OperatorDesc):
                         push=dict(count=end, first=first, item_begin=begin, item_end=end_item,
                                   first_window=int(k == 0),
                                   last_window=int(k == len(spans) - 1))))
-        _check_windows(len(dispatches))
+        check_windows(len(dispatches))
         return Plan(tuple(dispatches), tuple(scratch),
                     tensors=tuple(n for n, _ in self.tensor_fields()))
 
@@ -356,7 +351,7 @@ class RoiAlignGradDesc(OperatorDesc):
         regions = dy.sizes[0]
         rows = self._samples_bound(out_h, height, False)
         cols = self._samples_bound(out_w, width, False)
-        windows = _windows(regions, rows, cols, budget, 2 + SEARCH_LOOPS)
+        windows = plan_windows(regions, rows, cols, budget, 2 + SEARCH_LOOPS)
         scratch.append(Scratch("accumulator", 4 * dx.element_count if len(windows) > 1 else 16))
         # Each region's box of reached indices, then per tile its list of the regions of its
         # image whose box meets it (in windows of regions under a loop limit).
@@ -411,44 +406,6 @@ class RoiAlignGradDesc(OperatorDesc):
                               col_limit=cols if budget else UNBOUNDED,
                               first_window=int(k == 0), last_window=int(k == len(windows) - 1))))
         return dispatches
-
-
-def _windows(regions: int, rows: int, cols: int, budget: int, overhead: int):
-    """The windows one plan's kernel runs, in summation order, each as (first region, end
-    region, (row offsets), (column offsets), loop iterations per item): all at once without
-    a loop limit (`budget` 0); else chunks of regions, or of one region's rows, or of one row's
-    columns, each within the budget (`overhead`: a region's iterations before its samples)."""
-    whole = ((0, UNBOUNDED), (0, UNBOUNDED))
-    region = overhead + rows * (cols + 2)
-    if not budget or regions * region <= budget:
-        return [(0, regions, *whole, regions * region)]
-    if region <= budget:
-        step = budget // region
-        return [(r, min(r + step, regions), *whole, step * region)
-                for r in range(0, regions, step)]
-    if overhead + cols + 2 <= budget:
-        step = (budget - overhead) // (cols + 2)
-        _check_windows(regions * -(-rows // step))
-        return [(r, r + 1, (j, min(j + step, rows)), (0, UNBOUNDED), budget)
-                for r in range(regions) for j in range(0, rows, step)]
-    step = budget - overhead - 2
-    if step < 1:
-        # A device limit, not bad input: RuntimeError, as the other operators' plans raise.
-        fail(OPERATOR, "Limits.max_loop_iterations", "is too small for the kernels",
-             f"> {overhead + 2 + LOOP_MARGIN}", budget + LOOP_MARGIN, RuntimeError)
-    _check_windows(regions * rows * -(-cols // step))
-    return [(r, r + 1, (j, j + 1), (i, min(i + step, cols)), budget)
-            for r in range(regions) for j in range(rows) for i in range(0, cols, step)]
-
-
-def _check_windows(count: int) -> None:
-    """Refuse, from the count alone, windows that would take more than MAX_DISPATCHES
-    dispatches (each takes at least one), before listing them: a Minimum of 2^24 samples per
-    output under lavapipe's loop limit would list billions."""
-    if count > MAX_DISPATCHES:
-        fail(OPERATOR, "MinimumSamplesPerOutput", "asks for more samples per output than "
-             "this device's loop limit lets pyvkgrad visit", f"at most {MAX_DISPATCHES} "
-             f"dispatches", f"at least {count}")
 
 
 def roi_align_grad(input: Optional[np.ndarray], input_gradient: np.ndarray, roi: np.ndarray,

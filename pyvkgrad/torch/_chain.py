@@ -261,7 +261,7 @@ class BatchNormStep(Step):
             # As F.batch_norm (_verify_batch_size): one value per channel has no variance.
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.size()}")
-        momentum = self.momentum
+        momentum = self.momentum  # (a float: None is refused above)
         if self.training:
             # The forward on the device too: BATCH_NORMALIZATION_TRAINING's Output, Mean and
             # (biased) Variance, the same bits on every device; PyTorch's running statistics

@@ -81,11 +81,7 @@ class Adam(torch.optim.Optimizer):
         learning rate compiles no pipeline)."""
         key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
                _number(group["eps"]))
-        dev = self._device.get(p)
-        if dev is not None and "step" not in self.state.get(p, {}):
-            # The state was reset (opt.state.clear(), or a new dict): so are the moments.
-            self._forget(p)
-            dev = None
+        dev = self._device_of(p)
         if dev is None:
             device = _runtime.get_device()
             state = self.state[p]
@@ -122,15 +118,15 @@ class Adam(torch.optim.Optimizer):
         if p.dtype not in (torch.float32, torch.float16) or p.device.type != "cpu":
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
-        dev = self._device.get(p)
-        if dev is not None and "step" in self.state.get(p, {}):
+        dev = self._device_of(p)
+        if dev is not None:
             desc = dev["tensors"][0].desc
             if (desc.element_count, desc.data_type.numpy_dtype) != (
-                    max(p.numel(), 1), np.dtype(str(p.dtype).replace("torch.", ""))):
+                    max(p.numel(), 1), p.detach().numpy().dtype):
                 raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a parameter changed from "
                                    f"{desc.element_count} {desc.data_type.name} elements to "
                                    f"{p.numel()} of {p.dtype}; its moments no longer fit it")
-        step = int(_number(self.state[p].get("step", 0))) + 1
+        step = self._next_step(p)
         if step >= 2 ** 32:
             raise ValueError(f"pyvkgrad.torch.optim.Adam: step {step} does not fit "
                              f"ADAM_OPTIMIZER's UINT32 TrainingStepTensor")
@@ -147,7 +143,7 @@ class Adam(torch.optim.Optimizer):
             self._check(p, group)
         for p, group in live:
             state = self.state[p]
-            step = int(_number(state.get("step", 0))) + 1
+            step = self._next_step(p)
             if p.numel() > 0:
                 dev = self._device_state(p, group)
                 x, m, v, g, t = dev["tensors"]
@@ -179,8 +175,10 @@ class Adam(torch.optim.Optimizer):
     def _read_back(self) -> None:
         """The device's moments into the state as exp_avg and exp_avg_sq (torch's form)."""
         live = {p for group in self.param_groups for p in group["params"]}
-        for p in [p for p in self._device if p not in live or "step" not in self.state.get(p, {})]:
-            self._forget(p)  # no longer optimized, or its state was reset
+        for p in [p for p in self._device if p not in live]:
+            self._forget(p)  # no longer optimized
+        for p in list(self._device):
+            self._device_of(p)  # (forgets a reset state's moments)
         for p, dev in self._device.items():
             state = self.state[p]
             for k, tensor in zip(("exp_avg", "exp_avg_sq"), dev["tensors"][1:3]):
@@ -212,6 +210,19 @@ class Adam(torch.optim.Optimizer):
             for k in ("step", "exp_avg", "exp_avg_sq"):
                 if isinstance(state.get(k), torch.Tensor):
                     state[k] = state[k].detach().clone()
+
+    def _device_of(self, p: torch.Tensor) -> Optional[Dict[str, Any]]:
+        """p's device state, or None: none yet, or its optimizer state was reset
+        (opt.state.clear(), or a new dict), and so are its moments (forgotten here)."""
+        dev = self._device.get(p)
+        if dev is not None and "step" not in self.state.get(p, {}):
+            self._forget(p)
+            return None
+        return dev
+
+    def _next_step(self, p: torch.Tensor) -> int:
+        """The TrainingStepTensor of p's next step (torch keeps `step` as a float tensor)."""
+        return int(_number(self.state[p].get("step", 0))) + 1
 
     def _forget(self, p: torch.Tensor) -> None:
         dev = self._device.pop(p)
