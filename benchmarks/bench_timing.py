@@ -219,16 +219,16 @@ def benchmark_kernel(name, rte16=False):
     return data, kernels.interface_of(name, entry)
 
 
-def benchmark_program(device, name, buffers, constants, count, rte16=False):
+def benchmark_program(device, name, buffers, constants, count, rte16=False, push=None):
     """(program, push words) of the benchmark-only kernel `name` (benchmark_kernel, rte16)
     bound to `buffers` (binding name -> runtime Buffer), specialised with `constants` and the
     device's workgroup width, over `count` items (its push constant `count`, a grid-stride
-    loop over at most 65535 workgroups)."""
+    loop over at most 65535 workgroups); `push`: its other push constants by name."""
     from pyvkgrad import kernels
     spirv, iface = benchmark_kernel(name, rte16)
     wg = device.limits.local_size
     bound = [buffers[n] for n in kernels.binding_order(iface, {n: n for n in buffers})]
-    push = np.array(kernels.push_words(iface, {"count": count}), dtype=np.uint32)
+    push = np.array(kernels.push_words(iface, dict(push or {}, count=count)), dtype=np.uint32)
     program = device.runtime().program(bound, spirv, min(-(-count // wg), 65535),
                                        kernels.specialization(iface, dict(constants, WG=wg)),
                                        len(push))

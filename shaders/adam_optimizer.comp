@@ -15,11 +15,12 @@
 // Constants: IS_F16; PACKED (the seven tensors coalesce to one packed run: an item is one
 //   32-bit word of each, one float32 or two float16 elements; a word the descriptor's elements
 //   end in keeps its other half); otherwise SIZES and the element strides of the seven tensors
-//   (8 dimensions, right-aligned); Beta1, Beta2 and Epsilon.
+//   (8 dimensions, right-aligned); the float path's limits (adam_step.glsl).
 // Push constants: count (the items this dispatch ends at: words or elements), elements,
-//   first (the item it starts at), learning_rate (LearningRate's float32 bits: a push
-//   constant rather than a specialization constant, so that operators of every learning rate
-//   share one pipeline, and a learning-rate schedule compiles no kernel).
+//   first (the item it starts at), learning_rate (LearningRate's float32 bits), then the
+//   step's (adam_step.glsl: the Betas and Epsilon). Push constants rather than specialization
+//   constants, so that operators of different learning rates, Betas and Epsilons share one
+//   pipeline, and a schedule compiles no kernel.
 // Dispatch: up to 65535 workgroups, several items per invocation (alpha is computed once per
 //   workgroup); a grid-stride loop over the items [first, count).
 #version 450
@@ -33,14 +34,12 @@ layout(constant_id = 1) const bool IS_F16 = false;
 layout(constant_id = 2) const bool PACKED = false;
 // PACKED: load each item's words a pass ahead (the plan's PREFETCH).
 layout(constant_id = 3) const bool PREFETCH = false;
-// 4-8: BETA1, BETA2, EPSILON, ONE_MINUS_BETA1, ONE_MINUS_BETA2 (adam_step.glsl)
-DIMS8(uint, SIZES, 9, 1u)
-DIMS8_4(uint, X_STRIDES, M_STRIDES, V_STRIDES, G_STRIDES, 17, 0u)
-DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 49, 0u)
-// 73-77: the float path's limits, M_LEAST, G_LEAST, V_LEAST, CHECK_INPUTS, EXACT_ONLY
-// (adam_step.glsl)
-#define ADAM_SCALARS_ID 4
-#define ADAM_LIMITS_ID 73
+DIMS8(uint, SIZES, 4, 1u)
+DIMS8_4(uint, X_STRIDES, M_STRIDES, V_STRIDES, G_STRIDES, 12, 0u)
+DIMS8_3(uint, NEW_X_STRIDES, NEW_M_STRIDES, NEW_V_STRIDES, 44, 0u)
+// 68-73: the float path's limits, M_LEAST, G_LEAST, V_LEAST, CHECK_INPUTS, EXACT_ONLY,
+// NEGATIVE_EPSILON (adam_step.glsl)
+#define ADAM_LIMITS_ID 68
 
 // InputParametersTensor, InputFirstMomentTensor, InputSecondMomentTensor, GradientTensor,
 // TrainingStepTensor, then the three outputs. Outputs are read-write: a float16 element that
@@ -53,8 +52,7 @@ layout(set = 0, binding = 4) readonly buffer STEP { uint step[]; };
 layout(set = 0, binding = 5) buffer NEW_X { uint new_x[]; };
 layout(set = 0, binding = 6) buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 7) buffer NEW_V { uint new_v[]; };
-layout(push_constant) uniform Push { uint count; uint elements; uint first; uint learning_rate; };
-
+#define KERNEL_PUSH_CONSTANTS uint count; uint elements; uint first; uint learning_rate;
 #include "adam_step.glsl"
 
 // PACKED: item i, one word of each tensor (xw, mw, vw, gw: its inputs, loaded before any

@@ -109,20 +109,35 @@ def test_same_bits_as_the_float32_model(device, rng, n, dtype):
         same_bits(got, model(x, m, v, g, t, *scalars), dtype)
 
 
-def test_every_learning_rate_shares_one_pipeline(device, rng):
-    """LearningRate is a push constant: operators of different learning rates (a schedule's)
-    share one pipeline, so a new rate compiles no kernel, and each gives the model's bits
-    (subnormal and zero rates included)."""
+def test_schedules_share_one_pipeline(device, rng):
+    """LearningRate, the Betas and Epsilon are push constants (the float path's limits are
+    powers of two, which the usual Betas share): the operators of a schedule (OneCycleLR
+    changes the learning rate and Beta1 every step) share one pipeline per data type, so a new
+    value compiles no kernel. Each gives the model's bits, and so do the edge values that
+    specialise a kernel of their own (zero, subnormal, negative and largest scalars; Betas of
+    0 and 1, which take the exact path or give Inf and NaN)."""
     n = 257
-    x, m, g = (rng.standard_normal(n).astype(F32) for _ in range(3))
-    v = (0.01 * rng.standard_normal(n) ** 2).astype(F32)
-    pyvkgrad.adam_optimizer(x, m, v, g, 3, 1e-3, 0.9, 0.999, 1e-8, device=device)
-    runtime = device.runtime()
-    made = runtime.pipelines_made
-    for lr in (0.0, 1e-39, 2.0 ** -149, 3e-4, 0.1, 7.5, float(np.finfo(F32).max)):
-        got = pyvkgrad.adam_optimizer(x, m, v, g, 3, lr, 0.9, 0.999, 1e-8, device=device)
-        same_bits(got, model(x, m, v, g, 3, lr, 0.9, 0.999, 1e-8), F32)
-    assert runtime.pipelines_made == made
+    for dtype in (F32, F16):
+        x, m, g = (rng.standard_normal(n).astype(dtype) for _ in range(3))
+        v = (0.01 * rng.standard_normal(n) ** 2).astype(dtype)
+        pyvkgrad.adam_optimizer(x, m, v, g, 3, 1e-3, 0.9, 0.999, 1e-8, device=device)
+        runtime = device.runtime()
+        made = runtime.pipelines_made
+        schedule = [(lr, 0.9, 0.999, 1e-8) for lr in
+                    (0.0, 1e-39, 2.0 ** -149, 3e-4, 0.1, 7.5, float(np.finfo(F32).max))]
+        schedule += [(4e-3, b1, 0.999, 1e-8) for b1 in np.linspace(0.85, 0.95, 7)]
+        schedule += [(1e-3, 0.9, b2, eps) for b2 in (0.998, 0.9985, 0.999)
+                     for eps in (0.0, 1e-8, 1e-6, 0.1)]
+        for lr, b1, b2, eps in schedule:
+            got = pyvkgrad.adam_optimizer(x, m, v, g, 3, lr, b1, b2, eps, device=device)
+            same_bits(got, model(x, m, v, g, 3, lr, b1, b2, eps), dtype)
+        assert runtime.pipelines_made == made, dtype
+        edges = [(1e-3, b1, 0.999, 1e-8) for b1 in (0.0, 1.0, 1e-40, -0.5, 0.3)]
+        edges += [(1e-3, 0.9, b2, 1e-8) for b2 in (0.0, 1.0, 2.0 ** -140, 0.9)]
+        edges += [(1e-3, 0.9, 0.999, eps) for eps in (1e-42, -1e-3)]
+        for lr, b1, b2, eps in edges:
+            got = pyvkgrad.adam_optimizer(x, m, v, g, 3, lr, b1, b2, eps, device=device)
+            same_bits(got, model(x, m, v, g, 3, lr, b1, b2, eps), dtype)
 
 
 def _tiny(rng, n):
@@ -192,15 +207,15 @@ def _run_simulated(device, x, m, v, g, lr_alpha, b1, b2, epsilon, dtype, skew=Fa
     """(x', m', v') of the simulated device (benchmarks/shaders/adam_simulated_device.comp) as
     `dtype` (float32, or float16 for float16 values x, m, v, g); `skew`: its root and quotient
     off (the float16 quick step's)."""
-    from pyvkgrad.ops.adam_optimizer import step_constants
+    from pyvkgrad.ops.adam_optimizer import step_values
     from test_correctly_rounded import run_ops
     half = dtype == F16
-    constants = dict(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=half, SKEW=skew,
-                     **step_constants(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16 if half
-                                      else pyvkgrad.DataType.FLOAT32))
+    constants, push = step_values(b1, b2, epsilon, pyvkgrad.DataType.FLOAT16 if half
+                                  else pyvkgrad.DataType.FLOAT32)
+    constants.update(LR_ALPHA=float(lr_alpha), HALF_OUTPUTS=half, SKEW=skew)
     inputs = {k: np.asarray(a, F32).view(np.uint32) for k, a in dict(x=x, m=m, v=v, g=g).items()}
     words = run_ops(device, "adam_simulated_device", inputs, ("new_x", "new_m", "new_v"),
-                    constants)
+                    constants, push=push)
     return [w.astype(np.uint16).view(F16) if half else w.view(F32) for w in words]
 
 

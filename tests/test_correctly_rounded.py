@@ -40,9 +40,10 @@ SPECIALS = np.array([0, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC000
                     dtype=np.uint32)
 
 
-def run_ops(device, kernel, inputs, outputs, constants, rte16=False):
+def run_ops(device, kernel, inputs, outputs, constants, rte16=False, push=None):
     """The output words (named `outputs`) of the element-wise benchmark kernel `kernel` (its
-    rte16 SPIR-V with rte16) on `inputs` (binding name -> uint32 array, all of one size)."""
+    rte16 SPIR-V with rte16) on `inputs` (binding name -> uint32 array, all of one size);
+    `push`: its push constants other than the count."""
     runtime = device.runtime()
     n = next(iter(inputs.values())).size
     padded = -(-n // 4) * 4  # buffers hold whole 16-byte vectors
@@ -52,10 +53,10 @@ def run_ops(device, kernel, inputs, outputs, constants, rte16=False):
         words[:n] = a
         buffers[name] = runtime.buffer(4 * padded, words=words)
     buffers.update({k: runtime.buffer(4 * padded) for k in outputs})
-    program, push = benchmark_program(device, kernel, buffers, constants, n, rte16)
+    program, words = benchmark_program(device, kernel, buffers, constants, n, rte16, push)
     commands = runtime.commands()
     commands.upload([buffers[k] for k in inputs])
-    commands.dispatch(program, push)
+    commands.dispatch(program, words)
     commands.download([buffers[k] for k in outputs])
     commands.submit(kernel)
     out = tuple(buffers[k].words()[:n].copy() for k in outputs)

@@ -201,8 +201,8 @@ def test_adam_refuses_torch_only_options_before_any_work(device):
 
 
 def test_adam_schedules_shapes_and_tensor_hyperparameters(device):
-    """A learning rate that changes every step (CosineAnnealingLR) compiles no new pipeline
-    and matches PyTorch's schedule; 0-d and empty parameters and tensor lr and betas step as
+    """A learning rate and a Beta1 that change every step (OneCycleLR, which cycles the
+    momentum) compile no new pipeline and match PyTorch's schedule; 0-d and empty parameters and tensor lr and betas step as
     torch.optim.Adam does (within float32 rounding)."""
     import pyvkgrad.torch as vt
     from pyvkgrad.torch.optim import Adam
@@ -214,7 +214,8 @@ def test_adam_schedules_shapes_and_tensor_hyperparameters(device):
         params = {n: torch.nn.Parameter(torch.linspace(-1, 1, 6)) for n in ("torch", "bridge")}
         opts = dict(torch=torch.optim.Adam([params["torch"]], lr=0.05),
                     bridge=Adam([params["bridge"]], lr=0.05))
-        scheds = {n: torch.optim.lr_scheduler.CosineAnnealingLR(o, 8) for n, o in opts.items()}
+        scheds = {n: torch.optim.lr_scheduler.OneCycleLR(o, 0.05, total_steps=len(grads) + 1)
+                  for n, o in opts.items()}
         runtime = device.runtime()
         for i, g in enumerate(grads):
             for n in opts:

@@ -28,7 +28,10 @@ folder):
   subnormal halves included, wherever v is zero or a normal float32 up to 65504 (not built
   into the package: what it would save). Its patch, and checked_half's, change
   halves_from_floats, which the packed float16 store now calls only for a row that fails
-  halves_from_floats8's test: since 2026-12-03 (night) they time that rare road alone.
+  halves_from_floats8's test: since 2026-12-03 (night) they time that rare road alone;
+- prefetch2: each item's words loaded two passes ahead instead of one;
+- rte16_scalars: rte16 with the Betas and Epsilon (push constants) as the benchmark's
+  constants, which the compiler sees (what the push constants cost).
 SAME_BITS must give the same bits (checked after the same timed steps, against the first of
 them timed; preserve16 only where the device keeps subnormal halves, as the modes require).
 ADAM_VARIANTS=shipped,rte16 (a list) and ADAM_DTYPES=float16 time only those; ADAM_DATA=small
@@ -100,13 +103,47 @@ ROW_XM = [(KERNEL, ROW_STORE, """        const vec4 xm = vec4(lo.x, hi.x, lo.y, 
         new_x[i] = w.x;
         new_m[i] = w.y;
         new_v[i] = halves_from_floats(vec2(lo.z, hi.z));""")]
+# Each item's words loaded two passes ahead (two items' loads in flight while one computes;
+# 4 more registers).
+PREFETCH2 = [
+    (KERNEL, """    uvec4 next = uvec4(0u);
+    if (PACKED && PREFETCH && i0 < count) next = uvec4(x[i0], m[i0], v[i0], g[i0]);
+""", """    uvec4 next = uvec4(0u), next2 = uvec4(0u);
+    if (PACKED && PREFETCH && i0 < count) next = uvec4(x[i0], m[i0], v[i0], g[i0]);
+    if (PACKED && PREFETCH && i0 + stride < count) {
+        const uint j = i0 + stride;
+        next2 = uvec4(x[j], m[j], v[j], g[j]);
+    }
+"""),
+    (KERNEL, """            const uvec4 words = next;
+            if (i + stride < count) {
+                const uint j = i + stride;
+                next = uvec4(x[j], m[j], v[j], g[j]);
+            }
+""", """            const uvec4 words = next;
+            next = next2;
+            if (i + 2u * stride < count) {
+                const uint j = i + 2u * stride;
+                next2 = uvec4(x[j], m[j], v[j], g[j]);
+            }
+""")]
+# The Betas and Epsilon (push constants) as constants the compiler sees, the benchmark's (0.9,
+# 0.999, 1e-8): what they cost as push constants. (Run 2 of 2026-12-04 (evening) timed the
+# float path's limits and switches as push constants too, each group patched back to
+# constants in turn; they are specialization constants again since.)
+_SCALARS_AT = "#define ONE_MINUS_BETA2 uintBitsToFloat(one_minus_beta2)\n"
+SCALARS = [(STEP, _SCALARS_AT, _SCALARS_AT +
+            "#define beta1 0x3F666666u\n#define beta2 0x3F7FBE77u\n"
+            "#define epsilon 0x322BCC77u\n#define one_minus_beta1 0x3DCCCCD0u\n"
+            "#define one_minus_beta2 0x3A831200u\n")]
 VARIANTS = dict(shipped=[], no_quick=NO_QUICK, pairs=PAIRS, pairs_rte16=RTE16 + PAIRS,
                 row_xm=ROW_XM, row_xm_rte16=RTE16 + ROW_XM,
                 quick_device_half=QUICK_DEVICE_HALF, checked_half=bench_timing.CHECKED_HALF,
                 no_cr=NO_CR, no_checks=NO_CHECKS, device_half=DEVICE_HALF, memory=MEMORY,
-                rte16=RTE16, preserve16=PRESERVE16)
+                rte16=RTE16, preserve16=PRESERVE16, prefetch2=PREFETCH2,
+                rte16_scalars=RTE16 + SCALARS)
 SAME_BITS = ("shipped", "no_quick", "pairs", "pairs_rte16", "row_xm", "row_xm_rte16",
-             "checked_half", "rte16", "preserve16")
+             "checked_half", "rte16", "preserve16", "prefetch2", "rte16_scalars")
 OUTPUTS = ("input_parameters_tensor", "input_first_moment_tensor",
            "input_second_moment_tensor")  # in place: the outputs are these tensors
 

@@ -11,21 +11,20 @@
 //   (new_x, new_m, new_v)[i] = adam(x[i], m[i], v[i], g[i], LR_ALPHA)   (float32 words; with
 //                              HALF_OUTPUTS, float16 values in, their float16 bits out)
 //
-// Constants: the Betas, Epsilon and the float path's limits as adam_optimizer.comp's;
-//   LR_ALPHA (LearningRate alpha); HALF_OUTPUTS; SKEW.
-// Push constants: count (elements).
+// Constants: LR_ALPHA (LearningRate alpha); HALF_OUTPUTS; SKEW; the float path's limits as
+//   adam_optimizer.comp's (adam_step.glsl).
+// Push constants: count (elements), then the Betas and Epsilon as adam_optimizer.comp's.
 // Dispatch: up to 65535 workgroups; grid-stride loop over the elements.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "../../shaders/include/correctly_rounded.glsl"
 
-// 1-5: the scalars, 6-10: the float path's limits (adam_step.glsl)
-#define ADAM_SCALARS_ID 1
-#define ADAM_LIMITS_ID 6
-layout(constant_id = 11) const float LR_ALPHA = 0.001;
-layout(constant_id = 12) const bool HALF_OUTPUTS = false;
-layout(constant_id = 13) const bool SKEW = false;
+layout(constant_id = 1) const float LR_ALPHA = 0.001;
+layout(constant_id = 2) const bool HALF_OUTPUTS = false;
+layout(constant_id = 3) const bool SKEW = false;
+// 4-9: the float path's limits (adam_step.glsl)
+#define ADAM_LIMITS_ID 4
 
 // v, or a zero of its sign where v is subnormal.
 float flush_subnormal(float v) {
@@ -48,6 +47,7 @@ float skewed(float q) {
     return SKEW ? r : q;
 }
 #define HALF_STEP_SKEW(q) skewed(q)
+#define KERNEL_PUSH_CONSTANTS uint count;
 #include "../../shaders/include/adam_step.glsl"
 
 layout(set = 0, binding = 0) readonly buffer X { uint x[]; };
@@ -57,7 +57,6 @@ layout(set = 0, binding = 3) readonly buffer G { uint g[]; };
 layout(set = 0, binding = 4) writeonly buffer NEW_X { uint new_x[]; };
 layout(set = 0, binding = 5) writeonly buffer NEW_M { uint new_m[]; };
 layout(set = 0, binding = 6) writeonly buffer NEW_V { uint new_v[]; };
-layout(push_constant) uniform Push { uint count; };
 
 uint result_bits(float r) { return HALF_OUTPUTS ? half_from_float(r) : floatBitsToUint(r); }
 

@@ -47,6 +47,11 @@ SUMMAND_LEAST = 2.0 ** -102
 LEAST_NORMAL = 2.0 ** -126
 
 
+def _bits(value: float) -> int:
+    """value's float32 bits."""
+    return int(np.array(value, np.float32).view(np.uint32))
+
+
 def _bits_at_least(value: float) -> int:
     """The bits of the least float32 >= value (Inf's past the largest float)."""
     if value > float(np.finfo(np.float32).max):
@@ -54,7 +59,7 @@ def _bits_at_least(value: float) -> int:
     f = np.float32(value)
     if float(f) < value:
         f = np.nextafter(f, np.float32(np.inf))
-    return int(np.array(f, np.float32).view(np.uint32))
+    return _bits(f)
 
 
 def _subnormal(value: float) -> bool:
@@ -67,30 +72,42 @@ def _least_factor(c: float) -> float:
     return LEAST_NORMAL if c == 0 else max(LEAST_NORMAL, SUMMAND_LEAST / abs(c))
 
 
-def step_constants(beta1: float, beta2: float, epsilon: float,
-                   data_type: DataType) -> Dict[str, Union[float, int, bool]]:
-    """The constants shaders/include/adam_step.glsl declares: BETA1, BETA2, EPSILON,
-    ONE_MINUS_BETA1 and ONE_MINUS_BETA2 (the float32 differences), and the float path's
-    limits M_LEAST, G_LEAST, V_LEAST (float32 bits), CHECK_INPUTS and EXACT_ONLY: m below
-    M_LEAST makes Beta1 m too small; g below G_LEAST (1 - Beta1) g or (1 - Beta2) g^2, or g^2
-    subnormal; v below V_LEAST Beta2 v; EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal in
-    float32."""
+def _power_of_two_at_least(bits: int) -> int:
+    """The bits of the least power of two >= the positive float32 whose bits are `bits`."""
+    return bits if bits & 0x7FFFFF == 0 else (bits & 0x7F800000) + 0x800000
+
+
+def step_values(beta1: float, beta2: float, epsilon: float, data_type: DataType
+                ) -> Tuple[Dict[str, Union[int, bool]], Dict[str, int]]:
+    """(specialization constants, push constants) that shaders/include/adam_step.glsl
+    declares. The constants: the float path's limits M_LEAST, G_LEAST and V_LEAST (float32
+    bits of powers of two: m below M_LEAST makes Beta1 m too small; g below G_LEAST (1 -
+    Beta1) g or (1 - Beta2) g^2, or g^2 subnormal; v below V_LEAST Beta2 v), CHECK_INPUTS,
+    EXACT_ONLY (Beta1, Beta2 or Epsilon is subnormal in float32) and NEGATIVE_EPSILON. The
+    push constants: beta1, beta2, epsilon, one_minus_beta1 and one_minus_beta2 (the float32
+    differences), as float32 bits."""
     f32 = np.float32
     one_minus_beta1 = float(f32(1) - f32(beta1))
     one_minus_beta2 = float(f32(1) - f32(beta2))
-    beta1, beta2 = float(f32(beta1)), float(f32(beta2))  # the kernel's constants
+    beta1, beta2 = float(f32(beta1)), float(f32(beta2))  # the kernel's scalars
     g_least = max(_least_factor(one_minus_beta1), 2.0 ** -63,
                   (SUMMAND_LEAST / abs(one_minus_beta2)) ** 0.5 if one_minus_beta2 else 0.0)
     limits = dict(M_LEAST=_least_factor(beta1), G_LEAST=g_least, V_LEAST=_least_factor(beta2))
     # float16 inputs are 0 or at least 2^-24.
     least_input = 2.0 ** -24 if data_type == DataType.FLOAT16 else 0.0
-    return dict({k: _bits_at_least(v * (1 + 2.0 ** -20)) for k, v in limits.items()},
-                BETA1=beta1, BETA2=beta2, EPSILON=epsilon, ONE_MINUS_BETA1=one_minus_beta1,
-                ONE_MINUS_BETA2=one_minus_beta2,
-                CHECK_INPUTS=max(*limits.values(), SUMMAND_LEAST) > least_input,
-                # A subnormal scalar is an operand a flushing device would flush (1 - Beta is
-                # 0 or at least 2^-24; a subnormal LearningRate alpha the kernel sees itself).
-                EXACT_ONLY=any(_subnormal(c) for c in (beta1, beta2, epsilon)))
+    # (Powers of two: a higher limit only sends more elements down the exact path, which
+    # gives the same bits, and Betas that change every step keep one pipeline.)
+    constants = dict(
+        {k: _power_of_two_at_least(_bits_at_least(v * (1 + 2.0 ** -20)))
+         for k, v in limits.items()},
+        CHECK_INPUTS=max(*limits.values(), SUMMAND_LEAST) > least_input,
+        # A subnormal scalar is an operand a flushing device would flush (1 - Beta is 0 or
+        # at least 2^-24; a subnormal LearningRate alpha the kernel sees itself).
+        EXACT_ONLY=any(_subnormal(c) for c in (beta1, beta2, epsilon)),
+        NEGATIVE_EPSILON=float(f32(epsilon)) < 0)
+    push = dict(beta1=_bits(beta1), beta2=_bits(beta2), epsilon=_bits(epsilon),
+                one_minus_beta1=_bits(one_minus_beta1), one_minus_beta2=_bits(one_minus_beta2))
+    return constants, push
 
 
 # The tensors' names in the kernel.
@@ -158,8 +175,9 @@ class AdamOptimizerDesc(OperatorDesc):
         x = self.input_parameters_tensor
         wg, size = limits.local_size, x.data_type.element_size
         tensors = INPUTS + OUTPUTS
-        constants = dict(WG=wg, IS_F16=size == 2,
-                         **step_constants(self.beta1, self.beta2, self.epsilon, x.data_type))
+        step_constants, step_push = step_values(self.beta1, self.beta2, self.epsilon,
+                                                x.data_type)
+        constants = dict(step_constants, WG=wg, IS_F16=size == 2)
         sizes, strides = coalesce(x.sizes, *(getattr(self, f).element_strides for f in tensors))
         packed = len(sizes) == 1 and all(s == (1,) for s in strides)
         names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")
@@ -173,14 +191,14 @@ class AdamOptimizerDesc(OperatorDesc):
         # each workgroup's invocation 0 (counted for every invocation: an overestimate), and
         # an invocation takes ITEMS_PER_INVOCATION items where there are that many.
         loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
-        # LearningRate as bits in a push constant: one pipeline for every learning rate (a
-        # schedule that changes it every step compiles no kernel).
-        lr_bits = int(np.float32(self.learning_rate).view(np.uint32))
+        # LearningRate, the Betas and Epsilon in push constants: one pipeline for all of them
+        # (a schedule that changes them every step compiles no kernel).
+        scalars = dict(step_push, learning_rate=_bits(self.learning_rate))
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
                                    constants=dict(constants, PACKED=packed,
                                                   PREFETCH=packed and PREFETCH),
-                                   push=dict(count=end, elements=x.element_count, first=first,
-                                             learning_rate=lr_bits))
+                                   push=dict(scalars, count=end, elements=x.element_count,
+                                             first=first))
                           for first, end, workgroups in grid_slices(
                               count, wg, limits, loops, 2 * 33 + 2 * 3, ITEMS_PER_INVOCATION)),
                     tensors=tuple(n for n, _ in self.tensor_fields()))

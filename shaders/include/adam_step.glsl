@@ -1,29 +1,51 @@
 // ADAM_OPTIMIZER's arithmetic for one element (adam_optimizer.comp; and
 // benchmarks/shaders/adam_simulated_device.comp, which tests it on a simulated device that
 // flushes subnormals and divides badly).
-// The including kernel includes correctly_rounded.glsl first and defines ADAM_SCALARS_ID and
-// ADAM_LIMITS_ID, the first specialization constant ids of the two groups declared here.
+// The including kernel includes correctly_rounded.glsl first, defines ADAM_LIMITS_ID, the
+// first specialization constant id of the group declared here, and KERNEL_PUSH_CONSTANTS, its
+// own push constants: this file declares the push-constant block, those first, then the
+// step's.
 //
 // FLOAT_PATH(v) is applied to every operand and result of the float path's products and sums:
 // nothing here; adam_simulated_device.comp makes it flush subnormals to zero, as a device may.
 // HALF_STEP_SQRT(v) and HALF_STEP_SKEW(q) are half_step's square root and quotient: the
 // device's here; the simulated device's are 2 ulp and 2^-17 off.
-// The scalars: 1 - Beta1 and 1 - Beta2 are the host's float32 differences.
-layout(constant_id = ADAM_SCALARS_ID) const float BETA1 = 0.9;
-layout(constant_id = ADAM_SCALARS_ID + 1) const float BETA2 = 0.999;
-layout(constant_id = ADAM_SCALARS_ID + 2) const float EPSILON = 1e-8;
-layout(constant_id = ADAM_SCALARS_ID + 3) const float ONE_MINUS_BETA1 = 0.1;
-layout(constant_id = ADAM_SCALARS_ID + 4) const float ONE_MINUS_BETA2 = 0.001;
-// The float path's limits (float32 bits; adam()): m, g and v below these (and nonzero) take
-// the exact path, as does x below SUMMAND_LEAST (2^-102); CHECK_INPUTS: whether any of these
-// limits lies above the data type's least nonzero value (float16's inputs never reach them
-// with the usual Betas); EXACT_ONLY: Beta1, Beta2 or Epsilon is subnormal, every element takes
-// the exact path.
+//
+// pyvkgrad/ops/adam_optimizer.py (step_values) gives both groups.
+// The step's push constants: Beta1, Beta2, Epsilon, 1 - Beta1 and 1 - Beta2 (the host's
+// float32 differences), as float32 bits. Push constants rather than specialization constants,
+// so that operators of different Betas and Epsilons share one pipeline: a schedule that
+// changes Beta1 every step (OneCycleLR's momentum) compiles no kernel. They are also values
+// the compiler cannot see, so a Beta of 0 or 1 cannot fold a product with an Inf or NaN
+// operand to 0.
+layout(push_constant) uniform Push {
+    KERNEL_PUSH_CONSTANTS
+    uint beta1;
+    uint beta2;
+    uint epsilon;
+    uint one_minus_beta1;
+    uint one_minus_beta2;
+};
+#define BETA1 uintBitsToFloat(beta1)
+#define BETA2 uintBitsToFloat(beta2)
+#define EPSILON uintBitsToFloat(epsilon)
+#define ONE_MINUS_BETA1 uintBitsToFloat(one_minus_beta1)
+#define ONE_MINUS_BETA2 uintBitsToFloat(one_minus_beta2)
+// The float path's limits (adam()), specialization constants: m, g and v below M_LEAST,
+// G_LEAST and V_LEAST (float32 bits: powers of two, so that the usual Betas, and a schedule
+// of them, give the same limits) take the exact path, as does x below SUMMAND_LEAST
+// (2^-102); CHECK_INPUTS: whether any of these limits lies above the data type's least
+// nonzero value (float16's inputs never reach them with the usual Betas); EXACT_ONLY: Beta1,
+// Beta2 or Epsilon is subnormal, every element takes the exact path; NEGATIVE_EPSILON: the
+// float16 quick step does not run (half_step). Specialization constants: as push constants
+// (the checks they switch off then ran for every element) they cost ADAM_OPTIMIZER float16
+// 8% and float32 1-2% on an H200 (benchmarks/RESULTS.md, "2026-12-04 (evening)").
 layout(constant_id = ADAM_LIMITS_ID) const uint M_LEAST = 0x00800000u;
 layout(constant_id = ADAM_LIMITS_ID + 1) const uint G_LEAST = 0x00800000u;
 layout(constant_id = ADAM_LIMITS_ID + 2) const uint V_LEAST = 0x00800000u;
 layout(constant_id = ADAM_LIMITS_ID + 3) const bool CHECK_INPUTS = true;
 layout(constant_id = ADAM_LIMITS_ID + 4) const bool EXACT_ONLY = false;
+layout(constant_id = ADAM_LIMITS_ID + 5) const bool NEGATIVE_EPSILON = false;
 
 #ifndef FLOAT_PATH
 #define FLOAT_PATH(v) (v)
@@ -87,7 +109,7 @@ bool half_step(float xe, float num, float new_v, out float new_x) {
     // Only where Epsilon >= 0 and v' >= 0: a negative Epsilon may cancel most of sqrt(v'),
     // which multiplies the root's relative error, and GLSL leaves sqrt(v') undefined for a
     // negative v' (cr_sqrt gives NaN).
-    if (EPSILON < 0.0 || (floatBitsToUint(new_v) & 0x80000000u) != 0u) return false;
+    if (NEGATIVE_EPSILON || (floatBitsToUint(new_v) & 0x80000000u) != 0u) return false;
     precise float den = FLOAT_PATH(HALF_STEP_SQRT(new_v) + EPSILON);
     precise float quotient = FLOAT_PATH(HALF_STEP_SKEW(num * (1.0 / den)));
     const bool zero = (floatBitsToUint(num) & 0x7FFFFFFFu) == 0u;  // q is num's zero
@@ -126,17 +148,14 @@ vec3 adam(float xe, float me, float ve, float ge, float lr_alpha, uint lr_alpha_
                              || below(xe, SUMMAND_LEAST)))) {
         return adam_exact(xe, me, ve, ge, lr_alpha);
     }
-    // (The Betas at run time: Beta1 = 0 or 1 makes a product with 0, whose Inf or NaN
-    // operand must still give NaN.)
-    const float new_m = float_add(float_mul(run_time(BETA1), me),
-                                  float_mul(run_time(ONE_MINUS_BETA1), ge));
+    const float new_m = float_add(float_mul(BETA1, me), float_mul(ONE_MINUS_BETA1, ge));
     // lr_alpha m' >= 2^(fields' sum - 254): normal where the fields add up to 128 or more.
     const uint m_bits = floatBitsToUint(new_m) & 0x7FFFFFFFu;
     if (m_bits != 0u && (m_bits >> 23) + lr_alpha_field < 128u) {
         return adam_exact(xe, me, ve, ge, lr_alpha);
     }
-    const float new_v = float_add(float_mul(run_time(BETA2), ve),
-                                  float_mul(run_time(ONE_MINUS_BETA2), float_mul(ge, ge)));
+    const float new_v = float_add(float_mul(BETA2, ve),
+                                  float_mul(ONE_MINUS_BETA2, float_mul(ge, ge)));
     const float num = float_mul(lr_alpha, new_m);
     float quick_x;
     if (half_outputs && half_step(xe, num, new_v, quick_x)) return vec3(quick_x, new_m, new_v);

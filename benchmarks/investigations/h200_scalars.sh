@@ -1,0 +1,31 @@
+# The lent-GPU runs of 2026-12-04 (evening): ADAM_OPTIMIZER's Betas and Epsilon as push
+# constants (one pipeline for every scalar), timed against the previous commit, and loads two
+# passes ahead. From the project root, with .gpu and benchmarks/investigations/adam-spirv
+# carried (build it first: python3 benchmarks/investigations/adam_variants.py --build
+# benchmarks/investigations/adam-spirv) and a `git archive` of the previous commit's
+# pyvkgrad, benchmarks (without results) and tests/fingerprints.json in .old-main:
+#     STEPS="tests fp compare adam" bash benchmarks/investigations/h200_scalars.sh
+# tests: TESTS (default Adam's tests); fp: the fingerprints; compare: the Adam rows of
+# .old-main (torch-free) and of this tree, alternated ROUNDS times (default 2), then this
+# tree's with PyTorch's side; adam: adam_variants.py's ADAM_VARIANTS (default shipped,
+# prefetch2, no_cr, memory), both data types.
+source benchmarks/investigations/h200_prelude.sh
+steps=" ${STEPS:-tests fp compare adam} "
+[[ $steps == *" tests "* ]] && tests_step "${TESTS:-tests/test_adam_optimizer.py}"
+[[ $steps == *" fp "* ]] && fp_step
+[[ $steps == *" compare "* ]] && {
+  for r in $(seq ${ROUNDS:-2}); do
+    in_tree .old-main run rows-old-$r 120 python3 benchmarks/run.py --ops adam_optimizer \
+      --repeat 20 --no-torch --out $OUT/rows-old-$r
+    run rows-new-$r 120 python3 benchmarks/run.py --ops adam_optimizer --repeat 20 --no-torch \
+      --out $OUT/rows-new-$r
+  done
+  rows_step adam_optimizer
+  for f in $OUT/rows-old-* $OUT/rows-new-*; do
+    [[ $f == *.txt ]] && { echo "-- $(basename $f)"; grep -h "^[A-Z_]*  " $f | cut -c1-150; }
+  done; }
+[[ $steps == *" adam "* ]] && { ADAM_VARIANTS=${ADAM_VARIANTS:-shipped,prefetch2,no_cr,memory} \
+  run adam ${ADAM_LIMIT:-240} python3 benchmarks/investigations/adam_variants.py \
+  --spirv benchmarks/investigations/adam-spirv --out $OUT/adam.json; \
+  grep -h " us" $OUT/adam.txt | cut -c1-160; }
+true
