@@ -207,7 +207,7 @@ void store_dx(uvec2 base, uint r0, vec4 g[4], float dx_factor, float x_sum) {
     uint inner;
     r0 += groups >> 16u;
     uvec2 o = chunk_first(base, r0, inner);
-    for (uint i = 0u; i < 16u; ++i) {
+    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
         if (walk(base, r0, i, step, inner, o) < reduced) {
             precise float v = g[i >> 2][i & 3u] * dx_factor;
             dx[o.y] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
@@ -221,6 +221,9 @@ vec3 forward_trees(vec4 a[4]) {
     return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
 }
 
+// (The loops over a chunk's 16 elements are [[unroll]]: llvmpipe does not unroll them
+// itself and then indexes a[i >> 2][i & 3u] through memory, lane by lane, which made the
+// BatchNorm grads 1.3-3x slower on lavapipe; benchmarks/RESULTS.md, "2026-12-04 (evening)".)
 // Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
 // forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
 // innermost reduced dimension while they stay in its run, and are decomposed anew where they
@@ -232,9 +235,9 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     uvec2 o = chunk_first(base, r0, inner);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g);
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g);
     } else {
-        for (uint i = 0u; i < 16u; ++i) {
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
             const uint r = walk(base, r0, i, step, inner, o);
             take(i, o, r < reduced, shift, a, g);
         }
@@ -258,7 +261,7 @@ void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 
     const uvec2 step = chunk_step();
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
-    for (uint i = 0u; i < 16u; ++i) {
+    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
         const bool in_channel = walk(base, r0, i, step, inner, o) < reduced;
         const vec2 xs = in_channel ? unpackHalf2x16(x[o.x >> 1]) : vec2(0.0);
         a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
@@ -288,10 +291,10 @@ void output_chunk(uvec2 base, uint r0, vec4 c) {
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
     if (!PAIRS && inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
-        for (uint i = 0u; i < 16u; ++i) output_element(o.x + i * step.x, c);
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) output_element(o.x + i * step.x, c);
         return;
     }
-    for (uint i = 0u; i < 16u; ++i) {
+    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
         if (walk(base, r0, i, step, inner, o) >= reduced) break;
         if (PAIRS) {
             const uint w = o.x >> 1u;

@@ -5,22 +5,26 @@
 # benchmarks/investigations/adam-spirv) and a `git archive` of the previous commit's
 # pyvkgrad, benchmarks (without results) and tests/fingerprints.json in .old-main:
 #     STEPS="tests fp compare adam" bash benchmarks/investigations/h200_scalars.sh
-# tests: TESTS (default Adam's tests); fp: the fingerprints; compare: the Adam rows of
-# .old-main (torch-free) and of this tree, alternated ROUNDS times (default 2), then this
-# tree's with PyTorch's side; adam: adam_variants.py's ADAM_VARIANTS (default shipped,
-# prefetch2, no_cr, memory), both data types.
+# tests: TESTS (default Adam's tests); fp: the fingerprints; compare: the COMPARE_OPS rows
+# (default adam_optimizer) of .old-main (torch-free) and of this tree, alternated ROUNDS times
+# (default 2), then this tree's with PyTorch's side (not with TORCH_ROWS=0); adam:
+# adam_variants.py's ADAM_VARIANTS (default shipped, prefetch2, no_cr, memory), both data
+# types. (Run 4, the BatchNorm sums kernel's unrolled chunk loops: STEPS="fp compare"
+# COMPARE_OPS=batch_normalization_grad,batch_normalization_training_grad,
+# batch_normalization_training ROUNDS=1 TORCH_ROWS=0.)
 source benchmarks/investigations/h200_prelude.sh
 steps=" ${STEPS:-tests fp compare adam} "
 [[ $steps == *" tests "* ]] && tests_step "${TESTS:-tests/test_adam_optimizer.py}"
 [[ $steps == *" fp "* ]] && fp_step
 [[ $steps == *" compare "* ]] && {
+  ops=${COMPARE_OPS:-adam_optimizer}
   for r in $(seq ${ROUNDS:-2}); do
-    in_tree .old-main run rows-old-$r 120 python3 benchmarks/run.py --ops adam_optimizer \
+    in_tree .old-main run rows-old-$r 150 python3 benchmarks/run.py --ops $ops \
       --repeat 20 --no-torch --out $OUT/rows-old-$r
-    run rows-new-$r 120 python3 benchmarks/run.py --ops adam_optimizer --repeat 20 --no-torch \
+    run rows-new-$r 150 python3 benchmarks/run.py --ops $ops --repeat 20 --no-torch \
       --out $OUT/rows-new-$r
   done
-  rows_step adam_optimizer
+  [[ ${TORCH_ROWS:-1} == 0 ]] || rows_step $ops
   for f in $OUT/rows-old-* $OUT/rows-new-*; do
     [[ $f == *.txt ]] && { echo "-- $(basename $f)"; grep -h "^[A-Z_]*  " $f | cut -c1-150; }
   done; }
