@@ -180,4 +180,5 @@ class DeviceContext:
                       float_atomic_add=self.float_atomic_add,
                       max_loop_iterations=self.max_loop_iterations,
                       narrow_reductions=i.device_type == "cpu" and not forced,
+                      unroll_loops=i.device_type == "cpu",
                       float16_rte=self.float16_rte)

@@ -46,6 +46,11 @@ class Limits:
     # barriers and idle lanes cost time: kernels that reduce in shared memory take one
     # subgroup a workgroup there, where PYVKGRAD_LOCAL_SIZE does not force a width.
     narrow_reductions: bool = False
+    # The device's compiler leaves short fixed loops rolled and indexes their local arrays
+    # through memory, lane by lane (llvmpipe): kernels whose loops index arrays by the loop's
+    # counter take [[unroll]] copies of them there (the same bits; on an H200 the copies were
+    # slower).
+    unroll_loops: bool = False
     # The kernels that convert to float16 run their rte16 SPIR-V, which fixes those
     # conversions to round to nearest even (DeviceContext.float16_rte; the same bits).
     float16_rte: bool = False

@@ -88,6 +88,18 @@ layout(constant_id = 122) const bool PAIRED = false;
 layout(constant_id = 123) const bool OUTPUT_HERE = false;
 layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
 layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
+// The plan's Limits.unroll_loops: a chunk's loops over its 16 elements, which index the
+// chunk's arrays by the element, are [[unroll]] (CHUNK_LOOP). llvmpipe does not unroll them
+// itself and indexes the arrays through memory, lane by lane: the BatchNorm grads took 1.3-3x
+// longer on lavapipe; on an H200 the unrolled loops were 2-7% slower (benchmarks/RESULTS.md,
+// "2026-12-04 (evening)"). The same bits either way.
+layout(constant_id = 126) const bool UNROLL_CHUNKS = false;
+#define CHUNK_LOOP(i, STATEMENT)                                                     \
+    if (UNROLL_CHUNKS) {                                                             \
+        [[unroll]] for (uint i = 0u; i < 16u; ++i) STATEMENT;                        \
+    } else {                                                                         \
+        for (uint i = 0u; i < 16u; ++i) STATEMENT;                                   \
+    }
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -180,6 +192,13 @@ uint walk(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2
     return r;
 }
 
+// Element i of the chunk from r0 walked to (walk) and taken (take).
+void walk_take(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2 o,
+               float shift, inout vec4 a[4], inout vec4 g[4]) {
+    const uint r = walk(base, r0, i, step, inner, o);
+    take(i, o, r < reduced, shift, a, g);
+}
+
 // A chunk's walk: 32 elements on in X and dY, built at run time, component by component (the
 // validation layer's SPIR-V passes mis-folded this vector of specialization constants:
 // VUID-...-06719); and its first element r0's offsets (`inner`: r0's index in its run).
@@ -202,17 +221,20 @@ uvec2 chunk_first(uvec2 base, uint r0, out uint inner) {
 // (load_store.glsl, after_read; `groups` < 2^16: `groups >> 16` is 0), so every X load of
 // the chunk comes first. The walk starts from r0 + (groups >> 16), r0 at run time but not to
 // the compiler, which would otherwise keep the loads' offsets live rather than walk again.
+void store_dx_element(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2 o,
+                      vec4 g[4], float dx_factor, float x_sum) {
+    if (walk(base, r0, i, step, inner, o) < reduced) {
+        precise float v = g[i >> 2][i & 3u] * dx_factor;
+        dx[o.y] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
+    }
+}
+
 void store_dx(uvec2 base, uint r0, vec4 g[4], float dx_factor, float x_sum) {
     const uvec2 step = chunk_step();
     uint inner;
     r0 += groups >> 16u;
     uvec2 o = chunk_first(base, r0, inner);
-    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-        if (walk(base, r0, i, step, inner, o) < reduced) {
-            precise float v = g[i >> 2][i & 3u] * dx_factor;
-            dx[o.y] = floatBitsToUint(after_read(v, x_sum, groups >> 16u));
-        }
-    }
+    CHUNK_LOOP(i, store_dx_element(base, r0, i, step, inner, o, g, dx_factor, x_sum))
 }
 
 // The forward's tree sums of a chunk's a = X - shift: a's and a^2's.
@@ -221,9 +243,6 @@ vec3 forward_trees(vec4 a[4]) {
     return vec3(chunk_tree(a[0], a[1], a[2], a[3]), chunk_tree(s0, s1, s2, s3), 0.0);
 }
 
-// (The loops over a chunk's 16 elements are [[unroll]]: llvmpipe does not unroll them
-// itself and then indexes a[i >> 2][i & 3u] through memory, lane by lane, which made the
-// BatchNorm grads 1.3-3x slower on lavapipe; benchmarks/RESULTS.md, "2026-12-04 (evening)".)
 // Chunk (b, j) of the channel at offsets `base` (r0 = 512 b + j): its tree sums (the
 // forward's a and a^2, GRAD's dY, a and dY a). Its elements r0 + 32 i step along the
 // innermost reduced dimension while they stay in its run, and are decomposed anew where they
@@ -235,12 +254,9 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     uvec2 o = chunk_first(base, r0, inner);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) take(i, o + i * step, true, shift, a, g);
+        CHUNK_LOOP(i, take(i, o + i * step, true, shift, a, g))
     } else {
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-            const uint r = walk(base, r0, i, step, inner, o);
-            take(i, o, r < reduced, shift, a, g);
-        }
+        CHUNK_LOOP(i, walk_take(base, r0, i, step, inner, o, shift, a, g))
     }
     if (GRAD) {
         precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
@@ -256,17 +272,20 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
 // one pass: each word of X loaded holds element r0 + 32 i (its low half) and r0 + 1 + 32 i.
 // The sums are chunk_sums' for each chunk, the same bits (float16 widens exactly). Both chunks
 // lie in the channel alike (n is even) and their pairs in one run (the run's size is even).
+void pair_element(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2 o,
+                  float shift, inout vec4 a[4], inout vec4 b[4]) {
+    const bool in_channel = walk(base, r0, i, step, inner, o) < reduced;
+    const vec2 xs = in_channel ? unpackHalf2x16(x[o.x >> 1]) : vec2(0.0);
+    a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
+    b[i >> 2][i & 3u] = in_channel ? xs.y - shift : 0.0;
+}
+
 void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 second) {
     precise vec4 a[4], b[4];
     const uvec2 step = chunk_step();
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
-    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
-        const bool in_channel = walk(base, r0, i, step, inner, o) < reduced;
-        const vec2 xs = in_channel ? unpackHalf2x16(x[o.x >> 1]) : vec2(0.0);
-        a[i >> 2][i & 3u] = in_channel ? xs.x - shift : 0.0;
-        b[i >> 2][i & 3u] = in_channel ? xs.y - shift : 0.0;
-    }
+    CHUNK_LOOP(i, pair_element(base, r0, i, step, inner, o, shift, a, b))
     first = forward_trees(a);
     second = forward_trees(b);
 }
@@ -291,10 +310,10 @@ void output_chunk(uvec2 base, uint r0, vec4 c) {
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
     if (!PAIRS && inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) output_element(o.x + i * step.x, c);
+        for (uint i = 0u; i < 16u; ++i) output_element(o.x + i * step.x, c);
         return;
     }
-    [[unroll]] for (uint i = 0u; i < 16u; ++i) {
+    for (uint i = 0u; i < 16u; ++i) {
         if (walk(base, r0, i, step, inner, o) >= reduced) break;
         if (PAIRS) {
             const uint w = o.x >> 1u;

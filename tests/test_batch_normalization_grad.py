@@ -330,6 +330,24 @@ def test_workgroups_of_whole_subgroups(device, rng, op):
 
 
 
+@pytest.mark.parametrize("dtype", [F32, F16])
+@pytest.mark.parametrize("op", OPS)
+def test_unrolled_chunk_loops_give_the_same_bits(device, rng, op, dtype):
+    """Limits.unroll_loops (a CPU device's plans: the sums kernel's chunk loops [[unroll]])
+    on and off: the same bits, for chunks in one long run, chunks that walk across short runs,
+    and BATCH_NORMALIZATION_GRAD's dX stored by the sums kernel (float32)."""
+    np_dtype = dtype.numpy_dtype
+    for shape, stat_shape in (((2, 3, 1100), (1, 3, 1)), ((9, 4, 7, 5), (1, 4, 1, 1)),
+                              ((600, 3), (1, 3))):
+        arrays = make_inputs(rng, shape, stat_shape, np_dtype, op)
+        desc = describe(op, *arrays, 1e-3)
+        outs = [run_compiled(device, desc, arrays,
+                             dataclasses.replace(device.limits, unroll_loops=unroll))
+                for unroll in (False, True)]
+        for rolled, unrolled in zip(*outs):
+            assert rolled.tobytes() == unrolled.tobytes(), (shape, op, dtype)
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_workgroup_stride_loops(device, rng, op, monkeypatch):
     """With at most 3 workgroups per dispatch every kernel loops over its work items."""

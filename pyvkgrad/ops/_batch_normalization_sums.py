@@ -228,7 +228,8 @@ def sums_and_finish(operator: str, axes: Axes, x: TensorDesc, limits: Limits, su
                   K_MEAN_STRIDES=unused, K_VARIANCE_STRIDES=unused, K_SCALE_STRIDES=unused,
                   K_BIAS_STRIDES=unused, K_OUTPUT_MEAN_STRIDES=unused,
                   K_OUTPUT_VARIANCE_STRIDES=unused, K_DSCALE_STRIDES=unused,
-                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False)
+                  K_DBIAS_STRIDES=unused, OUTPUT_HERE=False, FUSED_ADD=False, RELU=False,
+                  UNROLL_CHUNKS=limits.unroll_loops)
     bindings = dict(bindings, partials="partials", counters="counters",
                     coefficients="coefficients")
     here = lanes.output_here
