@@ -410,8 +410,7 @@ def test_float16_rounding_of_every_half_squared(device):
     """Beta1 = Beta2 = 0 makes m' = g and v' = g g: over every finite float16 g, v' is the
     float32 square rounded once to nearest even into float16 (subnormal halves, ties, overflow
     to Inf), and m' is g itself (as a value: 0 m + 1 g is +0 for g = -0 in IEEE arithmetic,
-    but Vulkan need not keep signed zeros without float controls, and lavapipe folds the
-    constants to g)."""
+    which lavapipe gives, but Vulkan need not keep signed zeros without float controls)."""
     g = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
     g = g[np.isfinite(g)]
     zeros = np.zeros_like(g)

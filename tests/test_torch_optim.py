@@ -202,8 +202,8 @@ def test_adam_refuses_torch_only_options_before_any_work(device):
 
 def test_adam_schedules_shapes_and_tensor_hyperparameters(device):
     """A learning rate and a Beta1 that change every step (OneCycleLR, which cycles the
-    momentum) compile no new pipeline and match PyTorch's schedule; 0-d and empty parameters and tensor lr and betas step as
-    torch.optim.Adam does (within float32 rounding)."""
+    momentum) compile no new pipeline and match PyTorch's schedule; 0-d and empty parameters
+    and tensor lr and betas step as torch.optim.Adam does (within float32 rounding)."""
     import pyvkgrad.torch as vt
     from pyvkgrad.torch.optim import Adam
 
@@ -239,6 +239,34 @@ def test_adam_schedules_shapes_and_tensor_hyperparameters(device):
             torch.testing.assert_close(ps[1], ps[0], rtol=1e-5, atol=1e-6)
             assert ps[1].shape == shape
             assert float(pair[1].state_dict()["state"][0]["step"]) == 3
+    finally:
+        vt.set_device(None)
+
+
+def test_adam_parameters_of_every_length_share_one_pipeline(device):
+    """70 parameters of 70 lengths under OneCycleLR: the packed kernel is not specialised on
+    a length, so every parameter's operator shares one pipeline per data type, and no step
+    after the first compiles one (each length had its own, and past the runtime's 64 unused
+    pipelines kept, every step compiled 70)."""
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    torch.manual_seed(7)
+    vt.set_device(device)
+    try:
+        params = [torch.nn.Parameter(torch.randn(n + 1)) for n in range(70)]
+        opt = Adam(params, lr=1e-3)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, 0.01, total_steps=10)
+        runtime = device.runtime()
+        made = []
+        for _ in range(3):
+            for p in params:
+                p.grad = torch.randn_like(p)
+            before = runtime.pipelines_made
+            opt.step()
+            sched.step()
+            made.append(runtime.pipelines_made - before)
+        assert made[0] <= 1 and made[1:] == [0, 0], made
     finally:
         vt.set_device(None)
 

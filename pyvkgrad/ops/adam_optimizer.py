@@ -181,10 +181,15 @@ class AdamOptimizerDesc(OperatorDesc):
         sizes, strides = coalesce(x.sizes, *(getattr(self, f).element_strides for f in tensors))
         packed = len(sizes) == 1 and all(s == (1,) for s in strides)
         names = ("X", "M", "V", "G", "NEW_X", "NEW_M", "NEW_V")
+        # Packed, the kernel reads no sizes or strides (the count and `elements` are push
+        # constants): they stay at their defaults, so that tensors of every size share one
+        # pipeline (a model's parameters, one Adam operator each).
+        if packed:
+            sizes, strides = (), ((),) * len(names)
         constants.update(SIZES=right_align(sizes, 8, 1), **{
             f"{n}_STRIDES": right_align(s, 8, 0) for n, s in zip(names, strides)})
         # Packed: one 32-bit word of each tensor per item (one float32 or two float16).
-        count = -(-sizes[0] * size // 4) if packed else x.element_count
+        count = -(-x.element_count * size // 4) if packed else x.element_count
         # An item's loops: the grid loop's iteration, and per element the division's and the
         # square root's correction loops (2 iterations each, 3 counted); Beta^T's
         # square-and-multiply (up to 32) and alpha's division and square root run once, in
