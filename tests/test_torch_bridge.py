@@ -274,6 +274,26 @@ def test_batch_norm_training_keeps_channels_last(rng, dims):
     check_training_forward(y, reference(x), (), (), x.dtype)
 
 
+def test_many_batch_norm_shapes_compile_once():
+    """24 BatchNorm2d layers of distinct channel counts (MobileNetV2 has about 19 distinct
+    BatchNorm shapes): their training forwards, which go through the one-call cache, stay
+    cached, so steps after the first compile nothing and miss nothing (with 16 entries every
+    step missed 24 times, at twice the time a step)."""
+    torch.manual_seed(0)
+    layers, c = [], 3
+    for co in range(8, 8 + 4 * 24, 4):
+        layers += [nn.Conv2d(c, co, 1), vt.BatchNorm2d(co), nn.ReLU()]
+        c = co
+    model = nn.Sequential(*layers)
+    device = _runtime.get_device()
+    counts = []
+    for _ in range(3):
+        x = torch.randn(2, 3, 4, 4)
+        model(x).sum().backward()
+        counts.append((device.runtime().pipelines_made, device.cache_info().misses))
+    assert counts[2] == counts[1], counts
+
+
 @pytest.mark.parametrize("momentum", [0.1, None])
 @pytest.mark.parametrize("cls", ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"])
 def test_batch_norm_modules_as_torch(rng, cls, momentum):
