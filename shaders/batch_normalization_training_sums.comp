@@ -88,18 +88,9 @@ layout(constant_id = 122) const bool PAIRED = false;
 layout(constant_id = 123) const bool OUTPUT_HERE = false;
 layout(constant_id = 124) const bool FUSED_ADD = false;  // OUTPUT_HERE: FusedAddTensor
 layout(constant_id = 125) const bool RELU = false;  // OUTPUT_HERE: FusedActivation ReLU
-// The plan's Limits.unroll_loops: a chunk's loops over its 16 elements, which index the
-// chunk's arrays by the element, are [[unroll]] (CHUNK_LOOP). llvmpipe does not unroll them
-// itself and indexes the arrays through memory, lane by lane: the BatchNorm grads took 1.3-3x
-// longer on lavapipe; on an H200 the unrolled loops were 2-7% slower (benchmarks/RESULTS.md,
-// "2026-12-04 (evening)"). The same bits either way.
+// Limits.unroll_loops (a CPU device): the chunk loops take FIXED_LOOP's [[unroll]] copy, the
+// same bits (benchmarks/RESULTS.md, "2026-12-04 (evening)": lavapipe 1.3-3x, H200 -2-7%).
 layout(constant_id = 126) const bool UNROLL_CHUNKS = false;
-#define CHUNK_LOOP(i, STATEMENT)                                                     \
-    if (UNROLL_CHUNKS) {                                                             \
-        [[unroll]] for (uint i = 0u; i < 16u; ++i) STATEMENT;                        \
-    } else {                                                                         \
-        for (uint i = 0u; i < 16u; ++i) STATEMENT;                                   \
-    }
 
 const uint LR = WG / LK;
 const uint SUMS = GRAD ? 3u : 2u;  // sums per channel
@@ -192,7 +183,7 @@ uint walk(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2
     return r;
 }
 
-// Element i of the chunk from r0 walked to (walk) and taken (take).
+// Element i walked to (walk), then taken (take).
 void walk_take(uvec2 base, uint r0, uint i, uvec2 step, inout uint inner, inout uvec2 o,
                float shift, inout vec4 a[4], inout vec4 g[4]) {
     const uint r = walk(base, r0, i, step, inner, o);
@@ -234,7 +225,8 @@ void store_dx(uvec2 base, uint r0, vec4 g[4], float dx_factor, float x_sum) {
     uint inner;
     r0 += groups >> 16u;
     uvec2 o = chunk_first(base, r0, inner);
-    CHUNK_LOOP(i, store_dx_element(base, r0, i, step, inner, o, g, dx_factor, x_sum))
+    FIXED_LOOP(UNROLL_CHUNKS, i, 16u,
+               store_dx_element(base, r0, i, step, inner, o, g, dx_factor, x_sum))
 }
 
 // The forward's tree sums of a chunk's a = X - shift: a's and a^2's.
@@ -254,9 +246,9 @@ vec3 chunk_sums(uvec2 base, uint r0, float shift, float dx_factor) {
     uvec2 o = chunk_first(base, r0, inner);
     if (inner + 480u < R_SIZES7 && r0 + 480u < reduced) {
         // The 16 elements in one run, all in the channel: loads with no branches.
-        CHUNK_LOOP(i, take(i, o + i * step, true, shift, a, g))
+        FIXED_LOOP(UNROLL_CHUNKS, i, 16u, take(i, o + i * step, true, shift, a, g))
     } else {
-        CHUNK_LOOP(i, walk_take(base, r0, i, step, inner, o, shift, a, g))
+        FIXED_LOOP(UNROLL_CHUNKS, i, 16u, walk_take(base, r0, i, step, inner, o, shift, a, g))
     }
     if (GRAD) {
         precise vec4 p0 = g[0] * a[0], p1 = g[1] * a[1], p2 = g[2] * a[2], p3 = g[3] * a[3];
@@ -285,7 +277,7 @@ void chunk_pair_sums(uvec2 base, uint r0, float shift, out vec3 first, out vec3 
     const uvec2 step = chunk_step();
     uint inner;
     uvec2 o = chunk_first(base, r0, inner);
-    CHUNK_LOOP(i, pair_element(base, r0, i, step, inner, o, shift, a, b))
+    FIXED_LOOP(UNROLL_CHUNKS, i, 16u, pair_element(base, r0, i, step, inner, o, shift, a, b))
     first = forward_trees(a);
     second = forward_trees(b);
 }

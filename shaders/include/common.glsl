@@ -45,6 +45,15 @@ float run_time(float c) {
         : uintBitsToFloat(floatBitsToUint(c) | uint(gl_NumWorkGroups.x == 0u));
 }
 
+// A loop of n iterations running STATEMENT (one statement, commas only within parentheses),
+// [[unroll]] where `unrolled` (a specialization constant), else as the compiler chooses: a
+// device whose compiler leaves short loops rolled and indexes arrays by their counter
+// through memory (llvmpipe; Limits.unroll_loops) takes the first. The including kernel
+// enables GL_EXT_control_flow_attributes.
+#define FIXED_LOOP(unrolled, i, n, STATEMENT)                                          \
+    if (unrolled) { [[unroll]] for (uint i = 0u; i < (n); ++i) STATEMENT; }            \
+    else { for (uint i = 0u; i < (n); ++i) STATEMENT; }
+
 // The same over [first, end): one of the dispatches a plan splits a loop into where the
 // driver ends long loops (lavapipe: 65535 iterations per invocation); first = 0 and end =
 // count in one dispatch. Kernels taking it declare the push constant `first`.
