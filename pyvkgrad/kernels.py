@@ -249,11 +249,17 @@ def _flatten(kernel: str, constants) -> Dict[str, object]:
     return flat
 
 
+def float_word(value: float) -> int:
+    """The float32 bits of `value` (rounded to nearest) as a uint32 word: a float
+    specialization constant's word, and a float a kernel takes as a uint push constant."""
+    return struct.unpack("<I", struct.pack("<f", value))[0]
+
+
 def _word(kernel: str, c: Constant, value) -> int:
     """The uint32 word of constant `c`, checked against its type."""
     if c.type == "float":
         if isinstance(value, (float, np.floating)):
-            return struct.unpack("<I", struct.pack("<f", value))[0]
+            return float_word(value)
     elif c.type == "bool":
         if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral)
                                                    and value in (0, 1)):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Mapping, Optional, Sequence, Tuple
 import numpy as np
 
 from . import kernels
-from .kernels import READ, READ_WRITE, WRITE  # noqa: F401 (re-exported for the plans)
+from .kernels import READ, READ_WRITE, WRITE, float_word  # noqa: F401 (re-exported for the plans)
 
 if TYPE_CHECKING:
     from .tensor import TensorDesc

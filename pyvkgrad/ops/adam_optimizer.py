@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, ClassVar, Dict, Tuple, Union
 
 import numpy as np
 
-from ..plan import READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, grid_slices, right_align
+from ..plan import (READ, WRITE, Dispatch, Limits, OperatorDesc, Plan, float_word, grid_slices,
+                    right_align)
 from ..tensor import (DataType, TensorDesc, check_desc, check_float,
                       check_float_type, check_output, check_rank, check_same, coalesce, dml_name,
                       check_numpy, fail)
@@ -47,11 +48,6 @@ SUMMAND_LEAST = 2.0 ** -102
 LEAST_NORMAL = 2.0 ** -126
 
 
-def _bits(value: float) -> int:
-    """value's float32 bits."""
-    return int(np.array(value, np.float32).view(np.uint32))
-
-
 def _bits_at_least(value: float) -> int:
     """The bits of the least float32 >= value (Inf's past the largest float)."""
     if value > float(np.finfo(np.float32).max):
@@ -59,7 +55,7 @@ def _bits_at_least(value: float) -> int:
     f = np.float32(value)
     if float(f) < value:
         f = np.nextafter(f, np.float32(np.inf))
-    return _bits(f)
+    return float_word(f)
 
 
 def _subnormal(value: float) -> bool:
@@ -105,8 +101,9 @@ def step_values(beta1: float, beta2: float, epsilon: float, data_type: DataType
         # at least 2^-24; a subnormal LearningRate alpha the kernel sees itself).
         EXACT_ONLY=any(_subnormal(c) for c in (beta1, beta2, epsilon)),
         NEGATIVE_EPSILON=float(f32(epsilon)) < 0)
-    push = dict(beta1=_bits(beta1), beta2=_bits(beta2), epsilon=_bits(epsilon),
-                one_minus_beta1=_bits(one_minus_beta1), one_minus_beta2=_bits(one_minus_beta2))
+    push = {name: float_word(value) for name, value in (
+        ("beta1", beta1), ("beta2", beta2), ("epsilon", epsilon),
+        ("one_minus_beta1", one_minus_beta1), ("one_minus_beta2", one_minus_beta2))}
     return constants, push
 
 
@@ -198,7 +195,7 @@ class AdamOptimizerDesc(OperatorDesc):
         loops = 1 + (2 if packed and size == 2 else 1) * 2 * 3
         # LearningRate, the Betas and Epsilon in push constants: one pipeline for all of them
         # (a schedule that changes them every step compiles no kernel).
-        scalars = dict(step_push, learning_rate=_bits(self.learning_rate))
+        scalars = dict(step_push, learning_rate=float_word(self.learning_rate))
         return Plan(tuple(Dispatch("adam_optimizer", BINDINGS, workgroups,
                                    constants=dict(constants, PACKED=packed,
                                                   PREFETCH=packed and PREFETCH),

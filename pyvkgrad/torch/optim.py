@@ -96,12 +96,10 @@ class Adam(torch.optim.Optimizer):
             self._device[p] = dev
         if dev.get("key") != key:
             descs = [t.desc for t in dev["tensors"]]
-            # The old operator is closed after the new one's first call (step): until then its
-            # programs keep the kernel's pipeline alive, however many other pipelines the
-            # device has made since (it keeps 64 that no program uses).
-            if dev.get("retired") is not None:  # (a step that failed before its call)
-                dev["retired"].close()
-            dev["retired"] = dev.get("operator")
+            # (Closed first: every parameter's operator shares the kernel's one pipeline, which
+            # the device keeps for the new operator's call.)
+            if "operator" in dev:
+                dev["operator"].close()
             dev["operator"] = self._compile(descs, *key)
             dev["key"] = key
         return dev
@@ -157,8 +155,6 @@ class Adam(torch.optim.Optimizer):
                 bound = dict(zip(_FIELDS, (x, m, v, g, t)))
                 dev["operator"](**bound, output_parameters_tensor=x,
                                 output_first_moment_tensor=m, output_second_moment_tensor=v)
-                if dev.get("retired") is not None:
-                    dev.pop("retired").close()
                 p.copy_(torch.from_numpy(x.numpy()).reshape(p.shape))
             # The moments now live on the device alone (state_dict() brings them back).
             state.pop("exp_avg", None)
@@ -232,9 +228,8 @@ class Adam(torch.optim.Optimizer):
 
     def _forget(self, p: torch.Tensor) -> None:
         dev = self._device.pop(p)
-        for name in ("operator", "retired"):
-            if dev.get(name) is not None:
-                dev[name].close()
+        if "operator" in dev:
+            dev["operator"].close()
 
     def _close_device(self) -> None:
         for p in list(self._device):
