@@ -9,7 +9,7 @@ device's caches let go of its storage at the next call (`DeviceContext.forget`).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,6 +58,20 @@ class TensorStorage:
         """The one-call path's write: `elements`, the 1-D span `array_desc` made for this
         descriptor, into the host-visible words (the caller checked the lifetime)."""
         copy_into(self.buffer.words().view(elements.dtype)[: elements.size], elements)
+        self.state.host_written()
+
+    def write_end_to_end(self, pieces: Sequence[np.ndarray]) -> None:
+        """A packed 1-D tensor's new contents: `pieces` (1-D arrays of its dtype, as many
+        elements in all as the descriptor) end to end, each copied once straight into the
+        host-visible words, with no concatenated copy first (the bridge's Adam: its parameters
+        and their gradients each step; the caller holds the lock and checked the lifetime)."""
+        if sum(piece.size for piece in pieces) != self.desc.element_count:
+            raise AssertionError(f"{sum(p.size for p in pieces)} elements for {self.desc}")
+        elements = self.buffer.words().view(self.desc.data_type.numpy_dtype)
+        start = 0
+        for piece in pieces:
+            copy_into(elements[start: start + piece.size], piece)
+            start += piece.size
         self.state.host_written()
 
     def close(self) -> None:

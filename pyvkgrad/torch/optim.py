@@ -2,8 +2,9 @@
 
 `Adam` is a drop-in for `torch.optim.Adam(params, lr, betas, eps)` whose step is DirectML's
 ADAM_OPTIMIZER (docs/semantics.md §11): the moments live on the device between steps, and each
-step uploads the parameter and its gradient, updates all three in place and reads the
-parameter back.
+step uploads the parameters and their gradients, updates all three in place and reads the
+parameters back, in one submission for each pack of parameters (_adam_pack.py: those of one
+group, data type and step count, end to end).
 
 One difference from PyTorch's Adam, by design: DirectML adds epsilon to sqrt(v') before the bias
 correction (x' = x - lr alpha m' / (sqrt(v') + eps), alpha = sqrt(1 - beta2^t) / (1 - beta1^t)),
@@ -22,12 +23,10 @@ from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
 import numpy as np
 import torch
 
-from ..ops.adam_optimizer import AdamOptimizerDesc
+from .._environment import interrupts_deferred
 from ..tensor import check_float
 from . import _runtime
-
-_FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
-           "input_second_moment_tensor", "gradient_tensor", "training_step_tensor")
+from ._adam_pack import NUMPY_DTYPES, Pack, parts
 # torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
 # these values (in the constructor, a parameter group or a loaded state dict), refused at any
 # other before any device work.
@@ -69,45 +68,11 @@ class Adam(torch.optim.Optimizer):
                        differentiable=differentiable, fused=fused,
                        decoupled_weight_decay=decoupled_weight_decay)
         _check_options(options)
-        # The device tensors and compiled operator of each parameter (not optimizer state:
-        # they hold the device and cannot be saved; state_dict() gives their moments).
-        self._device: Dict[torch.Tensor, Dict[str, Any]] = {}
+        # Each parameter's pack: its moments on the device, with its pack's compiled operator
+        # (not optimizer state: they hold the device and cannot be saved; state_dict() gives
+        # their moments).
+        self._device: Dict[torch.Tensor, Pack] = {}
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, **options))
-
-    def _device_state(self, p: torch.Tensor, group: Dict[str, Any]) -> Dict[str, Any]:
-        """The parameter's device tensors (x, m, v, g, T, flat) and its compiled operator: made
-        on its first step (moments from the state, as `load_state_dict` left them, or zero),
-        the operator again when the hyperparameters changed (the kernel is the same: a new
-        learning rate compiles no pipeline)."""
-        key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
-               _number(group["eps"]))
-        dev = self._device_of(p)
-        if dev is None:
-            device = _runtime.get_device()
-            state = self.state[p]
-            array = p.detach().cpu().numpy().reshape(-1)
-            moments = [state.get(k) for k in ("exp_avg", "exp_avg_sq")]
-            moments = [np.zeros_like(array) if t is None else
-                       t.detach().cpu().numpy().astype(array.dtype).reshape(-1)
-                       for t in moments]
-            dev = dict(tensors=[device.upload(a) for a in
-                                (array, *moments, np.zeros_like(array),
-                                 np.zeros(1, np.uint32))])
-            self._device[p] = dev
-        if dev.get("key") != key:
-            descs = [t.desc for t in dev["tensors"]]
-            # (Closed first: every parameter's operator shares the kernel's one pipeline, which
-            # the device keeps for the new operator's call.)
-            if "operator" in dev:
-                dev["operator"].close()
-            dev["operator"] = self._compile(descs, *key)
-            dev["key"] = key
-        return dev
-
-    @staticmethod
-    def _compile(descs, lr: float, beta1: float, beta2: float, eps: float):
-        return _runtime.get_device().compile(AdamOptimizerDesc(
-            *descs, *descs[:3], lr, beta1, beta2, eps))
 
     def _check(self, p: torch.Tensor, group: Dict[str, Any]) -> None:
         """What the device step cannot take, refused before any parameter changes."""
@@ -120,13 +85,12 @@ class Adam(torch.optim.Optimizer):
         if p.dtype not in (torch.float32, torch.float16) or p.device.type != "cpu":
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
-        dev = self._device_of(p)
-        if dev is not None:
-            desc = dev["tensors"][0].desc
-            if (desc.element_count, desc.data_type.numpy_dtype) != (
-                    max(p.numel(), 1), p.detach().numpy().dtype):
+        pack = self._device.get(p)
+        if pack is not None and "step" in self.state.get(p, {}):
+            size, dtype = pack.size_of(p), pack.dtype
+            if (size, dtype) != (p.numel(), NUMPY_DTYPES.get(p.dtype)):
                 raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a parameter changed from "
-                                   f"{desc.element_count} {desc.data_type.name} elements to "
+                                   f"{size} {np.dtype(dtype).name} elements to "
                                    f"{p.numel()} of {p.dtype}; its moments no longer fit it")
         step = self._next_step(p)
         if step >= 2 ** 32:
@@ -143,24 +107,79 @@ class Adam(torch.optim.Optimizer):
                 if p.grad is not None]
         for p, group in live:
             self._check(p, group)
+        # Parameters of one group, data type and step count step together (a pack per run of
+        # them that fits a device buffer); empty ones only count the step.
+        packs: Dict[Tuple[int, torch.dtype, int], Tuple[Dict[str, Any], list]] = {}
         for p, group in live:
-            state = self.state[p]
-            step = self._next_step(p)
-            if p.numel() > 0:
-                dev = self._device_state(p, group)
-                x, m, v, g, t = dev["tensors"]
-                x.write(p.detach().numpy().reshape(-1))
-                g.write(p.grad.detach().to(p.dtype).numpy().reshape(-1))
-                t.write(np.array([step], np.uint32))
-                bound = dict(zip(_FIELDS, (x, m, v, g, t)))
-                dev["operator"](**bound, output_parameters_tensor=x,
-                                output_first_moment_tensor=m, output_second_moment_tensor=v)
-                p.copy_(torch.from_numpy(x.numpy()).reshape(p.shape))
-            # The moments now live on the device alone (state_dict() brings them back).
-            state.pop("exp_avg", None)
-            state.pop("exp_avg_sq", None)
-            state["step"] = torch.tensor(float(step))
+            if p.numel() == 0:
+                self._stepped(p)
+            else:
+                packs.setdefault((id(group), p.dtype, self._next_step(p)),
+                                 (group, []))[1].append(p)
+        most = _runtime.get_device().max_buffer_bytes
+        for (_, _, step), (group, params) in packs.items():
+            key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
+                   _number(group["eps"]))
+            for members in parts(params, most):
+                # Interrupts wait until the members' parameters and steps agree with the
+                # moments the submission updated.
+                with interrupts_deferred():
+                    self._pack(members).step(step, key)
+                    for p in members:
+                        self._stepped(p)
         return loss
+
+    def _stepped(self, p: torch.Tensor) -> None:
+        """p's state after its step: the step counted, and the moments on the device alone
+        (state_dict() brings them back)."""
+        state = self.state[p]
+        state["step"] = torch.tensor(float(self._next_step(p)))
+        state.pop("exp_avg", None)
+        state.pop("exp_avg_sq", None)
+
+    def _pack(self, members: Tuple[torch.Tensor, ...]) -> Pack:
+        """The pack of exactly `members`: theirs if they share one whose state was not reset,
+        else a new one. Their packs give the moments back to the state first (all of a pack's
+        members', as a pack's tensors are whole), and the new pack takes them from there (or
+        zeros)."""
+        pack = self._device.get(members[0])
+        if pack is not None and pack.holds(members) and all(
+                "step" in self.state.get(p, {}) for p in members):
+            return pack
+        for p in members:
+            if p in self._device:
+                self._dissolve(self._device[p])
+        moments = []
+        for p in members:
+            array = p.detach().numpy().reshape(-1)
+            state = self.state[p]
+            moments.append(tuple(
+                np.zeros_like(array) if state.get(k) is None else
+                state[k].detach().cpu().numpy().astype(array.dtype).reshape(-1)
+                for k in ("exp_avg", "exp_avg_sq")))
+        pack = Pack(members, moments)
+        for p in members:
+            self._device[p] = pack
+        return pack
+
+    def _dissolve(self, pack: Pack, keep: bool = True) -> None:
+        """Close `pack`; with `keep`, first its moments into the state as exp_avg and exp_avg_sq
+        (torch's form) of each member whose state was not reset (opt.state.clear(), or a new
+        dict: as torch's Adam, that parameter starts again from zero moments)."""
+        for p, moments in zip(pack.params, pack.moments() if keep and pack.alive else []):
+            if "step" in self.state.get(p, {}):
+                self._keep_moments(p, moments)
+        for p in pack.params:
+            if self._device.get(p) is pack:
+                del self._device[p]
+        pack.close()
+
+    def _keep_moments(self, p: torch.Tensor, moments: Tuple[np.ndarray, np.ndarray]) -> None:
+        """p's moments (flat arrays) into its state as exp_avg and exp_avg_sq, in p's shape
+        (flat where p was resized since)."""
+        for k, moment in zip(("exp_avg", "exp_avg_sq"), moments):
+            moment = torch.from_numpy(moment)
+            self.state[p][k] = moment.reshape(p.shape) if moment.numel() == p.numel() else moment
 
     def state_dict(self) -> Dict[str, Any]:
         """torch.optim.Adam's form: each parameter's `step`, `exp_avg` and `exp_avg_sq` (the
@@ -177,15 +196,14 @@ class Adam(torch.optim.Optimizer):
     def _read_back(self) -> None:
         """The device's moments into the state as exp_avg and exp_avg_sq (torch's form)."""
         live = {p for group in self.param_groups for p in group["params"]}
-        for p in [p for p in self._device if p not in live]:
-            self._forget(p)  # no longer optimized
-        for p in list(self._device):
-            self._device_of(p)  # (forgets a reset state's moments)
-        for p, dev in self._device.items():
-            state = self.state[p]
-            for k, tensor in zip(("exp_avg", "exp_avg_sq"), dev["tensors"][1:3]):
-                moment = torch.from_numpy(tensor.numpy())
-                state[k] = moment.reshape(p.shape) if moment.numel() == p.numel() else moment
+        for pack in set(self._device.values()):
+            # A pack with a member no longer optimized, or whose state was reset, gives its
+            # moments back and goes; the others read theirs back and stay.
+            if not all(p in live and "step" in self.state.get(p, {}) for p in pack.params):
+                self._dissolve(pack)
+                continue
+            for p, moments in zip(pack.params, pack.moments()):
+                self._keep_moments(p, moments)
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state.get(p)
@@ -213,27 +231,14 @@ class Adam(torch.optim.Optimizer):
                 if isinstance(state.get(k), torch.Tensor):
                     state[k] = state[k].detach().clone()
 
-    def _device_of(self, p: torch.Tensor) -> Optional[Dict[str, Any]]:
-        """p's device state, or None: none yet, or its optimizer state was reset
-        (opt.state.clear(), or a new dict), and so are its moments (forgotten here)."""
-        dev = self._device.get(p)
-        if dev is not None and "step" not in self.state.get(p, {}):
-            self._forget(p)
-            return None
-        return dev
-
     def _next_step(self, p: torch.Tensor) -> int:
         """The TrainingStepTensor of p's next step (torch keeps `step` as a float tensor)."""
         return int(_number(self.state[p].get("step", 0))) + 1
 
-    def _forget(self, p: torch.Tensor) -> None:
-        dev = self._device.pop(p)
-        if "operator" in dev:
-            dev["operator"].close()
-
     def _close_device(self) -> None:
-        for p in list(self._device):
-            self._forget(p)
+        """Drop every pack without reading its moments back (a loaded state replaces them)."""
+        for pack in set(self._device.values()):
+            self._dissolve(pack, keep=False)
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
         # copy.deepcopy and pickling go through torch's __getstate__, which keeps only the

@@ -1,0 +1,148 @@
+"""The device side of `pyvkgrad.torch.optim.Adam`: parameters stepped together in one submission.
+
+A pack holds parameters of one group, data type and step count. Their elements lie end to end
+in flat device tensors: the parameters x, the moments m and v, the gradients g, and the
+TrainingStepTensor T. One compiled ADAM_OPTIMIZER steps all of them in place, and one recording
+uploads x, g and T, runs it, and reads x back, in a single submission. ADAM_OPTIMIZER works
+element by element, so a parameter's bits do not depend on which pack it is in, or where.
+
+Before packs, each parameter had its own operator. A step then cost two submissions per
+parameter (its call, then its read-back), and a new learning rate rebuilt every parameter's
+operator. Now a step costs one submission per pack, and a new learning rate rebuilds one
+operator per pack (benchmarks/RESULTS.md, "2026-12-05").
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import List, Sequence, Tuple
+
+import numpy as np
+import torch
+
+from ..device import context_of
+from ..ops.adam_optimizer import AdamOptimizerDesc
+from . import _runtime
+
+FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
+          "input_second_moment_tensor", "gradient_tensor", "training_step_tensor")
+OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
+           "output_second_moment_tensor")
+NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
+
+
+def parts(params: Sequence[torch.Tensor], most_bytes: int) -> List[Tuple[torch.Tensor, ...]]:
+    """`params` (one data type) cut in order into runs that each fit one device buffer
+    (`most_bytes`, less the buffers' 16-byte rounding). A parameter larger than that is a run
+    of its own, which the compile refuses with ADAM_OPTIMIZER's error."""
+    if not params:
+        return []
+    most = (most_bytes - 16) // params[0].element_size()
+    runs: List[List[torch.Tensor]] = [[]]
+    count = 0
+    for p in params:
+        if runs[-1] and count + p.numel() > most:
+            runs.append([])
+            count = 0
+        runs[-1].append(p)
+        count += p.numel()
+    return [tuple(run) for run in runs]
+
+
+class Pack:
+    """Parameters (`params`, each with at least one element, one data type) stepped together:
+    their moments start as `moments` (per parameter, (m, v) as flat arrays of its dtype)."""
+
+    def __init__(self, params: Tuple[torch.Tensor, ...],
+                 moments: Sequence[Tuple[np.ndarray, np.ndarray]]) -> None:
+        self.device = _runtime.get_device()
+        self.params = params
+        self.sizes = tuple(p.numel() for p in params)
+        self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
+        self.dtype = NUMPY_DTYPES[params[0].dtype]
+        zeros = np.zeros(self.offsets[-1], self.dtype)
+        m = np.concatenate([a for a, _ in moments]).astype(self.dtype, copy=False)
+        v = np.concatenate([b for _, b in moments]).astype(self.dtype, copy=False)
+        self.tensors = []
+        try:
+            for array in (zeros, m, v, zeros, np.zeros(1, np.uint32)):
+                self.tensors.append(self.device.upload(array))
+        except BaseException:
+            self.close()
+            raise
+        self.key: Tuple[float, ...] = ()  # (LearningRate, Beta1, Beta2, Epsilon) compiled
+        self._operator = None
+        self._recording = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the pack's device tensors are open (a device close ends them)."""
+        return not any(t.closed for t in self.tensors)
+
+    def holds(self, params: Tuple[torch.Tensor, ...]) -> bool:
+        """Whether the pack holds exactly `params`, in order, open on the bridge's device."""
+        return (len(params) == len(self.params)
+                and all(a is b for a, b in zip(params, self.params))
+                and self.device is _runtime.get_device() and self.alive)
+
+    def size_of(self, p: torch.Tensor) -> int:
+        """The element count the pack keeps moments for, for member p."""
+        return self.sizes[self._index(p)]
+
+    def _index(self, p: torch.Tensor) -> int:
+        return next(i for i, q in enumerate(self.params) if q is p)
+
+    def step(self, training_step: int, key: Tuple[float, ...]) -> None:
+        """One Adam step of every member at `training_step` with `key`'s scalars: upload the
+        parameters and gradients, step, and copy the new parameters into the members. A new
+        key compiles a new operator (over the kernel's one pipeline) and records again."""
+        x, _, _, g, t = self.tensors
+        if key != self.key:
+            self._close_call()
+            descs = [tensor.desc for tensor in self.tensors]
+            self._operator = self.device.compile(AdamOptimizerDesc(*descs, *descs[:3], *key))
+            self.key = key
+        lock = context_of(self.device).lock
+        with lock:
+            for tensor, pieces in (
+                    (x, [p.detach().numpy().reshape(-1) for p in self.params]),
+                    (g, [p.grad.detach().to(p.dtype).numpy().reshape(-1)
+                         for p in self.params])):
+                tensor.storage.lifetime.check("pyvkgrad.torch.optim.Adam.step")
+                tensor.storage.write_end_to_end(pieces)
+        t.write(np.array([training_step], np.uint32))
+        if self._recording is None:
+            recording = self.device.record()
+            try:
+                recording.execute(self._operator, **dict(zip(FIELDS, self.tensors)),
+                                  **dict(zip(OUTPUTS, self.tensors)))
+                recording.read_back([x])
+                recording.submit()
+            except BaseException:
+                recording.close()
+                raise
+            self._recording = recording
+        else:
+            self._recording.replay()
+        with lock:  # straight from the staging words the submission read x back into
+            elements = x.storage.host_words("pyvkgrad.torch.optim.Adam.step").view(self.dtype)
+            for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
+                p.copy_(torch.from_numpy(elements[a:b]).view(p.shape))
+
+    def moments(self) -> List[Tuple[np.ndarray, np.ndarray]]:
+        """Each member's (m, v), read back from the device as new flat arrays."""
+        m, v = (self.tensors[i].numpy() for i in (1, 2))
+        return [(m[a:b], v[a:b]) for a, b in zip(self.offsets, self.offsets[1:])]
+
+    def _close_call(self) -> None:
+        for thing in (self._recording, self._operator):
+            if thing is not None:
+                thing.close()
+        self._recording = self._operator = None
+        self.key = ()
+
+    def close(self) -> None:
+        """Release the pack's recording, operator and device tensors."""
+        self._close_call()
+        for tensor in self.tensors:
+            tensor.close()
