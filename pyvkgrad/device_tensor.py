@@ -9,7 +9,7 @@ device's caches let go of its storage at the next call (`DeviceContext.forget`).
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Optional, Tuple
 
 import numpy as np
 
@@ -60,19 +60,15 @@ class TensorStorage:
         copy_into(self.buffer.words().view(elements.dtype)[: elements.size], elements)
         self.state.host_written()
 
-    def write_end_to_end(self, pieces: Sequence[np.ndarray]) -> None:
-        """A packed 1-D tensor's new contents: `pieces` (1-D arrays of its dtype, as many
-        elements in all as the descriptor) end to end, each copied once straight into the
-        host-visible words, with no concatenated copy first (the bridge's Adam: its parameters
-        and their gradients each step; the caller holds the lock and checked the lifetime)."""
-        if sum(piece.size for piece in pieces) != self.desc.element_count:
-            raise AssertionError(f"{sum(p.size for p in pieces)} elements for {self.desc}")
+    def overwritten_elements(self, action: str) -> np.ndarray:
+        """The host-visible elements (a view of the staging words, of the tensor's dtype),
+        marked newer than the device copy: the caller, holding the lock, writes every element
+        its descriptor covers before the next submission (the bridge's Adam fills its packed
+        parameters and gradients there with one copy each step)."""
+        self.lifetime.check(action)
         elements = self.buffer.words().view(self.desc.data_type.numpy_dtype)
-        start = 0
-        for piece in pieces:
-            copy_into(elements[start: start + piece.size], piece)
-            start += piece.size
         self.state.host_written()
+        return elements
 
     def close(self) -> None:
         """Mark the tensor closed and destroy its buffer."""

@@ -29,6 +29,13 @@ FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
 OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
            "output_second_moment_tensor")
 NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
+ACTION = "pyvkgrad.torch.optim.Adam.step"
+
+
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    """p's gradient in p's data type."""
+    g = p.grad.detach()
+    return g if g.dtype == p.dtype else g.to(p.dtype)
 
 
 def parts(params: Sequence[torch.Tensor], most_bytes: int) -> List[Tuple[torch.Tensor, ...]]:
@@ -57,6 +64,7 @@ class Pack:
                  moments: Sequence[Tuple[np.ndarray, np.ndarray]]) -> None:
         self.device = _runtime.get_device()
         self.params = params
+        self._index = {id(p): i for i, p in enumerate(params)}  # (held: the ids stay theirs)
         self.sizes = tuple(p.numel() for p in params)
         self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
         self.dtype = NUMPY_DTYPES[params[0].dtype]
@@ -87,10 +95,7 @@ class Pack:
 
     def size_of(self, p: torch.Tensor) -> int:
         """The element count the pack keeps moments for, for member p."""
-        return self.sizes[self._index(p)]
-
-    def _index(self, p: torch.Tensor) -> int:
-        return next(i for i, q in enumerate(self.params) if q is p)
+        return self.sizes[self._index[id(p)]]
 
     def step(self, training_step: int, key: Tuple[float, ...]) -> None:
         """One Adam step of every member at `training_step` with `key`'s scalars: upload the
@@ -102,32 +107,31 @@ class Pack:
             descs = [tensor.desc for tensor in self.tensors]
             self._operator = self.device.compile(AdamOptimizerDesc(*descs, *descs[:3], *key))
             self.key = key
-        lock = context_of(self.device).lock
-        with lock:
-            for tensor, pieces in (
-                    (x, [p.detach().numpy().reshape(-1) for p in self.params]),
-                    (g, [p.grad.detach().to(p.dtype).numpy().reshape(-1)
-                         for p in self.params])):
-                tensor.storage.lifetime.check("pyvkgrad.torch.optim.Adam.step")
-                tensor.storage.write_end_to_end(pieces)
-        t.write(np.array([training_step], np.uint32))
-        if self._recording is None:
-            recording = self.device.record()
-            try:
-                recording.execute(self._operator, **dict(zip(FIELDS, self.tensors)),
-                                  **dict(zip(OUTPUTS, self.tensors)))
-                recording.read_back([x])
-                recording.submit()
-            except BaseException:
-                recording.close()
-                raise
-            self._recording = recording
-        else:
-            self._recording.replay()
-        with lock:  # straight from the staging words the submission read x back into
-            elements = x.storage.host_words("pyvkgrad.torch.optim.Adam.step").view(self.dtype)
-            for p, a, b in zip(self.params, self.offsets, self.offsets[1:]):
-                p.copy_(torch.from_numpy(elements[a:b]).view(p.shape))
+        total = self.offsets[-1]
+        with context_of(self.device).lock:
+            # One torch copy each (in parallel where large), straight into staging.
+            for tensor, pieces in ((x, [p.detach().reshape(-1) for p in self.params]),
+                                   (g, [_grad(p).reshape(-1) for p in self.params])):
+                elements = tensor.storage.overwritten_elements(ACTION)[:total]
+                torch.cat(pieces, out=torch.from_numpy(elements))
+            t.write(np.array([training_step], np.uint32))
+            if self._recording is None:
+                recording = self.device.record()
+                try:
+                    recording.execute(self._operator, **dict(zip(FIELDS, self.tensors)),
+                                      **dict(zip(OUTPUTS, self.tensors)))
+                    recording.read_back([x])
+                    recording.submit()
+                except BaseException:
+                    recording.close()
+                    raise
+                self._recording = recording
+            else:
+                self._recording.replay()
+            # Straight from the staging words the submission read x back into.
+            elements = x.storage.host_words(ACTION).view(self.dtype)[:total]
+            for p, new in zip(self.params, torch.from_numpy(elements).split(self.sizes)):
+                p.copy_(new.view(p.shape))
 
     def moments(self) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Each member's (m, v), read back from the device as new flat arrays."""

@@ -74,12 +74,17 @@ class Adam(torch.optim.Optimizer):
         self._device: Dict[torch.Tensor, Pack] = {}
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, **options))
 
-    def _check(self, p: torch.Tensor, group: Dict[str, Any]) -> None:
-        """What the device step cannot take, refused before any parameter changes."""
+    @staticmethod
+    def _check_group(group: Dict[str, Any]) -> None:
+        """What the device step cannot take of a group, refused before any parameter changes."""
         _check_options(group)
         for name, value in (("LearningRate", group["lr"]), ("Beta1", group["betas"][0]),
                             ("Beta2", group["betas"][1]), ("Epsilon", group["eps"])):
             check_float("ADAM_OPTIMIZER", name, _number(value))
+
+    def _check(self, p: torch.Tensor) -> int:
+        """What the device step cannot take of a parameter, refused before any changes; its
+        next step."""
         if p.grad.is_sparse:
             raise RuntimeError("Adam does not support sparse gradients")
         if p.dtype not in (torch.float32, torch.float16) or p.device.type != "cpu":
@@ -96,6 +101,7 @@ class Adam(torch.optim.Optimizer):
         if step >= 2 ** 32:
             raise ValueError(f"pyvkgrad.torch.optim.Adam: step {step} does not fit "
                              f"ADAM_OPTIMIZER's UINT32 TrainingStepTensor")
+        return step
 
     @torch.no_grad()
     def step(self, closure: Optional[Callable[[], float]] = None) -> Optional[float]:
@@ -105,17 +111,17 @@ class Adam(torch.optim.Optimizer):
                 loss = closure()
         live = [(p, group) for group in self.param_groups for p in group["params"]
                 if p.grad is not None]
-        for p, group in live:
-            self._check(p, group)
+        for group in {id(group): group for _, group in live}.values():
+            self._check_group(group)
+        steps = [self._check(p) for p, _ in live]
         # Parameters of one group, data type and step count step together (a pack per run of
         # them that fits a device buffer); empty ones only count the step.
         packs: Dict[Tuple[int, torch.dtype, int], Tuple[Dict[str, Any], list]] = {}
-        for p, group in live:
+        for (p, group), step in zip(live, steps):
             if p.numel() == 0:
-                self._stepped(p)
+                self._stepped(p, step)
             else:
-                packs.setdefault((id(group), p.dtype, self._next_step(p)),
-                                 (group, []))[1].append(p)
+                packs.setdefault((id(group), p.dtype, step), (group, []))[1].append(p)
         most = _runtime.get_device().max_buffer_bytes
         for (_, _, step), (group, params) in packs.items():
             key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
@@ -126,14 +132,14 @@ class Adam(torch.optim.Optimizer):
                 with interrupts_deferred():
                     self._pack(members).step(step, key)
                     for p in members:
-                        self._stepped(p)
+                        self._stepped(p, step)
         return loss
 
-    def _stepped(self, p: torch.Tensor) -> None:
+    def _stepped(self, p: torch.Tensor, step: int) -> None:
         """p's state after its step: the step counted, and the moments on the device alone
         (state_dict() brings them back)."""
         state = self.state[p]
-        state["step"] = torch.tensor(float(self._next_step(p)))
+        state["step"] = torch.tensor(float(step))
         state.pop("exp_avg", None)
         state.pop("exp_avg_sq", None)
 
