@@ -8,11 +8,12 @@ the device, ADAM_OPTIMIZER, the parameters copied back into the torch tensors. P
 - digits: examples/train_digits.py's model (10 tensors, 3,866 elements);
 - resnet18: ResNet-18's 62 tensors (11.7 M elements), as torchvision builds them;
 - small: 200 tensors of 256 elements (the biases and norms of a deep model).
-Each float32, fresh standard-normal gradients every step. Cases, run in turn within every
-repeat (median ms over --repeat steps after 3 warm-up steps):
+Each float32, with standard-normal gradients (two sets, in turn). Cases, each run in blocks of
+steps in turn (`in_blocks`; median and least ms of --repeat steps):
 - pyvkgrad: the bridge's Adam, constant lr; pyvkgrad+onecycle: under OneCycleLR (the schedule's
   own step is not timed), which changes the learning rate and beta1 every step;
-- torch cpu (PyTorch's default: a loop over the tensors), torch cpu foreach, torch cpu fused;
+- torch cpu (PyTorch's default for CPU tensors: a loop over them), torch cpu foreach, torch
+  cpu fused;
 - torch cuda fused (where CUDA is present): the parameters on the GPU, for scale only.
 Writes adam_step.json into --out.
 """
@@ -83,17 +84,24 @@ def make_case(shapes, make_opt, device="cpu", schedule=False):
     return run, setup
 
 
-def interleaved(cases, repeat):
-    """Median ms of each case, the cases run in turn within every repeat."""
+def in_blocks(cases, repeat, rounds=5):
+    """Median and least ms of each case over `repeat` steps, in `rounds` rounds that run each
+    case in turn for a block of steps (the first step of a block untimed): a case's steps run
+    back to back, as in training, while a shared machine's drift reaches every case alike
+    (stepping the cases in turn one step at a time let one library's worker threads, still
+    spinning, slow the next one's step)."""
     times = {name: [] for name in cases}
-    for i in range(repeat + 3):
+    block = -(-repeat // rounds)
+    for _ in range(rounds):
         for name, (run, setup) in cases.items():
-            setup()
-            t = time.perf_counter()
-            run()
-            if i >= 3:
-                times[name].append(time.perf_counter() - t)
-    return {name: 1e3 * statistics.median(ts) for name, ts in times.items()}
+            for i in range(block + 1):
+                setup()
+                t = time.perf_counter()
+                run()
+                if i:
+                    times[name].append(time.perf_counter() - t)
+    return ({name: 1e3 * statistics.median(ts) for name, ts in times.items()},
+            {name: 1e3 * min(ts) for name, ts in times.items()})
 
 
 def main(argv=None) -> int:
@@ -103,7 +111,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--out", default="bench-out")
     args = ap.parse_args(argv)
-    repeat = args.repeat or (5 if args.quick else 30)
+    repeat = args.repeat or (5 if args.quick else 40)
     dev = pyvkgrad.default_device()
     vt.set_device(dev)
     # A warm-up step compiles the kernel before any case is timed (the pipeline is shared).
@@ -125,14 +133,16 @@ def main(argv=None) -> int:
         if cuda:
             cases["torch cuda fused"] = make_case(
                 shapes, lambda p: torch.optim.Adam(p, lr=1e-3, fused=True), device="cuda")
-        ms = interleaved(cases, repeat)
-        cpu_best = min(v for k, v in ms.items() if k.startswith("torch cpu"))
-        row = dict(set=name, tensors=len(shapes), elements=elements, ms=ms,
-                   x_best_torch_cpu=cpu_best / ms["pyvkgrad"])
+        ms, least = in_blocks(cases, repeat)
+        row = dict(set=name, tensors=len(shapes), elements=elements, ms=ms, least_ms=least,
+                   x_torch_cpu=ms["torch cpu"] / ms["pyvkgrad"],
+                   x_best_torch_cpu=min(v for k, v in ms.items() if k.startswith("torch cpu"))
+                   / ms["pyvkgrad"])
         rows.append(row)
-        print(f"{name} ({len(shapes)} tensors, {elements} elements): " + ", ".join(
-            f"{k} {v:.3f} ms" for k, v in ms.items())
-            + f"; pyvkgrad is {row['x_best_torch_cpu']:.2f}x the best CPU Adam", flush=True)
+        print(f"{name} ({len(shapes)} tensors, {elements} elements), median (least) ms: "
+              + ", ".join(f"{k} {v:.3f} ({least[k]:.3f})" for k, v in ms.items())
+              + f"; x torch cpu {row['x_torch_cpu']:.2f}, x the best CPU Adam "
+              f"{row['x_best_torch_cpu']:.2f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "adam_step.json").write_text(json.dumps(dict(

@@ -145,9 +145,20 @@ def run_machine(device, derandomize):
     return AdamStateMachine.done
 
 
-def test_adam_state_machine(device):
-    """The same sequences everywhere (derandomized); a floor on what they did."""
-    done = run_machine(device, derandomize=True)
+@pytest.mark.parametrize("mapped", [True, False], ids=["mapped", "staged"])
+def test_adam_state_machine(device, mapped):
+    """The same sequences everywhere (derandomized); a floor on what they did. Packs put x and
+    g in mapped memory where that is device memory, else step x in place through staging:
+    both ways on every device (the runtime told that its mapped memory is not device memory)."""
+    runtime = device.runtime()
+    if mapped and not runtime.mapped_device_local:
+        pytest.skip("this device's mapped memory is not device memory")
+    was = runtime.mapped_device_local
+    runtime._mapped_device_local = mapped
+    try:
+        done = run_machine(device, derandomize=True)
+    finally:
+        runtime._mapped_device_local = was
     for what, least in (("step", 60), ("parameters stepped", 150), ("reset", 10),
                         ("state_dict", 10), ("load", 5), ("hyperparameters", 10),
                         ("changed by hand", 10)):

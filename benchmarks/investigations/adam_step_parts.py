@@ -57,7 +57,7 @@ def timed_step(pack, times):
     submission.commit(uploads)
     t3 = time.perf_counter()
     with lock, torch.no_grad():
-        elements = x.storage.host_words("probe").view(pack.dtype)[:total]
+        elements = pack.x_out.storage.host_words("probe").view(pack.dtype)[:total]
         for p, new in zip(pack.params, torch.from_numpy(elements).split(pack.sizes)):
             p.copy_(new.view(p.shape))
     t4 = time.perf_counter()

@@ -2,8 +2,8 @@
 
 A pack holds parameters of one group, data type and step count. Their elements lie end to end
 in flat device tensors: the parameters x, the moments m and v, the gradients g, and the
-TrainingStepTensor T. One compiled ADAM_OPTIMIZER steps all of them in place, and one recording
-uploads x, g and T, runs it, and reads x back, in a single submission. ADAM_OPTIMIZER works
+TrainingStepTensor T. One compiled ADAM_OPTIMIZER steps all of them, and one recording uploads
+what the host wrote, runs it, and reads the new x back, in a single submission. ADAM_OPTIMIZER works
 element by element, so a parameter's bits do not depend on which pack it is in, or where.
 
 Before packs, each parameter had its own operator. A step then cost two submissions per
@@ -15,12 +15,14 @@ operator per pack (benchmarks/RESULTS.md, "2026-12-05").
 from __future__ import annotations
 
 import itertools
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from ..device import context_of
+from ..device_tensor import DeviceTensor, make_tensor
+from ..tensor import DataType, TensorDesc
 from ..ops.adam_optimizer import AdamOptimizerDesc
 from . import _runtime
 
@@ -29,6 +31,7 @@ FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
 OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
            "output_second_moment_tensor")
 NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
+DATA_TYPES = {torch.float32: DataType.FLOAT32, torch.float16: DataType.FLOAT16}
 ACTION = "pyvkgrad.torch.optim.Adam.step"
 
 
@@ -68,24 +71,33 @@ class Pack:
         self.sizes = tuple(p.numel() for p in params)
         self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
         self.dtype = NUMPY_DTYPES[params[0].dtype]
-        zeros = np.zeros(self.offsets[-1], self.dtype)
-        m = np.concatenate([a for a, _ in moments]).astype(self.dtype, copy=False)
-        v = np.concatenate([b for _, b in moments]).astype(self.dtype, copy=False)
-        self.tensors = []
-        try:
-            for array in (zeros, m, v, zeros, np.zeros(1, np.uint32)):
-                self.tensors.append(self.device.upload(array))
-        except BaseException:
-            self.close()
-            raise
         self.key: Tuple[float, ...] = ()  # (LearningRate, Beta1, Beta2, Epsilon) compiled
         self._operator = None
         self._recording = None
+        m = np.concatenate([a for a, _ in moments]).astype(self.dtype, copy=False)
+        v = np.concatenate([b for _, b in moments]).astype(self.dtype, copy=False)
+        desc = TensorDesc(DATA_TYPES[params[0].dtype], (self.offsets[-1],))
+        # Where mapped buffers are device memory (resizable BAR, or a CPU device), x and g live
+        # there: the host's copy into them each step is the only copy, with no staging copy
+        # and no upload command. The new x then goes to a staged tensor of its own (x_out):
+        # the host reads mapped device memory slowly. Elsewhere x is stepped in place.
+        context = context_of(self.device)
+        kind = "mapped" if self.device.runtime().mapped_device_local else "staged"
+        self.tensors: List[DeviceTensor] = []
+        self.x_out: Optional[DeviceTensor] = None
+        try:
+            self.tensors += [make_tensor(context, desc, kind), self.device.upload(m),
+                             self.device.upload(v), make_tensor(context, desc, kind),
+                             self.device.upload(np.zeros(1, np.uint32))]
+            self.x_out = self.device.empty(desc) if kind == "mapped" else self.tensors[0]
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def alive(self) -> bool:
         """Whether the pack's device tensors are open (a device close ends them)."""
-        return not any(t.closed for t in self.tensors)
+        return not any(t.closed for t in self.tensors + [self.x_out] if t is not None)
 
     def holds(self, params: Tuple[torch.Tensor, ...]) -> bool:
         """Whether the pack holds exactly `params`, in order, open on the bridge's device."""
@@ -109,7 +121,8 @@ class Pack:
             self.key = key
         total = self.offsets[-1]
         with context_of(self.device).lock:
-            # One torch copy each (in parallel where large), straight into staging.
+            # One torch copy each (in parallel where large), straight into the buffers' host
+            # memory (mapped device memory, or staging).
             for tensor, pieces in ((x, [p.detach().reshape(-1) for p in self.params]),
                                    (g, [_grad(p).reshape(-1) for p in self.params])):
                 elements = tensor.storage.overwritten_elements(ACTION)[:total]
@@ -119,8 +132,8 @@ class Pack:
                 recording = self.device.record()
                 try:
                     recording.execute(self._operator, **dict(zip(FIELDS, self.tensors)),
-                                      **dict(zip(OUTPUTS, self.tensors)))
-                    recording.read_back([x])
+                                      **dict(zip(OUTPUTS, [self.x_out, *self.tensors[1:3]])))
+                    recording.read_back([self.x_out])
                     recording.submit()
                 except BaseException:
                     recording.close()
@@ -129,7 +142,7 @@ class Pack:
             else:
                 self._recording.replay()
             # Straight from the staging words the submission read x back into.
-            elements = x.storage.host_words(ACTION).view(self.dtype)[:total]
+            elements = self.x_out.storage.host_words(ACTION).view(self.dtype)[:total]
             for p, new in zip(self.params, torch.from_numpy(elements).split(self.sizes)):
                 p.copy_(new.view(p.shape))
 
@@ -148,5 +161,5 @@ class Pack:
     def close(self) -> None:
         """Release the pack's recording, operator and device tensors."""
         self._close_call()
-        for tensor in self.tensors:
+        for tensor in {id(t): t for t in self.tensors + [self.x_out] if t is not None}.values():
             tensor.close()
