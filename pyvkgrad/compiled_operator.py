@@ -139,6 +139,15 @@ class CompiledOperator:
             # load (and check) every kernel now, not at the first call
             kernels.spirv(d.kernel, self._rte16)
 
+    def same_pipelines(self, plan: Plan) -> bool:
+        """Whether `plan` (another descriptor's) dispatches the same pipelines on the same
+        bindings as this operator's plan: the same kernels, specialization constants and
+        workgroup counts, in order, so that only push constants may differ."""
+        return len(plan.dispatches) == len(self.plan.dispatches) and all(
+            (d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups)
+            == pipeline and d.bindings == old.bindings
+            for d, pipeline, old in zip(plan.dispatches, self._pipelines, self.plan.dispatches))
+
     @property
     def float16_rte(self) -> bool:
         """Whether its kernels that convert to float16 run their rte16 SPIR-V (the device

@@ -17,11 +17,17 @@ from ._context import DeviceContext
 from ._environment import interrupts_deferred
 from ._state import Hazards, Lifetime, Submission
 from .device_tensor import DeviceTensor, TensorStorage
+from .plan import Dispatch, Plan
 from .runtime import Buffer, Commands, Program
 
 if TYPE_CHECKING:
     from .compiled_operator import CompiledOperator
     from .device import Device
+
+def _push_words(d: Dispatch) -> np.ndarray:
+    """A dispatch's push-constant words as recorded (one word where it takes none)."""
+    return np.array(d.push_constants or (0,), dtype=np.uint32)
+
 
 class RecordingStats(NamedTuple):
     """`Recording.stats`: runs so far, tensors uploaded over them, command buffers recorded."""
@@ -48,8 +54,10 @@ class Recording:
         self._session = session
         self._lifetime = Lifetime("the recording", session.lifetime)
         self._timestamps = timestamps
-        # (program, push words, label) or (None, [buffers], "barrier")
+        # (program, push words, label) or (None, [buffers], "barrier"); and per step, a
+        # dispatch's (id of its CompiledOperator, index in its plan), or None
         self._steps: List[Tuple[Optional[Program], Any, str]] = []
+        self._dispatches: List[Optional[Tuple[int, int]]] = []
         self._storages: Dict[int, Tuple[TensorStorage, bool]] = {}  # id -> (storage, written)
         self._ops: Dict[int, CompiledOperator] = {}  # the CompiledOperators recorded
         self._hazards = Hazards()
@@ -102,10 +110,32 @@ class Recording:
                 if hazards:
                     need = list({id(b): b for b in bound if id(b) in hazards}.values())
                     self._steps.append((None, need, "barrier"))
+                    self._dispatches.append(None)
                 program = op.program(index, bound)
-                self._steps.append((program, np.array(d.push_constants or (0,),
-                                                      dtype=np.uint32),
-                                    f"{op.operator}:{d.kernel}"))
+                self._steps.append((program, _push_words(d), f"{op.operator}:{d.kernel}"))
+                self._dispatches.append((id(op), index))
+
+    def update_push_constants(self, op: CompiledOperator, plan: Plan) -> None:
+        """Give `op`'s recorded dispatches the push constants of `plan`: the plan of a
+        descriptor that differs from op's only in scalars its kernels take as push constants
+        (the same kernels, specialization constants, workgroup counts and bindings: checked).
+        Nothing is compiled; the next run records its command buffer again. How the bridge's
+        Adam follows a learning-rate schedule without a new operator each step."""
+        with self._context.lock:
+            self._lifetime.check("Recording.update_push_constants")
+            if id(op) not in self._ops or self._ops[id(op)] is not op:
+                raise ValueError(f"{op.operator}: not recorded here")
+            if not op.same_pipelines(plan):
+                raise ValueError(f"{op.operator}: the new plan differs from the recorded one "
+                                 f"in more than its push constants; compile and record it")
+            for i, where in enumerate(self._dispatches):
+                if where is not None and where[0] == id(op):
+                    program, _, label = self._steps[i]
+                    self._steps[i] = (program, _push_words(plan.dispatches[where[1]]), label)
+            for commands, _ in self._commands.values():
+                commands.destroy()
+            self._commands.clear()
+            self._last = None
 
     def read_back(self, tensors: Sequence[DeviceTensor]) -> None:
         """Copy `tensors` back to their staging memory at the end of every run, in the same
@@ -133,7 +163,7 @@ class Recording:
         """Submit the recording (first run); later runs use replay()."""
         with self._context.lock:
             self._lifetime.check("Recording.submit")
-            if self._last is not None:
+            if self._runs:
                 raise RuntimeError("this recording was already submitted; use replay()")
             self._finish()
             self._run()
@@ -142,7 +172,7 @@ class Recording:
         """Run the recorded commands again on the tensors' current contents."""
         with self._context.lock:
             self._lifetime.check("Recording.replay")
-            if self._last is None:
+            if not self._runs:
                 raise RuntimeError("nothing submitted yet: end the `with` block first")
             self._run()
 
@@ -156,7 +186,7 @@ class Recording:
 
     def _run(self) -> None:
         self._context.collect()
-        self.check_open("Recording.replay" if self._last is not None else "Recording.submit")
+        self.check_open("Recording.replay" if self._runs else "Recording.submit")
         submission, what = self._submission
         uploads = submission.uploads()
         key = tuple(id(s) for s in uploads)
@@ -214,6 +244,7 @@ class Recording:
                 commands.destroy()
             self._commands.clear()
             self._steps = []
+            self._dispatches = []
             self._storages = {}
             self._ops = {}
             self._downloads = []

@@ -346,6 +346,42 @@ def test_in_place(device, rng, n, dtype):
     same_bits([t.numpy() for t in tensors[:3]], want, dtype)
 
 
+def test_a_recording_takes_new_push_constants(device, rng):
+    """Recording.update_push_constants: a recorded Adam given a schedule's next LearningRate
+    and Beta1 (push constants) without compiling or recording an operator gives the model's
+    bits on its next replay; a Beta1 that specialises a kernel of its own is refused (its plan
+    dispatches other pipelines), and so is an operator the recording does not hold."""
+    n = 1031
+    x, m, g = (rng.standard_normal(n).astype(F32) for _ in range(3))
+    v = np.abs(rng.standard_normal(n)).astype(F32)
+    inputs = [device.upload(a) for a in (x, m, v, g, np.array([4], np.uint32))]
+    outputs = [device.empty(inputs[0].desc) for _ in range(3)]
+
+    def desc(lr, b1):
+        return pyvkgrad.AdamOptimizerDesc(*(t.desc for t in inputs + outputs), lr, b1, 0.999,
+                                          1e-8)
+
+    op = device.compile(desc(0.01, 0.9))
+    fields = [f for f, _ in desc(0.01, 0.9).tensor_fields()]
+    rec = device.record()
+    rec.execute(op, **dict(zip(fields, inputs + outputs)))
+    rec.read_back(outputs)
+    rec.submit()
+    same_bits([t.numpy() for t in outputs], model(x, m, v, g, 4, 0.01, 0.9, 0.999, 1e-8), F32)
+    made = device.runtime().pipelines_made
+    for lr, b1 in ((0.02, 0.8), (3e-4, 0.95)):
+        plan = desc(lr, b1).plan(device.limits)
+        assert op.same_pipelines(plan)
+        rec.update_push_constants(op, plan)
+        rec.replay()
+        same_bits([t.numpy() for t in outputs], model(x, m, v, g, 4, lr, b1, 0.999, 1e-8), F32)
+    assert device.runtime().pipelines_made == made
+    with pytest.raises(ValueError, match="more than its push constants"):
+        rec.update_push_constants(op, desc(0.01, 0.3).plan(device.limits))
+    with pytest.raises(ValueError, match="not recorded here"):
+        rec.update_push_constants(device.compile(desc(0.01, 0.9)), plan)
+
+
 @pytest.mark.parametrize("prefetch", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_many_passes_an_invocation_in_place(device, rng, monkeypatch, prefetch, dtype):

@@ -115,9 +115,16 @@ class Pack:
         key compiles a new operator (over the kernel's one pipeline) and records again."""
         x, _, _, g, t = self.tensors
         if key != self.key:
-            self._close_call()
             descs = [tensor.desc for tensor in self.tensors]
-            self._operator = self.device.compile(AdamOptimizerDesc(*descs, *descs[:3], *key))
+            desc = AdamOptimizerDesc(*descs, *descs[:3], *key)
+            plan = desc.plan(self.device.limits)
+            if self._recording is not None and self._operator.same_pipelines(plan):
+                # The usual case: a schedule's new learning rate and betas are push
+                # constants, which the recording takes as they are (nothing compiled).
+                self._recording.update_push_constants(self._operator, plan)
+            else:
+                self._close_call()
+                self._operator = self.device.compile(desc)
             self.key = key
         total = self.offsets[-1]
         with context_of(self.device).lock:
