@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING, Dict, Iterable, Mapping, Optional, Sequence, T
 
 import numpy as np
 
+from ..device import context_of
+from ..device_tensor import make_tensor
 from ..ops._one_call import run_described
 from ..tensor import TensorDesc
 
@@ -231,7 +233,9 @@ class Program:
                 self._tensors[name].write(self._checked(name, arrays[name]))
             uploaded = self._recording.stats.uploads
             self._recording.replay()
-        stats["uploads"] += self._recording.stats.uploads - uploaded  # what the device copied
+        # What the device copied, and the inputs written straight into device memory.
+        stats["uploads"] += self._recording.stats.uploads - uploaded + sum(
+            self._tensors[n].storage.buffer.kind == "mapped" for n in self.inputs)
         self.runs += 1
         return {n: self._tensors[n].numpy().reshape(self.descs[n].sizes) for n in self.outputs}
 
@@ -241,9 +245,13 @@ class Program:
         Ctrl-C) releases what was made, so the next run starts again from nothing."""
         dev = self.device
         tensors, rec = {}, None
+        # Inputs in mapped memory where that is device memory, as the one-call path's: each
+        # run's write is then the only copy, with no staging copy and no upload command.
+        mapped = dev.runtime().mapped_device_local
         try:
             for name, desc in self.descs.items():
-                tensors[name] = dev.empty(desc)
+                tensors[name] = make_tensor(context_of(dev), desc, "mapped" if mapped and name
+                                            in self.inputs else "staged")
             for name in self.inputs:
                 tensors[name].write(self._checked(name, arrays[name]))
             rec = dev.record()
@@ -265,9 +273,13 @@ class Program:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the program's own tensors hold between runs ("reuse" execution): each is a
-        staged tensor (Device.empty), a device buffer and a staging buffer of its size."""
-        return 2 * sum(d.total_tensor_size_in_bytes for d in self.descs.values())
+        """Bytes the program's own tensors hold between runs ("reuse" execution): a staged
+        tensor holds a device buffer and a staging buffer of its size, a mapped input one
+        buffer (counted as staged where its tensors are not made yet)."""
+        tensors = self._tensors
+        return sum(d.total_tensor_size_in_bytes * (
+            1 if tensors is not None and tensors[n].storage.buffer.kind == "mapped" else 2)
+            for n, d in self.descs.items())
 
     def _release(self):
         """Give back the "reuse" tensors and recording (the caller holds the run lock)."""
