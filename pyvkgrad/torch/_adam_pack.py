@@ -37,7 +37,7 @@ ACTION = "pyvkgrad.torch.optim.Adam.step"
 
 def _grad(p: torch.Tensor) -> torch.Tensor:
     """p's gradient in p's data type."""
-    g = p.grad.detach()
+    g = p.grad
     return g if g.dtype == p.dtype else g.to(p.dtype)
 
 
@@ -129,12 +129,12 @@ class Pack:
         total = self.offsets[-1]
         with context_of(self.device).lock:
             # One torch copy each (in parallel where large), straight into the buffers' host
-            # memory (mapped device memory, or staging).
-            for tensor, pieces in ((x, [p.detach().reshape(-1) for p in self.params]),
+            # memory (mapped device memory, or staging). (Adam.step runs under no_grad.)
+            for tensor, pieces in ((x, [p.reshape(-1) for p in self.params]),
                                    (g, [_grad(p).reshape(-1) for p in self.params])):
                 elements = tensor.storage.overwritten_elements(ACTION)[:total]
                 torch.cat(pieces, out=torch.from_numpy(elements))
-            t.write(np.array([training_step], np.uint32))
+            t.storage.overwritten_elements(ACTION)[0] = training_step
             if self._recording is None:
                 recording = self.device.record()
                 try:

@@ -87,7 +87,7 @@ class Adam(torch.optim.Optimizer):
         next step."""
         if p.grad.is_sparse:
             raise RuntimeError("Adam does not support sparse gradients")
-        if p.dtype not in (torch.float32, torch.float16) or p.device.type != "cpu":
+        if p.dtype not in NUMPY_DTYPES or not p.is_cpu:
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
         pack = self._device.get(p)
