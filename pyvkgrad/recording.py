@@ -119,7 +119,7 @@ class Recording:
         """Give `op`'s recorded dispatches the push constants of `plan`: the plan of a
         descriptor that differs from op's only in scalars its kernels take as push constants
         (the same kernels, specialization constants, workgroup counts and bindings: checked).
-        Nothing is compiled; the command buffers are recorded again in place. How the bridge's
+        Nothing is compiled; the next run records its command buffer again. How the bridge's
         Adam follows a learning-rate schedule without a new operator each step."""
         with self._context.lock:
             self._lifetime.check("Recording.update_push_constants")
@@ -132,11 +132,11 @@ class Recording:
                 if where is not None and where[0] == id(op):
                     program, _, label = self._steps[i]
                     self._steps[i] = (program, _push_words(plan.dispatches[where[1]]), label)
-            # Each cached command buffer recorded again in place (allocating new ones cost a
-            # schedule's Adam step about 1 ms on an H200's host).
-            by_state = {id(s.state): s for s, _ in self._storages.values()}
-            for key, (commands, _) in list(self._commands.items()):
-                self._commands[key] = self._build([by_state[k].buffer for k in key], commands)
+            # (Recorded again into new command buffers at the next run: kp's command pools
+            # do not allow a command buffer to be reset, VUID-vkBeginCommandBuffer-00050.)
+            for commands, _ in self._commands.values():
+                commands.destroy()
+            self._commands.clear()
             self._last = None
 
     def read_back(self, tensors: Sequence[DeviceTensor]) -> None:
@@ -209,17 +209,11 @@ class Recording:
             self._runs += 1
             self._uploaded += len(uploads)
 
-    def _build(self, uploads: List[Buffer], commands: Optional[Commands] = None
-               ) -> Tuple[Commands, int]:
-        """The recording's commands with `uploads` first, in a new command buffer or recorded
-        again into `commands`."""
+    def _build(self, uploads: List[Buffer]) -> Tuple[Commands, int]:
         runtime = self._session.runtime
         count = (2 if uploads else 0) + len(self._steps) + (1 if self._downloads else 0)
-        if commands is None:
-            commands = runtime.commands(count + 1 if self._timestamps else 0,
-                                        self._context.wait_spin_us * 1000)
-        else:
-            commands.clear()
+        commands = runtime.commands(count + 1 if self._timestamps else 0,
+                                    self._context.wait_spin_us * 1000)
         if uploads:
             commands.upload(uploads)
         first = commands.recorded

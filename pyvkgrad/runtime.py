@@ -343,14 +343,6 @@ class Commands(_Owned):
                                         _STAGE_COMPUTE_SHADER, _STAGE_COMPUTE_SHADER),
                      *buffers)
 
-    def clear(self) -> None:
-        """Forget what was recorded, to record again into the same command buffer (no new
-        pool or fence)."""
-        self._check()
-        self._kp.clear()
-        self._count = 0
-        self._held = []
-
     @property
     def recorded(self) -> int:
         """How many commands were recorded (barriers and upload barriers included)."""

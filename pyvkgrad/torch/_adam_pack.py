@@ -9,7 +9,7 @@ element by element, so a parameter's bits do not depend on which pack it is in, 
 Before packs, each parameter had its own operator. A step then cost two submissions per
 parameter (its call, then its read-back), and a new learning rate rebuilt every parameter's
 operator. Now a step costs one submission per pack, and a new learning rate rebuilds one
-operator per pack (benchmarks/RESULTS.md, "2026-12-05").
+operator per pack (benchmarks/RESULTS.md, "2026-12-04 (night)").
 """
 
 from __future__ import annotations
