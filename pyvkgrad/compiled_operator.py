@@ -78,7 +78,7 @@ def compile_operator(context: DeviceContext, desc: OperatorDesc,
         # (rte16 only where the device was opened with its extensions, whatever limits a
         # caller passed)
         op = CompiledOperator(context, session, desc, plan, limits.float16_rte and all(
-            e in session.runtime.extensions for e in _vulkan_info.RTE16_EXTENSIONS))
+            e in session.runtime.extensions for e in _vulkan_info.RTE16_EXTENSIONS), limits)
         session.own(op)
         session.operators.add(op)
         return op
@@ -95,10 +95,11 @@ class CompiledOperator:
     """
 
     def __init__(self, context: DeviceContext, session: Session, desc: OperatorDesc,
-                 plan: Plan, rte16: bool = False) -> None:
+                 plan: Plan, rte16: bool = False, limits: Optional[Limits] = None) -> None:
         self.device: Device = context.device
         self.desc: OperatorDesc = desc
         self.plan: Plan = plan
+        self.limits: Limits = context.limits if limits is None else limits  # the plan's
         self.operator: str = desc.OPERATOR
         self.fields: Dict[str, Tuple[TensorDesc, str]] = dict(desc.tensor_fields())
         self.scratch: Dict[str, Buffer] = {}
@@ -139,14 +140,20 @@ class CompiledOperator:
             # load (and check) every kernel now, not at the first call
             kernels.spirv(d.kernel, self._rte16)
 
-    def same_pipelines(self, plan: Plan) -> bool:
-        """Whether `plan` (another descriptor's) dispatches the same pipelines on the same
-        bindings as this operator's plan: the same kernels, specialization constants and
-        workgroup counts, in order, so that only push constants may differ."""
-        return len(plan.dispatches) == len(self.plan.dispatches) and all(
+    def scalar_plan(self, desc: OperatorDesc) -> Optional[Plan]:
+        """The plan of `desc` if it differs from this operator's descriptor only in scalars
+        its kernels take as push constants: the same operator and tensor descriptors, and a
+        plan (for this operator's limits) that dispatches the same kernels, specialization
+        constants, workgroup counts and bindings, in order. Else None."""
+        fields = dict(desc.tensor_fields()) if type(desc) is type(self.desc) else None
+        if fields != self.fields:
+            return None
+        plan = desc.plan(self.limits)
+        same = len(plan.dispatches) == len(self.plan.dispatches) and all(
             (d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups)
             == pipeline and d.bindings == old.bindings
             for d, pipeline, old in zip(plan.dispatches, self._pipelines, self.plan.dispatches))
+        return plan if same else None
 
     @property
     def float16_rte(self) -> bool:

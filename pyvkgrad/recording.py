@@ -17,7 +17,7 @@ from ._context import DeviceContext
 from ._environment import interrupts_deferred
 from ._state import Hazards, Lifetime, Submission
 from .device_tensor import DeviceTensor, TensorStorage
-from .plan import Dispatch, Plan
+from .plan import Dispatch, OperatorDesc
 from .runtime import Buffer, Commands, Program
 
 if TYPE_CHECKING:
@@ -115,19 +115,22 @@ class Recording:
                 self._steps.append((program, _push_words(d), f"{op.operator}:{d.kernel}"))
                 self._dispatches.append((id(op), index))
 
-    def update_push_constants(self, op: CompiledOperator, plan: Plan) -> None:
-        """Give `op`'s recorded dispatches the push constants of `plan`: the plan of a
-        descriptor that differs from op's only in scalars its kernels take as push constants
-        (the same kernels, specialization constants, workgroup counts and bindings: checked).
-        Nothing is compiled; the next run records its command buffer again. How the bridge's
-        Adam follows a learning-rate schedule without a new operator each step."""
+    def update_push_constants(self, op: CompiledOperator, desc: OperatorDesc) -> None:
+        """Give `op`'s recorded dispatches the push constants of `desc`: a descriptor that
+        differs from op's only in scalars its kernels take as push constants
+        (`CompiledOperator.scalar_plan`; anything else is refused with a ValueError). Nothing
+        is compiled; the next run records its command buffer again. How the bridge's Adam
+        follows a learning-rate schedule without a new operator each step."""
         with self._context.lock:
             self._lifetime.check("Recording.update_push_constants")
-            if id(op) not in self._ops or self._ops[id(op)] is not op:
+            op.check_open("Recording.update_push_constants")
+            if self._ops.get(id(op)) is not op:
                 raise ValueError(f"{op.operator}: not recorded here")
-            if not op.same_pipelines(plan):
-                raise ValueError(f"{op.operator}: the new plan differs from the recorded one "
-                                 f"in more than its push constants; compile and record it")
+            plan = op.scalar_plan(desc)
+            if plan is None:
+                raise ValueError(f"{op.operator}: the new descriptor differs from the recorded "
+                                 f"one in more than push-constant scalars; compile and record "
+                                 f"it")
             for i, where in enumerate(self._dispatches):
                 if where is not None and where[0] == id(op):
                     program, _, label = self._steps[i]
@@ -137,7 +140,7 @@ class Recording:
             for commands, _ in self._commands.values():
                 commands.destroy()
             self._commands.clear()
-            self._last = None
+            self._last = None  # (its timestamps were of the old commands)
 
     def read_back(self, tensors: Sequence[DeviceTensor]) -> None:
         """Copy `tensors` back to their staging memory at the end of every run, in the same
@@ -230,7 +233,8 @@ class Recording:
         """Per-step durations (dispatches and barriers, as `labels`) of the last run, from
         Vulkan timestamps (needs timestamps=True)."""
         if self._last is None:
-            raise RuntimeError("nothing submitted yet")
+            raise RuntimeError("no run since update_push_constants" if self._runs
+                               else "nothing submitted yet")
         if not self._timestamps:
             raise RuntimeError("record with device.record(timestamps=True) to time kernels")
         commands, first = self._last

@@ -369,17 +369,28 @@ def test_a_recording_takes_new_push_constants(device, rng):
     rec.submit()
     same_bits([t.numpy() for t in outputs], model(x, m, v, g, 4, 0.01, 0.9, 0.999, 1e-8), F32)
     made = device.runtime().pipelines_made
-    for lr, b1 in ((0.02, 0.8), (3e-4, 0.95)):
-        plan = desc(lr, b1).plan(device.limits)
-        assert op.same_pipelines(plan)
-        rec.update_push_constants(op, plan)
+    for lr, b1 in ((0.02, 0.8), (3e-4, 0.95), (-0.0, 0.95)):
+        assert op.scalar_plan(desc(lr, b1)) is not None
+        rec.update_push_constants(op, desc(lr, b1))
         rec.replay()
         same_bits([t.numpy() for t in outputs], model(x, m, v, g, 4, lr, b1, 0.999, 1e-8), F32)
     assert device.runtime().pipelines_made == made
-    with pytest.raises(ValueError, match="more than its push constants"):
-        rec.update_push_constants(op, desc(0.01, 0.3).plan(device.limits))
+    rec.update_push_constants(op, desc(0.02, 0.8))
+    with pytest.raises(RuntimeError, match="no run since update_push_constants"):
+        rec.kernel_times_ns()
+    with pytest.raises(ValueError, match="more than push-constant scalars"):
+        rec.update_push_constants(op, desc(0.01, 0.3))  # Beta1 < 1/2: a kernel of its own
+    # Other tensors (the packed kernel takes the count as a push constant, but the recording
+    # binds these buffers): refused.
+    shorter = pyvkgrad.TensorDesc(pyvkgrad.DataType.FLOAT32, (n - 1,))
+    with pytest.raises(ValueError, match="more than push-constant scalars"):
+        rec.update_push_constants(op, pyvkgrad.AdamOptimizerDesc(
+            *[shorter] * 4, inputs[4].desc, *[shorter] * 3, 0.01, 0.9, 0.999, 1e-8))
     with pytest.raises(ValueError, match="not recorded here"):
-        rec.update_push_constants(device.compile(desc(0.01, 0.9)), plan)
+        rec.update_push_constants(device.compile(desc(0.01, 0.9)), desc(0.02, 0.9))
+    op.close()
+    with pytest.raises(pyvkgrad.ClosedError):
+        rec.update_push_constants(op, desc(0.02, 0.9))
 
 
 @pytest.mark.parametrize("prefetch", [True, False])

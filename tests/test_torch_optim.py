@@ -321,3 +321,78 @@ def test_adam_resets_removals_copies_and_all_or_nothing_steps(device):
         assert torch.equal(r, torch.ones(2))
     finally:
         vt.set_device(None)
+
+
+def test_adam_tells_signed_zero_scalars_apart(device):
+    """A schedule from Beta1 = 0 to -0 (both valid) steps with -0's bits: where the gradient is
+    -0, Beta1 m is -0 or +0 and the first moment keeps that sign. The packs compare scalars by
+    their float32 words, as the kernel sees them, not by ==."""
+    import pyvkgrad
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    x = np.array([1.0, -2.0, 3.0, 0.5], np.float32)
+    g = np.array([-0.0, 0.25, -0.0, 0.0], np.float32)
+    p = torch.nn.Parameter(torch.tensor(x))
+    vt.set_device(device)
+    try:
+        opt = Adam([p], lr=0.01, betas=(0.0, 0.999))
+        m, v = np.zeros(4, np.float32), np.zeros(4, np.float32)
+        for t, beta1 in enumerate((0.0, -0.0, 0.0, -0.0), 1):
+            opt.param_groups[0]["betas"] = (beta1, 0.999)
+            p.grad = torch.tensor(g)
+            opt.step()
+            x, m, v = pyvkgrad.adam_optimizer(x, m, v, g, t, 0.01, beta1, 0.999, 1e-8,
+                                              device=device)
+            assert np.array_equal(p.detach().numpy().view(np.uint32), x.view(np.uint32))
+            moment = opt.state_dict()["state"][0]["exp_avg"].numpy()
+            assert np.array_equal(moment.view(np.uint32), m.view(np.uint32)), (t, moment, m)
+    finally:
+        vt.set_device(None)
+
+
+def test_adam_refuses_what_would_step_wrongly(device, monkeypatch):
+    """Moments that no longer fit a parameter (a state dict loaded after two parameters
+    swapped sizes) and an expanded parameter are refused before any parameter changes, and a
+    step after the device holding the moments was closed raises ClosedError: none may step
+    from the wrong moments without a word (torch.optim.Adam raises for the first two too). A
+    parameter larger than a device buffer is refused before any other steps."""
+    import pyvkgrad
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    vt.set_device(device)
+    try:
+        p, q = torch.nn.Parameter(torch.ones(4)), torch.nn.Parameter(torch.ones(6))
+        opt = Adam([p, q], lr=0.1)
+        p.grad, q.grad = torch.ones(4), torch.ones(6)
+        opt.step()
+        saved = opt.state_dict()
+        p.data, q.data = torch.ones(6), torch.ones(4)
+        opt.load_state_dict(saved)
+        p.grad, q.grad = torch.ones(6), torch.ones(4)
+        with pytest.raises(RuntimeError, match="moments no longer fit"):
+            opt.step()
+        assert torch.equal(p, torch.ones(6)) and torch.equal(q, torch.ones(4))
+        r = torch.nn.Parameter(torch.ones(3, 1).expand(3, 4))
+        r.grad = torch.ones(3, 4)
+        with pytest.raises(ValueError, match="expanded view"):
+            Adam([r]).step()
+        with monkeypatch.context() as env:  # a parameter larger than a device buffer
+            env.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "4096")
+            small, big = torch.nn.Parameter(torch.ones(10)), torch.nn.Parameter(torch.ones(2000))
+            small.grad, big.grad = torch.ones(10), torch.ones(2000)
+            with pytest.raises(ValueError, match="InputParametersTensor.Sizes"):
+                Adam([small, big]).step()
+            assert torch.equal(small, torch.ones(10))
+        s = torch.nn.Parameter(torch.ones(5))
+        opt = Adam([s], lr=0.1)
+        s.grad = torch.ones(5)
+        opt.step()
+        device.close()  # (new objects open it again)
+        s.grad = torch.ones(5)
+        with pytest.raises(pyvkgrad.ClosedError):
+            opt.step()
+        assert float(opt.state[s]["step"]) == 1
+    finally:
+        vt.set_device(None)

@@ -22,6 +22,7 @@ import torch
 
 from ..device import context_of
 from ..device_tensor import DeviceTensor, make_tensor
+from ..kernels import float_word
 from ..tensor import DataType, TensorDesc
 from ..ops.adam_optimizer import AdamOptimizerDesc
 from . import _runtime
@@ -71,7 +72,9 @@ class Pack:
         self.sizes = tuple(p.numel() for p in params)
         self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
         self.dtype = NUMPY_DTYPES[params[0].dtype]
-        self.key: Tuple[float, ...] = ()  # (LearningRate, Beta1, Beta2, Epsilon) compiled
+        # The float32 words of the (LearningRate, Beta1, Beta2, Epsilon) recorded.
+        self.key: Tuple[int, ...] = ()
+        self.stepped = False  # the last step's submission ran (the moments moved on)
         self._operator = None
         self._recording = None
         m = np.concatenate([a for a, _ in moments]).astype(self.dtype, copy=False)
@@ -85,6 +88,8 @@ class Pack:
         kind = "mapped" if self.device.runtime().mapped_device_local else "staged"
         self.tensors: List[DeviceTensor] = []
         self.x_out: Optional[DeviceTensor] = None
+        if m.size != self.offsets[-1] or v.size != self.offsets[-1]:
+            raise AssertionError(f"moments of {m.size} and {v.size} for {self.sizes}")
         try:
             self.tensors += [make_tensor(context, desc, kind), self.device.upload(m),
                              self.device.upload(v), make_tensor(context, desc, kind),
@@ -114,18 +119,19 @@ class Pack:
         parameters and gradients, step, and copy the new parameters into the members. A new
         key compiles a new operator (over the kernel's one pipeline) and records again."""
         x, _, _, g, t = self.tensors
-        if key != self.key:
+        words = tuple(float_word(k) for k in key)  # (0.0 and -0.0 differ, as in the kernel)
+        if words != self.key:
             descs = [tensor.desc for tensor in self.tensors]
             desc = AdamOptimizerDesc(*descs, *descs[:3], *key)
-            plan = desc.plan(self.device.limits)
-            if self._recording is not None and self._operator.same_pipelines(plan):
+            if self._recording is not None and self._operator.scalar_plan(desc) is not None:
                 # The usual case: a schedule's new learning rate and betas are push
                 # constants, which the recording takes as they are (nothing compiled).
-                self._recording.update_push_constants(self._operator, plan)
+                self._recording.update_push_constants(self._operator, desc)
             else:
                 self._close_call()
                 self._operator = self.device.compile(desc)
-            self.key = key
+            self.key = words
+        self.stepped = False
         total = self.offsets[-1]
         with context_of(self.device).lock:
             # One torch copy each (in parallel where large), straight into the buffers' host
@@ -148,10 +154,18 @@ class Pack:
                 self._recording = recording
             else:
                 self._recording.replay()
-            # Straight from the staging words the submission read x back into.
+            self.stepped = True
+            # Straight from the staging words the submission read x back into; every member
+            # gets its values even if one copy fails (the first failure is raised after).
             elements = self.x_out.storage.host_words(ACTION).view(self.dtype)[:total]
+            failed = None
             for p, new in zip(self.params, torch.from_numpy(elements).split(self.sizes)):
-                p.copy_(new.view(p.shape))
+                try:
+                    p.copy_(new.view(p.shape))
+                except Exception as e:
+                    failed = failed or e
+            if failed is not None:
+                raise failed
 
     def moments(self) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Each member's (m, v), read back from the device as new flat arrays."""

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._environment import interrupts_deferred
-from ..tensor import check_float
+from ..tensor import buffer_words, check_float, fail
 from . import _runtime
 from ._adam_pack import NUMPY_DTYPES, Pack, parts
 # torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
@@ -90,13 +90,21 @@ class Adam(torch.optim.Optimizer):
         if p.dtype not in NUMPY_DTYPES or not p.is_cpu:
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
-        pack = self._device.get(p)
-        if pack is not None and "step" in self.state.get(p, {}):
-            size, dtype = pack.size_of(p), pack.dtype
-            if (size, dtype) != (p.numel(), NUMPY_DTYPES.get(p.dtype)):
+        if any(stride == 0 and size > 1 for stride, size in zip(p.stride(), p.shape)):
+            raise ValueError("pyvkgrad.torch.optim.Adam: a parameter whose elements share "
+                             "memory (an expanded view) cannot take a step's new values")
+        pack, state = self._device.get(p), self.state.get(p, {})
+        if pack is not None and "step" in state:
+            kept = [(pack.size_of(p), np.dtype(pack.dtype).name)]
+        else:  # moments in the state (a loaded state dict, or a pack given back)
+            kept = [(state[k].numel(), str(state[k].dtype).replace("torch.", ""))
+                    for k in ("exp_avg", "exp_avg_sq") if isinstance(state.get(k), torch.Tensor)]
+        for size, dtype in kept:
+            if size != p.numel() or (pack is not None and "step" in state
+                                     and dtype != np.dtype(NUMPY_DTYPES[p.dtype]).name):
                 raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a parameter changed from "
-                                   f"{size} {np.dtype(dtype).name} elements to "
-                                   f"{p.numel()} of {p.dtype}; its moments no longer fit it")
+                                   f"{size} {dtype} elements to {p.numel()} of {p.dtype}; its "
+                                   f"moments no longer fit it")
         step = self._next_step(p)
         if step >= 2 ** 32:
             raise ValueError(f"pyvkgrad.torch.optim.Adam: step {step} does not fit "
@@ -114,6 +122,12 @@ class Adam(torch.optim.Optimizer):
         for group in {id(group): group for _, group in live}.values():
             self._check_group(group)
         steps = [self._check(p) for p, _ in live]
+        most = _runtime.get_device().max_buffer_bytes
+        for p, _ in live:  # (refused here, before any pack steps)
+            if buffer_words(p.numel() * p.element_size()) * 4 > most:
+                fail("ADAM_OPTIMIZER", "InputParametersTensor.Sizes", "make a tensor that "
+                     "exceeds the maximum storage buffer range of the bridge's device",
+                     f"<= {most} bytes", f"{p.numel() * p.element_size()} bytes")
         # Parameters of one group, data type and step count step together (a pack per run of
         # them that fits a device buffer); empty ones only count the step.
         packs: Dict[Tuple[int, torch.dtype, int], Tuple[Dict[str, Any], list]] = {}
@@ -122,7 +136,6 @@ class Adam(torch.optim.Optimizer):
                 self._stepped(p, step)
             else:
                 packs.setdefault((id(group), p.dtype, step), (group, []))[1].append(p)
-        most = _runtime.get_device().max_buffer_bytes
         for (_, _, step), (group, params) in packs.items():
             key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
                    _number(group["eps"]))
@@ -130,9 +143,13 @@ class Adam(torch.optim.Optimizer):
                 # Interrupts wait until the members' parameters and steps agree with the
                 # moments the submission updated.
                 with interrupts_deferred():
-                    self._pack(members).step(step, key)
-                    for p in members:
-                        self._stepped(p, step)
+                    pack = self._pack(members)
+                    try:
+                        pack.step(step, key)
+                    finally:
+                        if pack.stepped:  # the moments moved on: so does every step count
+                            for p in members:
+                                self._stepped(p, step)
         return loss
 
     def _stepped(self, p: torch.Tensor, step: int) -> None:
@@ -172,9 +189,12 @@ class Adam(torch.optim.Optimizer):
         """Close `pack`; with `keep`, first its moments into the state as exp_avg and exp_avg_sq
         (torch's form) of each member whose state was not reset (opt.state.clear(), or a new
         dict: as torch's Adam, that parameter starts again from zero moments)."""
-        for p, moments in zip(pack.params, pack.moments() if keep and pack.alive else []):
-            if "step" in self.state.get(p, {}):
-                self._keep_moments(p, moments)
+        # (A closed device's pack raises ClosedError here: its moments are gone, and a step
+        # from zero moments at a later step count would be wrong without a word.)
+        if keep and any("step" in self.state.get(p, {}) for p in pack.params):
+            for p, moments in zip(pack.params, pack.moments()):
+                if "step" in self.state.get(p, {}):
+                    self._keep_moments(p, moments)
         for p in pack.params:
             if self._device.get(p) is pack:
                 del self._device[p]
