@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._environment import interrupts_deferred
-from ..tensor import buffer_words, check_float, fail
+from ..tensor import check_float, fail
 from . import _runtime
 from ._adam_pack import NUMPY_DTYPES, Pack, parts
 # torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
@@ -82,29 +82,37 @@ class Adam(torch.optim.Optimizer):
                             ("Beta2", group["betas"][1]), ("Epsilon", group["eps"])):
             check_float("ADAM_OPTIMIZER", name, _number(value))
 
-    def _check(self, p: torch.Tensor) -> int:
+    def _check(self, p: torch.Tensor, most: int) -> int:
         """What the device step cannot take of a parameter, refused before any changes; its
-        next step."""
+        next step. (The step's hot path: the usual parameter takes the shortest way.)"""
         if p.grad.is_sparse:
             raise RuntimeError("Adam does not support sparse gradients")
-        if p.dtype not in NUMPY_DTYPES or not p.is_cpu:
+        dtype = NUMPY_DTYPES.get(p.dtype)
+        if dtype is None or not p.is_cpu:
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
-        if any(stride == 0 and size > 1 for stride, size in zip(p.stride(), p.shape)):
+        if not p.is_contiguous() and any(
+                stride == 0 and size > 1 for stride, size in zip(p.stride(), p.shape)):
             raise ValueError("pyvkgrad.torch.optim.Adam: a parameter whose elements share "
                              "memory (an expanded view) cannot take a step's new values")
-        pack, state = self._device.get(p), self.state.get(p, {})
+        n, state = p.numel(), self.state.get(p)
+        if n * p.element_size() > most - 16:  # (refused here, before any pack steps)
+            fail("ADAM_OPTIMIZER", "InputParametersTensor.Sizes", "make a tensor that "
+                 "exceeds the maximum storage buffer range of the bridge's device",
+                 f"<= {most} bytes", f"{n * p.element_size()} bytes")
+        if not state:
+            return 1
+        pack = self._device.get(p)
         if pack is not None and "step" in state:
-            kept = [(pack.size_of(p), np.dtype(pack.dtype).name)]
+            kept = [(pack.size_of(p), pack.dtype)]
         else:  # moments in the state (a loaded state dict, or a pack given back)
-            kept = [(state[k].numel(), str(state[k].dtype).replace("torch.", ""))
-                    for k in ("exp_avg", "exp_avg_sq") if isinstance(state.get(k), torch.Tensor)]
-        for size, dtype in kept:
-            if size != p.numel() or (pack is not None and "step" in state
-                                     and dtype != np.dtype(NUMPY_DTYPES[p.dtype]).name):
+            kept = [(state[k].numel(), dtype) for k in ("exp_avg", "exp_avg_sq")
+                    if isinstance(state.get(k), torch.Tensor)]
+        for size, kept_dtype in kept:
+            if size != n or kept_dtype != dtype:
                 raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a parameter changed from "
-                                   f"{size} {dtype} elements to {p.numel()} of {p.dtype}; its "
-                                   f"moments no longer fit it")
+                                   f"{size} {np.dtype(kept_dtype).name} elements to {n} of "
+                                   f"{p.dtype}; its moments no longer fit it")
         step = self._next_step(p)
         if step >= 2 ** 32:
             raise ValueError(f"pyvkgrad.torch.optim.Adam: step {step} does not fit "
@@ -121,13 +129,8 @@ class Adam(torch.optim.Optimizer):
                 if p.grad is not None]
         for group in {id(group): group for _, group in live}.values():
             self._check_group(group)
-        steps = [self._check(p) for p, _ in live]
         most = _runtime.get_device().max_buffer_bytes
-        for p, _ in live:  # (refused here, before any pack steps)
-            if buffer_words(p.numel() * p.element_size()) * 4 > most:
-                fail("ADAM_OPTIMIZER", "InputParametersTensor.Sizes", "make a tensor that "
-                     "exceeds the maximum storage buffer range of the bridge's device",
-                     f"<= {most} bytes", f"{p.numel() * p.element_size()} bytes")
+        steps = [self._check(p, most) for p, _ in live]
         # Parameters of one group, data type and step count step together (a pack per run of
         # them that fits a device buffer); empty ones only count the step.
         packs: Dict[Tuple[int, torch.dtype, int], Tuple[Dict[str, Any], list]] = {}
