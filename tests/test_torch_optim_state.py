@@ -62,9 +62,10 @@ class AdamStateMachine(RuleBasedStateMachine):
     def _group(self, i):
         return self.opt.param_groups[PARAMS[i][2]]
 
-    @rule(which=st.lists(st.booleans(), min_size=len(PARAMS), max_size=len(PARAMS)))
-    def step(self, which):
-        """A step with gradients on the chosen parameters (the others have none)."""
+    @rule(mask=st.integers(0, 2 ** len(PARAMS) - 1))
+    def step(self, mask):
+        """A step with gradients on the parameters `mask` chooses (the others have none)."""
+        which = [bool(mask >> i & 1) for i in range(len(PARAMS))]
         for p, chosen in zip(self.params, which):
             # A fifth of the elements signed zeros: where the Betas are 0 or -0, their signs
             # reach the moments.
@@ -82,13 +83,19 @@ class AdamStateMachine(RuleBasedStateMachine):
                 p.detach().numpy().reshape(-1), model["m"].reshape(-1), model["v"].reshape(-1),
                 p.grad.numpy().reshape(-1), t, float(group["lr"]), *map(float, group["betas"]),
                 float(group["eps"]), device=self.device)
-            model.update(m=m.reshape(p.shape), v=v.reshape(p.shape), t=t)
+            model.update(m=m, v=v, t=t)
             expected.append(x.reshape(p.shape))
         self.opt.step()
         for p, x in zip(self.params, expected):
             assert same_bits(p.detach().numpy(), x)
         self.done["step"] += 1
         self.done["parameters stepped"] += sum(which)
+
+    @rule()
+    def step_every(self):
+        """A step with a gradient on every parameter (the usual step; a second rule, so that
+        steps make up more of each sequence)."""
+        self.step(2 ** len(PARAMS) - 1)
 
     @rule(group=st.sampled_from([0, 1]), lr=st.sampled_from([0.001, 0.01, 0.05]),
           beta1=st.sampled_from([0.5, 0.9, 0.0, -0.0]))
@@ -102,6 +109,15 @@ class AdamStateMachine(RuleBasedStateMachine):
         with torch.no_grad():
             self.params[i].mul_(0.5)
         self.done["changed by hand"] += 1
+
+    @rule(i=st.integers(0, len(PARAMS) - 1))
+    def reshape(self, i):
+        """The parameter reshaped in place (p.data: the same elements, another shape): its
+        moments follow it element by element."""
+        p = self.params[i]
+        p.data = p.data.reshape((1, p.numel()) if p.dim() != 2 or p.shape[0] != 1
+                                else (p.numel(),))
+        self.done["reshaped"] += 1
 
     @rule(i=st.one_of(st.none(), st.integers(0, len(PARAMS) - 1)))
     def reset(self, i):
@@ -124,7 +140,7 @@ class AdamStateMachine(RuleBasedStateMachine):
                 continue
             assert float(state["step"]) == model["t"]
             for k, name in (("m", "exp_avg"), ("v", "exp_avg_sq")):
-                assert same_bits(state[name].numpy(), model[k]), name
+                assert same_bits(state[name].numpy().reshape(-1), model[k].reshape(-1)), name
         self.saved = (sd, copy.deepcopy(self.model))
         self.done["state_dict"] += 1
 
@@ -142,7 +158,7 @@ class AdamStateMachine(RuleBasedStateMachine):
 def run_machine(device, derandomize):
     AdamStateMachine.device = device
     AdamStateMachine.TestCase.settings = settings(
-        max_examples=25, stateful_step_count=20, deadline=None, derandomize=derandomize,
+        max_examples=30, stateful_step_count=25, deadline=None, derandomize=derandomize,
         suppress_health_check=list(hypothesis.HealthCheck))
     AdamStateMachine.done.clear()
     import pyvkgrad.torch as vt
@@ -170,7 +186,7 @@ def test_adam_state_machine(device, mapped):
         done = run_machine(device, derandomize=True)
     finally:
         runtime._mapped_device_local = was
-    for what, least in (("step", 60), ("parameters stepped", 150), ("reset", 5),
+    for what, least in (("step", 80), ("parameters stepped", 300), ("reset", 5),
                         ("state_dict", 10), ("load", 5), ("hyperparameters", 10),
-                        ("changed by hand", 10)):
+                        ("changed by hand", 10), ("reshaped", 5)):
         assert done[what] >= least, f"only {done[what]} {what}: {dict(done)}"

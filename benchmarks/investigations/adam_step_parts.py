@@ -2,8 +2,8 @@
 """Where `pyvkgrad.torch.optim.Adam`'s step spends its time, on benchmarks/adam_step.py's
 parameter sets: the median ms of each part of a pack's step over 20 steps (after 3), timed
 around the parts of `Pack.step` (the same calls, in the same order):
-  pieces    the parameters' and gradients' flat views gathered;
-  write     both written end to end into staging (torch.cat);
+  pieces    the parameters' and gradients' lists gathered;
+  write     both written into the buffers' host memory (one torch._foreach_copy_ each);
   submit    vkQueueSubmit of the recording (uploads, ADAM_OPTIMIZER, the read-back);
   wait      its fence wait;
   back      the new parameters copied from staging into the torch tensors;
@@ -37,16 +37,14 @@ def timed_step(pack, times):
     """Pack.step with its operator and recording already made, each part timed."""
     x, _, _, g, t = pack.tensors
     lock = context_of(pack.device).lock
-    total = pack.offsets[-1]
     t0 = time.perf_counter()
-    pieces = ([p.detach().reshape(-1) for p in pack.params],
-              [_adam_pack._grad(p).reshape(-1) for p in pack.params])
+    pieces = (list(pack.params), [p.grad for p in pack.params])
     t1 = time.perf_counter()
-    with lock:
-        for tensor, ps in zip((x, g), pieces):
-            elements = tensor.storage.overwritten_elements("probe")[:total]
-            torch.cat(ps, out=torch.from_numpy(elements))
-    t.write(np.array([1], np.uint32))
+    with lock, torch.no_grad():
+        for tensor, views, ps in zip((x, g), pack._views, pieces):
+            tensor.storage.overwritten_elements("probe")
+            _adam_pack._copy_all(views, ps)
+    t.storage.overwritten_elements("probe")[0] = 1
     t2 = time.perf_counter()
     rec = pack._recording
     submission, what = rec._submission
@@ -57,9 +55,8 @@ def timed_step(pack, times):
     submission.commit(uploads)
     t3 = time.perf_counter()
     with lock, torch.no_grad():
-        elements = pack.x_out.storage.host_words("probe").view(pack.dtype)[:total]
-        for p, new in zip(pack.params, torch.from_numpy(elements).split(pack.sizes)):
-            p.copy_(new.view(p.shape))
+        pack.x_out.storage.host_words("probe")
+        _adam_pack._copy_all(list(pack.params), pack._out_views)
     t4 = time.perf_counter()
     for name, dt in zip(PARTS, (t1 - t0, t2 - t1, timings[0][0] * 1e-9, timings[0][1] * 1e-9,
                                 t4 - t3)):

@@ -36,10 +36,22 @@ DATA_TYPES = {torch.float32: DataType.FLOAT32, torch.float16: DataType.FLOAT16}
 ACTION = "pyvkgrad.torch.optim.Adam.step"
 
 
-def _grad(p: torch.Tensor) -> torch.Tensor:
-    """p's gradient in p's data type."""
-    g = p.grad
-    return g if g.dtype == p.dtype else g.to(p.dtype)
+def _copy_all(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor]) -> None:
+    """dst[i].copy_(src[i]) for every i: in one torch call where it can, else one by one, every
+    pair copied even if one fails (the first failure raised after)."""
+    try:
+        torch._foreach_copy_(dst, src)
+        return
+    except Exception:  # (an older torch, or a pair it refuses: each alone)
+        pass
+    failed = None
+    for d, s in zip(dst, src):
+        try:
+            d.copy_(s)
+        except Exception as e:
+            failed = failed or e
+    if failed is not None:
+        raise failed
 
 
 def parts(params: Sequence[torch.Tensor], most_bytes: int) -> List[Tuple[torch.Tensor, ...]]:
@@ -72,6 +84,11 @@ class Pack:
         self.sizes = tuple(p.numel() for p in params)
         self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
         self.dtype = NUMPY_DTYPES[params[0].dtype]
+        # Views of x's and g's host memory (and x_out's) shaped like the members, for the
+        # members' shapes when made (a parameter reshaped in place makes them again).
+        self._shapes: Tuple[torch.Size, ...] = ()
+        self._views: List[List[torch.Tensor]] = []
+        self._out_views: Optional[List[torch.Tensor]] = None
         # The float32 words of the (LearningRate, Beta1, Beta2, Epsilon) recorded.
         self.key: Tuple[int, ...] = ()
         self.stepped = False  # the last step's submission ran (the moments moved on)
@@ -132,14 +149,18 @@ class Pack:
                 self._operator = self.device.compile(desc)
             self.key = words
         self.stepped = False
-        total = self.offsets[-1]
+        shapes = tuple(p.shape for p in self.params)
         with context_of(self.device).lock:
-            # One torch copy each (in parallel where large), straight into the buffers' host
-            # memory (mapped device memory, or staging). (Adam.step runs under no_grad.)
-            for tensor, pieces in ((x, [p.reshape(-1) for p in self.params]),
-                                   (g, [_grad(p).reshape(-1) for p in self.params])):
-                elements = tensor.storage.overwritten_elements(ACTION)[:total]
-                torch.cat(pieces, out=torch.from_numpy(elements))
+            # Into the buffers' host memory (mapped device memory, or staging), one torch call
+            # for all the members each way, through views shaped like them (Adam.step runs
+            # under no_grad).
+            elements = [tensor.storage.overwritten_elements(ACTION) for tensor in (x, g)]
+            if shapes != self._shapes:
+                self._views = [self._shaped(e) for e in elements]
+                self._out_views = None
+                self._shapes = shapes
+            _copy_all(self._views[0], self.params)
+            _copy_all(self._views[1], [p.grad for p in self.params])  # (any dtype)
             t.storage.overwritten_elements(ACTION)[0] = training_step
             if self._recording is None:
                 recording = self.device.record()
@@ -155,17 +176,17 @@ class Pack:
             else:
                 self._recording.replay()
             self.stepped = True
-            # Straight from the staging words the submission read x back into; every member
-            # gets its values even if one copy fails (the first failure is raised after).
-            elements = self.x_out.storage.host_words(ACTION).view(self.dtype)[:total]
-            failed = None
-            for p, new in zip(self.params, torch.from_numpy(elements).split(self.sizes)):
-                try:
-                    p.copy_(new.view(p.shape))
-                except Exception as e:
-                    failed = failed or e
-            if failed is not None:
-                raise failed
+            # Straight from the staging words the submission read x back into.
+            out = self.x_out.storage.host_words(ACTION).view(self.dtype)
+            if self._out_views is None:
+                self._out_views = (self._views[0] if self.x_out is x else self._shaped(out))
+            _copy_all(list(self.params), self._out_views)
+
+    def _shaped(self, elements: np.ndarray) -> List[torch.Tensor]:
+        """Views of a buffer's host elements shaped like the members (kept while the shapes
+        hold: the memory stays mapped until the pack closes)."""
+        flat = torch.from_numpy(elements[: self.offsets[-1]])
+        return [part.view(p.shape) for p, part in zip(self.params, flat.split(self.sizes))]
 
     def moments(self) -> List[Tuple[np.ndarray, np.ndarray]]:
         """Each member's (m, v), read back from the device as new flat arrays."""
@@ -181,6 +202,7 @@ class Pack:
 
     def close(self) -> None:
         """Release the pack's recording, operator and device tensors."""
+        self._views, self._out_views, self._shapes = [], None, ()  # (their memory goes)
         self._close_call()
         for tensor in {id(t): t for t in self.tensors + [self.x_out] if t is not None}.values():
             tensor.close()
