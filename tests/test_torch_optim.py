@@ -380,11 +380,25 @@ def test_adam_refuses_what_would_step_wrongly(device, monkeypatch):
             Adam([r]).step()
         with monkeypatch.context() as env:  # a parameter larger than a device buffer
             env.setenv("PYVKGRAD_MAX_BUFFER_BYTES", "4096")
-            small, big = torch.nn.Parameter(torch.ones(10)), torch.nn.Parameter(torch.ones(2000))
-            small.grad, big.grad = torch.ones(10), torch.ones(2000)
+            small, big = torch.nn.Parameter(torch.ones(10)), torch.nn.Parameter(torch.ones(1025))
+            small.grad, big.grad = torch.ones(10), torch.ones(1025)
             with pytest.raises(ValueError, match="InputParametersTensor.Sizes"):
                 Adam([small, big]).step()
             assert torch.equal(small, torch.ones(10))
+            whole = torch.nn.Parameter(torch.ones(1024))  # exactly a buffer: it steps
+            whole.grad = torch.ones(1024)
+            Adam([whole]).step()
+            assert not torch.equal(whole, torch.ones(1024))
+        # A gradient left in a parameter's old shape (p.data reshaped after backward), in a
+        # second group: refused before the first group steps.
+        a, b = torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2, 3))
+        opt = Adam([a], lr=0.1)
+        opt.add_param_group({"params": [b], "lr": 0.1})
+        a.grad, b.grad = torch.ones(3), torch.ones(2, 3)
+        b.data = b.data.reshape(3, 2)
+        with pytest.raises(RuntimeError, match="a gradient of shape"):
+            opt.step()
+        assert torch.equal(a, torch.ones(3)) and not opt.state[a]
         s = torch.nn.Parameter(torch.ones(5))
         opt = Adam([s], lr=0.1)
         s.grad = torch.ones(5)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .._environment import interrupts_deferred
-from ..tensor import check_float, fail
+from ..tensor import buffer_words, check_float, fail
 from . import _runtime
 from ._adam_pack import NUMPY_DTYPES, Pack, parts
 # torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
@@ -95,8 +95,12 @@ class Adam(torch.optim.Optimizer):
                 stride == 0 and size > 1 for stride, size in zip(p.stride(), p.shape)):
             raise ValueError("pyvkgrad.torch.optim.Adam: a parameter whose elements share "
                              "memory (an expanded view) cannot take a step's new values")
+        if p.grad.shape != p.shape:
+            raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a gradient of shape "
+                               f"{tuple(p.grad.shape)} for a parameter of shape "
+                               f"{tuple(p.shape)}")
         n, state = p.numel(), self.state.get(p)
-        if n * p.element_size() > most - 16:  # (refused here, before any pack steps)
+        if buffer_words(n * p.element_size()) * 4 > most:  # (here, before any pack steps)
             fail("ADAM_OPTIMIZER", "InputParametersTensor.Sizes", "make a tensor that "
                  "exceeds the maximum storage buffer range of the bridge's device",
                  f"<= {most} bytes", f"{n * p.element_size()} bytes")
