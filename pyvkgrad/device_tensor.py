@@ -36,8 +36,9 @@ class TensorStorage:
         self.desc: TensorDesc = desc
         self.buffer: Buffer = buffer
         self.lifetime: Lifetime = lifetime
-        # Staging holds the contents (zeros or data); a mapped buffer is its own staging.
-        self.state: TensorState = (OneCopy() if buffer.kind == "mapped"
+        # Staging holds the contents (zeros or data); a mapped buffer is its own staging; a
+        # device buffer has no host copy (kernels alone use it: nothing to move either way).
+        self.state: TensorState = (OneCopy() if buffer.kind in ("mapped", "device")
                                    else TensorState(Current.HOST))
         # A cached command buffer that copies the device copy back.
         self._download: Optional[Commands] = None
@@ -45,6 +46,8 @@ class TensorStorage:
     def host_words(self, action: str) -> np.ndarray:
         """Staging words holding the current contents (downloading first if need be)."""
         self.lifetime.check(action)
+        if self.buffer.kind == "device":
+            raise RuntimeError(f"{action}: a device-only tensor has no host copy")
         if self.state.needs_download:
             if self._download is None:
                 self._download = self.buffer.runtime.commands()
@@ -79,8 +82,10 @@ class TensorStorage:
 
 
 def make_tensor(context: DeviceContext, desc: TensorDesc, kind: str = "staged") -> "DeviceTensor":
-    """A new tensor of `desc` holding zeros, in a buffer of `kind` (runtime.py: "staged", or
-    "mapped" where the host writes device memory directly)."""
+    """A new tensor of `desc` holding zeros, in a buffer of `kind` (runtime.py: "staged";
+    "mapped" where the host writes device memory directly; "device" for what only kernels use,
+    such as a chain's intermediates: no host copy, contents undefined until a kernel writes
+    them)."""
     nbytes = buffer_words(desc.total_tensor_size_in_bytes) * 4
     if nbytes > context.max_buffer_bytes:
         fail("Device", f"tensor {desc.sizes}", "exceeds the device's maximum storage buffer "

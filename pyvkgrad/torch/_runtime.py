@@ -247,11 +247,14 @@ class Program:
         tensors, rec = {}, None
         # Inputs in mapped memory where that is device memory, as the one-call path's: each
         # run's write is then the only copy, with no staging copy and no upload command.
+        # Intermediates (neither inputs nor outputs: one operator writes them whole, the next
+        # reads them) in device memory alone, with no staging buffer.
         mapped = dev.runtime().mapped_device_local
         try:
             for name, desc in self.descs.items():
-                tensors[name] = make_tensor(context_of(dev), desc, "mapped" if mapped and name
-                                            in self.inputs else "staged")
+                kind = ("mapped" if mapped else "staged") if name in self.inputs else (
+                    "staged" if name in self.outputs else "device")
+                tensors[name] = make_tensor(context_of(dev), desc, kind)
             for name in self.inputs:
                 tensors[name].write(self._checked(name, arrays[name]))
             rec = dev.record()
@@ -274,11 +277,12 @@ class Program:
     @property
     def nbytes(self) -> int:
         """Bytes the program's own tensors hold between runs ("reuse" execution): a staged
-        tensor holds a device buffer and a staging buffer of its size, a mapped input one
-        buffer (counted as staged where its tensors are not made yet)."""
+        tensor holds a device buffer and a staging buffer of its size, a mapped input or a
+        device-only intermediate one buffer (counted as staged where its tensors are not made
+        yet)."""
         tensors = self._tensors
         return sum(d.total_tensor_size_in_bytes * (
-            1 if tensors is not None and tensors[n].storage.buffer.kind == "mapped" else 2)
+            1 if tensors is not None and tensors[n].storage.buffer.kind != "staged" else 2)
             for n, d in self.descs.items())
 
     def _release(self):
