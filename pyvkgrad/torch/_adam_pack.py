@@ -3,13 +3,13 @@
 A pack holds parameters of one group, data type and step count. Their elements lie end to end
 in flat device tensors: the parameters x, the moments m and v, the gradients g, and the
 TrainingStepTensor T. One compiled ADAM_OPTIMIZER steps all of them, and one recording uploads
-what the host wrote, runs it, and reads the new x back, in a single submission. ADAM_OPTIMIZER works
-element by element, so a parameter's bits do not depend on which pack it is in, or where.
+what the host wrote, runs it, and reads the new x back, in a single submission. ADAM_OPTIMIZER
+works element by element, so a parameter's bits do not depend on which pack it is in, or where.
 
 Before packs, each parameter had its own operator. A step then cost two submissions per
 parameter (its call, then its read-back), and a new learning rate rebuilt every parameter's
-operator. Now a step costs one submission per pack, and a new learning rate rebuilds one
-operator per pack (benchmarks/RESULTS.md, "2026-12-04 (night)").
+operator. Now a step costs one submission per pack, and a new learning rate only changes the
+recording's push constants (benchmarks/RESULTS.md, "2026-12-04 (night)").
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def _copy_all(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor]) -> None:
 
 def parts(params: Sequence[torch.Tensor], most_bytes: int) -> List[Tuple[torch.Tensor, ...]]:
     """`params` (one data type) cut in order into runs that each fit one device buffer
-    (`most_bytes`, less the buffers' 16-byte rounding). A parameter larger than that is a run
-    of its own, which the compile refuses with ADAM_OPTIMIZER's error."""
+    (`most_bytes`, less the buffers' 16-byte rounding). A parameter that fits a buffer only
+    alone is a run of its own (Adam's checks refuse larger ones)."""
     if not params:
         return []
     most = (most_bytes - 16) // params[0].element_size()
