@@ -410,3 +410,23 @@ def test_adam_refuses_what_would_step_wrongly(device, monkeypatch):
         assert float(opt.state[s]["step"]) == 1
     finally:
         vt.set_device(None)
+
+
+def test_adam_step_benchmark_runs(tmp_path):
+    """benchmarks/adam_step.py (issue 30's figures: the bridge's whole Adam step beside
+    PyTorch's CPU Adams) runs, small, and reports every case."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "adam_step.py"
+    res = subprocess.run([sys.executable, str(script), "--quick", "--sets", "digits",
+                          "--repeat", "2", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = json.loads((tmp_path / "adam_step.json").read_text())["rows"][0]
+    assert row["set"] == "digits" and row["tensors"] == 10
+    assert {"pyvkgrad", "pyvkgrad+onecycle", "torch cpu", "torch cpu foreach",
+            "torch cpu fused"} <= set(row["ms"])
+    assert all(ms > 0 for ms in row["ms"].values()) and row["x_torch_cpu"] > 0
