@@ -18,7 +18,7 @@ from ._context import DeviceContext, Session
 from ._environment import interrupts_deferred
 from ._state import Lifetime
 from .device_tensor import DeviceTensor, TensorStorage
-from .plan import Limits, OperatorDesc, Plan
+from .plan import Dispatch, Limits, OperatorDesc, Plan
 from .recording import Recording
 from .runtime import Buffer, Program
 from .tensor import TensorDesc, buffer_words, dml_name, fail
@@ -84,6 +84,12 @@ def compile_operator(context: DeviceContext, desc: OperatorDesc,
         return op
 
 
+def _pipeline(d: Dispatch) -> Tuple[str, bytes, int]:
+    """What makes dispatch d's pipeline: its kernel, its specialization's words and its
+    workgroup count (the push constants are recorded with each dispatch)."""
+    return d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups
+
+
 class CompiledOperator:
     """A descriptor compiled for one device: its plan, kernels and scratch buffers.
 
@@ -95,11 +101,11 @@ class CompiledOperator:
     """
 
     def __init__(self, context: DeviceContext, session: Session, desc: OperatorDesc,
-                 plan: Plan, rte16: bool = False, limits: Optional[Limits] = None) -> None:
+                 plan: Plan, rte16: bool, limits: Limits) -> None:
         self.device: Device = context.device
         self.desc: OperatorDesc = desc
         self.plan: Plan = plan
-        self.limits: Limits = context.limits if limits is None else limits  # the plan's
+        self.limits: Limits = limits  # the plan's
         self.operator: str = desc.OPERATOR
         self.fields: Dict[str, Tuple[TensorDesc, str]] = dict(desc.tensor_fields())
         self.scratch: Dict[str, Buffer] = {}
@@ -131,8 +137,7 @@ class CompiledOperator:
         # plan of many slices compiles each kernel once (lavapipe compiles a pipeline in about
         # 0.15 s). Specialization by its words: 0.0 and -0.0 are different pipelines.
         self._pipelines: Tuple[Tuple[str, bytes, int], ...] = tuple(
-            (d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups)
-            for d in plan.dispatches)
+            _pipeline(d) for d in plan.dispatches)
         # rte16: where the device can fix its float16 conversions to round to nearest even,
         # the kernels that convert to float16 run their rte16 SPIR-V (the same bits, faster).
         self._rte16 = rte16
@@ -150,8 +155,7 @@ class CompiledOperator:
             return None
         plan = desc.plan(self.limits)
         same = len(plan.dispatches) == len(self.plan.dispatches) and all(
-            (d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups)
-            == pipeline and d.bindings == old.bindings
+            _pipeline(d) == pipeline and d.bindings == old.bindings
             for d, pipeline, old in zip(plan.dispatches, self._pipelines, self.plan.dispatches))
         return plan if same else None
 

@@ -200,14 +200,12 @@ class OneCallCache:
         context = self._context
         op = compile_operator(context, desc)
         fields = op.fields
-        # Inputs go straight into mapped memory when that is device memory: no staging copy
-        # and no copy command. Only fields kernels read: outputs come back through staging,
-        # since the host may read a kernel's writes to mapped memory only after a barrier, and
-        # reads mapped device memory slowly.
-        mapped = context.session().runtime.mapped_device_local
+        # Inputs straight into mapped device memory where the device has it (Runtime.input_kind);
+        # outputs come back through staging.
+        input_kind = context.session().runtime.input_kind
         tensors = {name: make_tensor(context, fields[name][0],
-                                     "mapped" if mapped and name in arrays
-                                     and fields[name][1] == READ else "staged")
+                                     input_kind if name in arrays and fields[name][1] == READ
+                                     else "staged")
                    for name in fields}
         rec = Recording(context)
         rec.execute(op, **tensors)

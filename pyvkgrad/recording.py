@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .compiled_operator import CompiledOperator
     from .device import Device
 
+
 def _push_words(d: Dispatch) -> np.ndarray:
     """A dispatch's push-constant words as recorded (one word where it takes none)."""
     return np.array(d.push_constants or (0,), dtype=np.uint32)
@@ -54,10 +55,9 @@ class Recording:
         self._session = session
         self._lifetime = Lifetime("the recording", session.lifetime)
         self._timestamps = timestamps
-        # (program, push words, label) or (None, [buffers], "barrier"); and per step, a
-        # dispatch's (id of its CompiledOperator, index in its plan), or None
-        self._steps: List[Tuple[Optional[Program], Any, str]] = []
-        self._dispatches: List[Optional[Tuple[int, int]]] = []
+        # (program, push words, label, (id of its CompiledOperator, index in its plan)) or
+        # (None, [buffers], "barrier", None)
+        self._steps: List[Tuple[Optional[Program], Any, str, Optional[Tuple[int, int]]]] = []
         self._storages: Dict[int, Tuple[TensorStorage, bool]] = {}  # id -> (storage, written)
         self._ops: Dict[int, CompiledOperator] = {}  # the CompiledOperators recorded
         self._hazards = Hazards()
@@ -80,7 +80,7 @@ class Recording:
     @property
     def labels(self) -> List[str]:
         """What each recorded step is: "OPERATOR:kernel" for a dispatch, or "barrier"."""
-        return [label for _, _, label in self._steps]
+        return [label for _, _, label, _ in self._steps]
 
     def execute(self, op: CompiledOperator, **tensors: DeviceTensor) -> None:
         """Record `op` (a CompiledOperator) on `tensors` (named after its descriptor's
@@ -109,11 +109,10 @@ class Recording:
                                                  [id(buffers[n]) for n in d.writes])
                 if hazards:
                     need = list({id(b): b for b in bound if id(b) in hazards}.values())
-                    self._steps.append((None, need, "barrier"))
-                    self._dispatches.append(None)
+                    self._steps.append((None, need, "barrier", None))
                 program = op.program(index, bound)
-                self._steps.append((program, _push_words(d), f"{op.operator}:{d.kernel}"))
-                self._dispatches.append((id(op), index))
+                self._steps.append((program, _push_words(d), f"{op.operator}:{d.kernel}",
+                                    (id(op), index)))
 
     def update_push_constants(self, op: CompiledOperator, desc: OperatorDesc) -> None:
         """Give `op`'s recorded dispatches the push constants of `desc`: a descriptor that
@@ -131,10 +130,10 @@ class Recording:
                 raise ValueError(f"{op.operator}: the new descriptor differs from the recorded "
                                  f"one in more than push-constant scalars; compile and record "
                                  f"it")
-            for i, where in enumerate(self._dispatches):
+            for i, (program, _, label, where) in enumerate(self._steps):
                 if where is not None and where[0] == id(op):
-                    program, _, label = self._steps[i]
-                    self._steps[i] = (program, _push_words(plan.dispatches[where[1]]), label)
+                    self._steps[i] = (program, _push_words(plan.dispatches[where[1]]), label,
+                                      where)
             # (Recorded again into new command buffers at the next run: kp's command pools
             # do not allow a command buffer to be reset, VUID-vkBeginCommandBuffer-00050.)
             for commands, _ in self._commands.values():
@@ -220,7 +219,7 @@ class Recording:
         if uploads:
             commands.upload(uploads)
         first = commands.recorded
-        for program, arg, _ in self._steps:
+        for program, arg, _, _ in self._steps:
             if program is None:
                 commands.barrier(arg)
             else:
@@ -250,7 +249,6 @@ class Recording:
                 commands.destroy()
             self._commands.clear()
             self._steps = []
-            self._dispatches = []
             self._storages = {}
             self._ops = {}
             self._downloads = []

@@ -188,6 +188,15 @@ class Runtime:
             probe.destroy()
         return self._mapped_device_local
 
+    @property
+    def input_kind(self) -> str:
+        """The kind of buffer for a tensor the host writes and kernels only read: "mapped"
+        where mapped buffers are device memory (the host's copy is then the only copy, with no
+        staging copy and no upload command), else "staged". Never for a tensor a kernel
+        writes: the host may read those writes only after a barrier that a download records,
+        and reads mapped device memory slowly."""
+        return "mapped" if self.mapped_device_local else "staged"
+
     def program(self, buffers: Sequence["Buffer"], spirv: bytes, workgroups: int,
                 specialization: np.ndarray, push_words: int) -> "Program":
         """A kernel bound to `buffers` (set 0, bindings 0..n-1 in order), specialised with

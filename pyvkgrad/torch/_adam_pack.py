@@ -23,16 +23,15 @@ import torch
 from ..device import context_of
 from ..device_tensor import DeviceTensor, make_tensor
 from ..kernels import float_word
-from ..tensor import DataType, TensorDesc
+from ..tensor import TensorDesc
 from ..ops.adam_optimizer import AdamOptimizerDesc
 from . import _runtime
+from ._chain import DATA_TYPES
 
 FIELDS = ("input_parameters_tensor", "input_first_moment_tensor",
           "input_second_moment_tensor", "gradient_tensor", "training_step_tensor")
 OUTPUTS = ("output_parameters_tensor", "output_first_moment_tensor",
            "output_second_moment_tensor")
-NUMPY_DTYPES = {torch.float32: np.float32, torch.float16: np.float16}
-DATA_TYPES = {torch.float32: DataType.FLOAT32, torch.float16: DataType.FLOAT16}
 ACTION = "pyvkgrad.torch.optim.Adam.step"
 
 
@@ -83,12 +82,11 @@ class Pack:
         self._index = {id(p): i for i, p in enumerate(params)}  # (held: the ids stay theirs)
         self.sizes = tuple(p.numel() for p in params)
         self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
-        self.dtype = NUMPY_DTYPES[params[0].dtype]
-        # Views of x's and g's host memory (and x_out's) shaped like the members, for the
-        # members' shapes when made (a parameter reshaped in place makes them again).
+        self.dtype = DATA_TYPES[params[0].dtype].numpy_dtype
+        # Views of x's, g's and x_out's host memory shaped like the members, for the members'
+        # shapes when made (a parameter reshaped in place makes them again).
         self._shapes: Tuple[torch.Size, ...] = ()
         self._views: List[List[torch.Tensor]] = []
-        self._out_views: Optional[List[torch.Tensor]] = None
         # The float32 words of the (LearningRate, Beta1, Beta2, Epsilon) recorded.
         self.key: Tuple[int, ...] = ()
         self.stepped = False  # the last step's submission ran (the moments moved on)
@@ -97,12 +95,10 @@ class Pack:
         m = np.concatenate([a for a, _ in moments]).astype(self.dtype, copy=False)
         v = np.concatenate([b for _, b in moments]).astype(self.dtype, copy=False)
         desc = TensorDesc(DATA_TYPES[params[0].dtype], (self.offsets[-1],))
-        # Where mapped buffers are device memory (resizable BAR, or a CPU device), x and g live
-        # there: the host's copy into them each step is the only copy, with no staging copy
-        # and no upload command. The new x then goes to a staged tensor of its own (x_out):
-        # the host reads mapped device memory slowly. Elsewhere x is stepped in place.
+        # x and g are inputs the host writes (Runtime.input_kind). In mapped device memory the
+        # new x goes to a staged tensor of its own (x_out); elsewhere x is stepped in place.
         context = context_of(self.device)
-        kind = "mapped" if self.device.runtime().mapped_device_local else "staged"
+        kind = self.device.runtime().input_kind
         self.tensors: List[DeviceTensor] = []
         self.x_out: Optional[DeviceTensor] = None
         if m.size != self.offsets[-1] or v.size != self.offsets[-1]:
@@ -116,10 +112,14 @@ class Pack:
             self.close()
             raise
 
+    def _all_tensors(self) -> List[DeviceTensor]:
+        """The pack's device tensors, x_out among them (once where it is x)."""
+        return self.tensors + ([self.x_out] if self.x_out not in (None, *self.tensors) else [])
+
     @property
     def alive(self) -> bool:
         """Whether the pack's device tensors are open (a device close ends them)."""
-        return not any(t.closed for t in self.tensors + [self.x_out] if t is not None)
+        return not any(t.closed for t in self._all_tensors())
 
     def holds(self, params: Tuple[torch.Tensor, ...]) -> bool:
         """Whether the pack holds exactly `params`, in order, open on the bridge's device."""
@@ -134,17 +134,22 @@ class Pack:
     def step(self, training_step: int, key: Tuple[float, ...]) -> None:
         """One Adam step of every member at `training_step` with `key`'s scalars: upload the
         parameters and gradients, step, and copy the new parameters into the members. A new
-        key compiles a new operator (over the kernel's one pipeline) and records again."""
+        key changes the recording's push constants, or where its kernel differs (a Beta1
+        below 1/2, say) compiles a new operator and records again."""
         x, _, _, g, t = self.tensors
         words = tuple(float_word(k) for k in key)  # (0.0 and -0.0 differ, as in the kernel)
         if words != self.key:
             descs = [tensor.desc for tensor in self.tensors]
             desc = AdamOptimizerDesc(*descs, *descs[:3], *key)
-            if self._recording is not None and self._operator.scalar_plan(desc) is not None:
+            updated = self._recording is not None
+            if updated:
                 # The usual case: a schedule's new learning rate and betas are push
                 # constants, which the recording takes as they are (nothing compiled).
-                self._recording.update_push_constants(self._operator, desc)
-            else:
+                try:
+                    self._recording.update_push_constants(self._operator, desc)
+                except ValueError:  # (more than push constants differ)
+                    updated = False
+            if not updated:
                 self._close_call()
                 self._operator = self.device.compile(desc)
             self.key = words
@@ -154,10 +159,10 @@ class Pack:
             # Into the buffers' host memory (mapped device memory, or staging), one torch call
             # for all the members each way, through views shaped like them (Adam.step runs
             # under no_grad).
-            elements = [tensor.storage.overwritten_elements(ACTION) for tensor in (x, g)]
+            for tensor in (x, g):
+                tensor.storage.overwritten_elements(ACTION)
             if shapes != self._shapes:
-                self._views = [self._shaped(e) for e in elements]
-                self._out_views = None
+                self._views = [self._shaped(tensor) for tensor in (x, g, self.x_out)]
                 self._shapes = shapes
             _copy_all(self._views[0], self.params)
             _copy_all(self._views[1], [p.grad for p in self.params])  # (any dtype)
@@ -177,14 +182,13 @@ class Pack:
                 self._recording.replay()
             self.stepped = True
             # Straight from the staging words the submission read x back into.
-            out = self.x_out.storage.host_words(ACTION).view(self.dtype)
-            if self._out_views is None:
-                self._out_views = (self._views[0] if self.x_out is x else self._shaped(out))
-            _copy_all(list(self.params), self._out_views)
+            self.x_out.storage.host_words(ACTION)
+            _copy_all(list(self.params), self._views[2])
 
-    def _shaped(self, elements: np.ndarray) -> List[torch.Tensor]:
-        """Views of a buffer's host elements shaped like the members (kept while the shapes
+    def _shaped(self, tensor: DeviceTensor) -> List[torch.Tensor]:
+        """Views of a tensor's host memory shaped like the members (kept while the shapes
         hold: the memory stays mapped until the pack closes)."""
+        elements = tensor.storage.buffer.words().view(self.dtype)
         flat = torch.from_numpy(elements[: self.offsets[-1]])
         return [part.view(p.shape) for p, part in zip(self.params, flat.split(self.sizes))]
 
@@ -202,7 +206,7 @@ class Pack:
 
     def close(self) -> None:
         """Release the pack's recording, operator and device tensors."""
-        self._views, self._out_views, self._shapes = [], None, ()  # (their memory goes)
+        self._views, self._shapes = [], ()  # (their memory goes)
         self._close_call()
-        for tensor in {id(t): t for t in self.tensors + [self.x_out] if t is not None}.values():
+        for tensor in self._all_tensors():
             tensor.close()

@@ -245,14 +245,13 @@ class Program:
         Ctrl-C) releases what was made, so the next run starts again from nothing."""
         dev = self.device
         tensors, rec = {}, None
-        # Inputs in mapped memory where that is device memory, as the one-call path's: each
-        # run's write is then the only copy, with no staging copy and no upload command.
-        # Intermediates (neither inputs nor outputs: one operator writes them whole, the next
-        # reads them) in device memory alone, with no staging buffer.
-        mapped = dev.runtime().mapped_device_local
+        # Inputs in mapped device memory where the device has it (Runtime.input_kind), as the
+        # one-call path's. Intermediates (neither inputs nor outputs: one operator writes them
+        # whole, the next reads them) in device memory alone, with no staging buffer.
+        input_kind = dev.runtime().input_kind
         try:
             for name, desc in self.descs.items():
-                kind = ("mapped" if mapped else "staged") if name in self.inputs else (
+                kind = input_kind if name in self.inputs else (
                     "staged" if name in self.outputs else "device")
                 tensors[name] = make_tensor(context_of(dev), desc, kind)
             for name in self.inputs:

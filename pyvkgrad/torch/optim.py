@@ -26,7 +26,8 @@ import torch
 from .._environment import interrupts_deferred
 from ..tensor import buffer_words, check_float, fail
 from . import _runtime
-from ._adam_pack import NUMPY_DTYPES, Pack, parts
+from ._adam_pack import Pack, parts
+from ._chain import DATA_TYPES
 # torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
 # these values (in the constructor, a parameter group or a loaded state dict), refused at any
 # other before any device work.
@@ -87,8 +88,8 @@ class Adam(torch.optim.Optimizer):
         next step. (The step's hot path: the usual parameter takes the shortest way.)"""
         if p.grad.is_sparse:
             raise RuntimeError("Adam does not support sparse gradients")
-        dtype = NUMPY_DTYPES.get(p.dtype)
-        if dtype is None or not p.is_cpu:
+        data_type = DATA_TYPES.get(p.dtype)
+        if data_type is None or not p.is_cpu:
             raise TypeError(f"pyvkgrad.torch.optim.Adam: parameters must be float32 or "
                             f"float16 CPU tensors, got {p.dtype} on {p.device}")
         if not p.is_contiguous() and any(
@@ -107,6 +108,7 @@ class Adam(torch.optim.Optimizer):
         if not state:
             return 1
         pack = self._device.get(p)
+        dtype = data_type.numpy_dtype
         if pack is not None and "step" in state:
             kept = [(pack.size_of(p), pack.dtype)]
         else:  # moments in the state (a loaded state dict, or a pack given back)
@@ -174,7 +176,7 @@ class Adam(torch.optim.Optimizer):
         zeros)."""
         pack = self._device.get(members[0])
         if pack is not None and pack.holds(members) and all(
-                "step" in self.state.get(p, {}) for p in members):
+                self._has_state(p) for p in members):
             return pack
         for p in members:
             if p in self._device:
@@ -198,9 +200,9 @@ class Adam(torch.optim.Optimizer):
         dict: as torch's Adam, that parameter starts again from zero moments)."""
         # (A closed device's pack raises ClosedError here: its moments are gone, and a step
         # from zero moments at a later step count would be wrong without a word.)
-        if keep and any("step" in self.state.get(p, {}) for p in pack.params):
+        if keep and any(self._has_state(p) for p in pack.params):
             for p, moments in zip(pack.params, pack.moments()):
-                if "step" in self.state.get(p, {}):
+                if self._has_state(p):
                     self._keep_moments(p, moments)
         for p in pack.params:
             if self._device.get(p) is pack:
@@ -232,7 +234,7 @@ class Adam(torch.optim.Optimizer):
         for pack in set(self._device.values()):
             # A pack with a member no longer optimized, or whose state was reset, gives its
             # moments back and goes; the others read theirs back and stay.
-            if not all(p in live and "step" in self.state.get(p, {}) for p in pack.params):
+            if not all(p in live and self._has_state(p) for p in pack.params):
                 self._dissolve(pack)
                 continue
             for p, moments in zip(pack.params, pack.moments()):
@@ -263,6 +265,12 @@ class Adam(torch.optim.Optimizer):
             for k in ("step", "exp_avg", "exp_avg_sq"):
                 if isinstance(state.get(k), torch.Tensor):
                     state[k] = state[k].detach().clone()
+
+    def _has_state(self, p: torch.Tensor) -> bool:
+        """Whether p has stepped and its state was not reset since (opt.state.clear(), a
+        popped entry or a new dict: then, as torch's Adam, it starts again from zero
+        moments)."""
+        return "step" in self.state.get(p, {})
 
     def _next_step(self, p: torch.Tensor) -> int:
         """The TrainingStepTensor of p's next step (torch keeps `step` as a float tensor)."""
