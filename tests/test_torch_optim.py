@@ -105,6 +105,47 @@ def test_adam_keeps_moments_on_the_device_and_follows_changes(device):
         vt.set_device(None)
 
 
+def test_adam_counts_steps_in_place_as_torch_does(device):
+    """state["step"] is one tensor per parameter that each step changes in place, as in
+    torch.optim.Adam (a reference taken once keeps counting); one set by hand, in place or
+    anew, is the step the next one counts from, as in torch's."""
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    rng = np.random.default_rng(11)
+    params = {name: [torch.nn.Parameter(torch.tensor(rng.standard_normal(n).astype(np.float32)))
+                     for n in (3, 5, 7)] for name in ("ours", "torch")}
+    for b in range(3):
+        params["torch"][b].data = params["ours"][b].data.clone()
+    vt.set_device(device)
+    try:
+        opts = dict(ours=Adam(params["ours"], lr=0.01),
+                    torch=torch.optim.Adam(params["torch"], lr=0.01))
+        held = {}
+        for t in range(1, 6):
+            grads = [torch.tensor(rng.standard_normal(p.shape).astype(np.float32))
+                     for p in params["ours"]]
+            for name, opt in opts.items():
+                for p, g in zip(params[name], grads):
+                    p.grad = g.clone()
+                opt.step()
+                if t == 1:
+                    held[name] = [opt.state[p]["step"] for p in params[name]]
+                if t == 3:  # by hand: the first in place, the second anew
+                    opt.state[params[name][0]]["step"].fill_(10.0)
+                    opt.state[params[name][1]]["step"] = torch.tensor(20.0)
+            counts = {name: [float(opts[name].state[p]["step"]) for p in params[name]]
+                      for name in opts}
+            assert counts["ours"] == counts["torch"], (t, counts)
+            assert [float(s) for s in held["ours"]] == [float(s) for s in held["torch"]]
+        assert counts["ours"] == [12.0, 22.0, 5.0]
+        assert [float(s) for s in held["ours"]] == [12.0, 3.0, 5.0]
+        for a, b in zip(params["ours"], params["torch"]):  # (eps placed apart: close only)
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-5)
+    finally:
+        vt.set_device(None)
+
+
 def _steps(opt, p, grads):
     for g in grads:
         p.grad = g.clone()

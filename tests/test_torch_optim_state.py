@@ -119,6 +119,21 @@ class AdamStateMachine(RuleBasedStateMachine):
                                 else (p.numel(),))
         self.done["reshaped"] += 1
 
+    @rule(i=st.integers(0, len(PARAMS) - 1), t=st.sampled_from([1, 7, 2 ** 20]),
+          in_place=st.booleans())
+    def set_step(self, i, t, in_place):
+        """A parameter's step count set by hand: its state's step tensor changed in place
+        (packs count their members' steps in views of one tensor), or a new one."""
+        state = self.opt.state.get(self.params[i])
+        if not state or "step" not in state:
+            return
+        if in_place:
+            state["step"].fill_(float(t))
+        else:
+            state["step"] = torch.tensor(float(t))
+        self.model[i]["t"] = t
+        self.done["step set"] += 1
+
     @rule(i=st.one_of(st.none(), st.integers(0, len(PARAMS) - 1)))
     def reset(self, i):
         """opt.state.clear() (i None) or one parameter's state dropped: zero moments again."""
@@ -188,5 +203,5 @@ def test_adam_state_machine(device, mapped):
         runtime._mapped_device_local = was
     for what, least in (("step", 80), ("parameters stepped", 300), ("reset", 5),
                         ("state_dict", 10), ("load", 5), ("hyperparameters", 10),
-                        ("changed by hand", 10), ("reshaped", 5)):
+                        ("changed by hand", 10), ("reshaped", 5), ("step set", 5)):
         assert done[what] >= least, f"only {done[what]} {what}: {dict(done)}"

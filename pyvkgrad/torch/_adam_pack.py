@@ -90,6 +90,12 @@ class Pack:
         # The float32 words of the (LearningRate, Beta1, Beta2, Epsilon) recorded.
         self.key: Tuple[int, ...] = ()
         self.stepped = False  # the last step's submission ran (the moments moved on)
+        # The members' step counts (their states' "step": float32 scalars), which a step
+        # changes in place, as torch's Adam does. Each lives in one element of `steps`, so
+        # that one torch call counts them all (count_step).
+        self.steps = torch.zeros(len(params), dtype=torch.float32)
+        self.step_tensors: List[Optional[torch.Tensor]] = [None] * len(params)
+        self._step_addresses = [self.steps[i].data_ptr() for i in range(len(params))]
         self._operator = None
         self._recording = None
         m = np.concatenate([a for a, _ in moments]).astype(self.dtype, copy=False)
@@ -130,6 +136,23 @@ class Pack:
     def size_of(self, p: torch.Tensor) -> int:
         """The element count the pack keeps moments for, for member p."""
         return self.sizes[self._index[id(p)]]
+
+    def count_step(self, states: Sequence[dict], step: int) -> None:
+        """Every member's state["step"] (`states`, in the members' order) to `step`, in place.
+        A member's step tensor that is not in `steps` yet (new, or set by hand) moves there,
+        the same tensor object where it is a float32 scalar (a reference to it keeps
+        counting, as with torch's Adam), else a new one."""
+        for i, state in enumerate(states):
+            held = state.get("step")
+            # (a tensor moved since, by hand or by another pack, moves back: its address)
+            if held is None or held is not self.step_tensors[i] or (
+                    held.data_ptr() != self._step_addresses[i]):
+                if not (type(held) is torch.Tensor and held.dtype == torch.float32
+                        and held.dim() == 0 and held.is_cpu and not held.requires_grad):
+                    held = torch.zeros((), dtype=torch.float32)
+                held.set_(self.steps.untyped_storage(), i, (), ())  # (under no_grad)
+                self.step_tensors[i] = state["step"] = held
+        self.steps.fill_(float(step))
 
     def step(self, training_step: int, key: Tuple[float, ...]) -> None:
         """One Adam step of every member at `training_step` with `key`'s scalars: upload the

@@ -86,7 +86,8 @@ class Adam(torch.optim.Optimizer):
     def _check(self, p: torch.Tensor, most: int) -> int:
         """What the device step cannot take of a parameter, refused before any changes; its
         next step. (The step's hot path: the usual parameter takes the shortest way.)"""
-        if p.grad.is_sparse:
+        grad = p.grad
+        if grad.is_sparse:
             raise RuntimeError("Adam does not support sparse gradients")
         data_type = DATA_TYPES.get(p.dtype)
         if data_type is None or not p.is_cpu:
@@ -96,15 +97,16 @@ class Adam(torch.optim.Optimizer):
                 stride == 0 and size > 1 for stride, size in zip(p.stride(), p.shape)):
             raise ValueError("pyvkgrad.torch.optim.Adam: a parameter whose elements share "
                              "memory (an expanded view) cannot take a step's new values")
-        if p.grad.shape != p.shape:
+        if grad.shape != p.shape:
             raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a gradient of shape "
-                               f"{tuple(p.grad.shape)} for a parameter of shape "
+                               f"{tuple(grad.shape)} for a parameter of shape "
                                f"{tuple(p.shape)}")
         n, state = p.numel(), self.state.get(p)
-        if buffer_words(n * p.element_size()) * 4 > most:  # (here, before any pack steps)
+        nbytes = n * p.element_size()  # (a buffer rounds it up by less than 16)
+        if nbytes > most - 16 and buffer_words(nbytes) * 4 > most:  # (before any pack steps)
             fail("ADAM_OPTIMIZER", "InputParametersTensor.Sizes", "make a tensor that "
                  "exceeds the maximum storage buffer range of the bridge's device",
-                 f"<= {most} bytes", f"{n * p.element_size()} bytes")
+                 f"<= {most} bytes", f"{nbytes} bytes")
         if not state:
             return 1
         pack = self._device.get(p)
@@ -157,15 +159,29 @@ class Adam(torch.optim.Optimizer):
                         pack.step(step, key)
                     finally:
                         if pack.stepped:  # the moments moved on: so does every step count
-                            for p in members:
-                                self._stepped(p, step)
+                            self._count_steps(pack, step)
         return loss
 
+    def _count_steps(self, pack: Pack, step: int) -> None:
+        """The members' state after their step: the step counted (in place, by the pack),
+        and the moments on the device alone (state_dict() brings them back)."""
+        states = [self.state[p] for p in pack.params]
+        pack.count_step(states, step)
+        for state in states:
+            if "exp_avg" in state or "exp_avg_sq" in state:
+                state.pop("exp_avg", None)
+                state.pop("exp_avg_sq", None)
+
     def _stepped(self, p: torch.Tensor, step: int) -> None:
-        """p's state after its step: the step counted, and the moments on the device alone
-        (state_dict() brings them back)."""
+        """An empty p's state after its step (it has no pack): the step counted, in place
+        where its step is a float32 scalar, as torch's Adam counts."""
         state = self.state[p]
-        state["step"] = torch.tensor(float(step))
+        held = state.get("step")
+        if (type(held) is torch.Tensor and held.dtype == torch.float32 and held.dim() == 0
+                and held.is_cpu and not held.requires_grad):
+            held.fill_(float(step))
+        else:
+            state["step"] = torch.tensor(float(step))
         state.pop("exp_avg", None)
         state.pop("exp_avg_sq", None)
 
@@ -274,7 +290,8 @@ class Adam(torch.optim.Optimizer):
 
     def _next_step(self, p: torch.Tensor) -> int:
         """The TrainingStepTensor of p's next step (torch keeps `step` as a float tensor)."""
-        return int(_number(self.state[p].get("step", 0))) + 1
+        held = self.state[p].get("step", 0)
+        return int(held.item() if type(held) is torch.Tensor else _number(held)) + 1
 
     def _close_device(self) -> None:
         """Drop every pack without reading its moments back (a loaded state replaces them)."""
