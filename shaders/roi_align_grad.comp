@@ -37,7 +37,7 @@
 //   col_limit: the most rows and columns per region the plan's windows cover (more gives NaN:
 //   only where a driver ends long loops, and then only for regions whose samples crowd onto
 //   one pixel far beyond the plan's bound); first_window (start the sum at 0, else continue the accumulator's) and
-//   last_window (store into dX, else into the accumulator).
+//   last_window (store into dX, else into the accumulator); regions (R: the lists' stride).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the items, B * H * W * ceil(C / 4).
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -69,6 +69,7 @@ layout(push_constant) uniform Push {
     uint col_limit;
     uint first_window;
     uint last_window;
+    uint regions;
 };
 
 // The weight with which a sample whose tap is `tap` (l = frac) reads index i (0: none).
@@ -198,7 +199,7 @@ void main() {
         bool fits = true;
         // The regions of image b whose box meets the element's tile, ascending.
         const uint tile = (b * roi_tiles_y() + uint(h) / TILE) * roi_tiles_x() + uint(w) / TILE;
-        const uint listed = tile_regions[tile], list = roi_tile_count() + tile * DY_SIZES0;
+        const uint listed = tile_regions[tile], list = roi_tile_count() + tile * regions;
         for (uint i = min(roi_begin, listed); i < min(roi_end, listed); ++i) {
             const uint r = tile_regions[list + i];
             const uvec4 box = boxes[r];

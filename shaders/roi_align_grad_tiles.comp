@@ -11,7 +11,8 @@
 //   here); boxes (4 words per region); tile_regions (the lists).
 // Constants: those of include/roi_align_grad.glsl (TILE among them).
 // Push constants: count and first (the tiles of this dispatch: [first, count)); the window:
-//   regions [roi_begin, roi_end); first_window (start each list empty, else continue it).
+//   regions [roi_begin, roi_end); first_window (start each list empty, else continue it);
+//   regions (R, dY's Sizes[0]: a push constant, so that a new region count compiles nothing).
 // Dispatch: up to 65535 workgroups; grid-stride loop over the tiles.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -26,6 +27,7 @@ layout(push_constant) uniform Push {
     uint roi_begin;
     uint roi_end;
     uint first_window;
+    uint regions;
 };
 
 void main() {
@@ -35,8 +37,8 @@ void main() {
         // The tile's rows and columns, [y0, y0 + TILE) x [x0, x0 + TILE).
         const uint y0 = ty * TILE, x0 = tx * TILE;
         uint n = first_window != 0u ? 0u : tile_regions[t];
-        const uint base = roi_tile_count() + t * DY_SIZES0;
-        for (uint r = roi_begin; r < min(roi_end, DY_SIZES0); ++r) {
+        const uint base = roi_tile_count() + t * regions;
+        for (uint r = roi_begin; r < min(roi_end, regions); ++r) {
             if (batch_indices[r * BATCH_STRIDE] != b) continue;
             const uvec4 box = boxes[r];  // an empty box (lo > hi) meets no tile
             if (box.x > box.y || box.y < y0 || box.x >= y0 + TILE || box.w < x0

@@ -301,6 +301,32 @@ def test_regions_outside_and_batch_indices_out_of_range(device, rng):
         assert np.any(droi[1:3] != 0)
 
 
+@pytest.mark.parametrize("reduction", ["average", "max"])
+def test_every_region_count_shares_the_pipelines(device, rng, reduction):
+    """The region count R (dY's Sizes[0]) is a push constant, not a specialization constant:
+    after the first call, operators of other counts compile no pipeline (a training step's
+    count often changes; each new one compiled every kernel, about 125 ms on lavapipe), and
+    each still matches the oracle."""
+    x = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    runtime = device.runtime()
+    made = []
+    for regions in (4, 5, 1, 7, 13):
+        corners = np.sort(rng.uniform(-1, 9, (regions, 2, 2)), axis=1)
+        rois = corners.transpose(0, 2, 1).reshape(regions, 4)[:, [0, 2, 1, 3]]
+        # (x1, y1, x2, y2), row-major: a column-major ROI's coordinate stride is R, and strides
+        # stay specialization constants
+        rois = np.ascontiguousarray(rois, np.float32)
+        batch = rng.integers(0, 2, regions).astype(np.uint32)
+        dy = rng.standard_normal((regions, 3, 2, 3)).astype(np.float32)
+        case = operators.Case((x, dy, rois, batch, x.shape),
+                              dict(reduction_function=reduction, roi_gradient=True))
+        before = runtime.pipelines_made
+        got = RECORD.run(case, device)
+        made.append(runtime.pipelines_made - before)
+        operators.assert_close(RECORD, got, case.args, case.kwargs, np.float32)
+    assert made[1:] == [0] * 4, made
+
+
 def test_regions_whose_length_overflows(device):
     """Finite corners whose difference overflows float32 (L = +-Inf, so d = +-Inf): with
     OutputPixelOffset 0 the first sample's (k - OutputPixelOffset) d would be 0 * Inf = NaN,

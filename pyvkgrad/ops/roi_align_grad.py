@@ -253,7 +253,10 @@ class RoiAlignGradDesc(OperatorDesc):
             CAP_X=max(1, ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES // out_w),
             ROI_REGION_STRIDE=roi.element_strides[-2],
             ROI_COORDINATE_STRIDE=roi.element_strides[-1],
-            BATCH_STRIDE=batch.element_strides[-1], X_SIZES=self.image.sizes, DY_SIZES=dy.sizes,
+            # DY_SIZES[0], R, unused (0): kernels take it as a push constant, `regions`, so
+            # that operators of every region count share their pipelines.
+            BATCH_STRIDE=batch.element_strides[-1], X_SIZES=self.image.sizes,
+            DY_SIZES=(0, *dy.sizes[1:]),
             X_STRIDES=x.element_strides if x is not None else (0, 0, 0, 0),
             DY_STRIDES=dy.element_strides, TILE=self._tile(),
             # The regions' axes for dX's gather (else it computes them), where they fit a buffer.
@@ -386,7 +389,7 @@ class RoiAlignGradDesc(OperatorDesc):
                                     dict(inputs, boxes="boxes", tile_regions="tile_regions"),
                                     groups, constants=constants,
                                     push=dict(count=end, first=first, roi_begin=r0, roi_end=r1,
-                                              first_window=int(r0 == 0)))
+                                              first_window=int(r0 == 0), regions=regions))
                            for first, end, groups in grid_slices(tiles, limits.local_size,
                                                                  limits, r1 - r0 + 2)]
         # The gather's items: 4 channels of one dX position each (the geometry shared).
@@ -404,7 +407,8 @@ class RoiAlignGradDesc(OperatorDesc):
                               row_end=re, col_begin=cb, col_end=ce,
                               row_limit=rows if budget else UNBOUNDED,
                               col_limit=cols if budget else UNBOUNDED,
-                              first_window=int(k == 0), last_window=int(k == len(windows) - 1))))
+                              first_window=int(k == 0), last_window=int(k == len(windows) - 1),
+                              regions=regions)))
         return dispatches
 
 

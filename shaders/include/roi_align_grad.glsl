@@ -40,7 +40,10 @@ layout(constant_id = 12) const uint CAP_X = 1;
 layout(constant_id = 13) const uint ROI_REGION_STRIDE = 4;
 layout(constant_id = 14) const uint ROI_COORDINATE_STRIDE = 1;
 layout(constant_id = 15) const uint BATCH_STRIDE = 1;
-// X and dX sizes {B, C, H, W}; dY sizes {R, C, OH, OW}; element strides.
+// X and dX sizes {B, C, H, W}; dY sizes {R, C, OH, OW}; element strides. DY_SIZES0 is not
+// read: the plan sets it to 0, and the kernels that need the region count R take it as a push
+// constant (`regions`), so that operators of every R share their pipelines (a training step's
+// region count often changes: each new one compiled every kernel).
 DIMS4_2(uint, X_SIZES, DY_SIZES, 16, 1)
 DIMS4_2(uint, X_STRIDES, DY_STRIDES, 24, 0)
 // The side of the square tiles of each image whose regions the gather visits from a list
