@@ -105,45 +105,88 @@ def test_adam_keeps_moments_on_the_device_and_follows_changes(device):
         vt.set_device(None)
 
 
-def test_adam_counts_steps_in_place_as_torch_does(device):
-    """state["step"] is one tensor per parameter that each step changes in place, as in
-    torch.optim.Adam (a reference taken once keeps counting); one set by hand, in place or
-    anew, is the step the next one counts from, as in torch's."""
+def _side_by_side(device, sizes, scenario, steps=5):
+    """Ours and torch.optim.Adam from the same parameters through `scenario(t, name, opt,
+    params)` (called after step t, t = 1 ..): each one's step counts after every step."""
     import pyvkgrad.torch as vt
     from pyvkgrad.torch.optim import Adam
 
     rng = np.random.default_rng(11)
-    params = {name: [torch.nn.Parameter(torch.tensor(rng.standard_normal(n).astype(np.float32)))
-                     for n in (3, 5, 7)] for name in ("ours", "torch")}
-    for b in range(3):
-        params["torch"][b].data = params["ours"][b].data.clone()
+    start = [rng.standard_normal(n).astype(np.float32) for n in sizes]
+    params = {name: [torch.nn.Parameter(torch.tensor(x)) for x in start]
+              for name in ("ours", "torch")}
     vt.set_device(device)
     try:
         opts = dict(ours=Adam(params["ours"], lr=0.01),
                     torch=torch.optim.Adam(params["torch"], lr=0.01))
-        held = {}
-        for t in range(1, 6):
-            grads = [torch.tensor(rng.standard_normal(p.shape).astype(np.float32))
-                     for p in params["ours"]]
+        counts = []
+        for t in range(1, steps + 1):
+            grads = [torch.tensor(rng.standard_normal(n).astype(np.float32)) for n in sizes]
             for name, opt in opts.items():
                 for p, g in zip(params[name], grads):
                     p.grad = g.clone()
                 opt.step()
-                if t == 1:
-                    held[name] = [opt.state[p]["step"] for p in params[name]]
-                if t == 3:  # by hand: the first in place, the second anew
-                    opt.state[params[name][0]]["step"].fill_(10.0)
-                    opt.state[params[name][1]]["step"] = torch.tensor(20.0)
-            counts = {name: [float(opts[name].state[p]["step"]) for p in params[name]]
-                      for name in opts}
-            assert counts["ours"] == counts["torch"], (t, counts)
-            assert [float(s) for s in held["ours"]] == [float(s) for s in held["torch"]]
-        assert counts["ours"] == [12.0, 22.0, 5.0]
-        assert [float(s) for s in held["ours"]] == [12.0, 3.0, 5.0]
+                scenario(t, name, opt, params[name])
+            counts.append({name: [float(opts[name].state[p]["step"]) for p in params[name]]
+                           for name in opts})
+            assert counts[-1]["ours"] == counts[-1]["torch"], (t, counts[-1])
         for a, b in zip(params["ours"], params["torch"]):  # (eps placed apart: close only)
             np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-5)
+        return counts[-1]["ours"]
     finally:
         vt.set_device(None)
+
+
+def test_adam_counts_steps_in_place_as_torch_does(device):
+    """state["step"] is one tensor per parameter that each step changes in place, as in
+    torch.optim.Adam: a reference taken once keeps counting, one replaced by hand does not,
+    a step set by hand (in place or anew) is where the next one counts from, and a step that
+    is a view of a caller's tensor counts in it."""
+    held, replaced, big = {}, {}, {}
+
+    def scenario(t, name, opt, params):
+        state = [opt.state[p] for p in params]
+        if t == 1:
+            held[name] = [s["step"] for s in state]
+        if t == 3:  # by hand: the first in place, the second anew, the third anew, same value
+            state[0]["step"].fill_(10.0)
+            replaced[name] = state[1]["step"]
+            state[1]["step"] = torch.tensor(20.0)
+            state[2]["step"] = state[2]["step"].clone()
+            big[name] = torch.zeros(2)
+            big[name][1] = state[3]["step"]
+            state[3]["step"] = big[name][1]
+
+    assert _side_by_side(device, (3, 5, 7, 2), scenario) == [12.0, 22.0, 5.0, 5.0]
+    for found in (held, replaced, big):
+        assert str(found["ours"]) == str(found["torch"])
+    assert [float(s) for s in held["ours"]] == [12.0, 3.0, 3.0, 3.0]
+    assert float(replaced["ours"]) == 3.0 and float(big["ours"][1]) == 5.0
+
+
+def test_adam_steps_under_inference_mode_and_float64_defaults(device):
+    """A state dict loaded under torch.inference_mode (its step tensors would be inference
+    tensors, which no step may change in place) and steps under a float64 default dtype
+    (torch's Adam then counts in float64) count as torch's Adam does."""
+    def load_in_inference_mode(t, name, opt, params):
+        if t == 2:
+            saved = opt.state_dict()
+            with torch.inference_mode():
+                opt.load_state_dict(saved)
+
+    assert _side_by_side(device, (3, 4), load_in_inference_mode) == [5.0, 5.0]
+    kinds = {}
+
+    def dtypes(t, name, opt, params):
+        kinds[name] = [opt.state[p]["step"].dtype for p in params]
+
+    was = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        _side_by_side(device, (3, 4), dtypes, steps=2)
+    finally:
+        torch.set_default_dtype(was)
+    assert kinds["ours"] == kinds["torch"] == [torch.float64] * 2
 
 
 def _steps(opt, p, grads):

@@ -53,6 +53,28 @@ def _copy_all(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor]) -> None:
         raise failed
 
 
+def scalar_dtype() -> torch.dtype:
+    """The dtype of torch's Adam's step tensors (float64 under a float64 default dtype)."""
+    try:
+        from torch.optim.optimizer import _get_scalar_dtype
+        return _get_scalar_dtype()
+    except ImportError:  # (an older torch)
+        return torch.float32
+
+
+def count_in_place(held: object, step: int) -> bool:
+    """A step tensor set to `step` in place where torch's Adam would change it in place (not
+    an inference tensor outside inference mode); False where it was not (the caller makes a
+    new one)."""
+    if not isinstance(held, torch.Tensor) or held.is_inference():
+        return False
+    try:
+        held.fill_(float(step))  # (Adam.step runs under no_grad)
+        return True
+    except Exception:  # (a tensor that takes no in-place change)
+        return False
+
+
 def parts(params: Sequence[torch.Tensor], most_bytes: int) -> List[Tuple[torch.Tensor, ...]]:
     """`params` (one data type) cut in order into runs that each fit one device buffer
     (`most_bytes`, less the buffers' 16-byte rounding). A parameter that fits a buffer only
@@ -90,10 +112,10 @@ class Pack:
         # The float32 words of the (LearningRate, Beta1, Beta2, Epsilon) recorded.
         self.key: Tuple[int, ...] = ()
         self.stepped = False  # the last step's submission ran (the moments moved on)
-        # The members' step counts (their states' "step": float32 scalars), which a step
-        # changes in place, as torch's Adam does. Each lives in one element of `steps`, so
-        # that one torch call counts them all (count_step).
-        self.steps = torch.zeros(len(params), dtype=torch.float32)
+        # The members' step counts (their states' "step": torch's scalar tensors), which a
+        # step changes in place, as torch's Adam does. Those that can live in one element of
+        # `steps` do (adopt_steps), so that one torch call counts them all (count_steps).
+        self.steps = torch.zeros(len(params), dtype=scalar_dtype())
         self.step_tensors: List[Optional[torch.Tensor]] = [None] * len(params)
         self._step_addresses = [self.steps[i].data_ptr() for i in range(len(params))]
         self._operator = None
@@ -137,22 +159,42 @@ class Pack:
         """The element count the pack keeps moments for, for member p."""
         return self.sizes[self._index[id(p)]]
 
-    def count_step(self, states: Sequence[dict], step: int) -> None:
-        """Every member's state["step"] (`states`, in the members' order) to `step`, in place.
-        A member's step tensor that is not in `steps` yet (new, or set by hand) moves there,
-        the same tensor object where it is a float32 scalar (a reference to it keeps
-        counting, as with torch's Adam), else a new one."""
+    def _adoptable(self, held: object) -> bool:
+        """Whether a step tensor can move into `steps` unseen: a plain scalar of its dtype on
+        the CPU, no view (its base would stop following it), no grad, no inference tensor."""
+        return (type(held) is torch.Tensor and held.dtype == self.steps.dtype  # type: ignore
+                and held.dim() == 0 and held.is_cpu and not held.requires_grad
+                and not held.is_inference() and not held._is_view())
+
+    def adopt_steps(self, states: Sequence[dict]) -> None:
+        """Before a step, for each member's state (`states`, in the members' order): its step
+        tensor moves into `steps`, the same object with its value, where it can; one this
+        pack held but the state no longer holds (replaced by hand) moves out to storage of
+        its own, so that later counts do not reach it (as with torch's Adam)."""
         for i, state in enumerate(states):
-            held = state.get("step")
-            # (a tensor moved since, by hand or by another pack, moves back: its address)
-            if held is None or held is not self.step_tensors[i] or (
-                    held.data_ptr() != self._step_addresses[i]):
-                if not (type(held) is torch.Tensor and held.dtype == torch.float32
-                        and held.dim() == 0 and held.is_cpu and not held.requires_grad):
-                    held = torch.zeros((), dtype=torch.float32)
+            held, kept = state.get("step"), self.step_tensors[i]
+            if held is kept and held is not None and held.data_ptr() == self._step_addresses[i]:
+                continue  # (the usual member: in place already)
+            if kept is not None and kept.data_ptr() == self._step_addresses[i]:
+                kept.set_(kept.clone().untyped_storage(), 0, (), ())
+            self.step_tensors[i] = None
+            if self._adoptable(held):
+                self.steps[i] = held  # (the value, then the object)
                 held.set_(self.steps.untyped_storage(), i, (), ())  # (under no_grad)
-                self.step_tensors[i] = state["step"] = held
+                self.step_tensors[i] = held
+
+    def count_steps(self, states: Sequence[dict], step: int) -> None:
+        """After a step that ran: every member's step to `step`, in place (adopt_steps' in one
+        call; another tensor by itself, as torch counts it), or a new tensor in `steps` where
+        there was none, an inference tensor or a number. Raises nothing: the step has run."""
         self.steps.fill_(float(step))
+        for i, state in enumerate(states):
+            if self.step_tensors[i] is not None:
+                continue
+            if not count_in_place(state.get("step"), step):
+                held = torch.zeros((), dtype=self.steps.dtype)
+                held.set_(self.steps.untyped_storage(), i, (), ())
+                self.step_tensors[i] = state["step"] = held
 
     def step(self, training_step: int, key: Tuple[float, ...]) -> None:
         """One Adam step of every member at `training_step` with `key`'s scalars: upload the

@@ -26,7 +26,7 @@ import torch
 from .._environment import interrupts_deferred
 from ..tensor import buffer_words, check_float, fail
 from . import _runtime
-from ._adam_pack import Pack, parts
+from ._adam_pack import Pack, count_in_place, parts, scalar_dtype
 from ._chain import DATA_TYPES
 # torch.optim.Adam's other options, at the values that leave its step DirectML's: accepted at
 # these values (in the constructor, a parameter group or a loaded state dict), refused at any
@@ -155,6 +155,7 @@ class Adam(torch.optim.Optimizer):
                 # moments the submission updated.
                 with interrupts_deferred():
                     pack = self._pack(members)
+                    pack.adopt_steps([self.state[p] for p in members])
                     try:
                         pack.step(step, key)
                     finally:
@@ -166,7 +167,7 @@ class Adam(torch.optim.Optimizer):
         """The members' state after their step: the step counted (in place, by the pack),
         and the moments on the device alone (state_dict() brings them back)."""
         states = [self.state[p] for p in pack.params]
-        pack.count_step(states, step)
+        pack.count_steps(states, step)
         for state in states:
             if "exp_avg" in state or "exp_avg_sq" in state:
                 state.pop("exp_avg", None)
@@ -174,14 +175,10 @@ class Adam(torch.optim.Optimizer):
 
     def _stepped(self, p: torch.Tensor, step: int) -> None:
         """An empty p's state after its step (it has no pack): the step counted, in place
-        where its step is a float32 scalar, as torch's Adam counts."""
+        where torch's Adam counts in place."""
         state = self.state[p]
-        held = state.get("step")
-        if (type(held) is torch.Tensor and held.dtype == torch.float32 and held.dim() == 0
-                and held.is_cpu and not held.requires_grad):
-            held.fill_(float(step))
-        else:
-            state["step"] = torch.tensor(float(step))
+        if not count_in_place(state.get("step"), step):
+            state["step"] = torch.tensor(float(step), dtype=scalar_dtype())
         state.pop("exp_avg", None)
         state.pop("exp_avg_sq", None)
 
@@ -277,10 +274,12 @@ class Adam(torch.optim.Optimizer):
         self._close_device()
         # Copies: PyTorch's load_state_dict keeps the dict's own step (and moment) tensors,
         # which the optimizer that saved them, or another that loaded them, may still change.
-        for state in self.state.values():
-            for k in ("step", "exp_avg", "exp_avg_sq"):
-                if isinstance(state.get(k), torch.Tensor):
-                    state[k] = state[k].detach().clone()
+        # (normal tensors even under inference_mode, so that steps can count them in place)
+        with torch.inference_mode(False):
+            for state in self.state.values():
+                for k in ("step", "exp_avg", "exp_avg_sq"):
+                    if isinstance(state.get(k), torch.Tensor):
+                        state[k] = state[k].detach().clone()
 
     def _has_state(self, p: torch.Tensor) -> bool:
         """Whether p has stepped and its state was not reset since (opt.state.clear(), a
