@@ -33,7 +33,7 @@ def grads(fn, x, dy):
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 6])
-@pytest.mark.parametrize("shape", [(2, 7, 9), (2, 11, 4, 5), (1, 6, 2, 3, 4)])
+@pytest.mark.parametrize("shape", [(2, 7, 9), (2, 11, 4, 5), (1, 6, 2, 3, 4), (3, 1, 4)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_backward_as_pytorch(rng, size, shape, dtype):
     if dtype == torch.float16 and len(shape) > 3:

@@ -73,6 +73,44 @@ def test_functions_bit_for_bit(rng, case, layout):
     assert_same_bits_as_torch(rng, mx, ties, kernel, stride, padding, dilation, ceil)
 
 
+# ceil_mode with a window larger than the padded input: one output along that axis, the
+# window cut at the input's end (GoogLeNet's MaxPool2d(3, 2, ceil_mode=True) on a 2x2 map).
+CEIL_WINDOWS = [  # shape, kernel_size, stride, padding, dilation
+    ((1, 2, 2, 2), 3, 2, 0, 1), ((2, 1, 1, 1), 2, None, 0, 1), ((1, 2, 4, 4), 3, 3, 0, 2),
+    ((1, 1, 2, 5), (5, 2), 2, (1, 0), 1), ((1, 2, 2, 3, 2), 3, 2, 0, 1),
+    ((1, 1, 3, 2, 2), 2, 2, 0, (3, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", CEIL_WINDOWS, ids=str)
+def test_ceil_mode_windows_larger_than_the_padded_input(rng, case):
+    """PyTorch's bits, where DirectML asks the window to fit: max pooling pads the end
+    further, average pooling cuts the window (both divisors: padded and real positions)."""
+    shape, kernel, stride, padding, dilation = case
+    k = len(shape) - 2
+    x = torch.tensor(rng.standard_normal(shape), dtype=torch.float32)
+    avg = (F.avg_pool2d, vt.avg_pool2d) if k == 2 else (F.avg_pool3d, vt.avg_pool3d)
+    mx = (F.max_pool2d, vt.max_pool2d) if k == 2 else (F.max_pool3d, vt.max_pool3d)
+    if dilation == 1 and k == 2:  # (no dilation; avg_pool3d refuses an input below the window)
+        for include in (True, False):
+            assert_same_bits_as_torch(rng, avg, x, kernel, stride, padding, True, include)
+    assert_same_bits_as_torch(rng, mx, x, kernel, stride, padding, dilation, True)
+
+
+def test_integer_forms_pytorch_takes(rng):
+    """kernel_size, stride and padding as NumPy integers or 0-d tensors, as PyTorch takes
+    them, in the functions and in converted modules."""
+    x = torch.tensor(rng.standard_normal((1, 2, 6, 6)), dtype=torch.float32)
+    for kernel, stride in ((np.int64(2), None), (2, np.int32(1)), (torch.tensor(3), 2)):
+        assert_same_bits_as_torch(rng, (F.avg_pool2d, vt.avg_pool2d), x, kernel, stride)
+        assert_same_bits_as_torch(rng, (F.max_pool2d, vt.max_pool2d), x, kernel, stride)
+    model = vt.convert(nn.Sequential(nn.AvgPool2d(np.int64(2)), nn.MaxPool2d(np.int64(2))))
+    dy = torch.ones(1, 2, 1, 1)
+    _, got = grads(model, x, dy)
+    _, want = grads(nn.Sequential(nn.AvgPool2d(2), nn.MaxPool2d(2)), x, dy)
+    assert_bits(got, want)
+
+
 def test_float16_within_one_rounding(rng):
     x = torch.tensor(rng.standard_normal((2, 3, 12, 10)), dtype=torch.float16)
     dy = torch.tensor(rng.standard_normal((2, 3, 6, 5)), dtype=torch.float16)
@@ -100,6 +138,14 @@ def test_what_directml_cannot_express_raises():
     model = vt.convert(nn.Sequential(nn.AvgPool2d(2, divisor_override=2),
                                      nn.MaxPool2d(2, return_indices=True)))
     assert type(model[0]) is nn.AvgPool2d and type(model[1]) is nn.MaxPool2d
+    # Set after construction: refused at the call, not ignored.
+    avg, mx = vt.AvgPool2d(2), vt.MaxPool2d(2)
+    avg.divisor_override, mx.return_indices = 1, True
+    for module, what in ((avg, "divisor_override"), (mx, "return_indices")):
+        with pytest.raises(ValueError, match=what):
+            module(x)
+        with pytest.raises(ValueError, match=what):
+            vt.convert(nn.Sequential(module, nn.ReLU()))(x)
 
 
 def test_modules_convert_and_chain(rng):

@@ -4,7 +4,8 @@ DirectML's AVERAGE_POOLING_GRAD and MAX_POOLING_GRAD (docs/torch.md).
 PyTorch's parameters map one to one: kernel_size -> WindowSize, stride (default the kernel)
 -> Strides, padding p (symmetric) -> StartPadding = EndPadding = p, dilation -> Dilations,
 count_include_pad -> IncludePadding; ceil_mode needs nothing: PyTorch's output sizes follow
-the floor or the ceil rule, which the descriptors accept as they come. PyTorch's divisor is
+the floor or the ceil rule, which the descriptors accept as they come, except where the
+window is larger than the padded input (`geometry`). PyTorch's divisor is
 DirectML's count (positions inside the padded extent, or real ones), and both backward passes
 add each output's term in ascending output order from +0, so float32 gradients are PyTorch's
 bits. PyTorch's max pooling gives a NaN window's gradient to its last NaN, DirectML (and
@@ -15,6 +16,7 @@ runs its chain on a contiguous copy and gets its gradient back in channels_last 
 
 from __future__ import annotations
 
+import operator
 from typing import Optional, Sequence, Tuple, Union
 
 import torch
@@ -28,8 +30,12 @@ Size = Union[int, Sequence[int]]
 
 
 def _tuple(value: Size, k: int, what: str, name: str) -> Tuple[int, ...]:
-    """PyTorch's int-or-tuple argument as k ints (a single-element tuple repeats)."""
-    values = (value,) * k if isinstance(value, int) else tuple(int(v) for v in value)
+    """PyTorch's int-or-tuple argument as k ints (a single-element tuple repeats; an int may
+    be any integer PyTorch takes: a NumPy integer, a 0-d integer tensor)."""
+    try:
+        values = (operator.index(value),) * k  # type: ignore[arg-type]
+    except TypeError:
+        values = tuple(int(v) for v in value)  # type: ignore[union-attr]
     if len(values) == 1:
         values *= k
     if len(values) != k:
@@ -60,7 +66,7 @@ class PoolStep(Step):
                  dilation: Size = 1):
         self.kind, self.k, self.what = kind, k, f"{kind}_pool{k}d"
         self.kernel = _tuple(kernel_size, k, self.what, "kernel_size")
-        self.stride = self.kernel if stride is None or (not isinstance(stride, int) and
+        self.stride = self.kernel if stride is None or (isinstance(stride, (tuple, list)) and
                                                         len(stride) == 0) \
             else _tuple(stride, k, self.what, "stride")
         self.padding = _tuple(padding, k, self.what, "padding")
@@ -80,11 +86,29 @@ class PoolStep(Step):
         return pool(x, self.kernel, self.stride, self.padding, self.dilation,
                     self.ceil_mode), {"x": x}
 
+    def geometry(self, x_sizes: Tuple[int, ...]) -> Tuple[Tuple[int, ...], ...]:
+        """The descriptor's Strides, WindowSize, StartPadding and EndPadding. With ceil_mode
+        PyTorch takes a window larger than the padded input (one output along that axis, the
+        window cut at the input's end); DirectML asks the window to fit. The same window then:
+        max pooling pads the end further (padding never wins), average pooling (no dilation)
+        cuts the window to the padded extent, whose count (real positions, or padded ones)
+        is PyTorch's divisor."""
+        window, end = list(self.kernel), list(self.padding)
+        for d in range(self.k):
+            extent = x_sizes[2 + d] + 2 * self.padding[d]
+            effective = (self.kernel[d] - 1) * self.dilation[d] + 1
+            if effective > extent:
+                if self.kind == "avg":
+                    window[d] = extent
+                else:
+                    end[d] += effective - extent
+        return self.stride, tuple(window), self.padding, tuple(end)
+
     def backward(self, b, k, dy, x_shape, y_shape, saved):
         # An unbatched input (C, spatial...) is one batch of it.
         x_sizes = (1,) * (self.k + 2 - len(x_shape)) + tuple(x_shape)
         y_sizes = (1,) * (self.k + 2 - len(y_shape)) + tuple(y_shape)
-        geometry = (self.stride, self.kernel, self.padding, self.padding)
+        geometry = self.geometry(x_sizes)
         if self.kind == "avg":
             desc = AveragePoolingGradDesc(b.desc(y_sizes), b.desc(x_sizes), *geometry,
                                           self.count_include_pad)

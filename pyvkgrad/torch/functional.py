@@ -200,7 +200,9 @@ class _LocalResponseNorm(torch.autograd.Function):
         dx = local_response_normalization_grad(host(x), host(grad_output), True, size, alpha,
                                                beta, k, device=_runtime.get_device())
         grad_input = torch.empty_like(x)  # the input's layout, dtype and device
-        grad_input.copy_(torch.from_numpy(np.ascontiguousarray(dx[:, channels])).reshape(x.shape))
+        # (a copy: with one channel, ascontiguousarray keeps the reversed view's negative
+        # stride, which torch.from_numpy refuses)
+        grad_input.copy_(torch.from_numpy(dx[:, channels].copy()).reshape(x.shape))
         return grad_input, None, None, None, None
 
 

@@ -122,23 +122,24 @@ class _PoolBridge:
     """The forward of nn.AvgPool2d/3d or nn.MaxPool2d/3d (KIND "avg" or "max", K spatial axes)
     with the bridged pooling, its backward AVERAGE_POOLING_GRAD or MAX_POOLING_GRAD; what
     DirectML cannot express (divisor_override, return_indices=True) raises ValueError at
-    construction."""
+    construction, and at each call where it was set since."""
 
     KIND = "avg"
     K = 2
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        what = f"{self.KIND}_pool{self.K}d"
-        if self.KIND == "avg":
-            check_pool_options(what, self.divisor_override)
-        else:
-            check_pool_options(what, return_indices=self.return_indices)
+        self._pool_parameters()
 
     def _pool_parameters(self) -> tuple:
         """PyTorch's fields in PoolStep's order: kernel_size, stride, padding, ceil_mode,
-        count_include_pad (True, unused, for max pooling), dilation (1 for average pooling)."""
-        avg = self.KIND == "avg"
+        count_include_pad (True, unused, for max pooling), dilation (1 for average pooling);
+        fields DirectML cannot express raise."""
+        what, avg = f"{self.KIND}_pool{self.K}d", self.KIND == "avg"
+        if avg:
+            check_pool_options(what, self.divisor_override)
+        else:
+            check_pool_options(what, return_indices=self.return_indices)
         return (self.kernel_size, self.stride, self.padding, self.ceil_mode,
                 self.count_include_pad if avg else True, 1 if avg else self.dilation)
 
