@@ -36,7 +36,8 @@ def adam_magnitude(float32: Tolerance
         x, m, v, g = (np.abs(np.asarray(a, np.float64)) for a in args[:4])
         t, b1, b2 = int(np.asarray(args[4]).reshape(-1)[0]), args[6], args[7]
         new_x, new_m, new_v = reference.adam_optimizer(*args)
-        alpha = t * 2.0**-23 * (1 / (1 - b1**t) + 1 / (1 - b2**t))
+        with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # (T 0: Inf)
+            alpha = t * 2.0**-23 * (1 / (1 - np.float64(b1) ** t) + 1 / (1 - np.float64(b2) ** t))
         step = np.abs(np.asarray(args[0], np.float64) - new_x)
         return (x + step * (1 + alpha / float32.magnitude), b1 * m + (1 - b1) * g,
                 b2 * v + (1 - b2) * g * g)

@@ -201,8 +201,11 @@ def _roi_corner_gradient(x, q, ay: _RoiAxis, ax: _RoiAxis, sx: float, sy: float,
     f = np.abs if absolute else (lambda v: v)
     minus = np.add if absolute else np.subtract  # |a - b| <= |a| + |b|
     with np.errstate(invalid="ignore"):
-        gy = ((1 - lx) * minus(f(bl), f(tl)) + lx * minus(f(br), f(tr))) * ~ay.clamped[:, None]
-        gx = ((1 - ly) * minus(f(tr), f(tl)) + ly * minus(f(br), f(bl))) * ~ax.clamped[None, :]
+        # (0 where clamped, as a choice rather than a product: 0 even for Inf or NaN taps)
+        gy = np.where(ay.clamped[:, None], 0.0,
+                      (1 - lx) * minus(f(bl), f(tl)) + lx * minus(f(br), f(tr)))
+        gx = np.where(ax.clamped[None, :], 0.0,
+                      (1 - ly) * minus(f(tr), f(tl)) + ly * minus(f(br), f(bl)))
         qy, qx = (f(q) * gy).sum(axis=(0, 2)), (f(q) * gx).sum(axis=(0, 1))  # per ky, per kx
     if absolute:  # t and 1 - t are rounded on the device: |1 - t| + |t| bounds either factor
         wx, wy = np.abs(1 - ax.t) + np.abs(ax.t), np.abs(1 - ay.t) + np.abs(ay.t)

@@ -134,7 +134,8 @@ def adam_optimizer(input_parameters, input_first_moment, input_second_moment, gr
     new_m = b1 * m + (1 - b1) * g
     new_v = b2 * v + (1 - b2) * g * g
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        alpha = np.sqrt(np.float64(1 - b2**t)) / np.float64(1 - b1**t)
+        # (NumPy powers: a Beta above 1 at a large T overflows to Inf, not OverflowError)
+        alpha = np.sqrt(1 - np.float64(b2) ** t) / (1 - np.float64(b1) ** t)
         new_x = x - lr * alpha * new_m / (np.sqrt(new_v) + eps)
     return new_x, new_m, new_v
 

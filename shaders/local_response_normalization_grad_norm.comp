@@ -7,6 +7,10 @@
 //   a[p] = N_p^(-Beta)                             (pow_fixed: the same bits everywhere)
 //   b[p] = ((dY_p X_p) a[p]) / N_p                 (= dY_p X_p N_p^(-Beta - 1); cr_div)
 //
+// N^(-Beta - 1) is NaN for N < 0 whatever Beta (docs/semantics.md §15): a[p] is already NaN
+// there for Beta != 0, but N^(-0) is 1, so b[p] is set NaN where N < 0 (its sign bit, not a
+// comparison a compiler may fold for NaN).
+//
 // in float32, each operation rounded once in this order (`precise`). Under a loop limit the
 // window's sum is split over dispatches: a[p] holds the running S_p until the last one.
 //
@@ -49,6 +53,7 @@ void main() {
         const float power = pow_fixed(n, -BETA);
         precise float product = (LOAD(dy, e.offset.y) * LOAD(x, e.offset.x)) * power;
         a[i] = power;
-        b[i] = cr_div(product, n);
+        const uint bits = floatBitsToUint(n);
+        b[i] = bits > 0x80000000u ? uintBitsToFloat(0x7FC00000u) : cr_div(product, n);
     }
 }

@@ -107,11 +107,18 @@ def test_pow_fixed_within_a_few_ulps(device, rng, beta, ulps):
 
 def test_special_cases(device):
     """Beta = 0: dX = dY (N^0 = 1, the coefficient 0); N < 0 (a negative Bias): NaN, also for
-    an integer Beta; Bias 0 with an all-zero window: N = 0, NaN (0 Inf)."""
+    an integer Beta and for Beta = 0 (N^(-Beta - 1) = N^-1 is NaN there, times 0); Bias 0 with
+    an all-zero window: N = 0, NaN (0 Inf)."""
     x = np.array([0, 0, 1, 2, 0, 0, 0], np.float32).reshape(1, 7, 1, 1)
     dy = np.arange(1, 8, dtype=np.float32).reshape(1, 7, 1, 1)
     np.testing.assert_array_equal(LRN(x, dy, True, 3, 1.0, 0.0, 1.0, device=device), dy)
     assert np.isnan(LRN(x, dy, True, 3, 1.0, 1.0, -10.0, device=device)).all()
+    for alpha, bias in ((0.0, -1.0), (1.0, -2.0), (-9.0, 1.0)):  # Beta = 0, some N < 0
+        got = LRN(x, dy, True, 3, alpha, 0.0, bias, device=device)
+        want = reference.local_response_normalization_grad(x, dy, True, 3, alpha, 0.0, bias)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(got[~np.isnan(got)], dy[~np.isnan(got)])
+        assert np.isnan(got).any()
     got = LRN(x, dy, True, 3, 1.0, 0.75, 0.0, device=device).reshape(-1)
     want = reference.local_response_normalization_grad(x, dy, True, 3, 1.0, 0.75, 0.0)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want.reshape(-1)))

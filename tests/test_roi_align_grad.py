@@ -327,6 +327,22 @@ def test_every_region_count_shares_the_pipelines(device, rng, reduction):
     assert made[1:] == [0] * 4, made
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_droi_along_a_clamped_axis_is_zero_beside_non_finite_taps(device, bad):
+    """dROI's gy is 0 where a sample's y was clamped (an image one row high: every y is), a
+    choice, not a product: 0 beside a NaN or Inf tap, in the device and in the oracle; x
+    takes the NaN."""
+    x = np.array([[[[1.0, bad]]]], np.float32)
+    dy = np.ones((1, 1, 1, 1), np.float32)
+    roi = np.array([[0.0, 0.5, 2.0, 1.5]], np.float32)  # y 0.5 > H - 1 = 0: clamped
+    batch = np.zeros(1, np.uint32)
+    kwargs = dict(reduction_function="average", roi_gradient=True)
+    _, droi = pyvkgrad.roi_align_grad(x, dy, roi, batch, x.shape, device=device, **kwargs)
+    _, want = reference.roi_align_grad(x, dy, roi, batch, x.shape, **kwargs)
+    for got in (droi, want):
+        assert np.isnan(got[0, [0, 2]]).all() and np.array_equal(got[0, [1, 3]], [0, 0])
+
+
 def test_regions_whose_length_overflows(device):
     """Finite corners whose difference overflows float32 (L = +-Inf, so d = +-Inf): with
     OutputPixelOffset 0 the first sample's (k - OutputPixelOffset) d would be 0 * Inf = NaN,
