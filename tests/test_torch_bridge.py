@@ -261,6 +261,29 @@ def test_batch_norm_checks_its_per_channel_tensors(rng, training):
         vt.batch_norm(x, zeros.clone(), ones.clone(), training=True, momentum=None)
 
 
+def test_batch_norm_refuses_what_would_crash_or_overflow(rng):
+    """Evaluation mode without running statistics raises as F.batch_norm does (the bridge
+    called torch.native_batch_norm, which crashed on them). Float16 statistics or weights
+    beyond 65504 raise instead of turning the gradients into zeros: a training batch whose
+    standard deviation exceeds 256, float32 running_var or weight too large for float16."""
+    x = randn(rng, (2, 3, 4)).requires_grad_()
+    for mean, var in ((None, None), (torch.zeros(3), None), (None, torch.ones(3))):
+        with pytest.raises(RuntimeError, match="must be defined in evaluation mode"):
+            vt.batch_norm(x, mean, var, training=False)
+    wide = (randn(rng, (4, 3, 5)) * 1000).half().requires_grad_()
+    with pytest.raises(ValueError, match="variance exceeds float16's range"):
+        vt.batch_norm(wide, None, None, training=True)
+    half = randn(rng, (4, 3, 5)).half().requires_grad_()
+    huge = torch.full((3,), 1e5)
+    cases = (dict(running_mean=torch.zeros(3), running_var=huge, training=False),
+             dict(running_mean=torch.zeros(3), running_var=torch.ones(3), weight=huge,
+                  training=False),
+             dict(running_mean=None, running_var=None, weight=huge, training=True))
+    for kwargs, what in zip(cases, ("running_var", "weight", "weight")):
+        with pytest.raises(ValueError, match=f"{what} holds values beyond float16's range"):
+            vt.batch_norm(half, **kwargs).float().sum().backward()
+
+
 @pytest.mark.parametrize("dims", [4, 5])
 def test_batch_norm_training_keeps_channels_last(rng, dims):
     """A channels-last input gives a channels-last Output, as PyTorch's batch_norm does."""
@@ -463,10 +486,19 @@ def test_unsupported_dtype_raises():
 
 
 def test_double_backward_is_refused(rng):
+    """create_graph=True through a bridged operator raises at once, naming the cause: with
+    once_differentiable alone, a gradient penalty's torch.autograd.grad(..., allow_unused=True)
+    returned a gradient silently cut at the bridged ReLU."""
     x = randn(rng, (5,)).requires_grad_()
-    (g,) = torch.autograd.grad(vt.relu(x).pow(2).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError):
-        g.sum().backward()
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(vt.relu(x).pow(2).sum(), x, create_graph=True)
+    w1, w2 = randn(rng, (4, 3)).requires_grad_(), randn(rng, (2, 4)).requires_grad_()
+    x = randn(rng, (5, 3)).requires_grad_()
+    f = (vt.relu(x @ w1.T) @ w2.T).pow(2).sum()
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(f, x, create_graph=True)
+    (g,) = torch.autograd.grad(f, x)  # (without create_graph: the usual gradient)
+    assert g.shape == x.shape
 
 
 # ---- hardtanh and relu6 ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ back as tensors with the input's strides, dtype and torch device.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import List, Optional, Sequence, Tuple
 
@@ -201,6 +202,39 @@ class ClipStep(Step):
         return f"dx{k}"
 
 
+def single_backward(backward):
+    """A bridged Function's backward: once_differentiable, and refused where autograd would
+    record it for a second differentiation (create_graph=True). The device's gradients have no
+    graph; once_differentiable alone lets torch.autograd.grad(..., allow_unused=True) return a
+    gradient silently cut at them (a gradient penalty through a bridged ReLU, say)."""
+    once = once_differentiable(backward)
+
+    @functools.wraps(backward)
+    def refusing(ctx, *grads):
+        if torch.is_grad_enabled():
+            raise RuntimeError("pyvkgrad.torch: a bridged operator's backward cannot be "
+                               "differentiated (create_graph=True, a double backward): "
+                               "DirectML's gradient operators have no gradients of their own; "
+                               "use PyTorch's operator where a second derivative is needed")
+        return once(ctx, *grads)
+    return refusing
+
+
+def half_fits(what: str, values: np.ndarray, dtype: np.dtype) -> None:
+    """Refuse a BatchNorm per-channel value that becomes infinite in `dtype` (float16 beyond
+    65504): DirectML's float16 BatchNorm operators take every tensor in float16, and an
+    infinite statistic turns the gradients into zeros or NaN without a word."""
+    if np.dtype(dtype) != np.float16:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        overflows = np.isfinite(values) & ~np.isfinite(values.astype(np.float16))
+    if overflows.any():
+        raise ValueError(f"pyvkgrad.torch.batch_norm: {what} holds values beyond float16's "
+                         f"range (65504), such as {values[overflows].flat[0]!r}: DirectML's "
+                         f"float16 BatchNorm operators take it in float16; run this BatchNorm "
+                         f"in float32")
+
+
 def _training_forward(x: torch.Tensor, weight: Optional[torch.Tensor],
                       bias: Optional[torch.Tensor], eps: float):
     """(Output, Mean, Variance) of BATCH_NORMALIZATION_TRAINING on the Vulkan device, channels
@@ -213,13 +247,23 @@ def _training_forward(x: torch.Tensor, weight: Optional[torch.Tensor],
     stat[1] = channels
     xn = x.detach().cpu().numpy()
 
-    def host(p, fill):
+    def host(p, fill, what):
         if p is None:
             return np.full(stat, fill, xn.dtype)
-        return p.detach().cpu().numpy().astype(xn.dtype).reshape(stat)
+        values = p.detach().cpu().numpy()
+        half_fits(what, values, xn.dtype)
+        return values.astype(xn.dtype).reshape(stat)
 
-    y, mean, var = batch_normalization_training(xn, host(weight, 1.0), host(bias, 0.0), eps,
+    y, mean, var = batch_normalization_training(xn, host(weight, 1.0, "weight"),
+                                                host(bias, 0.0, "bias"), eps,
                                                 device=_runtime.get_device())
+    # A float16 batch whose variance exceeds 65504 (a standard deviation above 256): an
+    # infinite Variance beside a finite Mean (a non-finite X makes the Mean non-finite).
+    if xn.dtype == np.float16 and (np.isinf(var) & np.isfinite(mean)).any():
+        raise ValueError("pyvkgrad.torch.batch_norm: the batch's variance exceeds float16's "
+                         "range (65504: a standard deviation above 256), which "
+                         "BATCH_NORMALIZATION_TRAINING's float16 Variance cannot hold; run "
+                         "this BatchNorm in float32")
     out = torch.from_numpy(y).to(x.device)
     # Output in x's memory format, as PyTorch's batch_norm gives it (a channels-last x
     # makes a channels-last Output, so a following convolution keeps its layout).
@@ -261,6 +305,11 @@ class BatchNormStep(Step):
             # As F.batch_norm (_verify_batch_size): one value per channel has no variance.
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.size()}")
+        if not self.training and (running_mean is None or running_var is None):
+            # (torch.native_batch_norm would read them unchecked: a crash)
+            raise RuntimeError("running_mean must be defined in evaluation mode"
+                               if running_mean is None else
+                               "running_var must be defined in evaluation mode")
         momentum = self.momentum  # (a float: None is refused above)
         if self.training:
             # The forward on the device too: BATCH_NORMALIZATION_TRAINING's Output, Mean and
@@ -288,8 +337,11 @@ class BatchNormStep(Step):
         weight = saved["weight"]
         scale = (np.ones(channels) if weight is None
                  else weight.detach().float().cpu().numpy())
-        s = b.array(f"mean{k}", saved["mean"].detach().float().cpu().numpy().reshape(stat))
-        b.array(f"var{k}", saved["var"].detach().float().cpu().numpy().reshape(stat))
+        mean, var = (saved[k_].detach().float().cpu().numpy() for k_ in ("mean", "var"))
+        for what, values in (("running_mean", mean), ("running_var", var), ("weight", scale)):
+            half_fits(what, values, b.data_type.numpy_dtype)
+        s = b.array(f"mean{k}", mean.reshape(stat))
+        b.array(f"var{k}", var.reshape(stat))
         b.array(f"scale{k}", scale.reshape(stat))
         cls = (BatchNormalizationTrainingGradDesc if self.training
                else BatchNormalizationGradDesc)
@@ -416,7 +468,7 @@ class _Chain(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @single_backward
     def backward(ctx, dy):
         tensors = ctx.saved_tensors
         saved = [{name: (tensors[v] if kind == "saved" else v) for name, (kind, v) in r.items()}

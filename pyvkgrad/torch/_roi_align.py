@@ -11,11 +11,11 @@ from typing import List, Sequence, Tuple, Union
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
 from ..defaults import ROI_ALIGN_GRAD_MAX_AXIS_SAMPLES
 from ..ops.roi_align_grad import roi_align_grad
 from . import _runtime
+from ._chain import single_backward
 
 NAME = "pyvkgrad.torch.roi_align"
 Boxes = Union[torch.Tensor, Sequence[torch.Tensor]]
@@ -132,7 +132,7 @@ class RoiAlign(torch.autograd.Function):
         return forward(input, rois, batch, out_h, out_w, params, skip)
 
     @staticmethod
-    @once_differentiable
+    @single_backward
     def backward(ctx, grad_output):
         shape, dtype, device = ctx.input
         if len(ctx.rois) == 0:

@@ -10,7 +10,6 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.autograd.function import once_differentiable
 
 from ..ops.local_response_normalization_grad import local_response_normalization_grad
 from . import _resample_map as rmap
@@ -18,7 +17,7 @@ from ._pooling import PoolStep, Size, check_pool_options, pool_input
 from . import _roi_align
 from . import _runtime
 from ._chain import (BatchNormStep, ClipStep, InterpolateStep, ReluStep, apply_chain,
-                     data_type_of, needs_grad)
+                     data_type_of, needs_grad, single_backward)
 
 
 def relu(input: torch.Tensor, inplace: bool = False) -> torch.Tensor:
@@ -186,7 +185,7 @@ class _LocalResponseNorm(torch.autograd.Function):
         return F.local_response_norm(input, size, alpha, beta, k)
 
     @staticmethod
-    @once_differentiable
+    @single_backward
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         size, alpha, beta, k = ctx.parameters
