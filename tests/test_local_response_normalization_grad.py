@@ -91,7 +91,8 @@ def test_pytorch_local_response_norm_backward(device, rng, size, dtype):
 def test_pow_fixed_within_a_few_ulps(device, rng, beta, ulps):
     """N^-Beta alone: with X = 0 in channel 0 and dY = 1 there, dX = N^-Beta exactly, where
     N = Bias + (Alpha / 3) X_1^2 is float32 the host can repeat; over N from 1e-3 to 1e6,
-    within 1 + |Beta| float32 ulps (docs/semantics.md §15)."""
+    within 1 + |Beta| float32 ulps (docs/semantics.md §15), or 0 for a subnormal result on a
+    device that flushes them (an H200: Beta 7.9 puts N^-Beta below 2^-126 for N > 6e4)."""
     x1 = (10 ** rng.uniform(-3, 3, 4000)).astype(np.float32)
     for bias in (1.0, 1e-3):
         x = np.zeros((1, 2, x1.size, 1), np.float32)
@@ -102,7 +103,10 @@ def test_pow_fixed_within_a_few_ulps(device, rng, beta, ulps):
         n = np.float32(bias) + np.float32(1.0) * (np.float32(0) + x1 * x1)
         want = n.astype(np.float64) ** -float(np.float32(beta))
         error = np.abs(got - want) / np.spacing(want.astype(np.float32)).astype(np.float64)
-        assert error.max() <= ulps, (beta, bias, error.max())
+        # A result below 2^-126 may flush to 0 on a device that flushes float32 subnormals,
+        # which is outside the same-bits contract (docs/semantics.md §17): an H200 does.
+        flushed = (want < 2.0**-126) & (got == 0)
+        assert error[~flushed].max() <= ulps, (beta, bias, error[~flushed].max())
 
 
 def test_special_cases(device):
