@@ -90,6 +90,12 @@ def _pipeline(d: Dispatch) -> Tuple[str, bytes, int]:
     return d.kernel, kernels.specialization(d.kernel, d.constants).tobytes(), d.workgroups
 
 
+def _tables(plan: Plan) -> list:
+    """A plan's scratch buffers: names, sizes and the words of constant tables."""
+    return [(s.name, s.nbytes, None if s.words is None else s.words.tobytes())
+            for s in plan.scratch]
+
+
 class CompiledOperator:
     """A descriptor compiled for one device: its plan, kernels and scratch buffers.
 
@@ -149,7 +155,9 @@ class CompiledOperator:
         """The plan of `desc` if it differs from this operator's descriptor only in scalars
         its kernels take as push constants: the same operator and tensor descriptors, and a
         plan (for this operator's limits) that dispatches the same kernels, specialization
-        constants, workgroup counts and bindings, in order. Else None."""
+        constants, workgroup counts and bindings, in order, over the same scratch buffers with
+        the same constant tables (ResampleGrad's coordinates, say, uploaded at compile time).
+        Else None."""
         fields = dict(desc.tensor_fields()) if type(desc) is type(self.desc) else None
         if fields != self.fields:
             return None
@@ -157,7 +165,7 @@ class CompiledOperator:
         same = len(plan.dispatches) == len(self.plan.dispatches) and all(
             _pipeline(d) == pipeline and d.bindings == old.bindings
             for d, pipeline, old in zip(plan.dispatches, self._pipelines, self.plan.dispatches))
-        return plan if same else None
+        return plan if same and _tables(plan) == _tables(self.plan) else None
 
     @property
     def float16_rte(self) -> bool:

@@ -143,12 +143,27 @@ class Recording:
 
     def read_back(self, tensors: Sequence[DeviceTensor]) -> None:
         """Copy `tensors` back to their staging memory at the end of every run, in the same
-        submission, so that `numpy()` after a run needs no submission of its own."""
+        submission, so that `numpy()` after a run needs no submission of its own. Each is
+        bound as the recording's operators' tensors are: a run first uploads one whose
+        staging copy is newer (a tensor no operator writes reads back what it holds)."""
         with self._context.lock:
             self._lifetime.check("Recording.read_back")
             if self._finished:
                 raise RuntimeError("this recording was already submitted; record a new one")
-            self._downloads.extend(t.storage for t in tensors)
+            tensors = list(tensors)
+            for t in tensors:
+                if not isinstance(t, DeviceTensor):
+                    raise TypeError(f"Recording.read_back: needs DeviceTensors, got "
+                                    f"{type(t).__name__}")
+                if t.device is not self.device:
+                    raise ValueError(f"Recording.read_back: a tensor of another Device "
+                                     f"object ({t.device.name}) than the recording's")
+                t.storage.lifetime.check("Recording.read_back")
+            for t in tensors:
+                storage = t.storage
+                was = self._storages.get(id(storage), (storage, False))[1]
+                self._storages[id(storage)] = (storage, was)
+                self._downloads.append(storage)
 
     def binds(self, storage: TensorStorage) -> bool:
         """Whether the recording binds `storage` (a tensor's)."""

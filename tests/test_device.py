@@ -103,6 +103,60 @@ def test_execute_rejects_a_foreign_or_finished_recording(device, rng):
         device.record().execute("relu")
 
 
+def test_update_push_constants_refuses_other_constant_tables(device, rng):
+    """A descriptor whose plan differs in the constant tables uploaded at compile time
+    (ResampleGrad's coordinates for another scale) is refused, not replayed with the old
+    tables; one that differs in nothing the kernels hold is taken."""
+    f32 = DataType.FLOAT32
+    dy = rng.standard_normal((1, 1, 8, 8)).astype(np.float32)
+    dy_desc, dx_desc = TensorDesc(f32, dy.shape), TensorDesc(f32, (1, 1, 4, 4))
+
+    def desc(scale):
+        return pyvkgrad.ResampleGradDesc(dy_desc, dx_desc, "linear", (1.0, 1.0, scale, scale),
+                                         (0.5,) * 4, (-0.5,) * 4)
+
+    op = device.compile(desc(2.0))
+    tdy, tdx = device.upload(dy), device.empty(dx_desc)
+    with device.record() as rec:
+        rec.execute(op, input_gradient_tensor=tdy, output_gradient_tensor=tdx)
+    for scale in (1.9, 2.1):
+        with pytest.raises(ValueError, match="more than push-constant scalars"):
+            rec.update_push_constants(op, desc(scale))
+    rec.update_push_constants(op, desc(2.0))
+    rec.replay()
+    want = pyvkgrad.resample_grad(dy, (1, 1, 4, 4), interpolation_mode="linear",
+                                  scales=(1.0, 1.0, 2.0, 2.0), input_pixel_offsets=(0.5,) * 4,
+                                  output_pixel_offsets=(-0.5,) * 4, device=device)
+    assert np.array_equal(tdx.numpy(), want)
+
+
+def test_read_back_checks_its_tensors_and_keeps_their_contents(device):
+    """read_back of a tensor no operator writes gives back what it holds (a run uploads it
+    first where the host wrote it), not the device's stale memory; a tensor of another
+    Device object or no tensor at all is refused before any work."""
+    op = relu_op(device, (4,))
+    ts = [device.upload(np.full(4, v, np.float32)) for v in (1.0, 2.0, 3.0)]
+    other = device.upload(np.full(4, 7.0, np.float32))
+    other.write(np.full(4, 8.0, np.float32))  # (staging newer than the device's copy)
+    with device.record() as rec:
+        rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1],
+                    output_gradient_tensor=ts[2])
+        rec.read_back([ts[2], other])
+        with pytest.raises(TypeError, match="needs DeviceTensors"):
+            rec.read_back([np.zeros(3)])
+        second = pyvkgrad.device.Device(device.info)
+        try:
+            with pytest.raises(ValueError, match="another Device"):
+                rec.read_back([second.upload(np.zeros(4, np.float32))])
+        finally:
+            second.close()
+    np.testing.assert_array_equal(ts[2].numpy(), np.full(4, 2.0))
+    np.testing.assert_array_equal(other.numpy(), np.full(4, 8.0))
+    other.write(np.full(4, 9.0, np.float32))
+    rec.replay()
+    np.testing.assert_array_equal(other.numpy(), np.full(4, 9.0))
+
+
 def test_closed_tensor_is_refused(device):
     t = device.upload(np.ones(4, np.float32))
     t.close()
