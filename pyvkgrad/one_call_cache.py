@@ -29,6 +29,10 @@ from .tensor import TensorDesc, elements_of, words_to_array
 # past 16 BatchNorm shapes: 96 against 51 ms a step with 24 on lavapipe.)
 ONE_CALL_CACHE_ENTRIES = 64
 ONE_CALL_CACHE_BYTES = 1 << 30
+# Layouts kept for `again`, least recently used first out: arrays of many layouts can give one
+# descriptor (views packed into the same one, scalars equal in float32), so without a bound
+# the index grew by one entry a call while its problem stayed cached.
+ONE_CALL_CACHE_LAYOUTS = 4 * ONE_CALL_CACHE_ENTRIES
 
 
 class CacheInfo(NamedTuple):
@@ -163,7 +167,7 @@ class OneCallCache:
             collections.OrderedDict()
         # (layout_key, LIMIT_VARIABLES.values()) -> cache key: the limits follow from the
         # device and those variables, so a hit needs neither descriptor nor limits.
-        self._layouts: Dict[tuple, CacheKey] = {}
+        self._layouts: "collections.OrderedDict[tuple, CacheKey]" = collections.OrderedDict()
         self._hits = self._misses = 0
 
     def run(self, desc: OperatorDesc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
@@ -193,6 +197,9 @@ class OneCallCache:
                 entry.close()  # too large to keep
             elif layout is not None:
                 self._layouts[(layout, env)] = key
+                self._layouts.move_to_end((layout, env))
+                while len(self._layouts) > ONE_CALL_CACHE_LAYOUTS:
+                    self._layouts.popitem(last=False)
             return results
 
     def _entry(self, desc: OperatorDesc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
@@ -221,10 +228,12 @@ class OneCallCache:
             return None
         with self._context.lock:
             self._context.collect()
-            key = self._layouts.get((layout, LIMIT_VARIABLES.values()))
+            found = (layout, LIMIT_VARIABLES.values())
+            key = self._layouts.get(found)
             entry = None if key is None else self._entries.get(key)
             if entry is None:
                 return None
+            self._layouts.move_to_end(found)
             self._hits += 1
             self._entries.move_to_end(key)
             return entry.run(arrays)
@@ -239,7 +248,8 @@ class OneCallCache:
             total -= old.nbytes
             old.close()
         live = set(self._entries)
-        self._layouts = {k: v for k, v in self._layouts.items() if v in live}
+        self._layouts = collections.OrderedDict(
+            (k, v) for k, v in self._layouts.items() if v in live)
 
     def entries(self) -> List[OneCallEntry]:
         """The cached problems, least recently used first."""

@@ -157,6 +157,22 @@ def test_read_back_checks_its_tensors_and_keeps_their_contents(device):
     np.testing.assert_array_equal(other.numpy(), np.full(4, 9.0))
 
 
+def test_one_call_layout_index_is_bounded(device):
+    """Arrays of many layouts can give one descriptor (windows of wider and wider arrays,
+    packed alike; bounds equal in float32): the cache's index of layouts stays bounded while
+    their one problem stays cached (it grew by one entry a call), and the calls stay right."""
+    from pyvkgrad.one_call_cache import ONE_CALL_CACHE_LAYOUTS
+
+    cache = one_call_cache(device)
+    buf = np.arange(4 * 700, dtype=np.float32) - 1000.0
+    g = np.ones((4, 5), np.float32)
+    for width in range(5, 5 + ONE_CALL_CACHE_LAYOUTS + 40):
+        x = np.lib.stride_tricks.as_strided(buf, (4, 5), (4 * width, 4))
+        got = pyvkgrad.activation_relu_grad(x, g, device=device)
+        np.testing.assert_array_equal(got, reference.activation_relu_grad(x, g))
+    assert len(cache._layouts) <= ONE_CALL_CACHE_LAYOUTS
+
+
 def test_closed_tensor_is_refused(device):
     t = device.upload(np.ones(4, np.float32))
     t.close()
