@@ -267,9 +267,14 @@ def test_batch_norm_refuses_what_would_crash_or_overflow(rng):
     beyond 65504 raise instead of turning the gradients into zeros: a training batch whose
     standard deviation exceeds 256, float32 running_var or weight too large for float16."""
     x = randn(rng, (2, 3, 4)).requires_grad_()
-    for mean, var in ((None, None), (torch.zeros(3), None), (None, torch.ones(3))):
-        with pytest.raises(RuntimeError, match="must be defined in evaluation mode"):
-            vt.batch_norm(x, mean, var, training=False)
+    with pytest.raises(RuntimeError, match="must be defined in evaluation mode"):
+        vt.batch_norm(x, None, None, training=False)
+    for training in (False, True):  # (F.batch_norm's refusals and messages)
+        for mean, var in ((torch.zeros(3), None), (None, torch.ones(3))):
+            with pytest.raises(ValueError, match="must either both be None or neither"):
+                vt.batch_norm(x, mean, var, training=training)
+    with pytest.raises(ValueError, match="eps must be positive during training"):
+        vt.batch_norm(x, None, None, training=True, eps=0.0)
     wide = (randn(rng, (4, 3, 5)) * 1000).half().requires_grad_()
     with pytest.raises(ValueError, match="variance exceeds float16's range"):
         vt.batch_norm(wide, None, None, training=True)

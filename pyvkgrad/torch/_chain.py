@@ -305,11 +305,16 @@ class BatchNormStep(Step):
             # As F.batch_norm (_verify_batch_size): one value per channel has no variance.
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {x.size()}")
-        if not self.training and (running_mean is None or running_var is None):
-            # (torch.native_batch_norm would read them unchecked: a crash)
-            raise RuntimeError("running_mean must be defined in evaluation mode"
-                               if running_mean is None else
-                               "running_var must be defined in evaluation mode")
+        # F.batch_norm's own refusals, with its messages (else a running_mean alone was
+        # updated in training, and eval mode's torch.native_batch_norm read None: a crash).
+        if (running_mean is None) != (running_var is None):
+            raise ValueError("running_mean and running_var must either both be None or "
+                             "neither be None")
+        if not self.training and running_mean is None:
+            raise RuntimeError("running_mean must be defined in evaluation mode")
+        if self.training and not self.eps > 0:
+            raise ValueError(f"batch_norm eps must be positive during training, but got "
+                             f"{self.eps}")
         momentum = self.momentum  # (a float: None is refused above)
         if self.training:
             # The forward on the device too: BATCH_NORMALIZATION_TRAINING's Output, Mean and
