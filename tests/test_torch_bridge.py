@@ -61,14 +61,16 @@ def test_relu_bitwise_as_pytorch(rng, dtype, rank):
         assert torch.equal(bits(gx), bits(ex)), f"{layout}"
 
 
-def test_relu_inplace(rng):
-    base = randn(rng, (3, 4, 5))
+@pytest.mark.parametrize("shape", [(3, 4, 5), ()], ids=["3-D", "0-d"])
+def test_relu_inplace(rng, shape):
+    """In place returns the input itself (a 0-d one too, which runs as one element)."""
+    base = randn(rng, shape)
     a = base.clone().requires_grad_()
     b = base.clone().requires_grad_()
     ha, hb = a * 1, b * 1
     ya, yb = vt.relu(ha, inplace=True), F.relu(hb, inplace=True)
     assert ya is ha and torch.equal(ha, hb), "modified in place, as F.relu(inplace=True)"
-    dy = randn(rng, (3, 4, 5))
+    dy = randn(rng, shape)
     (ga,) = torch.autograd.grad(ya, a, dy)
     (gb,) = torch.autograd.grad(yb, b, dy)
     assert torch.equal(ga, gb)

@@ -529,5 +529,9 @@ def apply_chain(steps: Sequence[Step], x: torch.Tensor, params: Sequence) -> tor
     """Run `steps` as one bridged chain on x (params: every step's parameters, in order).
     A 0-d tensor runs as one element (DirectML tensors have 1 to 8 dimensions)."""
     if x.dim() == 0:
-        return _Chain.apply(tuple(steps), x.reshape(1), *params).reshape(())
+        view = x.reshape(1)
+        y = _Chain.apply(tuple(steps), view, *params)
+        # An in-place chain returns its input: x itself, as PyTorch's in-place functions do
+        # (changed through its view, x's history now ends in the chain's backward).
+        return x if y is view else y.reshape(())
     return _Chain.apply(tuple(steps), x, *params)
