@@ -143,8 +143,28 @@ def test_errors(rng):
             ((x, [boxes[:, :3]], 2), r"boxes\[0\] must be a Tensor\[L, 4\]"),
             ((x, boxes + torch.tensor([1.0, 0, 0, 0, 0]), 2), "the boxes. batch indices must"),
             ((x, boxes, (2, 0)), "output_size must be"),
+            ((x, boxes * torch.tensor([1.0, 1, 1, float("nan"), 1]), 2),
+             "the boxes. coordinates .times spatial_scale. must be finite"),
+            ((x, boxes + torch.tensor([0.0, 0, 0, 0, float("inf")]), 2),
+             "the boxes. coordinates .times spatial_scale. must be finite"),
             ((x[0], boxes, 2), "input must be 4-D")]:
         with pytest.raises(ValueError, match=f"^pyvkgrad.torch.roi_align: {message}"):
             vt.roi_align(*args)
     with pytest.raises(TypeError, match="^pyvkgrad.torch.roi_align: torch.float64"):
         vt.roi_align(x.double(), boxes, 2)
+
+
+def test_boxes_below_a_pixel_and_non_finite_edges():
+    """Not aligned, a box narrower than a pixel is widened to one as torchvision does: one
+    sample for an output of 1, where x1 + 1 rounding up in float32 (1.4) took two; and a
+    sample outside the image is 0 even beside an infinite edge pixel (not 0 * Inf)."""
+    x = torch.tensor([[[[0.0, 0.0, 10.0, 0.0]]]], requires_grad=True)
+    boxes = torch.tensor([[0.0, 1.4, 0.0, 1.4, 0.0]])
+    y = vt.roi_align(x, boxes, 1, 1.0, -1, False)
+    y.backward(torch.ones_like(y))
+    # torchvision: one sample at x = 1.9: 10 * 0.9, dX [0, 0.1, 0.9, 0] (within float32)
+    np.testing.assert_allclose(y.detach().numpy().ravel(), [9.0], rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy().ravel(), [0, 0.1, 0.9, 0], atol=1e-6)
+    image = torch.tensor([[[[1.0, 2.0], [3.0, float("inf")]]]], requires_grad=True)
+    y = vt.roi_align(image, torch.tensor([[0.0, 10, 10, 11, 11]]), 1, 1.0, 2, False)
+    assert torch.equal(y.detach(), torch.zeros(1, 1, 1, 1))

@@ -35,7 +35,10 @@ def regions(input: torch.Tensor, boxes: Boxes, spatial_scale: float, aligned: bo
     """(ROI {K, 4} float32 [x1, y1, x2, y2] already scaled, batch indices uint32 {K}) from
     torchvision's boxes: a Tensor[K, 5] (batch index first) or a list of Tensor[L, 4], one per
     image. Not aligned, torchvision enlarges a region narrower than one scaled pixel to one
-    (x2 = x1 + 1, y alike), which ROI_ALIGN_GRAD does not: the regions passed are enlarged so."""
+    (its length max(x2 - x1, 1), y alike), which ROI_ALIGN_GRAD does not: the regions passed
+    are enlarged so, x2 the float32 nearest x1 + 1 whose length x2 - x1 is not above 1 (where
+    x1 + 1 rounds up, a length of 1 + 2^-23 took two samples where torchvision takes one).
+    Corners must be finite (ValueError)."""
     if isinstance(boxes, torch.Tensor):
         if boxes.dim() != 2 or boxes.shape[1] != 5:
             raise ValueError(f"{NAME}: boxes must be a Tensor[K, 5] (batch index, x1, y1, x2, "
@@ -54,11 +57,18 @@ def regions(input: torch.Tensor, boxes: Boxes, spatial_scale: float, aligned: bo
         raise ValueError(f"{NAME}: the boxes' batch indices must be integers in [0, "
                          f"{input.shape[0]})")
     f = np.float32
-    scaled = (rois[:, 1:].astype(f) * f(spatial_scale)).astype(f)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (rois[:, 1:].astype(f) * f(spatial_scale)).astype(f)
+    if not np.isfinite(scaled).all():
+        raise ValueError(f"{NAME}: the boxes' coordinates (times spatial_scale) must be finite "
+                         f"float32 values")
     if not aligned:
         for lo, hi in ((0, 2), (1, 3)):
             narrow = (scaled[:, hi] - scaled[:, lo]) < 1
-            scaled[narrow, hi] = scaled[narrow, lo] + f(1)
+            widened = scaled[narrow, lo] + f(1)
+            over = (widened - scaled[narrow, lo]) > f(1)
+            widened[over] = np.nextafter(widened[over], f(-np.inf))
+            scaled[narrow, hi] = widened
     return scaled, batch.astype(np.uint32)
 
 
@@ -115,7 +125,9 @@ def forward(input: torch.Tensor, rois: np.ndarray, batch: np.ndarray, out_h: int
         rows = [image[:, y0][:, :, i] for i in (x0, x1)], [image[:, y1][:, :, i] for i in (x0, x1)]
         values = ((1 - ly) * ((1 - lx) * rows[0][0] + lx * rows[0][1])
                   + ly * ((1 - lx) * rows[1][0] + lx * rows[1][1]))
-        values = values * (in_y[:, None] & in_x[None, :]).to(x.device)
+        # (0 outside the image as a choice: the clamped edge pixel may be Inf or NaN)
+        values = torch.where((in_y[:, None] & in_x[None, :]).to(x.device), values,
+                             torch.zeros((), dtype=values.dtype, device=x.device))
         out[r] = values.reshape(channels, out_h, sy, out_w, sx).sum((2, 4)) / (sy * sx)
     return out.to(input.dtype)
 
