@@ -143,6 +143,8 @@ def test_errors(rng):
             ((x, [boxes[:, :3]], 2), r"boxes\[0\] must be a Tensor\[L, 4\]"),
             ((x, boxes + torch.tensor([1.0, 0, 0, 0, 0]), 2), "the boxes. batch indices must"),
             ((x, boxes, (2, 0)), "output_size must be"),
+            ((x, boxes, (2,)), "output_size must be"),
+            ((x, boxes, 2.0), "output_size must be"),
             ((x, boxes * torch.tensor([1.0, 1, 1, float("nan"), 1]), 2),
              "the boxes. coordinates .times spatial_scale. must be finite"),
             ((x, boxes + torch.tensor([0.0, 0, 0, 0, float("inf")]), 2),
@@ -168,3 +170,12 @@ def test_boxes_below_a_pixel_and_non_finite_edges():
     image = torch.tensor([[[[1.0, 2.0], [3.0, float("inf")]]]], requires_grad=True)
     y = vt.roi_align(image, torch.tensor([[0.0, 10, 10, 11, 11]]), 1, 1.0, 2, False)
     assert torch.equal(y.detach(), torch.zeros(1, 1, 1, 1))
+
+
+def test_output_size_takes_any_integer_type(rng):
+    """output_size as a NumPy integer or a 0-d tensor, as an int."""
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    boxes = random_boxes(rng, 3, 1, 6, 6)
+    want = vt.roi_align(x, boxes, (2, 2))
+    for size in (np.int64(2), torch.tensor(2), (np.int32(2), 2)):
+        assert torch.equal(vt.roi_align(x, boxes, size), want)

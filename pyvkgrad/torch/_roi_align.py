@@ -7,6 +7,7 @@ backward differentiate the same samples.
 
 from __future__ import annotations
 
+import operator
 from typing import List, Sequence, Tuple, Union
 
 import numpy as np
@@ -22,12 +23,19 @@ Boxes = Union[torch.Tensor, Sequence[torch.Tensor]]
 
 
 def output_size_pair(output_size: Union[int, Sequence[int]]) -> Tuple[int, int]:
-    """torchvision's output_size: an int or (height, width), each at least 1."""
-    pair = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
-    if len(pair) != 2 or not all(isinstance(v, int) and v >= 1 for v in pair):
+    """torchvision's output_size: an int or (height, width), each at least 1 (any integer
+    type: a NumPy integer, a 0-d integer tensor)."""
+    try:
+        pair: Tuple[int, ...] = (operator.index(output_size),) * 2  # type: ignore[arg-type]
+    except TypeError:
+        try:
+            pair = tuple(operator.index(v) for v in output_size)  # type: ignore[union-attr]
+        except TypeError:
+            pair = ()
+    if len(pair) != 2 or not all(v >= 1 for v in pair):
         raise ValueError(f"{NAME}: output_size must be an int or a pair of ints of at least 1, "
                          f"got {output_size!r}")
-    return pair
+    return pair[0], pair[1]
 
 
 def regions(input: torch.Tensor, boxes: Boxes, spatial_scale: float, aligned: bool
