@@ -16,7 +16,8 @@ from . import _resample_map as rmap
 from ._pooling import PoolStep, Size, check_pool_options, pool_input
 from . import _roi_align
 from . import _runtime
-from ._chain import (BatchNormStep, ClipStep, InterpolateStep, ReluStep, apply_chain,
+from ._batch_norm import BatchNormStep
+from ._chain import (ClipStep, InterpolateStep, ReluStep, apply_chain,
                      data_type_of, needs_grad, single_backward)
 
 

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from . import functional as bf
-from ._chain import (DATA_TYPES, BatchNormStep, ClipStep, InterpolateStep, ReluStep,
+from ._batch_norm import BatchNormStep
+from ._chain import (DATA_TYPES, ClipStep, InterpolateStep, ReluStep,
                      apply_chain, data_type_of, needs_grad)
 from ._pooling import PoolStep, check_pool_options
 from ._resample_map import SUPPORTED_MODES
