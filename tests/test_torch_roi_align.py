@@ -179,3 +179,24 @@ def test_output_size_takes_any_integer_type(rng):
     want = vt.roi_align(x, boxes, (2, 2))
     for size in (np.int64(2), torch.tensor(2), (np.int32(2), 2)):
         assert torch.equal(vt.roi_align(x, boxes, size), want)
+
+
+@pytest.mark.parametrize("slab", [1, 5, 37, 200])
+def test_the_forward_in_slabs(rng, monkeypatch, slab):
+    """A region's samples taken a few at a time (FORWARD_SLAB_SAMPLES: a slab under a row, a
+    bin's rows split between slabs, a few channels at once) give the forward taken whole,
+    within float32's summation order; and the backward is unchanged. A large box (more than
+    a hundred samples a bin) is among them: memory bounded by the slab, not the box."""
+    x = torch.randn(2, 5, 9, 12, requires_grad=True)
+    boxes = torch.cat([random_boxes(rng, 6, 2, 9, 12, narrow=True),
+                       torch.tensor([[1.0, -30.0, -20.0, 40.0, 35.0]])])
+    for aligned, ratio in ((False, -1), (True, 3)):
+        whole = vt.roi_align(x, boxes, (3, 2), 0.5, ratio, aligned)
+        dy = torch.randn_like(whole)
+        want_grad, = torch.autograd.grad(whole, x, dy)
+        with monkeypatch.context() as m:
+            m.setattr(_roi_align, "FORWARD_SLAB_SAMPLES", slab)
+            got = vt.roi_align(x, boxes, (3, 2), 0.5, ratio, aligned)
+            grad, = torch.autograd.grad(got, x, dy)
+        torch.testing.assert_close(got, whole, rtol=1e-5, atol=1e-6)
+        assert torch.equal(grad, want_grad)

@@ -117,26 +117,46 @@ def _axis(lo: torch.Tensor, hi: torch.Tensor, out: int, size: int, params: dict)
     return s, inside, low.long(), torch.clamp(low.long() + 1, max=size - 1), clamped - low
 
 
+# The forward's samples at a time (channels x sample rows x sample columns): a region's
+# samples are taken in slabs of at most this many, so that a box far larger than its bins
+# (a 2000 x 2000 box took about 2 GB at once) costs bounded memory.
+FORWARD_SLAB_SAMPLES = 2**22
+
+
 def forward(input: torch.Tensor, rois: np.ndarray, batch: np.ndarray, out_h: int, out_w: int,
             params: dict, skip: np.ndarray) -> torch.Tensor:
-    """ROI_ALIGN1 with bilinear averaging, in float32 PyTorch operations, one region at a time:
-    {K, C, OH, OW} in input's dtype; 0 for the regions in `skip` (`unsampled`)."""
+    """ROI_ALIGN1 with bilinear averaging, in float32 PyTorch operations, one region at a time,
+    in slabs of at most FORWARD_SLAB_SAMPLES samples: {K, C, OH, OW} in input's dtype; 0 for
+    the regions in `skip` (`unsampled`). Each bin sums its samples along x, then those sums
+    along y, and divides by the count."""
     x = input.detach().float()
     _, channels, height, width = x.shape
     out = torch.zeros((len(rois), channels, out_h, out_w), dtype=torch.float32, device=x.device)
     corners = torch.from_numpy(rois)
+    zero = torch.zeros((), dtype=torch.float32, device=x.device)
     for r in np.flatnonzero(~skip):
         sy, in_y, y0, y1, ly = _axis(corners[r, 1], corners[r, 3], out_h, height, params)
         sx, in_x, x0, x1, lx = _axis(corners[r, 0], corners[r, 2], out_w, width, params)
         image = x[int(batch[r])]
-        ly, lx = ly[:, None].to(x.device), lx[None, :].to(x.device)
-        rows = [image[:, y0][:, :, i] for i in (x0, x1)], [image[:, y1][:, :, i] for i in (x0, x1)]
-        values = ((1 - ly) * ((1 - lx) * rows[0][0] + lx * rows[0][1])
-                  + ly * ((1 - lx) * rows[1][0] + lx * rows[1][1]))
-        # (0 outside the image as a choice: the clamped edge pixel may be Inf or NaN)
-        values = torch.where((in_y[:, None] & in_x[None, :]).to(x.device), values,
-                             torch.zeros((), dtype=values.dtype, device=x.device))
-        out[r] = values.reshape(channels, out_h, sy, out_w, sx).sum((2, 4)) / (sy * sx)
+        in_x, lx = in_x.to(x.device), lx[None, :].to(x.device)
+        bins = (torch.arange(out_h * sy) // sy).to(x.device)
+        row_samples = out_w * sx
+        step_c = max(1, min(channels, FORWARD_SLAB_SAMPLES // row_samples))
+        step_y = max(1, FORWARD_SLAB_SAMPLES // (step_c * row_samples))
+        for c0 in range(0, channels, step_c):
+            part = image[c0:c0 + step_c]
+            for i0 in range(0, out_h * sy, step_y):
+                rows = slice(i0, i0 + step_y)
+                ly_rows = ly[rows, None].to(x.device)
+                top, bottom = part[:, y0[rows]], part[:, y1[rows]]
+                values = ((1 - ly_rows) * ((1 - lx) * top[:, :, x0] + lx * top[:, :, x1])
+                          + ly_rows * ((1 - lx) * bottom[:, :, x0] + lx * bottom[:, :, x1]))
+                # (0 outside the image as a choice: the clamped edge pixel may be Inf or NaN)
+                inside = in_y[rows, None].to(x.device) & in_x[None, :]
+                values = torch.where(inside, values, zero)
+                sums = values.reshape(len(part), -1, out_w, sx).sum(3)
+                out[r, c0:c0 + step_c].index_add_(1, bins[rows], sums)
+        out[r] /= sy * sx
     return out.to(input.dtype)
 
 
