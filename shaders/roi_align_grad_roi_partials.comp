@@ -96,12 +96,8 @@ void add_sample(uint base, RoiAxis ay, uint ky, RoiAxis ax, uint kx, float q, in
 
 void main() {
     GRID_STRIDE_LOOP_FROM(e, first, count) {
-        uint rest = e;
-        const uint ox = rest % DY_SIZES3;
-        rest /= DY_SIZES3;
-        const uint oy = rest % DY_SIZES2;
-        rest /= DY_SIZES2;
-        const uint c = rest % DY_SIZES1, r = rest / DY_SIZES1;
+        const uvec4 at = dy_coordinates(e);
+        const uint r = at.x, c = at.y, oy = at.z, ox = at.w;
         // (no loops over the 4 words: a driver's loop limit counts their iterations)
         float s[4] = float[4](0.0, 0.0, 0.0, 0.0);
         if (first_window == 0u) {

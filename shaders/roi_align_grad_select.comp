@@ -36,12 +36,8 @@ layout(push_constant) uniform Push {
 
 void main() {
     GRID_STRIDE_LOOP_FROM(e, first, count) {
-        uint rest = e;
-        const uint ox = rest % DY_SIZES3;
-        rest /= DY_SIZES3;
-        const uint oy = rest % DY_SIZES2;
-        rest /= DY_SIZES2;
-        const uint c = rest % DY_SIZES1, r = rest / DY_SIZES1;
+        const uvec4 at = dy_coordinates(e);
+        const uint r = at.x, c = at.y, oy = at.z, ox = at.w;
         uint best_y = NONE, best_x = NONE;
         float best = 0.0;
         if (first_window == 0u) {

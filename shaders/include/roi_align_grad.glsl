@@ -168,6 +168,14 @@ float x_at(uint base, uint row, uint column) {
     return LOAD(x, base + row * X_STRIDES2 + column * X_STRIDES3);
 }
 
+// dY element e's coordinates (region r, channel c, row oy, column ox), row-major over
+// {R, C, OH, OW}, as uvec4(r, c, oy, ox).
+uvec4 dy_coordinates(uint e) {
+    const uint ox = e % DY_SIZES3, rest = e / DY_SIZES3;
+    const uint oy = rest % DY_SIZES2, rc = rest / DY_SIZES2;
+    return uvec4(rc / DY_SIZES1, rc % DY_SIZES1, oy, ox);
+}
+
 // Region r's axes: y from ROI[r, 1], ROI[r, 3]; x from ROI[r, 0], ROI[r, 2].
 void roi_axes(uint r, out RoiAxis ay, out RoiAxis ax) {
     const uint base = r * ROI_REGION_STRIDE;
