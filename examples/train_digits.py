@@ -27,7 +27,7 @@ import pyvkgrad.torch as vt
 
 def build_model() -> nn.Module:
     """conv -> BatchNorm -> ReLU -> bilinear upsample -> strided conv -> BatchNorm -> ReLU ->
-    nearest upsample -> max pool -> linear."""
+    nearest downsample -> linear."""
     return nn.Sequential(
         nn.Conv2d(1, 8, 3, padding=1),                       # 8 x 8
         nn.BatchNorm2d(8),
@@ -135,6 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", default="digits_loss.png", help="where to save the loss plot")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
+    if args.steps < 1 or args.batch_size < 1:
+        ap.error("--steps and --batch-size must be at least 1")
 
     print(f"pyvkgrad backward on {vt.get_device().name}; torch {torch.__version__}")
     results = run(args.steps, args.batch_size, args.lr, args.seed, args.channels_last)

@@ -151,7 +151,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="write rank 0's report (JSON) here")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # under torchrun
+    if args.nproc < 1 or args.steps < 1:
+        ap.error("--nproc and --steps must be at least 1")
+    torchrun = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+    found = len(pyvkgrad.devices())
+    if args.devices is not None and (not all(0 <= d < found for d in args.devices)
+                                     or (not torchrun and len(args.devices) < args.nproc)):
+        ap.error(f"--devices needs an index in [0, {found}) for each process, got "
+                 f"{args.devices}")
+    if torchrun:
         dist.init_process_group("gloo")
         worker(dist.get_rank(), dist.get_world_size(), args, 0)
         return 0

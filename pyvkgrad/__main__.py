@@ -52,6 +52,9 @@ def info() -> int:
     except DeviceError as e:  # one line: what is missing (the loader, a driver or a device)
         print(f"vulkan: {e}")
         return 1
+    except ValueError as e:  # PYVKGRAD_DEVICE names no device
+        print(f"PYVKGRAD_DEVICE: {e}")
+        return 1
     for d in found:
         i = d.info
         mark = "  (default)" if d is default else ""
@@ -85,7 +88,7 @@ def info() -> int:
             return_annotation=inspect.Signature.empty)
         print(f"  pyvkgrad.{record.name}{signature}")
         print(f"      DML_OPERATOR_{record.OPERATOR}, {record.descriptor.__name__}, "
-              f"{', '.join(d.__name__ for d in record.dtypes)}, 1 to "
+              f"{', '.join(d.__name__ for d in record.dtypes)}, {record.min_rank} to "
               f"{record.max_rank} dimensions; a one-call problem beyond the buffer limit is "
               f"cut along {record.independent_axes}")
     return 0
@@ -175,11 +178,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:1] == ["fingerprint"]:
         from .fingerprint import main as fingerprint
         return fingerprint(argv[1:])
-    args = _parser().parse_args(argv)  # anything unknown is an error
+    parser = _parser()
+    args = parser.parse_args(argv)  # anything unknown is an error
     if args.command == "info":
         return info()
     from .demo import run
-    return run(args.device)
+    from .device import get_device
+    try:
+        device = get_device(args.device)  # a device that is not there: one line and 2
+    except ValueError as e:
+        parser.error(f"demo --device: {e}")
+    return run(device)
 
 
 if __name__ == "__main__":

@@ -205,9 +205,14 @@ class CompiledOperator:
             if tensor.desc.data_type != desc.data_type:
                 fail(self.operator, field, "has the wrong data type", desc.data_type.name,
                      tensor.desc.data_type.name, TypeError)
-            if tensor.nbytes < desc.total_tensor_size_in_bytes:
-                fail(self.operator, field, "is bound to a buffer too small for its descriptor",
-                     f">= {desc.total_tensor_size_in_bytes} bytes", f"{tensor.nbytes} bytes")
+            # The tensor's own elements, not its buffer: the buffer is rounded up to 16 bytes,
+            # and an element in that padding is nothing the caller wrote or can read.
+            need, have = desc.element_span, tensor.desc.element_span
+            if have < need:
+                size = desc.data_type.element_size
+                fail(self.operator, field, "is bound to a buffer too small for its descriptor "
+                     "(the tensor's last element + 1)", f">= {need * size} bytes",
+                     f"{have * size} bytes")
         self._check_aliasing(tensors)
         return tensors
 

@@ -216,7 +216,7 @@ def default_device() -> Device:
         raise DeviceError(f"no Vulkan device found: {_vulkan_info.NO_DRIVER_HINT}")
     choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
     if choice:
-        device = get_device(int(choice) if choice.isdigit() else choice)
+        device = get_device(choice)
     else:
         gpus = [d for d in found if d.info.device_type != "cpu"]
         device = (gpus or found)[0]
@@ -230,11 +230,15 @@ DeviceLike = Union[None, int, str, Device]
 
 
 def get_device(which: DeviceLike = None) -> Device:
-    """A Device from None (default), a Device, an index or part of a device name."""
+    """A Device from None (default), a Device, an index or part of a device name. A string of
+    digits is an index, as in PYVKGRAD_DEVICE and the command line's --device ("1" is device
+    1, not the first whose name contains a 1, as "llvmpipe (LLVM 15.0.6)" does)."""
     if which is None:
         return default_device()
     if isinstance(which, Device):
         return which
+    if isinstance(which, str) and which.strip().isdecimal():
+        which = int(which)
     found = devices()
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
         if not 0 <= which < len(found):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -103,8 +104,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = ap.parse_args(argv)
     from .device import get_device
 
-    device = get_device(None if args.device is None else
-                        (int(args.device) if args.device.isdigit() else args.device))
+    # What the arguments name is checked before the cases run: one line and 2, not a traceback.
+    stored = None
+    if args.check:
+        try:
+            with open(args.check) as f:
+                stored = json.load(f)
+        except (OSError, ValueError) as e:
+            ap.error(f"--check {args.check}: {e}")
+    if args.write and not os.path.isdir(os.path.dirname(os.path.abspath(args.write))):
+        ap.error(f"--write {args.write}: no such directory")
+    try:
+        device = get_device(args.device)
+    except ValueError as e:
+        ap.error(f"--device: {e}")
     mine = fingerprints(device)
     print(f"device: {device.info.name}; {len(mine)} cases")
     if args.write:
@@ -117,8 +130,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for label, digests in mine.items():
                 print(f"{digests['outputs'][:16]}  {label}")
         return 0
-    with open(args.check) as f:
-        stored = json.load(f)
     inside, outside, inputs = compare(mine, stored)
     same = len(stored) - len(inside) - len(outside) - len(inputs)
     print(f"{same} of {len(stored)} cases give the stored bits")

@@ -78,6 +78,7 @@ class Operator:
     describe: Callable[[Case], object]
     call: Callable[[object, Dict[str, np.ndarray]], Tuple[tuple, dict]]
     max_rank: int = 8
+    min_rank: int = 1  # the operator's tensors take min_rank to max_rank dimensions
     magnitude: Optional[Callable[[tuple, dict], Sequence[np.ndarray]]] = None
     # field -> (valid values, invalid values), for a descriptor of `rank` dimensions
     parameter_examples: Callable[[int], Dict[str, Tuple[list, list]]] = lambda rank: {}

@@ -171,18 +171,21 @@ OPERATORS: Tuple[Operator, ...] = (
     Operator("average_pooling_grad", AveragePoolingGradDesc, average_pooling_grad,
              reference.average_pooling_grad, pool.average_pooling_case,
              {"float32": _SUMS_F32, "float16": _RESAMPLE_F16}, pool.average_pooling_describe,
-             pool.average_pooling_call, max_rank=5, magnitude=pool.average_pooling_magnitude,
+             pool.average_pooling_call, max_rank=5, min_rank=4,
+             magnitude=pool.average_pooling_magnitude,
              parameter_examples=pool.pooling_parameters(False), demo_shape=(8, 64, 56, 56)),
     Operator("max_pooling_grad", MaxPoolingGradDesc, max_pooling_grad,
              reference.max_pooling_grad, pool.max_pooling_case,
              {"float32": _SUMS_F32, "float16": _RESAMPLE_F16}, pool.max_pooling_describe,
-             pool.max_pooling_call, max_rank=5, magnitude=pool.max_pooling_magnitude,
+             pool.max_pooling_call, max_rank=5, min_rank=4,
+             magnitude=pool.max_pooling_magnitude,
              parameter_examples=pool.pooling_parameters(True), demo_shape=(8, 64, 56, 56)),
     # A gather summing float32 terms (dY / (Sy Sx), or dY, times a weight product) in a fixed
     # order: sums' tolerances, relative to the sum of the terms' absolute values.
     Operator("roi_align_grad", RoiAlignGradDesc, roi_align_grad, reference.roi_align_grad,
              roi_align_case, {"float32": _SUMS_F32, "float16": _RESAMPLE_F16},
-             roi_align_describe, roi_align_call, max_rank=4, magnitude=roi_align_magnitude,
+             roi_align_describe, roi_align_call, max_rank=4, min_rank=4,
+             magnitude=roi_align_magnitude,
              parameter_examples=roi_align_parameters, demo_shape=(2, 64, 50, 50)),
     # A copy of dY's bits into zeros: exact in every data type.
     Operator("slice_grad", SliceGradDesc, slice_grad, reference.slice_grad, slice_grad_case,
@@ -192,7 +195,7 @@ OPERATORS: Tuple[Operator, ...] = (
     # relative to the terms' sizes (_cases_lrn.py).
     Operator("local_response_normalization_grad", LocalResponseNormalizationGradDesc,
              local_response_normalization_grad, reference.local_response_normalization_grad,
-             lrn_case, LRN_TOLERANCES, lrn_describe, lrn_call, max_rank=4,
+             lrn_case, LRN_TOLERANCES, lrn_describe, lrn_call, max_rank=4, min_rank=4,
              magnitude=lrn_magnitude, parameter_examples=lrn_parameters,
              demo_shape=(8, 64, 56, 56)),
     # Exact sums of fixed float32 chunk sums, then correctly rounded steps: the same bits

@@ -87,8 +87,10 @@ def fail(operator: str, field: str, rule: str, expected: object, actual: object,
 
 
 def dml_name(field: str) -> str:
-    """input_gradient_tensor -> InputGradientTensor, alpha -> Alpha (DirectML's field names)."""
-    return "".join(part.capitalize() for part in field.split("_"))
+    """input_gradient_tensor -> InputGradientTensor, alpha -> Alpha, roi_tensor -> ROITensor
+    (DirectML's field names)."""
+    return "".join(part.upper() if part == "roi" else part.capitalize()
+                   for part in field.split("_"))
 
 
 def real_number(operator: str, field: str, value: object) -> float:

@@ -61,13 +61,7 @@ layout(push_constant) uniform Push {
     uint first;
     uint roi_begin;
     uint roi_end;
-    uint row_begin;
-    uint row_end;
-    uint col_begin;
-    uint col_end;
-    uint row_limit;
-    uint col_limit;
-    uint first_window;
+    ROI_WINDOW_PUSH_CONSTANTS
     uint last_window;
     uint regions;
 };

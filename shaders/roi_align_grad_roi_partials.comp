@@ -39,13 +39,7 @@ layout(set = 0, binding = 5) buffer Partials { uint partials[]; };
 layout(push_constant) uniform Push {
     uint count;
     uint first;
-    uint row_begin;
-    uint row_end;
-    uint col_begin;
-    uint col_end;
-    uint row_limit;
-    uint col_limit;
-    uint first_window;
+    ROI_WINDOW_PUSH_CONSTANTS
 };
 
 // Where sample k sits between the region's two ends: dc/de along its axis (dc/da = 1 - t).

@@ -25,13 +25,7 @@ layout(set = 0, binding = 4) buffer Selected { uint selected[]; };
 layout(push_constant) uniform Push {
     uint count;
     uint first;
-    uint row_begin;
-    uint row_end;
-    uint col_begin;
-    uint col_end;
-    uint row_limit;
-    uint col_limit;
-    uint first_window;
+    ROI_WINDOW_PUSH_CONSTANTS
 };
 
 void main() {

@@ -209,7 +209,7 @@ def test_tensor_desc_errors(kwargs, kind, message):
 
 @pytest.mark.parametrize("args, kind, message", [
     ((np.zeros(3, np.float64), np.zeros(3, np.float64)), TypeError,
-     r"ACTIVATION_RELU_GRAD: input has unsupported dtype: expected float32 or float16, "
+     r"ACTIVATION_RELU_GRAD: InputTensor has unsupported dtype: expected float32 or float16, "
      r"got float64"),
     ((np.zeros(3, np.int32), np.zeros(3, np.int32)), TypeError, r"got int32"),
     ((np.zeros(3, np.float32), np.zeros(4, np.float32)), ValueError,
@@ -217,10 +217,10 @@ def test_tensor_desc_errors(kwargs, kind, message):
     ((np.zeros(3, np.float32), np.zeros(3, np.float16)), TypeError,
      r"InputGradientTensor.DataType must equal InputTensor.DataType"),
     ((np.zeros((0, 3), np.float32), np.zeros((0, 3), np.float32)), ValueError,
-     r"input.Sizes must all be at least 1"),
+     r"InputTensor.Sizes must all be at least 1"),
     ((np.zeros((1,) * 9, np.float32), np.zeros((1,) * 9, np.float32)), ValueError,
-     r"input.DimensionCount is out of range: expected 1 to 8, got 9"),
-    (([1.0, 2.0], np.zeros(2, np.float32)), TypeError, r"input must be a numpy array"),
+     r"InputTensor.DimensionCount is out of range: expected 1 to 8, got 9"),
+    (([1.0, 2.0], np.zeros(2, np.float32)), TypeError, r"InputTensor must be a numpy array"),
 ])
 def test_one_call_errors(device, args, kind, message, monkeypatch):
     # Any device work would go through the one-call cache's run: make it fail loudly if reached.
@@ -237,6 +237,21 @@ def test_binding_errors(device):
     half = device.empty(TensorDesc(F16, (4, 4)))
     with pytest.raises(ValueError, match=r"InputTensor is bound to a buffer too small"):
         op(input_tensor=small, input_gradient_tensor=good, output_gradient_tensor=good)
+    # One element short, within the buffer's rounding to 16 bytes: its buffer is as large as
+    # the descriptor's, but the last element would be padding nobody wrote (read) or can read
+    # (written); float16 likewise, where 4-byte words would hide it.
+    for dt, dtype in ((F32, np.float32), (F16, np.float16)):
+        op_dt = device.compile(pyvkgrad.ActivationReluGradDesc(*(TensorDesc(dt, (4, 4)),) * 3))
+        short, full = device.empty(TensorDesc(dt, (15,))), device.empty(TensorDesc(dt, (4, 4)))
+        assert short.nbytes == full.nbytes
+        for fields in ((short, full, full), (full, short, full), (full, full, short)):
+            with pytest.raises(ValueError, match=r"is bound to a buffer too small"):
+                op_dt(**dict(zip(("input_tensor", "input_gradient_tensor",
+                                  "output_gradient_tensor"), fields)))
+        # A tensor of other sizes but as many elements is the same buffer: allowed.
+        flat = device.upload(np.ones(16, dtype))
+        op_dt(input_tensor=flat, input_gradient_tensor=flat, output_gradient_tensor=full)
+        assert np.array_equal(full.numpy(), np.ones((4, 4), dtype))
     with pytest.raises(TypeError, match=r"InputGradientTensor has the wrong data type"):
         op(input_tensor=good, input_gradient_tensor=half, output_gradient_tensor=good)
     with pytest.raises(TypeError, match=r"missing \['output_gradient_tensor'\]"):

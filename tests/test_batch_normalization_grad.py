@@ -602,7 +602,7 @@ def test_descriptor_errors(op, args, eps, kind, message):
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("shapes, dtypes, eps, kind, message", [
     ([(1,) * 9] * 2 + [(1,) * 9] * 3, [np.float32] * 5, 1e-5, ValueError,
-     r"input.DimensionCount is out of range: expected 1 to 8, got 9"),
+     r"InputTensor.DimensionCount is out of range: expected 1 to 8, got 9"),
     ([(2, 3)] * 2 + [(1, 2)] * 3, [np.float32] * 5, 1e-5, ValueError,
      r"MeanTensor.Sizes\[1\] must be 1 or InputTensor.Sizes\[1\]: expected 1 or 3, got 2"),
     ([(2, 3)] * 2 + [(3,)] * 3, [np.float32] * 5, 1e-5, ValueError,
@@ -610,7 +610,7 @@ def test_descriptor_errors(op, args, eps, kind, message):
     ([(2, 3)] * 2 + [(1, 3)] * 3, [np.float32] * 4 + [np.float16], 1e-5, TypeError,
      r"ScaleTensor.DataType must equal InputTensor.DataType"),
     ([(2, 3)] * 2 + [(1, 3)] * 3, [np.float64] * 5, 1e-5, TypeError,
-     r"input has unsupported dtype: expected float32 or float16, got float64"),
+     r"InputTensor has unsupported dtype: expected float32 or float16, got float64"),
     ([(2, 3)] * 2 + [(1, 3)] * 3, [np.float32] * 5, -1.0, ValueError,
      r"Epsilon must be finite and non-negative"),
     ([(2, 3)] * 2 + [(1, 3)] * 3, [np.float32] * 5, float("nan"), ValueError,

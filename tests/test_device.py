@@ -188,6 +188,11 @@ def test_device_selection_errors():
         get_device("no-such-gpu")
     with pytest.raises(TypeError):
         get_device(1.5)
+    # A string of digits is an index (the command line's --device), never part of a name:
+    # lavapipe's "llvmpipe (LLVM 15.0.6 ...)" contains "1".
+    assert get_device("0") is get_device(0) and get_device(" 0 ") is get_device(0)
+    with pytest.raises(ValueError, match=f"device index {n} is out of range"):
+        get_device(str(n))
 
 
 def test_pyvkgrad_device_env_selects(monkeypatch, device):

@@ -192,7 +192,7 @@ class DeviceStateMachine(RuleBasedStateMachine):
                 return ClosedError
             if t.desc.data_type != d.data_type:
                 return TypeError
-            if t.tensor.nbytes < d.total_tensor_size_in_bytes:
+            if t.desc.element_span < d.element_span:  # its own elements, not its padding
                 return ValueError
         for out, (d, access) in op.fields.items():
             if access == "read":
@@ -218,7 +218,7 @@ class DeviceStateMachine(RuleBasedStateMachine):
         bound = {}
         for name, (d, access) in op.fields.items():
             fit = [t for t in self.tensors if not t.closed and t.desc.data_type == d.data_type
-                   and t.tensor.nbytes >= d.total_tensor_size_in_bytes]
+                   and t.desc.element_span >= d.element_span]
             chained = [t for t in earlier if t in fit] if access == "read" else []
             if chained and data.draw(st.integers(0, 3), label="chain") < 3:
                 pool = chained

@@ -361,7 +361,7 @@ def test_one_call_errors_before_device_work(device, monkeypatch):
     from pyvkgrad.one_call_cache import OneCallCache
     monkeypatch.setattr(OneCallCache, "run", lambda *a, **k: pytest.fail("reached the device"))
     x = np.zeros(3, np.int64)
-    with pytest.raises(TypeError, match="ELEMENT_WISE_CLIP_GRAD1: input has unsupported dtype"):
+    with pytest.raises(TypeError, match="ELEMENT_WISE_CLIP_GRAD1: InputTensor has unsupported dtype"):
         CLIP1(x, x, 0, 1, device=device)
     x = np.zeros(3, np.int16)
     with pytest.raises(ValueError, match=r"ELEMENT_WISE_CLIP_GRAD1: Max must fit INT16"):

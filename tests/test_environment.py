@@ -339,6 +339,29 @@ def test_cli_info_reports_the_default_device(device):
         signature = str(inspect.signature(record.function)).split(" ->")[0]
         assert f"  pyvkgrad.{record.name}{signature}\n" in res.stdout, res.stdout
         assert f"DML_OPERATOR_{record.OPERATOR}, {record.descriptor.__name__}" in res.stdout
+        # the ranks the descriptor takes (pooling 4 to 5, not 1 to 5)
+        assert f", {record.min_rank} to {record.max_rank} dimensions;" in res.stdout, record.name
+
+
+@pytest.mark.parametrize("args", [("demo", "--device", "99"), ("demo", "--device", "no-such"),
+                                  ("fingerprint", "--device", "99"),
+                                  ("fingerprint", "--check", "/no/such/file.json"),
+                                  ("fingerprint", "--write", "/no/such/dir/f.json")])
+def test_cli_arguments_naming_nothing_are_one_line_errors(device, args):
+    """A device index out of range, a name no device has, a file or directory that is not
+    there: argparse's one-line error and 2, before any case runs, not a traceback."""
+    res = _cli(*args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr and "error: " in res.stderr.splitlines()[-1]
+    assert res.stdout == ""
+
+
+def test_cli_info_with_a_device_variable_naming_nothing(device, monkeypatch):
+    monkeypatch.setenv("PYVKGRAD_DEVICE", "no-such-device")
+    res = _cli("info")
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert res.stdout.splitlines()[-1].startswith("PYVKGRAD_DEVICE: no Vulkan device name")
+
 
 
 def test_cli_demo_checks_every_operator(device):

@@ -419,7 +419,7 @@ def test_one_call_errors_before_device_work(device, monkeypatch):
     with pytest.raises(ValueError, match=r"^MAX_POOLING_GRAD: WindowSize\[0\] must be at least"):
         pyvkgrad.max_pooling_grad(np.ones((1, 1, 3, 3), np.float32), dy, (1, 1), (0, 2), (0, 0),
                                   (0, 0), (1, 1), device=device)
-    with pytest.raises(TypeError, match=r"^MAX_POOLING_GRAD: input_gradient has unsupported "
+    with pytest.raises(TypeError, match=r"^MAX_POOLING_GRAD: InputGradientTensor has unsupported "
                                         r"dtype"):
         pyvkgrad.max_pooling_grad(np.ones((1, 1, 3, 3), np.float32), dy.astype(np.float64),
                                   (1, 1), (2, 2), (0, 0), (0, 0), (1, 1), device=device)

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..tensor import TensorDesc, array_desc
+from ..tensor import TensorDesc, array_desc, dml_name
 from ._split import fits, refuse_unless_a_cut_may_fit, run_in_pieces
 
 # describe(descs, device) -> (descriptor, outputs): descs maps each array's argument name to
@@ -57,7 +57,10 @@ def run(operator: str, device, params: tuple, arrays: Mapping[str, np.ndarray],
     limit = dev.max_buffer_bytes
     if not isinstance(data_types, Mapping):
         data_types = {name: data_types for name in arrays}
-    descs = {name: array_desc(a, operator, name, limit, data_types.get(name))[0]
+    # Checks name DirectML's field (`input_gradient` -> InputGradientTensor), as the
+    # descriptor's own checks do.
+    descs = {name: array_desc(a, operator, dml_name(field(name)), limit,
+                              data_types.get(name))[0]
              for name, a in arrays.items()}
     desc, outputs = describe(descs, dev)
     fields = dict(desc.tensor_fields())

@@ -1,5 +1,6 @@
 """Autograd functions whose forward runs in PyTorch and whose backward runs on a Vulkan device:
-each call is a chain of one step (`_chain.py`).
+each call is a chain of one step (`_chain.py`), except local_response_norm and roi_align,
+whose backward is one submission of their own (`single_backward`).
 """
 
 from __future__ import annotations

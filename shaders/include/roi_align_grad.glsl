@@ -168,6 +168,19 @@ float x_at(uint base, uint row, uint column) {
     return LOAD(x, base + row * X_STRIDES2 + column * X_STRIDES3);
 }
 
+// The push constants of a window of samples (the kernels that walk them): within each
+// output's range of in-image rows of samples the offsets [row_begin, row_end), of columns
+// [col_begin, col_end); row_limit, col_limit (more gives NaN, or an invalid selection);
+// first_window (start anew, else continue what the previous window stored).
+#define ROI_WINDOW_PUSH_CONSTANTS \
+    uint row_begin;               \
+    uint row_end;                 \
+    uint col_begin;               \
+    uint col_end;                 \
+    uint row_limit;               \
+    uint col_limit;               \
+    uint first_window;
+
 // dY element e's coordinates (region r, channel c, row oy, column ox), row-major over
 // {R, C, OH, OW}, as uvec4(r, c, oy, ox).
 uvec4 dy_coordinates(uint e) {
