@@ -101,6 +101,16 @@ class Submission:
     def uploads(self) -> List[TensorState]:
         return [s for s in self._bound.values() if s.needs_upload]
 
+    def begin(self) -> None:
+        """Just before the submission: a tensor it writes whose two copies agreed keeps only
+        staging's as current. Ctrl-C waits for the commit, but a signal handler that raises
+        (SIGALRM's, as pytest-timeout's) may interrupt after the kernels ran and before the
+        commit; the next use then uploads staging again, as if the call had not run, where
+        the device copy would have disagreed with a read of staging."""
+        for s in self._written.values():
+            if s.current is Current.BOTH:
+                s.current = Current.HOST
+
     def commit(self, uploaded: Iterable[TensorState]) -> None:
         for s in uploaded:
             s.current = Current.BOTH

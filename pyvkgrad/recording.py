@@ -220,6 +220,7 @@ class Recording:
         else:
             self._commands.move_to_end(key)
         with interrupts_deferred():
+            submission.begin()
             commands[0].submit(what)
             submission.commit(uploads)
             self._last = commands

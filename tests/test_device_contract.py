@@ -730,6 +730,37 @@ def test_ctrl_c_anywhere_never_breaks_later_calls(device, rng, request):
                                       reference.activation_relu_grad(x, x))
 
 
+def test_a_raising_signal_handler_after_the_kernels_leaves_reads_consistent(device, rng,
+                                                                          monkeypatch):
+    """A signal handler other than Ctrl-C's that raises (SIGALRM's, as pytest-timeout's) is
+    not held back: it may raise once the kernels ran and before the bookkeeping. Every read
+    after it agrees: numpy() and the next kernel see the same contents (they disagreed: the
+    output's copies were marked equal while the kernel had changed the device's)."""
+    from pyvkgrad import runtime
+
+    desc = TensorDesc(F32, (1000,))
+    op = device.compile(pyvkgrad.ActivationReluGradDesc(desc, desc, desc))
+    ones = device.upload(np.ones(1000, np.float32))
+    out = device.empty(desc)
+    op(input_tensor=ones, input_gradient_tensor=device.upload(
+        rng.standard_normal(1000).astype(np.float32)), output_gradient_tensor=out)
+    out.numpy()  # both copies agree now
+    real = runtime.Commands.submit
+
+    def submit_then_raise(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        raise TimeoutError("the alarm's handler")
+    monkeypatch.setattr(runtime.Commands, "submit", submit_then_raise)
+    with pytest.raises(TimeoutError):
+        op(input_tensor=ones, input_gradient_tensor=device.upload(
+            rng.standard_normal(1000).astype(np.float32)), output_gradient_tensor=out)
+    monkeypatch.undo()
+    seen = out.numpy()
+    again = device.empty(desc)
+    op(input_tensor=ones, input_gradient_tensor=out, output_gradient_tensor=again)  # a copy
+    np.testing.assert_array_equal(again.numpy(), seen)
+
+
 # ---- 10. clear errors, early ----
 
 def test_descriptor_values_directml_cannot_hold_are_refused():
