@@ -81,6 +81,13 @@ class TensorStorage:
         self.buffer.destroy()
 
 
+def _forget(context: "weakref.ref[DeviceContext]", storage: TensorStorage) -> None:
+    """A DeviceTensor's finalizer: its context, if still alive, notes the storage dropped."""
+    alive = context()
+    if alive is not None:
+        alive.forget(storage)
+
+
 def make_tensor(context: DeviceContext, desc: TensorDesc, kind: str = "staged") -> "DeviceTensor":
     """A new tensor of `desc` holding zeros, in a buffer of `kind` (runtime.py: "staged";
     "mapped" where the host writes device memory directly; "device" for what only kernels use,
@@ -113,8 +120,11 @@ class DeviceTensor:
         self.device: Device = context.device
         self.storage: TensorStorage = storage
         self._context = context
-        # When the caller drops this tensor, caches holding its storage let it go.
-        weakref.finalize(self, context.forget, storage)
+        # When the caller drops this tensor, caches holding its storage let it go. The
+        # finalizer holds the context weakly: the registry of finalizers would otherwise keep
+        # the context, its device and the one-call cache's tensors alive, and a dropped Device
+        # that had run a one-call function would never be freed.
+        weakref.finalize(self, _forget, weakref.ref(context), storage)
 
     @property
     def desc(self) -> TensorDesc:

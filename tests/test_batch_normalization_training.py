@@ -558,5 +558,5 @@ def test_bad_input_names_operator_and_field(device):
         batch_normalization_training(x, s, s, 0.1, fused_activation="relu", device=device)
     with pytest.raises((TypeError, ValueError), match="BiasTensor"):
         batch_normalization_training(x, s, s.astype(F16), 0.1, device=device)
-    with pytest.raises(TypeError, match="BATCH_NORMALIZATION_TRAINING: input"):
+    with pytest.raises(TypeError, match="BATCH_NORMALIZATION_TRAINING: InputTensor"):
         batch_normalization_training(x.astype(np.int32), s, s, 0.1, device=device)

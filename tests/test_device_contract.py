@@ -761,6 +761,60 @@ def test_a_raising_signal_handler_after_the_kernels_leaves_reads_consistent(devi
     np.testing.assert_array_equal(again.numpy(), seen)
 
 
+def test_calls_from_garbage_collection_callbacks_do_not_re_enter(device, rng):
+    """A gc callback (or a finalizer in a cycle) that calls pyvkgrad ran in the middle of
+    another call on the same thread, through the reentrant lock, and closed the one-call
+    cache's entry that the outer call was running (ClosedError, or a dictionary changed
+    during a walk). Device locks hold the collector back: every call gives its answer, and
+    the collector's switch is as the caller left it."""
+    nested = []
+
+    def callback(phase, info):
+        if phase == "start" and len(nested) < 3000:
+            a = rng.standard_normal(int(rng.integers(1, 300))).astype(np.float32)
+            nested.append(np.array_equal(pyvkgrad.activation_relu_grad(a, a, device=device),
+                                         np.where(a > 0, a, 0)))
+    threshold = gc.get_threshold()
+    gc.callbacks.append(callback)
+    gc.set_threshold(5, 1, 1)
+    try:
+        for _ in range(60):  # more layouts than the cache keeps: evictions
+            x = rng.standard_normal(int(rng.integers(1, 300))).astype(np.float32)
+            np.testing.assert_array_equal(pyvkgrad.activation_relu_grad(x, x, device=device),
+                                          np.where(x > 0, x, 0))
+    finally:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(*threshold)
+    assert nested and all(nested)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        pyvkgrad.activation_relu_grad(x, x, device=device)
+        assert not gc.isenabled()  # left off, as the caller had it
+    finally:
+        gc.enable()
+
+
+def test_a_dropped_device_that_ran_one_call_functions_is_freed(device):
+    """Each tensor's finalizer held its context strongly, so the registry of finalizers kept
+    a Device whose one-call cache held tensors alive for ever (its Vulkan device and the
+    driver's threads with it). Now a dropped Device is collected."""
+    import weakref
+
+    from pyvkgrad.device import Device
+
+    x = np.linspace(-1, 1, 100, dtype=np.float32)
+    refs = []
+    for _ in range(3):
+        d = Device(device.info)
+        pyvkgrad.activation_relu_grad(x, x, device=d)
+        d.upload(x).numpy()
+        refs.append(weakref.ref(d))
+        del d
+    gc.collect()
+    assert [r() for r in refs] == [None] * 3
+
+
 # ---- 10. clear errors, early ----
 
 def test_descriptor_values_directml_cannot_hold_are_refused():

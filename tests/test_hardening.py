@@ -429,7 +429,7 @@ def test_too_large_outputs_and_inputs_name_the_operator(device, monkeypatch):
         "ROI_ALIGN_GRAD: OutputGradientTensor.Sizes hold too many": lambda:
             pyvkgrad.roi_align_grad(None, dy, np.zeros((1, 4), np.float32),
                                     np.zeros(1, np.uint32), (5, 1, 2**16, 2**16)),
-        "ACTIVATION_RELU_GRAD: input.Sizes hold too many": lambda:
+        "ACTIVATION_RELU_GRAD: InputTensor.Sizes hold too many": lambda:
             pyvkgrad.activation_relu_grad(np.broadcast_to(np.float32(1), (2**16, 2**16)),
                                           np.broadcast_to(np.float32(1), (2**16, 2**16))),
     }
