@@ -52,6 +52,8 @@ def axis_weights(in_size: int, out_size: int, mode: str, scale: float, in_off: f
     else:
         fl32 = np.floor(x32)
         f = x32 - fl32  # float32, exact (the fraction of a float32 is representable)
+        # A coordinate that overflowed float32 (Inf - Inf) clamps to the edge with weight 1.
+        f[~np.isfinite(x32)] = 0
         w0 = (np.float32(1) - f).astype(np.float64)  # 1 - f rounded to float32, as on the device
         w1 = f.astype(np.float64)
         fl = fl32.astype(np.float64)

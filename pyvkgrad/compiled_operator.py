@@ -199,7 +199,8 @@ class CompiledOperator:
                 fail(self.operator, field, "must be bound to a DeviceTensor", "DeviceTensor",
                      type(tensor).__name__, TypeError)
             if tensor.device is not self.device:
-                fail(self.operator, field, "is on another device", self.device.name,
+                fail(self.operator, field, "is on another Device object (each has its own "
+                     "Vulkan device, even for one GPU)", f"{self.device.name} (this operator's)",
                      tensor.device.name)
             tensor.storage.lifetime.check(f"{self.operator}: {field}")
             if tensor.desc.data_type != desc.data_type:

@@ -172,8 +172,11 @@ class DeviceTensor:
         return (1, 0)  # kDLCPU: the capsule holds a host copy
 
     def write(self, array: np.ndarray) -> None:
-        """Replace the contents with `array` (the tensor's dtype and shape; copied). The next
-        operator call or replay that binds the tensor uploads it."""
+        """Replace the contents with `array` (the tensor's dtype and shape; copied; a 0-d array
+        for a {1} tensor, as `Device.upload` made it). The next operator call or replay that
+        binds the tensor uploads it."""
+        if isinstance(array, np.ndarray) and array.ndim == 0 and self.desc.sizes == (1,):
+            array = array.reshape(1)
         array = check_array(array, self.desc, "DeviceTensor.write", "array")
         with self._context.lock:
             storage = self.storage

@@ -90,8 +90,10 @@ class Recording:
             if not callable(getattr(op, "program", None)) or not hasattr(op, "plan"):
                 raise TypeError(f"execute() needs a CompiledOperator, got {type(op).__name__}")
             if op.device is not self.device:
-                raise ValueError(f"{op.operator}: compiled for {op.device.name}, "
-                                 f"recorded on {self.device.name}")
+                raise ValueError(f"{op.operator}: compiled for another Device object "
+                                 f"({op.device.name}) than this recording's "
+                                 f"({self.device.name}); each Device has its own Vulkan "
+                                 f"device, even for one GPU")
             if self._finished:
                 raise RuntimeError("this recording was already submitted; record a new one")
             op.bind(tensors, "Recording.execute")

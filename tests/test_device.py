@@ -148,6 +148,15 @@ def test_read_back_checks_its_tensors_and_keeps_their_contents(device):
         try:
             with pytest.raises(ValueError, match="another Device"):
                 rec.read_back([second.upload(np.zeros(4, np.float32))])
+            # Two Device objects of one GPU share its name: the errors say which is which.
+            elsewhere = second.upload(np.zeros(4, np.float32))
+            with pytest.raises(ValueError, match="InputTensor is on another Device object"):
+                op(input_tensor=elsewhere, input_gradient_tensor=ts[1],
+                   output_gradient_tensor=ts[2])
+            with pytest.raises(ValueError, match="compiled for another Device object"):
+                with second.record() as other_rec:
+                    other_rec.execute(op, input_tensor=ts[0], input_gradient_tensor=ts[1],
+                                      output_gradient_tensor=ts[2])
         finally:
             second.close()
     np.testing.assert_array_equal(ts[2].numpy(), np.full(4, 2.0))
@@ -377,3 +386,14 @@ def test_one_call_cache_follows_the_limit_variables(monkeypatch, device, rng):
     entry = one_call_cache(device).entries()[-1]
     assert dict(entry.op.plan.dispatches[0].constants)["WG"] == 32
     device.close()
+
+
+def test_a_0d_array_uploads_and_writes_as_one_element(device):
+    """`upload` takes a 0-d array as a {1} tensor; `write` takes one back into it (it refused
+    the shape () that upload had accepted)."""
+    t = device.upload(np.array(2.5, np.float32))
+    assert t.shape == (1,)
+    t.write(np.array(-1.0, np.float32))
+    np.testing.assert_array_equal(t.numpy(), [-1.0])
+    with pytest.raises(ValueError, match="shape must equal"):
+        device.upload(np.zeros(2, np.float32)).write(np.array(1.0, np.float32))

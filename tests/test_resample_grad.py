@@ -1121,3 +1121,18 @@ def test_plans_within_the_loop_limit_or_a_clear_error(device, rng, dtype, case):
             assert_close(out, expected, magnitude, dtype, what)
             ran += 1
     assert ran >= 2
+
+
+@pytest.mark.parametrize("mode", ["nearest_neighbor", "linear"])
+@pytest.mark.parametrize("offset", [-1e30, 1e30])
+def test_a_coordinate_that_overflows_clamps_to_the_edge(device, mode, offset):
+    """docs/semantics.md §6, choice 12: a coordinate beyond float32's range (a tiny Scale
+    and a large offset) gives its edge element weight 1, on the device and in the oracle
+    (whose linear weights took Inf - Inf: NaN)."""
+    dy = np.array([1.0, 2.0], np.float32)
+    kw = dict(interpolation_mode=mode, scales=[1e-38], input_pixel_offsets=[0.0],
+              output_pixel_offsets=[offset])
+    want = np.array([0, 0, 3] if offset < 0 else [3, 0, 0], np.float32)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(reference.resample_grad(dy, [3], **kw), want)
+    np.testing.assert_array_equal(pyvkgrad.resample_grad(dy, [3], **kw, device=device), want)
