@@ -187,7 +187,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         device = get_device(args.device)  # a device that is not there: one line and 2
     except ValueError as e:
-        parser.error(f"demo --device: {e}")
+        parser.error(f"{'demo --device' if args.device is not None else 'PYVKGRAD_DEVICE'}: {e}")
     return run(device)
 
 

@@ -14,7 +14,6 @@ user calls; everything made on it holds its DeviceContext instead, which is
 from __future__ import annotations
 
 import collections
-import gc
 import os
 import threading
 import weakref
@@ -59,55 +58,6 @@ class Session:
             self.runtime.release_pipelines()
 
 
-class DeviceLock:
-    """A device's reentrant lock, which also holds back Python's cyclic garbage collector while
-    any thread holds a device's lock. A collection in the middle of a call runs callbacks and
-    the finalizers of objects in cycles (`gc.callbacks`, `__del__`); one that calls pyvkgrad
-    on this thread would re-enter the reentrant lock and change what the outer call is walking
-    (the one-call cache closed an entry an outer call was running). The collector runs again
-    at the next allocation after the last lock is let go."""
-
-    __slots__ = ("_lock", "_depth")
-    _guard = threading.Lock()  # the counts below, shared by every device
-    _holders = 0  # device locks held, over all threads
-    _enable = False  # whether the collector was on when the first was taken
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()
-        self._depth = 0  # this lock's owner's nesting (only the owner changes it)
-
-    def __enter__(self) -> "DeviceLock":
-        self._lock.acquire()
-        self._depth += 1
-        if self._depth == 1:
-            with DeviceLock._guard:
-                if DeviceLock._holders == 0:
-                    DeviceLock._enable = gc.isenabled()
-                    gc.disable()
-                DeviceLock._holders += 1
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._depth == 1:
-            with DeviceLock._guard:
-                DeviceLock._holders -= 1
-                if DeviceLock._holders == 0 and DeviceLock._enable:
-                    gc.enable()
-        self._depth -= 1
-        self._lock.release()
-
-    @staticmethod
-    def after_fork() -> None:
-        """In a child after fork(): the threads that held locks do not exist here."""
-        DeviceLock._guard = threading.Lock()
-        if DeviceLock._holders and DeviceLock._enable:
-            gc.enable()
-        DeviceLock._holders = 0
-
-
-os.register_at_fork(after_in_child=DeviceLock.after_fork)
-
-
 class DeviceContext:
     """The shared state of one Device (see the module's docstring); `device` is the Device
     itself, for messages and the `device` attribute of what is made on it."""
@@ -116,7 +66,7 @@ class DeviceContext:
         # `info` only names the context: its properties are read through `device.info`.
         self.device: Device = device
         self.name: str = info.name
-        self.lock = DeviceLock()
+        self.lock = threading.RLock()
         self._open: Optional[Session] = None
         self._runtime: Optional[Runtime] = None  # the Vulkan device, opened on first use
         self._forgotten: "Deque[TensorStorage]" = collections.deque()
@@ -126,7 +76,7 @@ class DeviceContext:
         """In a child after fork(): a lock that another thread of the parent held stays held
         here, where that thread does not exist. (A device opened in the parent refuses to work
         here, runtime.FORKED; one that was not opens in the child.)"""
-        self.lock: DeviceLock = DeviceLock()
+        self.lock: "threading.RLock" = threading.RLock()
 
     @property
     def info(self) -> "PhysicalDeviceInfo":

@@ -210,10 +210,9 @@ class CompiledOperator:
             # and an element in that padding is nothing the caller wrote or can read.
             need, have = desc.element_span, tensor.desc.element_span
             if have < need:
-                size = desc.data_type.element_size
                 fail(self.operator, field, "is bound to a buffer too small for its descriptor "
-                     "(the tensor's last element + 1)", f">= {need * size} bytes",
-                     f"{have * size} bytes")
+                     "(elements up to the last one addressed)", f">= {need} elements",
+                     f"{have} elements")
         self._check_aliasing(tensors)
         return tensors
 

@@ -239,6 +239,8 @@ def get_device(which: DeviceLike = None) -> Device:
         return which
     if isinstance(which, str) and which.strip().isdecimal():
         which = int(which)
+    elif isinstance(which, str) and not which.strip():
+        raise ValueError("a device name must not be empty")
     found = devices()
     if isinstance(which, (int, np.integer)) and not isinstance(which, bool):
         if not 0 <= which < len(found):

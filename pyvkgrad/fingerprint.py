@@ -112,18 +112,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 stored = json.load(f)
         except (OSError, ValueError) as e:
             ap.error(f"--check {args.check}: {e}")
-    if args.write and not os.path.isdir(os.path.dirname(os.path.abspath(args.write))):
-        ap.error(f"--write {args.write}: no such directory")
+        if not (isinstance(stored, dict) and all(isinstance(v, dict) and "outputs" in v
+                                                 for v in stored.values())):
+            ap.error(f"--check {args.check}: not a fingerprint file (a JSON object of cases, "
+                     f"as --write stores)")
+    if args.write:
+        folder = os.path.dirname(os.path.abspath(args.write))
+        if os.path.isdir(args.write) or not os.access(folder, os.W_OK):
+            ap.error(f"--write {args.write}: not a file that can be written")
     try:
         device = get_device(args.device)
     except ValueError as e:
-        ap.error(f"--device: {e}")
+        ap.error(f"{'--device' if args.device is not None else 'PYVKGRAD_DEVICE'}: {e}")
     mine = fingerprints(device)
     print(f"device: {device.info.name}; {len(mine)} cases")
     if args.write:
-        with open(args.write, "w") as f:
-            json.dump(dict(sorted(mine.items())), f, indent=1)
-            f.write("\n")
+        try:
+            with open(args.write, "w") as f:
+                json.dump(dict(sorted(mine.items())), f, indent=1)
+                f.write("\n")
+        except OSError as e:
+            print(f"python -m pyvkgrad fingerprint: cannot write {args.write}: {e}",
+                  file=sys.stderr)
+            return 1
         print(f"wrote {args.write}")
     if not args.check:
         if not args.write:

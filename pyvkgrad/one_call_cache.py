@@ -170,6 +170,19 @@ class OneCallCache:
         self._layouts: "collections.OrderedDict[tuple, CacheKey]" = collections.OrderedDict()
         self._hits = self._misses = 0
 
+    def refuse_reentry(self, operator: str) -> None:
+        """Raise RuntimeError where this thread is already inside a call on the device: a
+        one-call function called from a garbage collection's callback, a finalizer or a
+        signal handler that ran in the middle of another call (the device's lock is
+        reentrant). Its cache changes would pull entries from under the outer call (one
+        closed the entry the outer call was running). One-call functions never call each
+        other under the lock, so this refuses only such calls."""
+        if self._context.lock._is_owned():  # type: ignore[attr-defined]
+            raise RuntimeError(
+                f"{operator}: a one-call function called in the middle of another pyvkgrad "
+                f"call on this thread (from a garbage-collection callback, a finalizer or a "
+                f"signal handler?); call it outside, once the other call has returned")
+
     def run(self, desc: OperatorDesc, arrays: Dict[str, np.ndarray], outputs: Sequence[str],
             shapes: Sequence[Tuple[int, ...]], layout: Optional[Tuple[Any, ...]] = None
             ) -> List[np.ndarray]:

@@ -320,7 +320,7 @@ def test_the_step_tensor_and_scalars_are_checked_first(device):
     with pytest.raises(ValueError, match="ADAM_OPTIMIZER: TrainingStepTensor.Sizes"):
         pyvkgrad.adam_optimizer(X, M, V, G, np.array([1, 2], np.uint32), 0.1, 0.9, 0.999,
                                 1e-8, device=device)
-    with pytest.raises(TypeError, match="ADAM_OPTIMIZER: training_step"):
+    with pytest.raises(TypeError, match="ADAM_OPTIMIZER: TrainingStepTensor"):
         pyvkgrad.adam_optimizer(X, M, V, G, np.array([1.0], F32), 0.1, 0.9, 0.999, 1e-8,
                                 device=device)
     with pytest.raises(ValueError, match="ADAM_OPTIMIZER: Beta2"):

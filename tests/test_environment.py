@@ -356,6 +356,25 @@ def test_cli_arguments_naming_nothing_are_one_line_errors(device, args):
     assert res.stdout == ""
 
 
+def test_cli_fingerprint_files_and_the_device_variable_are_checked_first(device, tmp_path,
+                                                                           monkeypatch):
+    """A --check file that is not a fingerprint file, a --write path that is a directory, an
+    empty --device, and PYVKGRAD_DEVICE naming nothing (named as the source): one line, 2."""
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "dict.json").write_text('{"x": 1}')
+    for args, says in [(("--check", str(tmp_path / "list.json")), "not a fingerprint file"),
+                       (("--check", str(tmp_path / "dict.json")), "not a fingerprint file"),
+                       (("--write", str(tmp_path)), "not a file that can be written"),
+                       (("--device=",), "--device: a device name must not be empty")]:
+        res = _cli("fingerprint", *args)
+        assert res.returncode == 2 and says in res.stderr.splitlines()[-1], res.stderr
+    monkeypatch.setenv("PYVKGRAD_DEVICE", "no-such-device")
+    for command in ("demo", "fingerprint"):
+        res = _cli(command)
+        assert res.returncode == 2, res.stderr
+        assert "error: PYVKGRAD_DEVICE: no Vulkan device name" in res.stderr.splitlines()[-1]
+
+
 def test_cli_info_with_a_device_variable_naming_nothing(device, monkeypatch):
     monkeypatch.setenv("PYVKGRAD_DEVICE", "no-such-device")
     res = _cli("info")

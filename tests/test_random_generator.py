@@ -456,7 +456,7 @@ def test_descriptor_errors(fields, kind, message):
 
 @pytest.mark.parametrize("args, kind, message", [
     ((np.zeros(6, np.float32), (4,)), TypeError,
-     r"^RANDOM_GENERATOR: input_state has unsupported dtype: expected uint32, got float32"),
+     r"^RANDOM_GENERATOR: InputStateTensor has unsupported dtype: expected uint32, got float32"),
     ((np.zeros(6, np.int64), (4,)), TypeError, r"got int64"),
     ((np.zeros(7, np.uint32), (4,)), ValueError, r"InputStateTensor.Sizes must be 6"),
     ((np.zeros(6, np.uint32), (4, 0)), ValueError, r"OutputTensor.Sizes must all be at least 1"),

@@ -298,7 +298,7 @@ def test_descriptor_without_rounding_direction():
      r"^RESAMPLE_GRAD1: OutputGradientTensor.DimensionCount must equal "
      r"InputGradientTensor.DimensionCount: expected 1, got 2"),
     ((np.ones(3, np.float64), (2,)), dict(rounding_direction="increasing"), TypeError,
-     r"^RESAMPLE_GRAD1: input_gradient has unsupported dtype"),
+     r"^RESAMPLE_GRAD1: InputGradientTensor has unsupported dtype"),
     ((np.ones(3, np.float32), (2,)), {}, TypeError,
      r"missing 1 required keyword-only argument: 'rounding_direction'"),
 ])

@@ -591,7 +591,7 @@ def test_errors_before_device_work(device, rng, monkeypatch):
         ((x, dy, roi, batch[:2], x.shape), {}, ValueError,
          "BatchIndicesTensor.Sizes must hold one index per region"),
         ((x, dy, roi, batch.astype(np.int32), x.shape), {}, TypeError,
-         "batch_indices has unsupported dtype: expected uint32"),
+         "BatchIndicesTensor has unsupported dtype: expected uint32"),
         ((x, dy, roi.astype(np.float16), batch, x.shape), {}, TypeError,
          "ROITensor.DataType must equal InputGradientTensor.DataType"),
         ((x, dy, roi, batch, (1, 3, 4, 4)), {}, ValueError,

@@ -186,7 +186,7 @@ def test_the_forward_in_slabs(rng, monkeypatch, slab):
     """A region's samples taken a few at a time (FORWARD_SLAB_SAMPLES: a slab under a row, a
     bin's rows split between slabs, a few channels at once) give the forward taken whole,
     within float32's summation order; and the backward is unchanged. A large box (more than
-    a hundred samples a bin) is among them: memory bounded by the slab, not the box."""
+    a hundred samples a bin) is among them."""
     x = torch.randn(2, 5, 9, 12, requires_grad=True)
     boxes = torch.cat([random_boxes(rng, 6, 2, 9, 12, narrow=True),
                        torch.tensor([[1.0, -30.0, -20.0, 40.0, 35.0]])])

@@ -118,7 +118,7 @@ def _axis(lo: torch.Tensor, hi: torch.Tensor, out: int, size: int, params: dict)
 
 
 # The forward's samples at a time (channels x sample rows x sample columns): a region's
-# samples are taken in slabs of at most this many, so that a box far larger than its bins
+# samples are gathered in slabs of at most this many, so that a box far larger than its bins
 # (a 2000 x 2000 box took about 2 GB at once) costs bounded memory.
 FORWARD_SLAB_SAMPLES = 2**22
 
@@ -126,38 +126,53 @@ FORWARD_SLAB_SAMPLES = 2**22
 def forward(input: torch.Tensor, rois: np.ndarray, batch: np.ndarray, out_h: int, out_w: int,
             params: dict, skip: np.ndarray) -> torch.Tensor:
     """ROI_ALIGN1 with bilinear averaging, in float32 PyTorch operations, one region at a time,
-    in slabs of at most FORWARD_SLAB_SAMPLES samples: {K, C, OH, OW} in input's dtype; 0 for
-    the regions in `skip` (`unsampled`). Each bin sums its samples along x, then those sums
-    along y, and divides by the count."""
+    in slabs of at most FORWARD_SLAB_SAMPLES samples (each tap gathered per sample, never
+    whole image rows): {K, C, OH, OW} in input's dtype; 0 for the regions in `skip`
+    (`unsampled`). Each bin sums its samples along x, then those sums along y, and divides by
+    the count."""
     x = input.detach().float()
     _, channels, height, width = x.shape
     out = torch.zeros((len(rois), channels, out_h, out_w), dtype=torch.float32, device=x.device)
     corners = torch.from_numpy(rois)
-    zero = torch.zeros((), dtype=torch.float32, device=x.device)
     for r in np.flatnonzero(~skip):
         sy, in_y, y0, y1, ly = _axis(corners[r, 1], corners[r, 3], out_h, height, params)
         sx, in_x, x0, x1, lx = _axis(corners[r, 0], corners[r, 2], out_w, width, params)
+        axes = [(t.to(x.device), b.to(x.device), lerp.to(x.device), inside.to(x.device),
+                 (torch.arange(len(t)) // s).to(x.device))
+                for t, b, lerp, inside, s in ((y0, y1, ly, in_y, sy), (x0, x1, lx, in_x, sx))]
+        step_x = min(out_w * sx, FORWARD_SLAB_SAMPLES)
+        step_c = max(1, min(channels, FORWARD_SLAB_SAMPLES // step_x))
+        step_y = max(1, FORWARD_SLAB_SAMPLES // (step_c * step_x))
         image = x[int(batch[r])]
-        in_x, lx = in_x.to(x.device), lx[None, :].to(x.device)
-        bins = (torch.arange(out_h * sy) // sy).to(x.device)
-        row_samples = out_w * sx
-        step_c = max(1, min(channels, FORWARD_SLAB_SAMPLES // row_samples))
-        step_y = max(1, FORWARD_SLAB_SAMPLES // (step_c * row_samples))
         for c0 in range(0, channels, step_c):
-            part = image[c0:c0 + step_c]
             for i0 in range(0, out_h * sy, step_y):
-                rows = slice(i0, i0 + step_y)
-                ly_rows = ly[rows, None].to(x.device)
-                top, bottom = part[:, y0[rows]], part[:, y1[rows]]
-                values = ((1 - ly_rows) * ((1 - lx) * top[:, :, x0] + lx * top[:, :, x1])
-                          + ly_rows * ((1 - lx) * bottom[:, :, x0] + lx * bottom[:, :, x1]))
-                # (0 outside the image as a choice: the clamped edge pixel may be Inf or NaN)
-                inside = in_y[rows, None].to(x.device) & in_x[None, :]
-                values = torch.where(inside, values, zero)
-                sums = values.reshape(len(part), -1, out_w, sx).sum(3)
-                out[r, c0:c0 + step_c].index_add_(1, bins[rows], sums)
+                for j0 in range(0, out_w * sx, step_x):
+                    _slab(image[c0:c0 + step_c], axes, slice(i0, i0 + step_y),
+                          slice(j0, j0 + step_x), sx, out[r, c0:c0 + step_c])
         out[r] /= sy * sx
     return out.to(input.dtype)
+
+
+def _slab(image: torch.Tensor, axes: list, rows: slice, cols: slice, sx: int,
+          out: torch.Tensor) -> None:
+    """Add the samples of sample rows `rows` and columns `cols` to their bins in out {C', OH,
+    OW}: bilinear values of image {C', H, W}, 0 outside the image (the clamped edge pixel may
+    be Inf or NaN), summed along x into bins, then along y."""
+    (y0, y1, ly, in_y, ybins), (x0, x1, lx, in_x, xbins) = axes
+    top, bottom, xa, xb = y0[rows, None], y1[rows, None], x0[None, cols], x1[None, cols]
+    wy, wx = ly[rows, None], lx[None, cols]
+    values = ((1 - wy) * ((1 - wx) * image[:, top, xa] + wx * image[:, top, xb])
+              + wy * ((1 - wx) * image[:, bottom, xa] + wx * image[:, bottom, xb]))
+    values = torch.where(in_y[rows, None] & in_x[None, cols], values,
+                         torch.zeros((), dtype=values.dtype, device=values.device))
+    bins = xbins[cols]
+    first = int(bins[0])
+    if cols.start == 0 and len(bins) == len(xbins):  # whole rows: each bin's sx samples
+        sums = values.reshape(values.shape[0], values.shape[1], -1, sx).sum(3)
+    else:
+        sums = values.new_zeros((values.shape[0], values.shape[1], int(bins[-1]) - first + 1))
+        sums.index_add_(2, bins - first, values)
+    out[:, :, first:first + sums.shape[2]].index_add_(1, ybins[rows], sums)
 
 
 class RoiAlign(torch.autograd.Function):
