@@ -1009,3 +1009,37 @@ def test_batch_norm_one_value_per_channel_raises():
         vt.BatchNorm1d(3)(x)
     with pytest.raises(ValueError, match="more than 1 value per channel"):
         vt.batch_norm(x, None, None, training=True)
+
+
+def test_torch_compile_runs_the_bridge_as_it_is():
+    """torch.compile (Dynamo) of a converted model with BatchNorm in training and nearest
+    upsampling: it traced into the bridge's device calls and raised ("Expected np.nditer
+    base"); the bridged calls are now left to run as they are (a graph break each), and the
+    gradients are plain PyTorch's."""
+    nn = torch.nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(4, 2, 1))
+    bridged = vt.convert(copy.deepcopy(model))
+    compiled = torch.compile(bridged, backend="eager")
+    x = torch.randn(2, 3, 6, 6)
+    for _ in range(2):
+        for m in (model, compiled):
+            m.zero_grad()
+            m(x).square().sum().backward()
+        for (name, a), b in zip(model.named_parameters(), bridged.parameters()):
+            torch.testing.assert_close(b.grad, a.grad, rtol=1e-4, atol=1e-5, msg=name)
+        torch.testing.assert_close(bridged[1].running_mean, model[1].running_mean)
+
+
+def test_batched_gradients_are_refused_by_name():
+    """jacobian(vectorize=True) and grad(is_grads_batched=True) hand a backward a batch of
+    gradients, which PyTorch refused deep inside the bridge ("Batching rule not implemented
+    for aten::detach"); the bridge says what it cannot do, and the default jacobian works."""
+    x = torch.randn(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="one gradient at a time"):
+        torch.autograd.grad(vt.relu(x), x, torch.randn(4, 2, 3), is_grads_batched=True)
+    with pytest.raises(RuntimeError, match="one gradient at a time"):
+        torch.autograd.functional.jacobian(vt.relu, x, vectorize=True)
+    torch.testing.assert_close(torch.autograd.functional.jacobian(vt.relu, x),
+                               torch.autograd.functional.jacobian(torch.relu, x))

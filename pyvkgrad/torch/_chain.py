@@ -199,6 +199,15 @@ class ClipStep(Step):
         return f"dx{k}"
 
 
+def _batched(grad) -> bool:
+    """A batched tensor: what jacobian(vectorize=True) and grad(is_grads_batched=True) pass a
+    backward (the legacy vmap's), or functorch's."""
+    functorch = getattr(torch._C, "_functorch", None)
+    tests = [getattr(functorch, name, None)
+             for name in ("is_legacy_batchedtensor", "is_batchedtensor")]
+    return isinstance(grad, torch.Tensor) and any(t is not None and t(grad) for t in tests)
+
+
 def single_backward(backward):
     """A bridged Function's backward: once_differentiable, and refused where autograd would
     record it for a second differentiation (create_graph=True). The device's gradients have no
@@ -208,6 +217,11 @@ def single_backward(backward):
 
     @functools.wraps(backward)
     def refusing(ctx, *grads):
+        if any(_batched(g) for g in grads):
+            raise RuntimeError("pyvkgrad.torch: a bridged operator's backward takes one "
+                               "gradient at a time, not a batch of them (vmap, "
+                               "jacobian(vectorize=True), grad(is_grads_batched=True)): "
+                               "compute them one by one (jacobian's default)")
         if torch.is_grad_enabled():
             raise RuntimeError("pyvkgrad.torch: a bridged operator's backward cannot be "
                                "differentiated (create_graph=True, a double backward): "
@@ -382,6 +396,19 @@ class _Chain(torch.autograd.Function):
         return (None, dx, *grads)
 
 
+def not_compiled(fn):
+    """`fn` as torch.compile's Dynamo runs it, never traced: a bridged call reaches numpy and
+    the Vulkan runtime (BatchNorm's training forward, nearest interpolate's tap search), which
+    Dynamo cannot trace (it raised inside them); the graph breaks around the call instead."""
+    compiler = getattr(torch, "compiler", None)
+    disable = getattr(compiler, "disable", None)
+    if disable is None:  # torch 2.0
+        from torch import _dynamo
+        disable = _dynamo.disable
+    return functools.wraps(fn)(disable(fn))
+
+
+@not_compiled
 def apply_chain(steps: Sequence[Step], x: torch.Tensor, params: Sequence) -> torch.Tensor:
     """Run `steps` as one bridged chain on x (params: every step's parameters, in order).
     A 0-d tensor runs as one element (DirectML tensors have 1 to 8 dimensions)."""
