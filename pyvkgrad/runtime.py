@@ -149,6 +149,10 @@ class Runtime:
     def closed(self) -> bool:
         return self._mgr is None
 
+    def check_usable(self) -> None:
+        """Raise where the runtime cannot be used: closed, or opened before a fork() (FORKED)."""
+        self._check()
+
     def _check(self) -> None:
         if self._mgr is None:
             if self._forked:

@@ -246,7 +246,9 @@ if pid == 0:
         calls = {"one-call": relu,
                  "operator": lambda: op(input_tensor=t, input_gradient_tensor=t,
                                         output_gradient_tensor=out),
-                 "numpy": out.numpy, "upload": lambda: device.upload(x)}
+                 "numpy": out.numpy, "upload": lambda: device.upload(x),
+                 "compile": lambda: device.compile(pyvkgrad.ActivationReluGradDesc(d, d, d)),
+                 "record": device.record}
         for name, call in calls.items():
             try:
                 call()
@@ -289,7 +291,8 @@ def test_forked_child(device, when):
     lines = out.stdout.splitlines()
     if when == "after":
         assert lines == [f"child {name} refused" for name in ("one-call", "operator", "numpy",
-                                                               "upload")] + [
+                                                               "upload", "compile",
+                                                               "record")] + [
             "child exit status 0", "pool worker refused", "parent ran"], out.stderr
     else:
         assert lines == ["child one-call ran", "child exit status 0", "parent ran"], out.stderr
