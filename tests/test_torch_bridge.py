@@ -1043,3 +1043,27 @@ def test_batched_gradients_are_refused_by_name():
         torch.autograd.functional.jacobian(vt.relu, x, vectorize=True)
     torch.testing.assert_close(torch.autograd.functional.jacobian(vt.relu, x),
                                torch.autograd.functional.jacobian(torch.relu, x))
+
+
+def test_batch_norm_parameter_dtypes_follow_pytorch():
+    """F.batch_norm refuses weight, bias and running statistics of mixed dtypes, or of a dtype
+    other than the input's (float32 beside float16 input excepted); training took them all
+    (float64 statistics beside float32 input, say). Every combination: both refuse, or both
+    run."""
+    import itertools
+    kinds = [torch.float32, torch.float16, torch.float64, None]
+    for training, xd, wd, sd in itertools.product((True, False), kinds[:2], kinds, kinds):
+        if sd is None and not training:
+            continue
+        outcomes = []
+        for fn in (F.batch_norm, vt.batch_norm):
+            x = torch.randn(2, 3, 4, 4, dtype=xd, requires_grad=True)
+            w, b = ((torch.ones(3, dtype=wd, requires_grad=True),
+                     torch.zeros(3, dtype=wd, requires_grad=True)) if wd else (None, None))
+            rm, rv = (torch.zeros(3, dtype=sd), torch.ones(3, dtype=sd)) if sd else (None, None)
+            try:
+                fn(x, rm, rv, w, b, training=training).float().sum().backward()
+                outcomes.append("ran")
+            except RuntimeError:
+                outcomes.append("refused")
+        assert outcomes[0] == outcomes[1], (training, xd, wd, sd, outcomes)

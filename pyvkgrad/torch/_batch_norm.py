@@ -95,6 +95,15 @@ class BatchNormStep(Step):
             if p is not None and p.numel() != channels:
                 raise RuntimeError(f"{name} should contain {channels} elements not "
                                    f"{p.numel()}")
+        # As F.batch_norm: weight, bias and the running statistics share one dtype, the
+        # input's, or float32 beside a float16 input (mixed precision); training took any.
+        kinds = {p.dtype for p in params if p is not None}
+        if kinds and (len(kinds) > 1 or not (kinds == {x.dtype} or (
+                x.dtype == torch.float16 and kinds == {torch.float32}))):
+            raise RuntimeError(f"pyvkgrad.torch.batch_norm: weight, bias, running_mean and "
+                               f"running_var must share one dtype, the input's ({x.dtype}) or "
+                               f"float32 beside float16 input; got "
+                               f"{sorted(str(k) for k in kinds)}")
         if self.momentum is None:
             # F.batch_norm's own refusal (the modules pass a float: 1 / batches tracked).
             raise TypeError("batch_norm(): argument 'momentum' must be float, not NoneType")
