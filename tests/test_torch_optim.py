@@ -496,6 +496,51 @@ def test_adam_refuses_what_would_step_wrongly(device, monkeypatch):
         vt.set_device(None)
 
 
+def test_adam_state_edits_shared_memory_and_gradient_dtypes(device):
+    """Found by a probe of unusual parameters: moments changed in the state after
+    `state_dict()` read them back were ignored (the pack kept its own); two parameters over
+    one memory lost one update a step (the pack wrote each back whole); a gradient of another
+    dtype, set through `p.grad.data`, was cast. Now the edits are stepped from, as torch's Adam
+    steps from them; parameters that share memory are refused before any change (interleaved
+    views that share none step as torch's); and the gradient's dtype is checked."""
+    import pyvkgrad.torch as vt
+    from pyvkgrad.torch.optim import Adam
+
+    vt.set_device(device)
+    try:
+        ours_p, theirs_p = (torch.nn.Parameter(torch.linspace(-1, 1, 6)) for _ in range(2))
+        ours, theirs = Adam([ours_p], lr=0.1), torch.optim.Adam([theirs_p], lr=0.1)
+        for step in range(4):
+            for p, opt in ((ours_p, ours), (theirs_p, theirs)):
+                p.grad = torch.full((6,), 0.5 - step)
+                if step == 2:
+                    opt.state_dict()  # ours reads its moments back into the state here
+                    opt.state[p]["exp_avg"].zero_()
+                    opt.state[p]["exp_avg_sq"] = torch.full((6,), 4.0)
+                opt.step()
+        torch.testing.assert_close(ours_p, theirs_p, rtol=1e-5, atol=1e-6)
+
+        base = torch.zeros(12)
+        for first, second in ((base[0:8], base[4:12]), (base, base.view(3, 4))):
+            a, b = torch.nn.Parameter(first), torch.nn.Parameter(second)
+            a.grad, b.grad = torch.ones_like(a), torch.ones_like(b)
+            with pytest.raises(ValueError, match="share memory"):
+                Adam([a, b], lr=0.1).step()
+            assert torch.equal(base, torch.zeros(12))  # before any change
+        even, odd = torch.nn.Parameter(base[0::2]), torch.nn.Parameter(base[1::2])
+        even.grad, odd.grad = torch.ones(6), -torch.ones(6)
+        Adam([even, odd], lr=0.1).step()
+        torch.testing.assert_close(base, torch.tensor([-0.1, 0.1] * 6))
+
+        p = torch.nn.Parameter(torch.ones(3))
+        p.grad = torch.ones(3)
+        p.grad.data = torch.ones(3, dtype=torch.float64)
+        with pytest.raises(TypeError, match="float64 gradient for a torch.float32 parameter"):
+            Adam([p]).step()
+    finally:
+        vt.set_device(None)
+
+
 def test_adam_step_benchmark_runs(tmp_path):
     """benchmarks/adam_step.py (issue 30's figures: the bridge's whole Adam step beside
     PyTorch's CPU Adams) runs, small, and reports every case."""

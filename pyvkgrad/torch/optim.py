@@ -18,7 +18,7 @@ noise, move by up to 0.03 differently.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -39,6 +39,40 @@ _TORCH_ONLY = dict(weight_decay=0.0, amsgrad=False, maximize=False, foreach=None
 def _number(value: Union[float, torch.Tensor]) -> float:
     """lr, a beta or eps as a float (PyTorch also takes one-element tensors)."""
     return float(value.item()) if isinstance(value, torch.Tensor) else float(value)
+
+
+def _refuse_shared_memory(members: Sequence[torch.Tensor]) -> None:
+    """Parameters stepped together must not share memory: the pack reads them all before the
+    step and writes them all back, so one's update would overwrite the other's, where torch's
+    Adam applies both, one after the other (two Parameters over one tensor, overlapping
+    views). Raises ValueError naming the two."""
+    spans = []
+    for i, p in enumerate(members):
+        if p.numel():
+            start = p.data_ptr()
+            end = start + p.element_size() * (1 + sum((n - 1) * st for n, st in
+                                                      zip(p.shape, p.stride())))
+            spans.append((start, end, i))
+    spans.sort()
+    for (_, end, i), (start, _, j) in zip(spans, spans[1:]):
+        if start < end and _elements_meet(members[i], members[j]):
+            raise ValueError(f"pyvkgrad.torch.optim.Adam: parameters {min(i, j)} and "
+                             f"{max(i, j)} of a step share memory (one tensor, or views that "
+                             f"overlap): the device steps them together, so one update would "
+                             f"overwrite the other; give them to separate optimizers or "
+                             f"untie them")
+
+
+def _elements_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors of one dtype whose extents overlap share an element (interleaved
+    views, such as x[0::2] and x[1::2], do not)."""
+    item, base = a.element_size(), min(a.data_ptr(), b.data_ptr())
+
+    def offsets(t: torch.Tensor) -> np.ndarray:
+        span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+        local = torch.as_strided(torch.arange(span), t.shape, t.stride()).reshape(-1).numpy()
+        return local + (t.data_ptr() - base) // item
+    return np.intersect1d(offsets(a), offsets(b)).size > 0
 
 
 class Adam(torch.optim.Optimizer):
@@ -97,6 +131,9 @@ class Adam(torch.optim.Optimizer):
                 stride == 0 and size > 1 for stride, size in zip(p.stride(), p.shape)):
             raise ValueError("pyvkgrad.torch.optim.Adam: a parameter whose elements share "
                              "memory (an expanded view) cannot take a step's new values")
+        if grad.dtype != p.dtype:  # (set through p.grad.data, past the grad setter's check)
+            raise TypeError(f"pyvkgrad.torch.optim.Adam: a {grad.dtype} gradient for a "
+                            f"{p.dtype} parameter (torch's Adam refuses it too)")
         if grad.shape != p.shape:
             raise RuntimeError(f"pyvkgrad.torch.optim.Adam: a gradient of shape "
                                f"{tuple(grad.shape)} for a parameter of shape "
@@ -147,20 +184,24 @@ class Adam(torch.optim.Optimizer):
                 self._stepped(p, step)
             else:
                 packs.setdefault((id(group), p.dtype, step), (group, []))[1].append(p)
-        for (_, _, step), (group, params) in packs.items():
-            key = (_number(group["lr"]), *(_number(b) for b in group["betas"]),
-                   _number(group["eps"]))
-            for members in parts(params, most):
-                # Interrupts wait until the members' parameters and steps agree with the
-                # moments the submission updated.
-                with interrupts_deferred():
-                    pack = self._pack(members)
-                    pack.adopt_steps([self.state[p] for p in members])
-                    try:
-                        pack.step(step, key)
-                    finally:
-                        if pack.stepped:  # the moments moved on: so does every step count
-                            self._count_steps(pack, step)
+        work = [(members, step, (_number(group["lr"]), *(_number(b) for b in group["betas"]),
+                                 _number(group["eps"])))
+                for (_, _, step), (group, params) in packs.items()
+                for members in parts(params, most)]
+        for members, _, _ in work:  # refused before any parameter changes
+            if self._reusable(members) is None:
+                _refuse_shared_memory(members)
+        for members, step, key in work:
+            # Interrupts wait until the members' parameters and steps agree with the moments
+            # the submission updated.
+            with interrupts_deferred():
+                pack = self._pack(members)
+                pack.adopt_steps([self.state[p] for p in members])
+                try:
+                    pack.step(step, key)
+                finally:
+                    if pack.stepped:  # the moments moved on: so does every step count
+                        self._count_steps(pack, step)
         return loss
 
     def _count_steps(self, pack: Pack, step: int) -> None:
@@ -182,14 +223,26 @@ class Adam(torch.optim.Optimizer):
         state.pop("exp_avg", None)
         state.pop("exp_avg_sq", None)
 
+    def _reusable(self, members: Sequence[torch.Tensor]) -> Optional[Pack]:
+        """The pack of exactly `members` if it can step them as it is: their state not reset,
+        and no moments in it (state_dict() read them back, and the caller may have changed
+        them since: a new pack steps from those)."""
+        pack = self._device.get(members[0])
+        if pack is None or not pack.holds(members):
+            return None
+        for p in members:
+            state = self.state[p]
+            if "step" not in state or "exp_avg" in state or "exp_avg_sq" in state:
+                return None
+        return pack
+
     def _pack(self, members: Tuple[torch.Tensor, ...]) -> Pack:
         """The pack of exactly `members`: theirs if they share one whose state was not reset,
         else a new one. Their packs give the moments back to the state first (all of a pack's
         members', as a pack's tensors are whole), and the new pack takes them from there (or
         zeros)."""
-        pack = self._device.get(members[0])
-        if pack is not None and pack.holds(members) and all(
-                self._has_state(p) for p in members):
+        pack = self._reusable(members)
+        if pack is not None:
             return pack
         for p in members:
             if p in self._device:
@@ -215,7 +268,9 @@ class Adam(torch.optim.Optimizer):
         # from zero moments at a later step count would be wrong without a word.)
         if keep and any(self._has_state(p) for p in pack.params):
             for p, moments in zip(pack.params, pack.moments()):
-                if self._has_state(p):
+                state = self.state.get(p, {})
+                # (moments already in the state, read back and perhaps changed since, stay)
+                if self._has_state(p) and "exp_avg" not in state and "exp_avg_sq" not in state:
                     self._keep_moments(p, moments)
         for p in pack.params:
             if self._device.get(p) is pack:
