@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 #: The patch level (tools/kp-0.9.0.patch) this pyvkgrad is written for.
-PATCH_LEVEL = 7
+PATCH_LEVEL = 8
 
 _REINSTALL = "reinstall pyvkgrad, which rebuilds it: pip install --force-reinstall --no-cache-dir"
 
