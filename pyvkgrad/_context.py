@@ -105,6 +105,12 @@ class DeviceContext:
                 session, self._open = self._open, None
                 session.close()
 
+    def check_usable(self) -> None:
+        """Raise where the device was opened and cannot be used now: in a child forked after
+        the parent opened it (runtime.FORKED). Opens nothing."""
+        if self._runtime is not None:
+            self._runtime.check_usable()
+
     def forget(self, storage: "TensorStorage") -> None:
         """A DeviceTensor's finalizer, possibly from a garbage collection in the middle of
         another call: only note it; `collect` lets the caches go later."""

@@ -121,13 +121,13 @@ class Device:
         `limits`: plan with these instead of `Device.limits` (explorations of plan choices,
         e.g. benchmarks/investigations/relu_variants.py; they must stay within what the device
         supports)."""
-        self._context.session().runtime.check_usable()  # a forked child: raise at once
+        self._context.check_usable()  # a forked child: raise at once
         return compile_operator(self._context, desc, limits)
 
     def record(self, timestamps: bool = False) -> Recording:
         """`with device.record() as rec: rec.execute(op, **tensors)` submits once at the end."""
         with self._context.lock:
-            self._context.session().runtime.check_usable()  # a forked child: raise at once
+            self._context.check_usable()  # a forked child: raise at once
             return Recording(self._context, timestamps)
 
     def cache_info(self) -> CacheInfo:
