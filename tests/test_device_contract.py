@@ -821,6 +821,10 @@ def test_programs_over_new_tensors_leak_no_native_memory(device):
     use (glibc's mallinfo2) stays flat over thousands of calls, each with a new output."""
     import ctypes
 
+    if os.environ.get("VK_INSTANCE_LAYERS"):
+        pytest.skip("the validation layer keeps memory of its own per object; tools/test's "
+                    "plain pass measures")
+
     class MallInfo2(ctypes.Structure):
         _fields_ = [(name, ctypes.c_size_t) for name in (
             "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
