@@ -531,6 +531,26 @@ def test_adam_state_edits_shared_memory_and_gradient_dtypes(device):
         even.grad, odd.grad = torch.ones(6), -torch.ones(6)
         Adam([even, odd], lr=0.1).step()
         torch.testing.assert_close(base, torch.tensor([-0.1, 0.1] * 6))
+        # An overlap between spans that are not neighbours once sorted (x[1:5:2] between
+        # them); an empty parameter of the refused step counts no step.
+        x = torch.zeros(100)
+        views = [torch.nn.Parameter(v) for v in (x[0::2], x[1:5:2], x[30:40])]
+        empty = torch.nn.Parameter(torch.zeros(0))
+        for v in views + [empty]:
+            v.grad = torch.ones_like(v)
+        opt = Adam(views + [empty], lr=0.1)
+        with pytest.raises(ValueError, match="parameters 0 and 2 of a step share memory"):
+            opt.step()
+        assert torch.equal(x, torch.zeros(100)) and not opt.state[empty]
+        # Tied after a step (one parameter re-pointed at the other's memory): refused too.
+        first, second = torch.nn.Parameter(torch.zeros(4)), torch.nn.Parameter(torch.zeros(4))
+        opt = Adam([first, second], lr=0.1)
+        for p in (first, second):
+            p.grad = torch.ones(4)
+        opt.step()
+        second.data = first.data
+        with pytest.raises(ValueError, match="share memory"):
+            opt.step()
 
         p = torch.nn.Parameter(torch.ones(3))
         p.grad = torch.ones(3)

@@ -102,6 +102,9 @@ class Pack:
         self.device = _runtime.get_device()
         self.params = params
         self._index = {id(p): i for i, p in enumerate(params)}  # (held: the ids stay theirs)
+        # Where the members' memory was: one re-pointed since (p.data = another's) makes a
+        # new pack, whose members are checked for shared memory again.
+        self._pointers = tuple(p.data_ptr() for p in params)
         self.sizes = tuple(p.numel() for p in params)
         self.offsets = tuple(itertools.accumulate(self.sizes, initial=0))
         self.dtype = DATA_TYPES[params[0].dtype].numpy_dtype
@@ -152,7 +155,8 @@ class Pack:
     def holds(self, params: Tuple[torch.Tensor, ...]) -> bool:
         """Whether the pack holds exactly `params`, in order, open on the bridge's device."""
         return (len(params) == len(self.params)
-                and all(a is b for a, b in zip(params, self.params))
+                and all(a is b and a.data_ptr() == at
+                        for a, b, at in zip(params, self.params, self._pointers))
                 and self.device is _runtime.get_device() and self.alive)
 
     def size_of(self, p: torch.Tensor) -> int:

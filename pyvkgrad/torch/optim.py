@@ -18,7 +18,7 @@ noise, move by up to 0.03 differently.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -54,13 +54,17 @@ def _refuse_shared_memory(members: Sequence[torch.Tensor]) -> None:
                                                       zip(p.shape, p.stride())))
             spans.append((start, end, i))
     spans.sort()
-    for (_, end, i), (start, _, j) in zip(spans, spans[1:]):
-        if start < end and _elements_meet(members[i], members[j]):
-            raise ValueError(f"pyvkgrad.torch.optim.Adam: parameters {min(i, j)} and "
-                             f"{max(i, j)} of a step share memory (one tensor, or views that "
-                             f"overlap): the device steps them together, so one update would "
-                             f"overwrite the other; give them to separate optimizers or "
-                             f"untie them")
+    active: List[Tuple[int, int]] = []  # (end, index) of the spans still open at `start`
+    for start, end, j in spans:
+        active = [(e, i) for e, i in active if e > start]
+        for _, i in active:
+            if _elements_meet(members[i], members[j]):
+                raise ValueError(f"pyvkgrad.torch.optim.Adam: parameters {min(i, j)} and "
+                                 f"{max(i, j)} of a step share memory (one tensor, or views "
+                                 f"that overlap): the device steps them together, so one "
+                                 f"update would overwrite the other; give them to separate "
+                                 f"optimizers or untie them")
+        active.append((end, j))
 
 
 def _elements_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -70,9 +74,13 @@ def _elements_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
 
     def offsets(t: torch.Tensor) -> np.ndarray:
         span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
-        local = torch.as_strided(torch.arange(span), t.shape, t.stride()).reshape(-1).numpy()
-        return local + (t.data_ptr() - base) // item
-    return np.intersect1d(offsets(a), offsets(b)).size > 0
+        local = np.lib.stride_tricks.as_strided(
+            np.arange(span, dtype=np.int64), t.shape, [8 * st for st in t.stride()])
+        return local.reshape(-1) + (t.data_ptr() - base) // item
+    first, second = offsets(a), offsets(b)
+    marked = np.zeros(int(max(first.max(), second.max())) + 1, bool)  # (one pass each)
+    marked[first] = True
+    return bool(marked[second].any())
 
 
 class Adam(torch.optim.Optimizer):
@@ -179,9 +187,10 @@ class Adam(torch.optim.Optimizer):
         # Parameters of one group, data type and step count step together (a pack per run of
         # them that fits a device buffer); empty ones only count the step.
         packs: Dict[Tuple[int, torch.dtype, int], Tuple[Dict[str, Any], list]] = {}
+        empty = []
         for (p, group), step in zip(live, steps):
             if p.numel() == 0:
-                self._stepped(p, step)
+                empty.append((p, step))
             else:
                 packs.setdefault((id(group), p.dtype, step), (group, []))[1].append(p)
         work = [(members, step, (_number(group["lr"]), *(_number(b) for b in group["betas"]),
@@ -191,6 +200,8 @@ class Adam(torch.optim.Optimizer):
         for members, _, _ in work:  # refused before any parameter changes
             if self._reusable(members) is None:
                 _refuse_shared_memory(members)
+        for p, step in empty:
+            self._stepped(p, step)
         for members, step, key in work:
             # Interrupts wait until the members' parameters and steps agree with the moments
             # the submission updated.
