@@ -52,8 +52,8 @@ def info() -> int:
     except DeviceError as e:  # one line: what is missing (the loader, a driver or a device)
         print(f"vulkan: {e}")
         return 1
-    except ValueError as e:  # PYVKGRAD_DEVICE names no device
-        print(f"PYVKGRAD_DEVICE: {e}")
+    except ValueError as e:  # PYVKGRAD_DEVICE names no device (the message says so)
+        print(e)
         return 1
     for d in found:
         i = d.info
@@ -187,7 +187,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         device = get_device(args.device)  # a device that is not there: one line and 2
     except ValueError as e:
-        parser.error(f"{'demo --device' if args.device is not None else 'PYVKGRAD_DEVICE'}: {e}")
+        parser.error(f"demo --device: {e}" if args.device is not None else str(e))
     return run(device)
 
 

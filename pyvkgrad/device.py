@@ -218,7 +218,10 @@ def default_device() -> Device:
         raise DeviceError(f"no Vulkan device found: {_vulkan_info.NO_DRIVER_HINT}")
     choice = os.environ.get("PYVKGRAD_DEVICE", "").strip()
     if choice:
-        device = get_device(choice)
+        try:
+            device = get_device(choice)
+        except ValueError as e:  # named at its source, for every caller
+            raise ValueError(f"PYVKGRAD_DEVICE: {e}") from None
     else:
         gpus = [d for d in found if d.info.device_type != "cpu"]
         device = (gpus or found)[0]

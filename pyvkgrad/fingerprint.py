@@ -123,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         device = get_device(args.device)
     except ValueError as e:
-        ap.error(f"{'--device' if args.device is not None else 'PYVKGRAD_DEVICE'}: {e}")
+        ap.error(f"--device: {e}" if args.device is not None else str(e))
     mine = fingerprints(device)
     print(f"device: {device.info.name}; {len(mine)} cases")
     if args.write:

@@ -170,13 +170,13 @@ class OneCallCache:
         self._layouts: "collections.OrderedDict[tuple, CacheKey]" = collections.OrderedDict()
         self._hits = self._misses = 0
 
-    def refuse_reentry(self, operator: str) -> None:
+    def _refuse_reentry(self, operator: str) -> None:
         """Raise RuntimeError where this thread is already inside a call on the device: a
         one-call function called from a garbage collection's callback, a finalizer or a
         signal handler that ran in the middle of another call (the device's lock is
         reentrant). Its cache changes would pull entries from under the outer call (one
-        closed the entry the outer call was running). One-call functions never call each
-        other under the lock, so this refuses only such calls."""
+        closed the entry the outer call was running). Nothing of pyvkgrad's reaches the cache
+        under the lock, so this refuses only such calls."""
         if self._context.lock._is_owned():  # type: ignore[attr-defined]
             raise RuntimeError(
                 f"{operator}: a one-call function called in the middle of another pyvkgrad "
@@ -190,6 +190,7 @@ class OneCallCache:
         submission. `arrays` maps input fields to arrays whose layouts `array_desc` turned
         into the descriptor's fields; outputs come back reshaped to `shapes`. With `layout`
         (`layout_key` of the call), `again` finds this problem without its descriptor."""
+        self._refuse_reentry(desc.OPERATOR)
         context = self._context
         with context.lock:
             context.collect()
@@ -239,6 +240,7 @@ class OneCallCache:
         (`layout_key`), or None: then the caller takes the full path."""
         if layout is None:
             return None
+        self._refuse_reentry(layout[0])  # (the operator: layout_key's first item)
         with self._context.lock:
             self._context.collect()
             found = (layout, LIMIT_VARIABLES.values())
