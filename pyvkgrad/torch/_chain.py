@@ -199,13 +199,17 @@ class ClipStep(Step):
         return f"dx{k}"
 
 
+# The tests of a batched tensor this torch has (looked up once: every backward asks).
+_BATCHED_TESTS = tuple(
+    test for test in (getattr(getattr(torch._C, "_functorch", None), name, None)
+                      for name in ("is_legacy_batchedtensor", "is_batchedtensor"))
+    if test is not None)
+
+
 def _batched(grad) -> bool:
     """A batched tensor: what jacobian(vectorize=True) and grad(is_grads_batched=True) pass a
     backward (the legacy vmap's), or functorch's."""
-    functorch = getattr(torch._C, "_functorch", None)
-    tests = [getattr(functorch, name, None)
-             for name in ("is_legacy_batchedtensor", "is_batchedtensor")]
-    return isinstance(grad, torch.Tensor) and any(t is not None and t(grad) for t in tests)
+    return isinstance(grad, torch.Tensor) and any(test(grad) for test in _BATCHED_TESTS)
 
 
 def single_backward(backward):

@@ -1,10 +1,11 @@
 """Drop-in modules and model conversion.
 
 `ReLU`, `Hardtanh`, `ReLU6`, `BatchNorm1d/2d/3d`, `Upsample`, `AvgPool2d/3d`, `MaxPool2d/3d`
-and `LocalResponseNorm` subclass their torch.nn counterparts: the same constructor arguments, parameters, buffers, state dict keys and repr; only
-the backward runs on the Vulkan device. `Sequential` (an nn.Sequential) runs each run of consecutive
-bridged modules as one chain: one autograd node whose backward is one submission, intermediate
-gradients kept on the device. `convert(model)` swaps them into an existing model.
+and `LocalResponseNorm` subclass their torch.nn counterparts: the same constructor arguments,
+parameters, buffers, state dict keys and repr; only the backward runs on the Vulkan device.
+`Sequential` (an nn.Sequential) runs each run of consecutive bridged modules as one chain: one
+autograd node whose backward is one submission, intermediate gradients kept on the device.
+`convert(model)` swaps them into an existing model.
 """
 
 from __future__ import annotations

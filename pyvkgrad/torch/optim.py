@@ -46,13 +46,8 @@ def _refuse_shared_memory(members: Sequence[torch.Tensor]) -> None:
     step and writes them all back, so one's update would overwrite the other's, where torch's
     Adam applies both, one after the other (two Parameters over one tensor, overlapping
     views). Raises ValueError naming the two."""
-    spans = []
-    for i, p in enumerate(members):
-        if p.numel():
-            start = p.data_ptr()
-            end = start + p.element_size() * (1 + sum((n - 1) * st for n, st in
-                                                      zip(p.shape, p.stride())))
-            spans.append((start, end, i))
+    spans = [(p.data_ptr(), p.data_ptr() + p.element_size() * _span(p), i)
+             for i, p in enumerate(members) if p.numel()]
     spans.sort()
     active: List[Tuple[int, int]] = []  # (end, index) of the spans still open at `start`
     for start, end, j in spans:
@@ -67,15 +62,25 @@ def _refuse_shared_memory(members: Sequence[torch.Tensor]) -> None:
         active.append((end, j))
 
 
+def _span(t: torch.Tensor) -> int:
+    """Elements from t's first to one past its last (as TensorDesc.element_span)."""
+    return 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+
+
+def _has_moments(state: Dict[str, Any]) -> bool:
+    """Whether a parameter's state holds moments (state_dict() read them back, or a loaded
+    state brought them): the next step starts from them."""
+    return "exp_avg" in state or "exp_avg_sq" in state
+
+
 def _elements_meet(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors of one dtype whose extents overlap share an element (interleaved
     views, such as x[0::2] and x[1::2], do not)."""
     item, base = a.element_size(), min(a.data_ptr(), b.data_ptr())
 
     def offsets(t: torch.Tensor) -> np.ndarray:
-        span = 1 + sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
         local = np.lib.stride_tricks.as_strided(
-            np.arange(span, dtype=np.int64), t.shape, [8 * st for st in t.stride()])
+            np.arange(_span(t), dtype=np.int64), t.shape, [8 * st for st in t.stride()])
         return local.reshape(-1) + (t.data_ptr() - base) // item
     first, second = offsets(a), offsets(b)
     marked = np.zeros(int(max(first.max(), second.max())) + 1, bool)  # (one pass each)
@@ -193,20 +198,21 @@ class Adam(torch.optim.Optimizer):
                 empty.append((p, step))
             else:
                 packs.setdefault((id(group), p.dtype, step), (group, []))[1].append(p)
+        # Each run of members with the pack that steps them as it is, or None (a new one).
         work = [(members, step, (_number(group["lr"]), *(_number(b) for b in group["betas"]),
-                                 _number(group["eps"])))
+                                 _number(group["eps"])), self._reusable(members))
                 for (_, _, step), (group, params) in packs.items()
                 for members in parts(params, most)]
-        for members, _, _ in work:  # refused before any parameter changes
-            if self._reusable(members) is None:
+        for members, _, _, held in work:  # refused before any parameter changes
+            if held is None:
                 _refuse_shared_memory(members)
         for p, step in empty:
             self._stepped(p, step)
-        for members, step, key in work:
+        for members, step, key, held in work:
             # Interrupts wait until the members' parameters and steps agree with the moments
             # the submission updated.
             with interrupts_deferred():
-                pack = self._pack(members)
+                pack = held if held is not None else self._new_pack(members)
                 pack.adopt_steps([self.state[p] for p in members])
                 try:
                     pack.step(step, key)
@@ -221,7 +227,7 @@ class Adam(torch.optim.Optimizer):
         states = [self.state[p] for p in pack.params]
         pack.count_steps(states, step)
         for state in states:
-            if "exp_avg" in state or "exp_avg_sq" in state:
+            if _has_moments(state):
                 state.pop("exp_avg", None)
                 state.pop("exp_avg_sq", None)
 
@@ -243,18 +249,14 @@ class Adam(torch.optim.Optimizer):
             return None
         for p in members:
             state = self.state[p]
-            if "step" not in state or "exp_avg" in state or "exp_avg_sq" in state:
+            if "step" not in state or _has_moments(state):
                 return None
         return pack
 
-    def _pack(self, members: Tuple[torch.Tensor, ...]) -> Pack:
-        """The pack of exactly `members`: theirs if they share one whose state was not reset,
-        else a new one. Their packs give the moments back to the state first (all of a pack's
-        members', as a pack's tensors are whole), and the new pack takes them from there (or
-        zeros)."""
-        pack = self._reusable(members)
-        if pack is not None:
-            return pack
+    def _new_pack(self, members: Tuple[torch.Tensor, ...]) -> Pack:
+        """A new pack of exactly `members` (where `_reusable` has none). Their packs give the
+        moments back to the state first (all of a pack's members', as a pack's tensors are
+        whole), and the new pack takes them from there (or zeros)."""
         for p in members:
             if p in self._device:
                 self._dissolve(self._device[p])
@@ -279,9 +281,8 @@ class Adam(torch.optim.Optimizer):
         # from zero moments at a later step count would be wrong without a word.)
         if keep and any(self._has_state(p) for p in pack.params):
             for p, moments in zip(pack.params, pack.moments()):
-                state = self.state.get(p, {})
                 # (moments already in the state, read back and perhaps changed since, stay)
-                if self._has_state(p) and "exp_avg" not in state and "exp_avg_sq" not in state:
+                if self._has_state(p) and not _has_moments(self.state[p]):
                     self._keep_moments(p, moments)
         for p in pack.params:
             if self._device.get(p) is pack:
